@@ -1,0 +1,190 @@
+// The typed, immutable configuration model that config/loader.cc fills from YAML.
+//
+// This layer is syntactic: types, unknown keys, references between sections (include,
+// credential and policy names), duplicates and cycles. The meaning of host patterns, CIDRs,
+// path globs and rule precedence is checked when policy/ compiles a Config.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sandgate::config {
+
+// Where a value was written: 1-based line and column in Config::file.
+struct Mark {
+  int line = 0;
+  int col = 0;
+};
+
+template <typename T>
+struct Located {
+  T value{};
+  Mark mark;
+};
+
+using Seconds = std::chrono::duration<double>;
+
+enum class RuleMode { kEnforce, kAudit };
+
+// One allow or deny rule as written.
+struct Rule {
+  Mark mark;            // the rule's own position (the "- " of the list item)
+  std::string keyPath;  // e.g. "policies.agent.allow[2]" or "global.deny[0]"
+  std::optional<Located<std::string>> host;   // exact, "*.suffix" or "re:<RE2>"
+  std::vector<Located<std::string>> cidrs;    // "10.1.0.0/16", "127.0.0.1", "::1/128"
+  std::vector<Located<uint16_t>> ports;       // empty: allow rules default to [443], deny to any
+  std::vector<Located<std::string>> methods;  // empty: any method
+  std::vector<Located<std::string>> paths;    // empty: any path; glob or "re:<RE2>"
+  std::optional<Located<std::string>> credential;  // a key of Config::credentials
+  RuleMode mode = RuleMode::kEnforce;
+  bool inspect = false;  // intercept TLS even without credential/methods/paths
+};
+
+struct Policy {
+  std::string name;
+  Mark mark;
+  std::vector<Located<std::string>> include;  // names of other policies
+  std::vector<Rule> allow;
+  std::vector<Rule> deny;
+};
+
+struct CredentialSource {
+  enum class Kind { kFile, kEnv, kExec };
+  Kind kind = Kind::kFile;
+  std::string file;               // kFile
+  std::string env;                // kEnv
+  std::vector<std::string> exec;  // kExec: argv
+  Seconds ttl{600};               // kExec: cache lifetime
+  Mark mark;
+};
+
+struct Injection {
+  enum class Kind { kHeader, kBasic, kQuery };
+  Kind kind = Kind::kHeader;
+  std::string header;              // kHeader
+  std::string value = "{secret}";  // kHeader: template containing "{secret}"
+  std::string username;            // kBasic
+  std::string query;               // kQuery: parameter name
+  Mark mark;
+};
+
+struct Credential {
+  std::string name;
+  Mark mark;
+  CredentialSource source;
+  std::vector<Located<std::string>> hosts;  // the only hosts it is ever sent to
+  Injection inject;
+  std::optional<std::string> placeholder;  // env variable name given to the sandbox
+  bool optional = false;                   // a missing source is not a start-up error
+  bool allowPlaintext = false;             // may be injected into plain http:// requests
+  std::optional<std::string> upstreamCa;   // extra CA bundle for this credential's hosts
+};
+
+// Per-task resource limits; unset fields inherit from Config::limits.
+struct Limits {
+  std::optional<uint32_t> maxConnections;       // concurrent client connections
+  std::optional<uint32_t> maxTunnels;           // concurrent CONNECT tunnels
+  std::optional<double> newConnectionsPerSecond;
+  std::optional<uint64_t> maxHeaderBytes;       // request head limit
+  std::optional<Seconds> headerTimeout;
+  std::optional<Seconds> bodyTimeout;
+  std::optional<Seconds> idleTimeout;
+  std::optional<Seconds> connectTimeout;
+  std::optional<Seconds> shutdownGrace;
+};
+
+// The defaults that apply when neither the task nor `limits:` sets a value.
+struct EffectiveLimits {
+  uint32_t maxConnections = 256;
+  uint32_t maxTunnels = 256;
+  double newConnectionsPerSecond = 100;
+  uint64_t maxHeaderBytes = 64 * 1024;
+  Seconds headerTimeout{10};
+  Seconds bodyTimeout{10};
+  Seconds idleTimeout{300};
+  Seconds connectTimeout{10};
+  Seconds shutdownGrace{10};
+};
+EffectiveLimits resolveLimits(const Limits& global, const Limits& task);
+
+struct Task {
+  std::string name;
+  Mark mark;
+  Located<std::string> policy;
+  std::optional<std::string> tokenSha256;  // lower-case hex, 64 chars
+  Limits limits;
+};
+
+struct Listen {
+  std::optional<Located<std::string>> proxy;    // "host:port"
+  std::optional<Located<std::string>> metrics;  // "host:port"
+  std::optional<Located<std::string>> admin;    // unix socket path
+};
+
+struct Global {
+  std::vector<Rule> allow;
+  std::vector<Rule> deny;
+};
+
+// A static name override: `name: address` or `name: address:port`.
+struct ResolveEntry {
+  std::string name;  // lower-cased, no trailing dot
+  std::string address;
+  std::optional<uint16_t> port;
+  Mark mark;
+};
+
+struct Audit {
+  std::optional<std::string> path;  // absent: stdout
+};
+
+struct Metrics {
+  Seconds taskSeriesTtl{600};  // series of a task that is gone are dropped after this
+};
+
+struct Ca {
+  std::string cert;
+  std::string key;
+};
+
+struct Tls {
+  std::optional<std::string> upstreamCa;  // extra roots added to the system store
+};
+
+struct Config {
+  std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
+  Listen listen;
+  std::map<std::string, Credential> credentials;
+  std::map<std::string, Policy> policies;
+  std::vector<Task> tasks;
+  Global global;
+  Limits limits;
+  std::vector<ResolveEntry> resolve;
+  Audit audit;
+  Metrics metrics;
+  std::optional<Ca> ca;
+  std::optional<std::string> caCertOut;
+  Tls tls;
+
+  const Task* findTask(std::string_view name) const;
+};
+
+// Loads and validates a config file. Every diagnostic carries file:line:col, the key path
+// and what was expected; all problems found are reported, not just the first.
+Result<Config> loadFile(const std::string& path);
+// Same, from text already in memory; `name` is used as the file in diagnostics.
+Result<Config> loadString(const std::string& text, const std::string& name);
+
+// Parses "250ms", "10s", "5m", "2h" (a bare number is seconds).
+std::optional<Seconds> parseDuration(std::string_view s);
+// Parses "512", "64KiB", "2M", "2G", "1GiB" (powers of 1024) into bytes.
+std::optional<uint64_t> parseSize(std::string_view s);
+
+}  // namespace sandgate::config

@@ -1,0 +1,84 @@
+// The compiled policy of one config snapshot and decide(): the only place that says yes.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "config/config.h"
+#include "policy/host.h"
+#include "policy/ip.h"
+
+namespace sandgate::policy {
+
+enum class Verdict { kAllow, kDeny, kAudit };  // kAudit: allowed, but a rule would have refused
+std::string_view verdictName(Verdict v);      // "allow", "deny", "audit"
+
+// Stable reason tokens: the response header, the audit log, metric labels and tests use them.
+namespace reason {
+inline constexpr std::string_view kAllowed = "allowed";
+inline constexpr std::string_view kNoMatchingRule = "no_matching_rule";
+inline constexpr std::string_view kDeniedByRule = "denied_by_rule";
+inline constexpr std::string_view kGlobalDeny = "global_deny";
+inline constexpr std::string_view kPortNotAllowed = "port_not_allowed";
+inline constexpr std::string_view kMethodNotAllowed = "method_not_allowed";
+inline constexpr std::string_view kPathNotAllowed = "path_not_allowed";
+inline constexpr std::string_view kAddressDenied = "address_denied";
+inline constexpr std::string_view kUnknownTask = "unknown_task";
+inline constexpr std::string_view kInvalidHost = "invalid_host";
+inline constexpr std::string_view kCredentialConflict = "credential_conflict";
+}  // namespace reason
+
+struct CompiledRule;  // opaque outside engine.cc
+
+// What the client asked for. `method` and `path` are present only where the request is
+// visible (plain HTTP, or a request inside an intercepted TLS connection).
+struct Request {
+  Target target;
+  uint16_t port = 0;
+  std::optional<std::string_view> method;
+  std::optional<std::string_view> path;  // origin-form path, query excluded
+};
+
+struct Decision {
+  Verdict verdict = Verdict::kDeny;
+  std::string_view reason = reason::kNoMatchingRule;
+  std::string rule;        // "file:line" of the deciding rule; empty for default deny
+  std::string detail;      // one human sentence: why (used in refusal bodies and `check`)
+  const CompiledRule* matched = nullptr;  // the allow rule that admitted the request, if any
+  std::string credential;  // credential name of the admitting rule, empty if none
+  // The admitting rule needs to see requests (credential, methods, paths or inspect), so a
+  // CONNECT must be intercepted rather than tunnelled.
+  bool intercept = false;
+
+  bool allowed() const { return verdict != Verdict::kDeny; }
+};
+
+class Engine {
+ public:
+  // Compiles every task's effective policy (its policy, included policies, global rules).
+  // Errors: invalid host patterns, CIDRs, paths, methods; ambiguous credential ties.
+  static Result<std::shared_ptr<const Engine>> compile(const config::Config& cfg);
+
+  // The name-level decision: host, port and (when visible) method and path.
+  Decision decide(std::string_view task, const Request& req) const;
+
+  // After DNS: may `addr` be dialled for a request that `allowed` admitted? Denied ranges
+  // (see address_class.h) are refused with address_denied unless the admitting rule names
+  // a CIDR covering `addr`. Returns `allowed` unchanged when the address is fine.
+  Decision checkAddress(const Decision& allowed, const IpAddress& addr) const;
+
+  bool hasTask(std::string_view task) const;
+
+  ~Engine();
+  struct Impl;
+
+ private:
+  explicit Engine(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandgate::policy

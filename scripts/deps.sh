@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package sandgate's build and tests need, when missing.
+# Idempotent and quiet when nothing is missing. Needs root (or sudo) only to install.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build ccache pkg-config
+  libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
+  libssl-dev libyaml-cpp-dev libre2-dev libspdlog-dev prometheus-cpp-dev
+  libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libseccomp-dev libcap-dev
+  curl git python3 nodejs openssl ca-certificates iproute2 procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q '^install ok installed$'; then
+    missing+=("$p")
+  fi
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "deps: installing ${missing[*]}" >&2
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
