@@ -3,18 +3,20 @@
 
 namespace sandgate {
 
-std::optional<uint16_t> parsePort(std::string_view s) {
+std::optional<uint16_t> parsePort(std::string_view s, bool allowZero) {
   if (s.empty() || s.size() > 5) return std::nullopt;
   uint32_t v = 0;
   for (char c : s) {
     if (c < '0' || c > '9') return std::nullopt;
     v = v * 10 + static_cast<uint32_t>(c - '0');
   }
-  if (v == 0 || v > 65535) return std::nullopt;
+  if ((v == 0 && !allowZero) || v > 65535) return std::nullopt;
   return static_cast<uint16_t>(v);
 }
 
-std::optional<HostPort> parseHostPort(std::string_view s) {
+namespace {
+
+std::optional<HostPort> split(std::string_view s, bool allowPortZero) {
   HostPort out;
   std::string_view rest;
   if (!s.empty() && s.front() == '[') {
@@ -33,10 +35,16 @@ std::optional<HostPort> parseHostPort(std::string_view s) {
     if (out.host.find(':') != std::string::npos) return std::nullopt;
     rest = s.substr(colon + 1);
   }
-  auto port = parsePort(rest);
+  auto port = parsePort(rest, allowPortZero);
   if (!port) return std::nullopt;
   out.port = *port;
   return out;
 }
+
+}  // namespace
+
+std::optional<HostPort> parseHostPort(std::string_view s) { return split(s, false); }
+
+std::optional<HostPort> parseListenAddress(std::string_view s) { return split(s, true); }
 
 }  // namespace sandgate

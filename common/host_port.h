@@ -19,7 +19,10 @@ struct HostPort {
 // normalised); an empty host is an error.
 std::optional<HostPort> parseHostPort(std::string_view s);
 
+// Same, for addresses sandgate listens on: port 0 ("any free port") is allowed too.
+std::optional<HostPort> parseListenAddress(std::string_view s);
+
 // Parses a decimal port "1".."65535" (no sign, no leading zeros beyond "0"-free digits).
-std::optional<uint16_t> parsePort(std::string_view s);
+std::optional<uint16_t> parsePort(std::string_view s, bool allowZero = false);
 
 }  // namespace sandgate

@@ -35,7 +35,7 @@ enum class RuleMode { kEnforce, kAudit };
 
 // One allow or deny rule as written.
 struct Rule {
-  Mark mark;            // the rule's own position (the "- " of the list item)
+  Mark mark;            // the rule's own position (its first key, on the "- " line)
   std::string keyPath;  // e.g. "policies.agent.allow[2]" or "global.deny[0]"
   std::optional<Located<std::string>> host;   // exact, "*.suffix" or "re:<RE2>"
   std::vector<Located<std::string>> cidrs;    // "10.1.0.0/16", "127.0.0.1", "::1/128"
@@ -89,10 +89,10 @@ struct Credential {
 
 // Per-task resource limits; unset fields inherit from Config::limits.
 struct Limits {
-  std::optional<uint32_t> maxConnections;       // concurrent client connections
-  std::optional<uint32_t> maxTunnels;           // concurrent CONNECT tunnels
+  std::optional<uint32_t> maxConnections;  // concurrent client connections
+  std::optional<uint32_t> maxTunnels;      // concurrent CONNECT tunnels
   std::optional<double> newConnectionsPerSecond;
-  std::optional<uint64_t> maxHeaderBytes;       // request head limit
+  std::optional<uint64_t> maxHeaderBytes;  // request head limit
   std::optional<Seconds> headerTimeout;
   std::optional<Seconds> bodyTimeout;
   std::optional<Seconds> idleTimeout;
@@ -156,6 +156,7 @@ struct Ca {
 
 struct Tls {
   std::optional<std::string> upstreamCa;  // extra roots added to the system store
+  uint32_t leafCacheSize = 1024;          // minted leaf certificates kept (tls.leaf_cache_size)
 };
 
 struct Config {

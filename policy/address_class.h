@@ -27,6 +27,7 @@ struct Classification {
   // How the IPv4 address was embedded, when the class came from an IPv4 inside an IPv6
   // address: "ipv4-mapped", "ipv4-compatible", "nat64", "6to4", "teredo"; else empty.
   std::string_view embedding;
+  IpAddress embedded;  // the IPv4 address inside, when `embedding` is set
   bool denied() const { return cls != AddressClass::kPublic; }
 };
 

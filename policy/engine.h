@@ -15,7 +15,7 @@
 namespace sandgate::policy {
 
 enum class Verdict { kAllow, kDeny, kAudit };  // kAudit: allowed, but a rule would have refused
-std::string_view verdictName(Verdict v);      // "allow", "deny", "audit"
+std::string_view verdictName(Verdict v);       // "allow", "deny", "audit"
 
 // Stable reason tokens: the response header, the audit log, metric labels and tests use them.
 namespace reason {
@@ -32,7 +32,8 @@ inline constexpr std::string_view kInvalidHost = "invalid_host";
 inline constexpr std::string_view kCredentialConflict = "credential_conflict";
 }  // namespace reason
 
-struct CompiledRule;  // opaque outside engine.cc
+struct CompiledRule;    // opaque outside policy/
+struct CompiledPolicy;  // opaque outside policy/
 
 // What the client asked for. `method` and `path` are present only where the request is
 // visible (plain HTTP, or a request inside an intercepted TLS connection).
@@ -46,13 +47,18 @@ struct Request {
 struct Decision {
   Verdict verdict = Verdict::kDeny;
   std::string_view reason = reason::kNoMatchingRule;
-  std::string rule;        // "file:line" of the deciding rule; empty for default deny
-  std::string detail;      // one human sentence: why (used in refusal bodies and `check`)
+  std::string rule;     // "file:line" of the deciding rule; empty for default deny
+  std::string keyPath;  // key path of the deciding rule ("policies.agent.deny[0]"), if any
+  std::string detail;   // one human sentence: why (used in refusal bodies and `check`)
   const CompiledRule* matched = nullptr;  // the allow rule that admitted the request, if any
-  std::string credential;  // credential name of the admitting rule, empty if none
+  std::string credential;                 // credential name of the admitting rule, empty if none
   // The admitting rule needs to see requests (credential, methods, paths or inspect), so a
   // CONNECT must be intercepted rather than tunnelled.
   bool intercept = false;
+  // Context for checkAddress(): the request port and the task's compiled policy. Like
+  // `matched`, valid as long as the Engine that made the decision.
+  uint16_t port = 0;
+  const CompiledPolicy* policy = nullptr;
 
   bool allowed() const { return verdict != Verdict::kDeny; }
 };
@@ -60,15 +66,22 @@ struct Decision {
 class Engine {
  public:
   // Compiles every task's effective policy (its policy, included policies, global rules).
-  // Errors: invalid host patterns, CIDRs, paths, methods; ambiguous credential ties.
+  // Errors: invalid host patterns, CIDRs, paths, methods; ambiguous credential ties. All
+  // problems are reported, each with file:line:col and key path.
   static Result<std::shared_ptr<const Engine>> compile(const config::Config& cfg);
 
-  // The name-level decision: host, port and (when visible) method and path.
+  // The name-level decision: host, port and (when visible) method and path. The precedence
+  // is written at the top of engine.cc. An IP-literal target is matched only by `cidrs` rules
+  // and exact `host` rules written as that address, and is vetted like a resolved address
+  // (so "CONNECT 2130706433:443" is address_denied unless a rule's cidrs cover 127.0.0.1).
+  // Thread-safe; the Engine must outlive the Decision (`matched`, `policy`).
   Decision decide(std::string_view task, const Request& req) const;
 
-  // After DNS: may `addr` be dialled for a request that `allowed` admitted? Denied ranges
-  // (see address_class.h) are refused with address_denied unless the admitting rule names
-  // a CIDR covering `addr`. Returns `allowed` unchanged when the address is fine.
+  // After DNS: may `addr` be dialled for a request that `allowed` admitted? Deny rules written
+  // as `cidrs` apply (global_deny / denied_by_rule); denied ranges (see address_class.h) are
+  // refused with address_denied unless the admitting rule names a CIDR covering `addr` (or
+  // the IPv4 address it embeds). Audit mode never relaxes the range check. Returns `allowed`
+  // unchanged when the address is fine; a refusal is returned unchanged.
   Decision checkAddress(const Decision& allowed, const IpAddress& addr) const;
 
   bool hasTask(std::string_view task) const;

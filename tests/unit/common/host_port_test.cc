@@ -42,6 +42,13 @@ TEST(HostPort, Table) {
   }
 }
 
+TEST(HostPort, ListenAddressAllowsPortZero) {
+  EXPECT_FALSE(parseHostPort("127.0.0.1:0"));
+  ASSERT_TRUE(parseListenAddress("127.0.0.1:0"));
+  EXPECT_EQ(parseListenAddress("[::1]:0")->port, 0);
+  EXPECT_FALSE(parseListenAddress("127.0.0.1:65536"));
+}
+
 TEST(HostPort, BracketedFlag) {
   EXPECT_TRUE(parseHostPort("[::1]:1")->bracketed);
   EXPECT_FALSE(parseHostPort("h:1")->bracketed);

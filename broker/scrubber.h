@@ -1,0 +1,65 @@
+// Scrubber: replaces secrets that sandgate injected with their placeholders (or a redaction
+// marker) in an upstream response, streaming, across arbitrary chunk boundaries.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "broker/headers.h"
+#include "broker/secret.h"
+
+namespace sandgate::broker {
+
+// One form of a secret that went upstream on a connection and what replaces it in responses.
+struct ScrubRule {
+  std::shared_ptr<const Secret> needle;  // never empty (secrets are validated)
+  std::string replacement;               // the placeholder, or "[REDACTED:<credential>]"
+  std::string credential;
+};
+
+// "[REDACTED:<credential>]": the replacement where a credential has no placeholder.
+std::string redactionMarker(std::string_view credential);
+
+// Adds `rule` unless an identical needle is already there (the same secret injected on every
+// request of a keep-alive connection).
+void addScrubRule(std::vector<ScrubRule>& rules, ScrubRule rule);
+
+// Feed an identity-encoded body in slices of any size; output is exactly what a single pass
+// over the whole body would give, whatever the split: at each position the earliest match wins,
+// the longest needle among those starting there. At most (longest needle - 1) bytes are held
+// back between calls, and those are wiped when released. Not thread-safe (one per response).
+class Scrubber {
+ public:
+  explicit Scrubber(std::vector<ScrubRule> rules);
+  ~Scrubber();
+  Scrubber(const Scrubber&) = delete;
+  Scrubber& operator=(const Scrubber&) = delete;
+
+  // Appends to `out` what can be emitted after `in`.
+  void feed(std::string_view in, std::string& out);
+  // Flushes the held-back bytes (end of body).
+  void finish(std::string& out);
+  // Replaces needles in every header name and value (whole values: no streaming needed).
+  // Returns how many replacements were made; they count towards count() as well.
+  size_t scrubHeaders(Headers& headers);
+
+  // Replacements made so far, headers and body.
+  uint64_t count() const { return count_; }
+  size_t maxHoldBack() const { return maxLen_ == 0 ? 0 : maxLen_ - 1; }
+  bool empty() const { return rules_.empty(); }
+
+ private:
+  // Emits the replaced, final part of `buffer` into `out` and leaves the held-back tail in it;
+  // `final` means no more input will come (nothing is held back).
+  void process(std::string& buffer, std::string& out, bool final);
+
+  std::vector<ScrubRule> rules_;
+  size_t maxLen_ = 0;
+  std::string work_;  // held-back tail + new input; may hold a partial secret, wiped
+  uint64_t count_ = 0;
+};
+
+}  // namespace sandgate::broker

@@ -1,0 +1,82 @@
+// Reading one secret from where the config says it lives: a file, an environment variable of
+// sandgate itself, or the standard output of a command.
+#pragma once
+
+#include <sys/stat.h>
+
+#include <chrono>
+#include <cstddef>
+#include <memory>
+#include <mutex>
+#include <stop_token>
+#include <string>
+#include <vector>
+
+#include "broker/secret.h"
+
+namespace sandgate::broker {
+
+// Larger values are refused rather than read: no credential is this big, and a bound keeps a
+// wrong path (a log file, /dev/zero) from growing memory.
+inline constexpr size_t kMaxSecretBytes = 64 * 1024;
+
+// One attempt to obtain a secret: the value, or why there is none. `error` never quotes the
+// secret or a command's standard output.
+struct Fetched {
+  std::shared_ptr<const Secret> secret;
+  std::string error;
+
+  bool ok() const { return secret != nullptr; }
+};
+
+// A secret file (e.g. a mounted Kubernetes Secret). get() costs one stat(2) when nothing
+// changed; a different device, inode, size, mtime or ctime makes it re-read, so a rotated file
+// is picked up by the next request without a restart (Kubernetes swaps a symlink: new inode).
+// Thread-safe.
+class FileSource {
+ public:
+  explicit FileSource(std::string path);
+  Fetched get();
+
+ private:
+  struct Identity {
+    dev_t dev = 0;
+    ino_t ino = 0;
+    off_t size = -1;
+    timespec mtime{};
+    timespec ctime{};
+    bool operator==(const Identity& o) const;
+  };
+  static Identity identityOf(const struct stat& st);
+  Fetched read(Identity* identity) const;
+
+  std::string path_;
+  std::mutex mu_;
+  bool loaded_ = false;
+  Identity identity_;
+  Fetched current_;
+};
+
+// Reads sandgate's own environment variable `name` (never the sandbox's).
+Fetched readEnv(const std::string& name);
+
+struct ExecLimits {
+  std::chrono::milliseconds timeout{10'000};
+  size_t maxOutput = kMaxSecretBytes;  // stdout beyond this fails the run
+  size_t maxStderr = 4096;             // stderr kept for the error message; the rest is drained
+};
+
+// Runs argv (argv[0] a path, or a name looked up in PATH) with posix_spawn: no shell, stdin
+// from /dev/null, its own process group, default signal dispositions, bounded output and time.
+// The trimmed stdout is the secret. On failure the error names the command and its exit status;
+// it includes the captured stderr only when that cannot contain the secret: never on success,
+// never when stdout was non-empty, never when it contains `previous`. A stop request kills the
+// command at once (the store's destructor must not wait for a slow helper).
+Fetched runExec(const std::vector<std::string>& argv, const ExecLimits& limits,
+                std::stop_token stop = {}, const Secret* previous = nullptr);
+
+// Trims one newline and validates; returns the protected secret or the reason it is refused.
+// Wipes `raw` in every case.
+Fetched finishSecret(std::string& raw);
+
+}  // namespace sandgate::broker

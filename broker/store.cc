@@ -1,0 +1,194 @@
+// SecretStore: per-snapshot secrets, file re-checks on fetch, background exec refresh.
+#include "broker/store.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <atomic>
+#include <condition_variable>
+#include <mutex>
+#include <thread>
+
+namespace sandgate::broker {
+
+using Clock = std::chrono::steady_clock;
+using Kind = config::CredentialSource::Kind;
+
+namespace {
+
+struct Entry {
+  std::string name;
+  Kind kind = Kind::kFile;
+  std::unique_ptr<FileSource> file;  // kFile
+  std::vector<std::string> argv;     // kExec
+  Clock::duration ttl{};             // kExec
+
+  // env and exec values; file sources keep their own.
+  mutable std::mutex mu;
+  std::shared_ptr<const Secret> value;
+  std::string error;
+  Clock::time_point expires = Clock::time_point::max();
+
+  // kExec scheduling: touched only by open() and then the refresher thread.
+  Clock::time_point nextRun{};
+  std::chrono::milliseconds backoff{};
+};
+
+}  // namespace
+
+struct SecretStore::Impl {
+  StoreOptions options;
+  std::map<std::string, std::unique_ptr<Entry>, std::less<>> entries;
+  std::atomic<uint64_t> refreshes{0};
+  std::atomic<uint64_t> refreshFailures{0};
+  std::mutex mu;  // for cv only
+  std::condition_variable_any cv;
+  std::jthread refresher;  // declared last: stopped and joined before the entries go
+
+  Clock::duration refreshDelay(const Entry& e) const {
+    auto d = std::chrono::duration_cast<Clock::duration>(e.ttl * options.refreshFraction);
+    // A zero or tiny ttl must not turn the refresher into a busy loop.
+    return std::max<Clock::duration>(d, std::chrono::milliseconds(10));
+  }
+
+  // Runs one exec credential's command and records the outcome (refresher thread, or open()).
+  bool runOnce(Entry& e, std::stop_token stop) {
+    std::shared_ptr<const Secret> previous;
+    {
+      std::lock_guard lock(e.mu);
+      previous = e.value;
+    }
+    Fetched f = runExec(e.argv, options.exec, stop, previous.get());
+    auto now = Clock::now();
+    if (f.ok()) {
+      {
+        std::lock_guard lock(e.mu);
+        e.value = std::move(f.secret);  // the old Secret is wiped when its last user drops it
+        e.error.clear();
+        e.expires = now + e.ttl;
+      }
+      e.nextRun = now + refreshDelay(e);
+      e.backoff = options.minBackoff;
+      return true;
+    }
+    {
+      // Keep the current value until it expires: a failed refresh is not yet an outage.
+      std::lock_guard lock(e.mu);
+      e.error = std::move(f.error);
+    }
+    e.nextRun = now + e.backoff;
+    e.backoff = std::min(e.backoff * 2, options.maxBackoff);
+    return false;
+  }
+
+  void refreshLoop(std::stop_token stop) {
+    std::unique_lock lock(mu);
+    while (!stop.stop_requested()) {
+      auto next = Clock::time_point::max();
+      for (auto& [name, e] : entries) {
+        if (e->kind == Kind::kExec) next = std::min(next, e->nextRun);
+      }
+      cv.wait_until(lock, stop, next, [] { return false; });
+      if (stop.stop_requested()) break;
+      auto now = Clock::now();
+      for (auto& [name, e] : entries) {
+        if (e->kind != Kind::kExec || e->nextRun > now) continue;
+        lock.unlock();
+        bool ok = runOnce(*e, stop);
+        if (!stop.stop_requested()) (ok ? refreshes : refreshFailures)++;
+        lock.lock();
+      }
+    }
+  }
+};
+
+SecretStore::SecretStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+SecretStore::~SecretStore() {
+  if (impl_->refresher.joinable()) {
+    impl_->refresher.request_stop();
+    impl_->refresher.join();
+  }
+}
+
+Result<std::shared_ptr<const SecretStore>> SecretStore::open(
+    const std::map<std::string, config::Credential>& credentials, const std::string& configFile,
+    StoreOptions options) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = options;
+  Diagnostics errors;
+  bool anyExec = false;
+  for (const auto& [name, cred] : credentials) {
+    auto e = std::make_unique<Entry>();
+    e->name = name;
+    e->kind = cred.source.kind;
+    std::string error;
+    switch (cred.source.kind) {
+      case Kind::kFile: {
+        e->file = std::make_unique<FileSource>(cred.source.file);
+        Fetched f = e->file->get();
+        error = f.error;
+        break;
+      }
+      case Kind::kEnv: {
+        Fetched f = readEnv(cred.source.env);
+        e->value = std::move(f.secret);
+        e->error = error = f.error;
+        break;
+      }
+      case Kind::kExec: {
+        anyExec = true;
+        e->argv = cred.source.exec;
+        e->ttl = std::chrono::duration_cast<Clock::duration>(cred.source.ttl);
+        e->backoff = options.minBackoff;
+        impl->runOnce(*e, {});
+        std::lock_guard lock(e->mu);
+        error = e->error;
+        break;
+      }
+    }
+    if (!error.empty() && !cred.optional) {
+      errors.push_back(Diagnostic{configFile, cred.source.mark.line, cred.source.mark.col,
+                                  fmt::format("credentials.{}.source", name),
+                                  fmt::format("cannot load credential `{}`: {} (mark it "
+                                              "`optional: true` to start without it)",
+                                              name, error)});
+    }
+    impl->entries.emplace(name, std::move(e));
+  }
+  if (!errors.empty()) return errors;
+  if (anyExec) {
+    Impl* raw = impl.get();
+    impl->refresher = std::jthread([raw](std::stop_token stop) { raw->refreshLoop(stop); });
+  }
+  return std::shared_ptr<const SecretStore>(new SecretStore(std::move(impl)));
+}
+
+Fetch SecretStore::get(std::string_view credential) const {
+  auto it = impl_->entries.find(credential);
+  if (it == impl_->entries.end()) {
+    return {nullptr, reason::kCredentialUnavailable,
+            fmt::format("no credential named `{}` in this configuration", credential)};
+  }
+  Entry& e = *it->second;
+  if (e.kind == Kind::kFile) {
+    Fetched f = e.file->get();
+    if (f.ok()) return {std::move(f.secret), {}, {}};
+    return {nullptr, reason::kCredentialUnavailable,
+            fmt::format("credential `{}`: {}", e.name, f.error)};
+  }
+  std::lock_guard lock(e.mu);
+  if (e.value && Clock::now() < e.expires) return {e.value, {}, {}};
+  if (e.value) {
+    return {nullptr, reason::kCredentialUnavailable,
+            fmt::format("credential `{}`: expired and not refreshed: {}", e.name,
+                        e.error.empty() ? "refresh pending" : e.error)};
+  }
+  return {nullptr, reason::kCredentialUnavailable,
+          fmt::format("credential `{}`: {}", e.name, e.error)};
+}
+
+uint64_t SecretStore::refreshes() const { return impl_->refreshes.load(); }
+uint64_t SecretStore::refreshFailures() const { return impl_->refreshFailures.load(); }
+
+}  // namespace sandgate::broker

@@ -1,0 +1,73 @@
+// SecretStore: the secrets of one config snapshot, kept current (file rotation, exec refresh).
+#pragma once
+
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "broker/source.h"
+#include "common/result.h"
+#include "config/config.h"
+
+namespace sandgate::broker {
+
+// Stable refusal reasons (response header, audit log, metric label, tests).
+namespace reason {
+inline constexpr std::string_view kCredentialUnavailable = "credential_unavailable";
+inline constexpr std::string_view kCredentialHostMismatch = "credential_host_mismatch";
+inline constexpr std::string_view kCredentialRequiresTls = "credential_requires_tls";
+}  // namespace reason
+
+struct StoreOptions {
+  ExecLimits exec;
+  // An exec secret is refreshed in the background once this fraction of its ttl has passed,
+  // so that requests keep a valid value while the command runs.
+  double refreshFraction = 0.8;
+  // After a failed refresh, retry after minBackoff, doubling up to maxBackoff.
+  std::chrono::milliseconds minBackoff{1000};
+  std::chrono::milliseconds maxBackoff{60'000};
+};
+
+// The answer to "give me credential X now".
+struct Fetch {
+  std::shared_ptr<const Secret> secret;  // null: the request must fail closed
+  std::string_view reason;               // empty, or reason::kCredentialUnavailable
+  std::string detail;                    // why, for logs and the refusal body; never secret bytes
+
+  bool ok() const { return secret != nullptr; }
+};
+
+// One per config snapshot; thread-safe. get() never runs a command: exec secrets are loaded
+// when the store opens and refreshed by one background thread, which the destructor stops
+// (killing a running command, so dropping an old snapshot on reload never blocks for long).
+class SecretStore {
+ public:
+  // Loads every credential. A source that cannot be loaded is an error (file:line:col of the
+  // credential's `source:`) unless the credential is `optional`, in which case requests that
+  // need it fail with credential_unavailable until it can be loaded.
+  static Result<std::shared_ptr<const SecretStore>> open(
+      const std::map<std::string, config::Credential>& credentials, const std::string& configFile,
+      StoreOptions options = {});
+
+  // The current secret of `credential`, or credential_unavailable and why. Cheap: a lock and,
+  // for file sources, one stat(2).
+  Fetch get(std::string_view credential) const;
+
+  // Counters for metrics: background refreshes that succeeded / failed.
+  uint64_t refreshes() const;
+  uint64_t refreshFailures() const;
+
+  ~SecretStore();
+  SecretStore(const SecretStore&) = delete;
+  SecretStore& operator=(const SecretStore&) = delete;
+
+  struct Impl;
+
+ private:
+  explicit SecretStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandgate::broker

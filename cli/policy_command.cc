@@ -1,0 +1,214 @@
+// `sandgate policy lint | check | test`: argument parsing and output formatting only.
+#include <boost/json.hpp>
+#include <cstdio>
+#include <fmt/format.h>
+#include <map>
+#include <memory>
+
+#include "cli/commands.h"
+#include "config/config.h"
+#include "config/test_cases.h"
+#include "policy/check.h"
+#include "policy/engine.h"
+#include "policy/target.h"
+
+namespace sandgate::cli {
+
+namespace {
+
+// Exit statuses shared by the policy commands (documented in --help and the README).
+constexpr int kExitAllowOrValid = 0;
+constexpr int kExitDenyOrInvalid = 1;
+constexpr int kExitUsage = 2;
+
+void printErrors(const Diagnostics& errors) {
+  for (const auto& e : errors) fmt::print(stderr, "{}\n", e.str());
+}
+
+struct Loaded {
+  config::Config config;
+  std::shared_ptr<const policy::Engine> engine;
+};
+
+// Loads and compiles; on failure prints every diagnostic and returns nullopt.
+std::optional<Loaded> loadAndCompile(const std::string& path) {
+  auto cfg = config::loadFile(path);
+  if (!cfg) {
+    printErrors(cfg.errors());
+    return std::nullopt;
+  }
+  auto engine = policy::Engine::compile(*cfg);
+  if (!engine) {
+    printErrors(engine.errors());
+    return std::nullopt;
+  }
+  return Loaded{std::move(cfg).value(), std::move(engine).value()};
+}
+
+int runLint(const std::string& file) {
+  auto loaded = loadAndCompile(file);
+  if (!loaded) {
+    fmt::print(stderr, "{}: invalid\n", file);
+    return kExitDenyOrInvalid;
+  }
+  fmt::print("{}: ok ({} tasks, {} policies, {} credentials)\n", file,
+             loaded->config.tasks.size(), loaded->config.policies.size(),
+             loaded->config.credentials.size());
+  return kExitAllowOrValid;
+}
+
+struct CheckArgs {
+  std::string config;
+  std::string task;
+  std::string target;
+  std::string method;
+  bool json = false;
+};
+
+int runCheck(const CheckArgs& args) {
+  auto loaded = loadAndCompile(args.config);
+  if (!loaded) return kExitUsage;
+  if (!loaded->engine->hasTask(args.task)) {
+    fmt::print(stderr, "sandgate: unknown task \"{}\" in {}\n", args.task, args.config);
+    return kExitUsage;
+  }
+  auto parsed = policy::parseCheckTarget(args.target);
+  if (auto* err = std::get_if<std::string>(&parsed)) {
+    fmt::print(stderr, "sandgate: invalid target \"{}\": {}\n", args.target, *err);
+    return kExitUsage;
+  }
+  const auto& target = std::get<policy::CheckTarget>(parsed);
+  std::optional<std::string> method;
+  if (!args.method.empty()) method = args.method;
+  auto result = policy::checkTarget(*loaded->engine, loaded->config, args.task, target, method);
+  const policy::Decision& d = result.decision;
+  bool visible = method || target.path;
+  std::string effectiveMethod = visible ? method.value_or("GET") : "";
+
+  if (args.json) {
+    boost::json::object o;
+    o["verdict"] = policy::verdictName(d.verdict);
+    o["reason"] = d.reason;
+    o["rule"] = d.rule;
+    o["detail"] = d.detail;
+    o["task"] = args.task;
+    o["host"] = target.target.name;
+    o["port"] = target.port;
+    if (visible) {
+      o["method"] = effectiveMethod;
+      o["path"] = target.path.value_or("/");
+    }
+    o["credential"] = d.credential;
+    o["intercept"] = d.intercept;
+    if (result.resolvedAddress) o["resolved"] = result.resolvedAddress->str();
+    fmt::print("{}\n", boost::json::serialize(o));
+  } else {
+    std::string what = fmt::format("{}:{}", target.target.isAddress && target.target.address.v6
+                                                ? "[" + target.target.name + "]"
+                                                : target.target.name,
+                                   target.port);
+    if (visible) what = fmt::format("{} {}{}", effectiveMethod, what, target.path.value_or("/"));
+    fmt::print("{} {} (task {})\n", policy::verdictName(d.verdict), what, args.task);
+    fmt::print("  reason: {}\n", d.reason);
+    fmt::print("  rule:   {}\n", d.rule.empty() ? "(none: default deny)" : d.rule);
+    if (!d.detail.empty()) fmt::print("  detail: {}\n", d.detail);
+    if (result.resolvedAddress) {
+      fmt::print("  resolve override: {}\n", result.resolvedAddress->str());
+    }
+    if (d.allowed() && d.intercept) {
+      fmt::print("  TLS: intercepted{}\n",
+                 d.credential.empty() ? "" : " (credential " + d.credential + " injected)");
+    }
+  }
+  return d.allowed() ? kExitAllowOrValid : kExitDenyOrInvalid;
+}
+
+struct TestArgs {
+  std::string config;
+  std::vector<std::string> files;
+  bool verbose = false;
+};
+
+int runTests(const TestArgs& args) {
+  std::map<std::string, std::optional<Loaded>> configs;
+  auto configFor = [&](const std::string& path) -> const Loaded* {
+    auto it = configs.find(path);
+    if (it == configs.end()) it = configs.emplace(path, loadAndCompile(path)).first;
+    return it->second ? &*it->second : nullptr;
+  };
+  int passed = 0, failed = 0;
+  bool loadError = false;
+  for (const auto& file : args.files) {
+    auto suite = config::loadTestSuite(file);
+    if (!suite) {
+      printErrors(suite.errors());
+      loadError = true;
+      continue;
+    }
+    std::string configPath = suite->config.value_or(args.config);
+    if (configPath.empty()) {
+      fmt::print(stderr, "{}: no config: add \"config: PATH\" to the file or pass --config\n",
+                 file);
+      loadError = true;
+      continue;
+    }
+    const Loaded* loaded = configFor(configPath);
+    if (!loaded) {
+      loadError = true;
+      continue;
+    }
+    for (const auto& tc : suite->cases) {
+      auto outcome = policy::runCase(*loaded->engine, loaded->config, tc);
+      if (outcome.passed) {
+        ++passed;
+        if (args.verbose) fmt::print("PASS {}:{}: {}\n", file, tc.mark.line, tc.name);
+        continue;
+      }
+      ++failed;
+      fmt::print("FAIL {}:{}:{}: {} (task {}, target {}{}): {}\n", file, tc.mark.line,
+                 tc.mark.col, tc.name, tc.task, tc.target,
+                 tc.method ? ", method " + *tc.method : "", outcome.message);
+    }
+  }
+  fmt::print("{} passed, {} failed\n", passed, failed);
+  if (loadError) return kExitUsage;
+  return failed == 0 ? kExitAllowOrValid : kExitDenyOrInvalid;
+}
+
+}  // namespace
+
+void addPolicyCommands(CLI::App& app, Action* action) {
+  auto* policy = app.add_subcommand("policy", "Validate, query and test egress policy");
+  policy->require_subcommand(1);
+
+  auto lintFile = std::make_shared<std::string>();
+  auto* lint = policy->add_subcommand(
+      "lint", "Validate a config file. Exit 0 when valid, 1 when invalid (errors on stderr).");
+  lint->add_option("FILE", *lintFile, "config file")->required();
+  lint->callback([action, lintFile] { *action = [lintFile] { return runLint(*lintFile); }; });
+
+  auto check = std::make_shared<CheckArgs>();
+  auto* checkCmd = policy->add_subcommand(
+      "check",
+      "Show the decision for TARGET (host:port, IP, or http(s):// URL). "
+      "Exit 0 allow, 1 deny, 2 usage or config error.");
+  checkCmd->add_option("--config", check->config, "config file")->required();
+  checkCmd->add_option("--task", check->task, "task name")->required();
+  checkCmd->add_option("--method", check->method,
+                       "HTTP method (makes the request visible; URLs default to GET)");
+  checkCmd->add_flag("--json", check->json, "print one JSON object");
+  checkCmd->add_option("TARGET", check->target, "host:port, IP, or URL")->required();
+  checkCmd->callback([action, check] { *action = [check] { return runCheck(*check); }; });
+
+  auto test = std::make_shared<TestArgs>();
+  auto* testCmd = policy->add_subcommand(
+      "test",
+      "Run policy test cases (YAML) against a config. Prints each failure and a summary; "
+      "exit 0 all passed, 1 a case failed, 2 a file or config could not be loaded.");
+  testCmd->add_option("--config", test->config, "config file (unless the test file names one)");
+  testCmd->add_flag("-v,--verbose", test->verbose, "print passing cases too");
+  testCmd->add_option("FILE", test->files, "test files")->required();
+  testCmd->callback([action, test] { *action = [test] { return runTests(*test); }; });
+}
+
+}  // namespace sandgate::cli

@@ -1,0 +1,35 @@
+// The small behaviours of the config model: task lookup and limit inheritance.
+#include "config/config.h"
+
+namespace sandgate::config {
+
+const Task* Config::findTask(std::string_view name) const {
+  for (const auto& t : tasks) {
+    if (t.name == name) return &t;
+  }
+  return nullptr;
+}
+
+EffectiveLimits resolveLimits(const Limits& global, const Limits& task) {
+  EffectiveLimits out;
+  // Task value, else the `limits:` section, else the built-in default in EffectiveLimits.
+  auto pick = [](auto& dst, const auto& g, const auto& t) {
+    if (t) {
+      dst = *t;
+    } else if (g) {
+      dst = *g;
+    }
+  };
+  pick(out.maxConnections, global.maxConnections, task.maxConnections);
+  pick(out.maxTunnels, global.maxTunnels, task.maxTunnels);
+  pick(out.newConnectionsPerSecond, global.newConnectionsPerSecond, task.newConnectionsPerSecond);
+  pick(out.maxHeaderBytes, global.maxHeaderBytes, task.maxHeaderBytes);
+  pick(out.headerTimeout, global.headerTimeout, task.headerTimeout);
+  pick(out.bodyTimeout, global.bodyTimeout, task.bodyTimeout);
+  pick(out.idleTimeout, global.idleTimeout, task.idleTimeout);
+  pick(out.connectTimeout, global.connectTimeout, task.connectTimeout);
+  pick(out.shutdownGrace, global.shutdownGrace, task.shutdownGrace);
+  return out;
+}
+
+}  // namespace sandgate::config

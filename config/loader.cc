@@ -1,0 +1,167 @@
+// loadFile/loadString: YAML text to a validated Config, or every problem found in it.
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <memory>
+#include <utility>
+
+#include "config/readers.h"
+
+namespace sandgate::config {
+namespace {
+
+using detail::Field;
+using detail::Reader;
+
+// A config is a page of YAML; anything this large is the wrong file, and reading it whole
+// would let a mistaken path (a log, a device) exhaust memory.
+constexpr size_t kMaxConfigBytes = 16 * 1024 * 1024;
+
+const std::vector<std::string_view> kTopLevelKeys = {
+    "listen",  "credentials", "policies", "tasks", "global",      "limits",
+    "resolve", "audit",       "metrics",  "ca",    "ca_cert_out", "tls"};
+
+// yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
+// pointing at the tab itself is far more useful. Returns the first indentation tab at or
+// before `lastLine` (1-based).
+std::optional<Mark> indentationTab(const std::string& text, int lastLine) {
+  int line = 1;
+  size_t start = 0;
+  while (start <= text.size() && line <= lastLine) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) end = text.size();
+    for (size_t i = start; i < end && (text[i] == ' ' || text[i] == '\t'); ++i) {
+      if (text[i] == '\t') return Mark{line, static_cast<int>(i - start) + 1};
+    }
+    start = end + 1;
+    ++line;
+  }
+  return std::nullopt;
+}
+
+Diagnostic parseError(const std::string& text, const std::string& name,
+                      const YAML::ParserException& e) {
+  Mark at = detail::toMark(e.mark);
+  if (auto tab = indentationTab(text, at.line > 0 ? at.line : 1 << 30)) {
+    return Diagnostic{name, tab->line, tab->col, "",
+                      "tab character in indentation; YAML indents with spaces only"};
+  }
+  // yaml-cpp's messages name the parser state, not the likely mistake; add the usual cause.
+  static constexpr std::pair<std::string_view, std::string_view> kHints[] = {
+      {"end of map not found", " (is this line indented like the keys above it?)"},
+      {"end of sequence flow not found", " (a `[` above is not closed with `]`)"},
+      {"end of map flow not found", " (a `{` above is not closed with `}`)"},
+      {"illegal map value", " (quote a value that contains `: `)"},
+  };
+  std::string message = fmt::format("invalid YAML: {}", e.msg);
+  for (auto [msg, hint] : kHints) {
+    if (e.msg == msg) message += hint;
+  }
+  return Diagnostic{name, at.line, at.col, "", std::move(message)};
+}
+
+// The `---` line that starts the document at `docLine`, or the document's own line.
+int documentStartLine(const std::string& text, int docLine) {
+  int found = docLine;
+  int line = 1;
+  for (size_t start = 0; start < text.size() && line <= docLine; ++line) {
+    if (text.compare(start, 3, "---") == 0) found = line;
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos) break;
+    start = end + 1;
+  }
+  return found;
+}
+
+void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
+  using namespace detail;
+  for (const auto& [key, f] : top.entries()) {
+    if (key == "listen") {
+      readListen(r, f, cfg.listen);
+    } else if (key == "credentials") {
+      readCredentials(r, f, cfg);
+    } else if (key == "policies") {
+      readPolicies(r, f, cfg);
+    } else if (key == "tasks") {
+      readTasks(r, f, cfg.tasks);
+    } else if (key == "global") {
+      readGlobal(r, f, cfg.global);
+    } else if (key == "limits") {
+      readLimits(r, f, cfg.limits);
+    } else if (key == "resolve") {
+      readResolve(r, f, cfg.resolve);
+    } else if (key == "audit") {
+      readAudit(r, f, cfg.audit);
+    } else if (key == "metrics") {
+      readMetrics(r, f, cfg.metrics);
+    } else if (key == "ca") {
+      readCa(r, f, cfg.ca);
+    } else if (key == "ca_cert_out") {
+      if (auto s = r.string(f, "a file path")) cfg.caCertOut = s->value;
+    } else if (key == "tls") {
+      readTls(r, f, cfg.tls);
+    }
+  }
+}
+
+}  // namespace
+
+Result<Config> loadString(const std::string& text, const std::string& name) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    return parseError(text, name, e);
+  } catch (const YAML::Exception& e) {
+    return Diagnostic{name, 0, 0, "", fmt::format("invalid YAML: {}", e.what())};
+  }
+  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
+    return Diagnostic{name, 1, 1, "",
+                      "the config is empty; expected a map with keys such as policies and tasks"};
+  }
+  Reader r(name);
+  if (docs.size() > 1) {
+    // yaml-cpp would quietly use the first document; a second one is a pasting accident.
+    Mark at = detail::toMark(docs[1].Mark());
+    r.error({documentStartLine(text, at.line), 1}, "",
+            "a second YAML document; the config must be a single document");
+    return r.take();
+  }
+  Field root = r.root(docs[0]);
+  auto top = r.map(root, kTopLevelKeys, "a map of top-level keys (listen, policies, tasks, ...)");
+  if (!top) return r.take();
+  Config cfg;
+  cfg.file = name;
+  readTop(r, *top, cfg);
+  detail::checkReferences(r, cfg);
+  if (r.errorCount() > 0) return r.take();
+  return cfg;
+}
+
+Result<Config> loadFile(const std::string& path) {
+  auto fail = [&](int err) {
+    return Diagnostic{path, 0, 0, "", fmt::format("cannot read config: {}", std::strerror(err))};
+  };
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
+  if (!f) return fail(errno);
+  std::string text;
+  char buf[65536];
+  for (;;) {
+    size_t n = std::fread(buf, 1, sizeof buf, f.get());
+    text.append(buf, n);
+    if (text.size() > kMaxConfigBytes) {
+      return Diagnostic{path, 0, 0, "",
+                        fmt::format("cannot read config: larger than {} bytes", kMaxConfigBytes)};
+    }
+    if (n < sizeof buf) {
+      if (std::ferror(f.get())) return fail(errno);
+      break;
+    }
+  }
+  return loadString(text, path);
+}
+
+}  // namespace sandgate::config

@@ -1,0 +1,44 @@
+// The section readers that loader.cc combines into a Config (internal to config/).
+//
+// Each reader fills its part of the Config from a Field and records every problem in the
+// Reader; it never stops early. Names (policies, credentials) are registered even when their
+// bodies are broken, so that references to them do not produce a second, misleading error.
+#pragma once
+
+#include <string_view>
+
+#include "config/config.h"
+#include "config/yaml_reader.h"
+
+namespace sandgate::config::detail {
+
+// policies: and global: (rule_reader.cc).
+void readPolicies(Reader& r, const Field& f, Config& cfg);
+void readGlobal(Reader& r, const Field& f, Global& global);
+
+// credentials: (credential_reader.cc).
+void readCredentials(Reader& r, const Field& f, Config& cfg);
+
+// The smaller sections (section_readers.cc).
+void readListen(Reader& r, const Field& f, Listen& listen);
+void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks);
+void readLimits(Reader& r, const Field& f, Limits& limits);
+void readResolve(Reader& r, const Field& f, std::vector<ResolveEntry>& resolve);
+void readAudit(Reader& r, const Field& f, Audit& audit);
+void readMetrics(Reader& r, const Field& f, Metrics& metrics);
+void readCa(Reader& r, const Field& f, std::optional<Ca>& ca);
+void readTls(Reader& r, const Field& f, Tls& tls);
+
+// References between sections: includes (unknown names, cycles), task policies and rule
+// credentials (references.cc). Runs after every section has been read.
+void checkReferences(Reader& r, const Config& cfg);
+
+// Policy, credential and task names: letters, digits, '.', '_', '-'. They appear in key
+// paths, metric labels and `task:token` proxy credentials, where ':' or spaces would break.
+bool isValidName(std::string_view name);
+// Reports `name` (written at `mark`) unless isValidName().
+void checkName(Reader& r, const Mark& mark, const std::string& path, std::string_view name);
+// Environment variable names: [A-Za-z_][A-Za-z0-9_]*.
+bool isValidEnvName(std::string_view name);
+
+}  // namespace sandgate::config::detail

@@ -1,0 +1,127 @@
+// Reading allow/deny rules, `policies:` and `global:`.
+#include <fmt/format.h>
+
+#include "config/readers.h"
+
+namespace sandgate::config::detail {
+namespace {
+
+enum class RuleList { kAllow, kDeny };
+
+const std::vector<std::string_view> kRuleKeys = {"host",  "cidrs",      "ports", "methods",
+                                                 "paths", "credential", "mode",  "inspect"};
+
+// Whether `node` (a map) has a key that is a near miss for one of `keys`.
+bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& keys) {
+  for (const auto& kv : node) {
+    YAML::Node k = kv.first;
+    if (k.IsScalar() && !closestKey(k.Scalar(), keys).empty()) return true;
+  }
+  return false;
+}
+
+std::optional<Rule> readRule(Reader& r, const Field& f, RuleList kind) {
+  auto m = r.map(f, kRuleKeys, "a rule (a map with `host` or `cidrs`)");
+  if (!m) return std::nullopt;
+  Rule rule;
+  rule.mark = f.mark;
+  rule.keyPath = f.path;
+  if (const Field* h = m->get("host")) rule.host = r.string(*h, "a host name or pattern");
+  if (const Field* c = m->get("cidrs")) {
+    if (auto v = r.stringList(*c, "[10.0.0.0/8]")) rule.cidrs = std::move(*v);
+  }
+  if (const Field* p = m->get("ports")) {
+    if (auto items = r.list(*p, "a list of ports, e.g. [443] or [80, 443]", false)) {
+      if (items->empty()) {
+        r.error(p->mark, p->path,
+                "empty list; expected a list of ports, e.g. [443] (omit the key for the "
+                "default)");
+      }
+      for (const auto& item : *items) {
+        if (auto port = r.integer(item, 1, 65535)) {
+          rule.ports.push_back({static_cast<uint16_t>(*port), item.mark});
+        }
+      }
+    }
+  }
+  if (const Field* v = m->get("methods")) {
+    if (auto list = r.stringList(*v, "[GET, POST]")) rule.methods = std::move(*list);
+  }
+  if (const Field* v = m->get("paths")) {
+    if (auto list = r.stringList(*v, "[/v1/*, /api/**]")) rule.paths = std::move(*list);
+  }
+  if (const Field* c = m->get("credential")) {
+    if (kind == RuleList::kDeny) {
+      // A deny rule never forwards anything, so a credential there is a misplaced line.
+      r.error(c->keyMark, c->path,
+              "a deny rule cannot name a credential; move it to an allow rule");
+    } else {
+      rule.credential = r.string(*c, "a credential name");
+    }
+  }
+  if (const Field* v = m->get("mode")) {
+    if (auto s = r.string(*v, "enforce or audit")) {
+      if (s->value == "enforce") {
+        rule.mode = RuleMode::kEnforce;
+      } else if (s->value == "audit") {
+        rule.mode = RuleMode::kAudit;
+      } else {
+        r.error(v->mark, v->path,
+                fmt::format("expected enforce or audit, got {}", quoted(s->value)));
+      }
+    }
+  }
+  if (const Field* v = m->get("inspect")) {
+    if (auto b = r.boolean(*v)) rule.inspect = *b;
+  }
+  // Presence, not validity: a present but broken `host` already has its own error, and so
+  // has a misspelt one (`hots:`), which must not also read as "no host".
+  if (!m->get("host") && !m->get("cidrs") && !hasMisspelt(f.node, {"host", "cidrs"})) {
+    r.error(f.mark, f.path, "a rule needs `host` or `cidrs`");
+  }
+  return rule;
+}
+
+std::vector<Rule> readRules(Reader& r, const Field& f, RuleList kind) {
+  std::vector<Rule> out;
+  auto items = r.list(f, "a list of rules", true);
+  if (!items) return out;
+  for (const auto& item : *items) {
+    if (auto rule = readRule(r, item, kind)) out.push_back(std::move(*rule));
+  }
+  return out;
+}
+
+}  // namespace
+
+void readPolicies(Reader& r, const Field& f, Config& cfg) {
+  auto names = r.namedMap(f, "a map of policy names to policies", true);
+  if (!names) return;
+  for (const auto& [name, body] : names->entries()) {
+    checkName(r, body.keyMark, body.path, name);
+    Policy& p = cfg.policies[name];
+    p.name = name;
+    p.mark = body.keyMark;
+    auto m =
+        r.map(body, {"include", "allow", "deny"}, "a policy (a map with include, allow, deny)");
+    if (!m) continue;
+    if (const Field* inc = m->get("include")) {
+      if (auto items = r.list(*inc, "a list of policy names, e.g. [npm, pypi]", true)) {
+        for (const auto& item : *items) {
+          if (auto s = r.string(item, "a policy name")) p.include.push_back(std::move(*s));
+        }
+      }
+    }
+    if (const Field* a = m->get("allow")) p.allow = readRules(r, *a, RuleList::kAllow);
+    if (const Field* d = m->get("deny")) p.deny = readRules(r, *d, RuleList::kDeny);
+  }
+}
+
+void readGlobal(Reader& r, const Field& f, Global& global) {
+  auto m = r.map(f, {"deny", "allow"}, "a map with deny and allow", true);
+  if (!m) return;
+  if (const Field* d = m->get("deny")) global.deny = readRules(r, *d, RuleList::kDeny);
+  if (const Field* a = m->get("allow")) global.allow = readRules(r, *a, RuleList::kAllow);
+}
+
+}  // namespace sandgate::config::detail

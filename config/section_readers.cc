@@ -1,0 +1,263 @@
+// Reading the smaller sections: listen, tasks, limits, resolve, audit, metrics, ca, tls.
+#include <arpa/inet.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+#include <map>
+
+#include "common/host_port.h"
+#include "config/readers.h"
+
+namespace sandgate::config::detail {
+namespace {
+
+bool isHex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
+char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
+
+std::optional<Located<std::string>> hostPort(Reader& r, const Field& f, std::string_view example) {
+  auto what = fmt::format("host:port such as {}", example);
+  auto s = r.string(f, what);
+  if (!s) return std::nullopt;
+  if (!parseListenAddress(s->value)) {
+    r.error(f.mark, f.path, fmt::format("expected {}, got {}", what, quoted(s->value)));
+    return std::nullopt;
+  }
+  return s;
+}
+
+bool isIpv4(const std::string& s) {
+  in_addr a{};
+  return inet_pton(AF_INET, s.c_str(), &a) == 1;
+}
+
+bool isIpv6(const std::string& s) {
+  in6_addr a{};
+  return inet_pton(AF_INET6, s.c_str(), &a) == 1;
+}
+
+// "1.2.3.4", "1.2.3.4:8443", "::1", "[::1]", "[::1]:8443" -> address and optional port.
+bool parseResolveAddress(const std::string& s, std::string& address,
+                         std::optional<uint16_t>& port) {
+  if (isIpv4(s) || isIpv6(s)) {
+    address = s;
+    return true;
+  }
+  if (s.size() > 2 && s.front() == '[' && s.back() == ']') {
+    address = s.substr(1, s.size() - 2);
+    return isIpv6(address);
+  }
+  auto hp = parseHostPort(s);
+  if (!hp) return false;
+  if (hp->bracketed ? !isIpv6(hp->host) : !isIpv4(hp->host)) return false;
+  address = hp->host;
+  port = hp->port;
+  return true;
+}
+
+// Lower-cases and drops one trailing dot: the form policy/ compares host names in.
+std::string normaliseHostName(std::string_view name) {
+  std::string out(name);
+  std::transform(out.begin(), out.end(), out.begin(), lower);
+  if (!out.empty() && out.back() == '.') out.pop_back();
+  return out;
+}
+
+bool isValidHostName(std::string_view name) {
+  if (name.empty() || name.front() == '.' || name.find("..") != std::string_view::npos) {
+    return false;
+  }
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
+  });
+}
+
+}  // namespace
+
+bool isValidName(std::string_view name) {
+  if (name.empty()) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+void checkName(Reader& r, const Mark& mark, const std::string& path, std::string_view name) {
+  if (isValidName(name)) return;
+  r.error(mark, path,
+          fmt::format("invalid name {}; expected letters, digits, '.', '_' and '-' only",
+                      quoted(name)));
+}
+
+bool isValidEnvName(std::string_view name) {
+  if (name.empty() || (name.front() >= '0' && name.front() <= '9')) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_';
+  });
+}
+
+void readListen(Reader& r, const Field& f, Listen& listen) {
+  auto m = r.map(f, {"proxy", "metrics", "admin"}, "a map with proxy, metrics, admin", true);
+  if (!m) return;
+  if (const Field* p = m->get("proxy")) listen.proxy = hostPort(r, *p, "127.0.0.1:3128");
+  if (const Field* p = m->get("metrics")) listen.metrics = hostPort(r, *p, "127.0.0.1:9464");
+  if (const Field* p = m->get("admin")) listen.admin = r.string(*p, "a unix socket path");
+}
+
+void readLimits(Reader& r, const Field& f, Limits& limits) {
+  auto m =
+      r.map(f,
+            {"max_connections", "max_tunnels", "new_connections_per_second", "max_header_bytes",
+             "header_timeout", "body_timeout", "idle_timeout", "connect_timeout", "shutdown_grace"},
+            "a map of limits", true);
+  if (!m) return;
+  constexpr uint64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
+  if (const Field* v = m->get("max_connections")) {
+    if (auto n = r.integer(*v, 1, kMaxU32)) limits.maxConnections = static_cast<uint32_t>(*n);
+  }
+  if (const Field* v = m->get("max_tunnels")) {
+    if (auto n = r.integer(*v, 1, kMaxU32)) limits.maxTunnels = static_cast<uint32_t>(*n);
+  }
+  if (const Field* v = m->get("new_connections_per_second")) {
+    limits.newConnectionsPerSecond = r.positiveNumber(*v);
+  }
+  if (const Field* v = m->get("max_header_bytes")) limits.maxHeaderBytes = r.size(*v);
+  if (const Field* v = m->get("header_timeout")) limits.headerTimeout = r.duration(*v, false);
+  if (const Field* v = m->get("body_timeout")) limits.bodyTimeout = r.duration(*v, false);
+  if (const Field* v = m->get("idle_timeout")) limits.idleTimeout = r.duration(*v, false);
+  if (const Field* v = m->get("connect_timeout")) limits.connectTimeout = r.duration(*v, false);
+  // 0 is meaningful here: close at once without waiting for connections to drain.
+  if (const Field* v = m->get("shutdown_grace")) limits.shutdownGrace = r.duration(*v, true);
+}
+
+void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
+  auto items = r.list(f, "a list of tasks", true);
+  if (!items) return;
+  std::map<std::string, int, std::less<>> seen;  // name -> line of first definition
+  for (const auto& item : *items) {
+    auto m = r.map(item, {"name", "policy", "token_sha256", "limits"},
+                   "a task (a map with name, policy, token_sha256, limits)");
+    if (!m) continue;
+    Task t;
+    t.mark = item.mark;
+    if (const Field* n = m->get("name")) {
+      if (auto s = r.string(*n, "a task name")) {
+        checkName(r, n->mark, n->path, s->value);
+        if (auto [it, fresh] = seen.emplace(s->value, n->mark.line); !fresh) {
+          r.error(n->mark, n->path,
+                  fmt::format("duplicate task name `{}` (first defined at line {})", s->value,
+                              it->second));
+        }
+        t.name = s->value;
+      }
+    } else {
+      r.missing(item, "name", "the task's name");
+    }
+    if (const Field* p = m->get("policy")) {
+      if (auto s = r.string(*p, "a policy name")) t.policy = std::move(*s);
+    } else {
+      r.missing(item, "policy", "the name of the policy this task runs under");
+    }
+    if (const Field* h = m->get("token_sha256")) {
+      if (auto s = r.string(*h, "a SHA-256 as 64 hex characters")) {
+        // The value is never echoed: a raw token pasted here by mistake must not reach logs.
+        if (s->value.size() != 64 || !std::all_of(s->value.begin(), s->value.end(), isHex)) {
+          r.error(h->mark, h->path,
+                  fmt::format("expected the token's SHA-256 as 64 hex characters, got {} "
+                              "characters (value not shown)",
+                              s->value.size()));
+        } else {
+          std::string hex = s->value;
+          std::transform(hex.begin(), hex.end(), hex.begin(), lower);
+          t.tokenSha256 = std::move(hex);
+        }
+      }
+    }
+    if (const Field* l = m->get("limits")) readLimits(r, *l, t.limits);
+    tasks.push_back(std::move(t));
+  }
+}
+
+void readResolve(Reader& r, const Field& f, std::vector<ResolveEntry>& resolve) {
+  auto names = r.namedMap(f, "a map of host names to addresses", true);
+  if (!names) return;
+  std::map<std::string, int, std::less<>> seen;  // normalised name -> line
+  for (const auto& [key, value] : names->entries()) {
+    std::string name = normaliseHostName(key);
+    if (!isValidHostName(name)) {
+      r.error(value.keyMark, value.path,
+              fmt::format("expected a host name (letters, digits, '-', '.'), got {}", quoted(key)));
+      continue;
+    }
+    if (auto [it, fresh] = seen.emplace(name, value.keyMark.line); !fresh) {
+      r.error(value.keyMark, value.path,
+              fmt::format("`{}` is the same host as the entry at line {}", key, it->second));
+      continue;
+    }
+    constexpr std::string_view kWhat =
+        "an IP address, optionally with a port: 127.0.0.1, 127.0.0.1:8443, ::1 or [::1]:8443";
+    auto s = r.string(value, kWhat);
+    if (!s) continue;
+    ResolveEntry e;
+    e.name = std::move(name);
+    e.mark = value.keyMark;
+    if (!parseResolveAddress(s->value, e.address, e.port)) {
+      r.error(value.mark, value.path, fmt::format("expected {}, got {}", kWhat, quoted(s->value)));
+      continue;
+    }
+    resolve.push_back(std::move(e));
+  }
+}
+
+void readAudit(Reader& r, const Field& f, Audit& audit) {
+  auto m = r.map(f, {"path"}, "a map with path", true);
+  if (!m) return;
+  if (const Field* p = m->get("path")) {
+    if (auto s = r.string(*p, "a file path")) audit.path = s->value;
+  }
+}
+
+void readMetrics(Reader& r, const Field& f, Metrics& metrics) {
+  auto m = r.map(f, {"task_series_ttl"}, "a map with task_series_ttl", true);
+  if (!m) return;
+  if (const Field* t = m->get("task_series_ttl")) {
+    if (auto d = r.duration(*t, false)) metrics.taskSeriesTtl = *d;
+  }
+}
+
+void readCa(Reader& r, const Field& f, std::optional<Ca>& ca) {
+  auto m = r.map(f, {"cert", "key"}, "a map with cert and key");
+  if (!m) return;
+  Ca out;
+  bool ok = true;
+  for (auto [key, dst] : {std::pair{"cert", &out.cert}, std::pair{"key", &out.key}}) {
+    const Field* v = m->get(key);
+    if (!v) {
+      r.missing(f, key, "a PEM file path");
+      ok = false;
+    } else if (auto s = r.string(*v, "a PEM file path")) {
+      *dst = s->value;
+    } else {
+      ok = false;
+    }
+  }
+  if (ok) ca = std::move(out);
+}
+
+void readTls(Reader& r, const Field& f, Tls& tls) {
+  auto m =
+      r.map(f, {"upstream_ca", "leaf_cache_size"}, "a map with upstream_ca, leaf_cache_size", true);
+  if (!m) return;
+  if (const Field* u = m->get("upstream_ca")) {
+    if (auto s = r.string(*u, "a CA bundle path")) tls.upstreamCa = s->value;
+  }
+  if (const Field* n = m->get("leaf_cache_size")) {
+    // Bounded: each entry holds a key pair and certificate in memory.
+    if (auto v = r.integer(*n, 1, 1000000)) tls.leafCacheSize = static_cast<uint32_t>(*v);
+  }
+}
+
+}  // namespace sandgate::config::detail

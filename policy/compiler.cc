@@ -1,0 +1,312 @@
+// Engine::compile(): validates every rule of a Config and builds the per-task indexes.
+//
+// The config loader checks syntax; everything a rule *means* is checked here, once per
+// snapshot, so that a bad pattern is a load-time error with file:line:col and never a
+// surprise at request time.
+#include <algorithm>
+#include <map>
+#include <set>
+
+#include "policy/address_class.h"
+#include "policy/compiled_rule.h"
+#include "policy/engine_impl.h"
+#include "policy/path_pattern.h"
+
+namespace sandgate::policy {
+
+bool CompiledRule::allowsPort(uint16_t p) const {
+  return ports.empty() || std::find(ports.begin(), ports.end(), p) != ports.end();
+}
+
+bool CompiledRule::allowsMethod(std::string_view m) const {
+  return methods.empty() || std::find(methods.begin(), methods.end(), m) != methods.end();
+}
+
+bool CompiledRule::allowsPath(std::string_view path, bool normal) const {
+  if (!paths) return true;
+  return normal && RE2::FullMatch(path, *paths);
+}
+
+bool CompiledRule::covers(const IpAddress& a) const {
+  Classification c = classify(a);
+  for (const Cidr& cidr : cidrs) {
+    if (cidr.contains(a)) return true;
+    // ::ffff:10.1.2.3 reaches 10.1.2.3, so a rule that opens 10.1.0.0/16 opens it too.
+    if (!c.embedding.empty() && cidr.contains(c.embedded)) return true;
+  }
+  return false;
+}
+
+namespace {
+
+constexpr uint16_t kDefaultAllowPort = 443;
+
+std::string describePattern(const CompiledRule& r) {
+  if (!r.host) {
+    std::string out = "cidrs";
+    for (const auto& c : r.cidrs) out.append(" ").append(c.str());
+    return out;
+  }
+  switch (r.host->kind) {
+    case HostPattern::Kind::kExact:
+      return "host " + r.host->text;
+    case HostPattern::Kind::kWildcard:
+      return "host *." + r.host->text;
+    case HostPattern::Kind::kRegex:
+      return "host re:" + r.host->text;
+  }
+  return {};
+}
+
+bool intersects(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  return std::any_of(a.begin(), a.end(), [&](const std::string& x) {
+    return std::find(b.begin(), b.end(), x) != b.end();
+  });
+}
+
+class Compiler {
+ public:
+  Compiler(const config::Config& cfg, Engine::Impl& impl) : cfg_(cfg), impl_(impl) {}
+
+  Diagnostics run() {
+    impl_.file = cfg_.file;
+    std::vector<CompiledRule*> globalDeny = compileList(cfg_.global.deny, true);
+    std::vector<CompiledRule*> globalAllow = compileList(cfg_.global.allow, false);
+    for (const auto& [name, p] : cfg_.policies) {
+      lists_[name] = {compileList(p.deny, true), compileList(p.allow, false)};
+      for (size_t i = 0; i < p.include.size(); ++i) {
+        if (!cfg_.policies.count(p.include[i].value)) {
+          error(p.include[i].mark, "policies." + name + ".include[" + std::to_string(i) + "]",
+                "unknown policy \"" + p.include[i].value + "\"");
+        }
+      }
+    }
+    assignOrder();
+    sortByOrder(globalDeny);
+    for (CompiledRule* r : globalDeny) impl_.globalDeny.add(r);
+    std::string err;
+    if (!impl_.globalDeny.build(&err)) error({}, "global.deny", err);
+
+    std::map<std::string, const CompiledPolicy*> built;
+    for (size_t i = 0; i < cfg_.tasks.size(); ++i) {
+      const config::Task& task = cfg_.tasks[i];
+      const std::string& root = task.policy.value;
+      if (!cfg_.policies.count(root)) {
+        error(task.policy.mark, "tasks[" + std::to_string(i) + "].policy",
+              "unknown policy \"" + root + "\"");
+        continue;
+      }
+      auto it = built.find(root);
+      if (it == built.end()) it = built.emplace(root, buildPolicy(root, globalAllow)).first;
+      impl_.tasks[task.name] = it->second;
+    }
+    return std::move(errors_);
+  }
+
+ private:
+  void error(const config::Mark& m, std::string keyPath, std::string message) {
+    errors_.push_back(Diagnostic{cfg_.file, m.line, m.col, std::move(keyPath), std::move(message)});
+  }
+
+  std::vector<CompiledRule*> compileList(const std::vector<config::Rule>& rules, bool deny) {
+    std::vector<CompiledRule*> out;
+    for (const auto& r : rules) {
+      if (CompiledRule* c = compileRule(r, deny)) out.push_back(c);
+    }
+    return out;
+  }
+
+  // Returns nullptr (after recording diagnostics) when the rule is invalid.
+  CompiledRule* compileRule(const config::Rule& r, bool deny) {
+    const size_t before = errors_.size();
+    CompiledRule c;
+    c.deny = deny;
+    c.audit = r.mode == config::RuleMode::kAudit;
+    c.keyPath = r.keyPath;
+    c.line = r.mark.line;
+    c.where = cfg_.file + ":" + std::to_string(r.mark.line);
+    if (!r.host && r.cidrs.empty()) {
+      error(r.mark, r.keyPath, "a rule needs a host, cidrs, or both");
+    }
+    if (deny && r.host && !r.cidrs.empty()) {
+      error(r.mark, r.keyPath,
+            "a deny rule takes either a host or cidrs, not both (write two deny rules)");
+    }
+    if (r.host) {
+      auto p = parseHostPattern(r.host->value);
+      if (auto* msg = std::get_if<std::string>(&p)) {
+        error(r.host->mark, r.keyPath + ".host", *msg);
+      } else {
+        c.host = std::get<HostPattern>(std::move(p));
+      }
+    }
+    for (size_t i = 0; i < r.cidrs.size(); ++i) {
+      std::string msg;
+      if (auto cidr = parseCidr(r.cidrs[i].value, &msg)) {
+        c.cidrs.push_back(*cidr);
+      } else {
+        error(r.cidrs[i].mark, r.keyPath + ".cidrs[" + std::to_string(i) + "]", msg);
+      }
+    }
+    for (size_t i = 0; i < r.ports.size(); ++i) {
+      if (r.ports[i].value == 0) {
+        error(r.ports[i].mark, r.keyPath + ".ports[" + std::to_string(i) + "]",
+              "expected a port between 1 and 65535, got 0");
+      } else if (std::find(c.ports.begin(), c.ports.end(), r.ports[i].value) == c.ports.end()) {
+        c.ports.push_back(r.ports[i].value);
+      }
+    }
+    if (!deny && c.ports.empty()) c.ports.push_back(kDefaultAllowPort);
+    for (size_t i = 0; i < r.methods.size(); ++i) {
+      std::string msg;
+      if (isValidMethod(r.methods[i].value, &msg)) {
+        c.methods.push_back(r.methods[i].value);
+      } else {
+        error(r.methods[i].mark, r.keyPath + ".methods[" + std::to_string(i) + "]", msg);
+      }
+    }
+    std::string combined;
+    for (size_t i = 0; i < r.paths.size(); ++i) {
+      std::string regex, msg;
+      if (pathPatternToRegex(r.paths[i].value, &regex, &msg)) {
+        combined += (combined.empty() ? "(?:" : "|(?:") + regex + ")";
+        c.pathTexts.push_back(r.paths[i].value);
+      } else {
+        error(r.paths[i].mark, r.keyPath + ".paths[" + std::to_string(i) + "]", msg);
+      }
+    }
+    if (!combined.empty()) {
+      RE2::Options opts;
+      opts.set_log_errors(false);
+      c.paths = std::make_unique<RE2>(combined, opts);
+      if (!c.paths->ok()) error(r.mark, r.keyPath + ".paths", "paths do not compile together");
+    }
+    if (r.credential) {
+      if (deny) {
+        error(r.credential->mark, r.keyPath + ".credential", "deny rules take no credential");
+      } else if (!cfg_.credentials.count(r.credential->value)) {
+        error(r.credential->mark, r.keyPath + ".credential",
+              "unknown credential \"" + r.credential->value + "\"");
+      } else {
+        c.credential = r.credential->value;
+      }
+    }
+    if (deny && r.inspect) {
+      error(r.mark, r.keyPath + ".inspect", "inspect only applies to allow rules");
+    }
+    c.inspect = r.inspect;
+    c.mark = r.mark;
+    c.patternMark = r.host ? r.host->mark : (r.cidrs.empty() ? r.mark : r.cidrs[0].mark);
+    if (errors_.size() != before) return nullptr;
+    impl_.rules.push_back(std::move(c));
+    return &impl_.rules.back();
+  }
+
+  // "First" among rules means first in the file: by line, then column, then compile order.
+  void assignOrder() {
+    std::vector<CompiledRule*> all;
+    for (auto& r : impl_.rules) all.push_back(&r);
+    std::stable_sort(all.begin(), all.end(), [&](const CompiledRule* a, const CompiledRule* b) {
+      const config::Mark &ma = a->mark, &mb = b->mark;
+      return ma.line != mb.line ? ma.line < mb.line : ma.col < mb.col;
+    });
+    for (size_t i = 0; i < all.size(); ++i) all[i]->order = static_cast<int>(i);
+  }
+
+  static void sortByOrder(std::vector<CompiledRule*>& v) {
+    std::sort(v.begin(), v.end(),
+              [](const CompiledRule* a, const CompiledRule* b) { return a->order < b->order; });
+  }
+
+  const CompiledPolicy* buildPolicy(const std::string& root,
+                                    const std::vector<CompiledRule*>& globalAllow) {
+    auto pol = std::make_unique<CompiledPolicy>();
+    pol->name = root;
+    std::vector<CompiledRule*> deny, allow(globalAllow);
+    // Includes, transitively and each policy once (a diamond or a cycle adds nothing twice).
+    std::set<std::string> seen;
+    std::vector<std::string> stack{root};
+    while (!stack.empty()) {
+      std::string name = stack.back();
+      stack.pop_back();
+      if (!seen.insert(name).second) continue;
+      auto p = cfg_.policies.find(name);
+      if (p == cfg_.policies.end()) continue;  // reported once in run()
+      const auto& lists = lists_[name];
+      deny.insert(deny.end(), lists.first.begin(), lists.first.end());
+      allow.insert(allow.end(), lists.second.begin(), lists.second.end());
+      for (auto it = p->second.include.rbegin(); it != p->second.include.rend(); ++it) {
+        stack.push_back(it->value);
+      }
+    }
+    sortByOrder(deny);
+    sortByOrder(allow);
+    for (CompiledRule* r : deny) pol->deny.add(r);
+    for (CompiledRule* r : allow) pol->allow.add(r);
+    std::string err;
+    if (!pol->deny.build(&err) || !pol->allow.build(&err)) error({}, "policies." + root, err);
+    checkTies(pol->allow);
+    impl_.policies.push_back(std::move(pol));
+    return impl_.policies.back().get();
+  }
+
+  // Two allow rules with the same pattern are equally specific, so nothing but their order
+  // would pick between their credentials: refuse to guess which key the upstream should get.
+  void checkTies(const HostIndex& index) {
+    index.forEachGroup([&](RuleSpan rules) {
+      for (size_t j = 1; j < rules.size(); ++j) {
+        for (size_t i = 0; i < j; ++i) {
+          const CompiledRule& a = *rules[i];
+          const CompiledRule& b = *rules[j];
+          if (a.credential == b.credential) continue;
+          if (!std::any_of(a.ports.begin(), a.ports.end(),
+                           [&](uint16_t p) { return b.allowsPort(p); })) {
+            continue;
+          }
+          // Rules that can never admit the same request are not a tie.
+          if (!a.methods.empty() && !b.methods.empty() && !intersects(a.methods, b.methods))
+            continue;
+          if (!a.pathTexts.empty() && !b.pathTexts.empty() &&
+              !intersects(a.pathTexts, b.pathTexts)) {
+            continue;
+          }
+          if (!reportedTies_.insert({a.order, b.order}).second) continue;
+          auto cred = [](const CompiledRule& r) {
+            return r.credential.empty() ? std::string("none") : r.credential;
+          };
+          error(b.patternMark, b.keyPath + (b.host ? ".host" : ".cidrs"),
+                "rules at " + a.where + " (" + a.keyPath + ") and " + b.where + " (" + b.keyPath +
+                    ") both match " + describePattern(b) +
+                    " with equal specificity but use different credentials (" + cred(a) + " vs " +
+                    cred(b) +
+                    "); make them agree, or give them different ports, "
+                    "methods or paths");
+        }
+      }
+    });
+  }
+
+  const config::Config& cfg_;
+  Engine::Impl& impl_;
+  Diagnostics errors_;
+  std::map<std::string, std::pair<std::vector<CompiledRule*>, std::vector<CompiledRule*>>> lists_;
+  std::set<std::pair<int, int>> reportedTies_;
+};
+
+}  // namespace
+
+Result<std::shared_ptr<const Engine>> Engine::compile(const config::Config& cfg) {
+  auto impl = std::make_unique<Impl>();
+  Diagnostics errors = Compiler(cfg, *impl).run();
+  if (!errors.empty()) return errors;
+  return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
+}
+
+Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Engine::~Engine() = default;
+
+bool Engine::hasTask(std::string_view task) const {
+  return impl_->tasks.find(task) != impl_->tasks.end();
+}
+
+}  // namespace sandgate::policy

@@ -1,0 +1,31 @@
+// Engine::Impl: the compiled state of one config snapshot, shared by compiler.cc (which builds
+// it) and engine.cc (which decides with it). Internal to policy/.
+#pragma once
+
+#include <deque>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "policy/compiled_rule.h"
+#include "policy/engine.h"
+#include "policy/host_index.h"
+
+namespace sandgate::policy {
+
+struct Engine::Impl {
+  struct StringHash {
+    using is_transparent = void;
+    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
+  };
+
+  std::string file;
+  std::deque<CompiledRule> rules;  // owns every rule; a deque keeps their addresses stable
+  HostIndex globalDeny;
+  std::vector<std::unique_ptr<CompiledPolicy>> policies;
+  std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> tasks;
+};
+
+}  // namespace sandgate::policy

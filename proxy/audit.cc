@@ -1,0 +1,290 @@
+// The audit log writer: canonical JSON line formatting and crash-safe appends.
+#include "proxy/audit.h"
+
+#include <fcntl.h>
+#include <spdlog/spdlog.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cmath>
+#include <cstring>
+#include <ctime>
+#include <filesystem>
+
+#include "proxy/audit_fields.h"
+
+namespace sandgate::proxy {
+namespace {
+
+constexpr char kHex[] = "0123456789abcdef";
+
+void appendEscapedCodeUnit(std::string& out, unsigned cu) {
+  out += "\\u";
+  out += kHex[(cu >> 12) & 0xf];
+  out += kHex[(cu >> 8) & 0xf];
+  out += kHex[(cu >> 4) & 0xf];
+  out += kHex[cu & 0xf];
+}
+
+// Length of the well-formed UTF-8 sequence starting at s[i] (Unicode Table 3-7: no
+// overlongs, no surrogates, nothing above U+10FFFF), or 0 if there is none.
+size_t utf8Length(std::string_view s, size_t i) {
+  auto at = [&](size_t k) -> unsigned { return static_cast<unsigned char>(s[i + k]); };
+  auto cont = [&](size_t k, unsigned lo = 0x80, unsigned hi = 0xbf) {
+    return i + k < s.size() && at(k) >= lo && at(k) <= hi;
+  };
+  unsigned b = at(0);
+  if (b >= 0xc2 && b <= 0xdf) return cont(1) ? 2 : 0;
+  if (b == 0xe0) return cont(1, 0xa0) && cont(2) ? 3 : 0;
+  if ((b >= 0xe1 && b <= 0xec) || b == 0xee || b == 0xef) return cont(1) && cont(2) ? 3 : 0;
+  if (b == 0xed) return cont(1, 0x80, 0x9f) && cont(2) ? 3 : 0;
+  if (b == 0xf0) return cont(1, 0x90) && cont(2) && cont(3) ? 4 : 0;
+  if (b >= 0xf1 && b <= 0xf3) return cont(1) && cont(2) && cont(3) ? 4 : 0;
+  if (b == 0xf4) return cont(1, 0x80, 0x8f) && cont(2) && cont(3) ? 4 : 0;
+  return 0;
+}
+
+// Appends `s` as a JSON string. Anything a terminal or a log shipper could misread is
+// escaped, so that a hostile Host or path cannot forge lines or fields.
+void appendString(std::string& out, std::string_view s) {
+  out += '"';
+  size_t i = 0;
+  while (i < s.size()) {
+    unsigned char c = static_cast<unsigned char>(s[i]);
+    if (c < 0x80) {
+      switch (c) {
+        case '"':
+          out += "\\\"";
+          break;
+        case '\\':
+          out += "\\\\";
+          break;
+        case '\n':
+          out += "\\n";
+          break;
+        case '\r':
+          out += "\\r";
+          break;
+        case '\t':
+          out += "\\t";
+          break;
+        default:
+          if (c < 0x20 || c == 0x7f) {
+            appendEscapedCodeUnit(out, c);
+          } else {
+            out += static_cast<char>(c);
+          }
+      }
+      ++i;
+      continue;
+    }
+    size_t len = utf8Length(s, i);
+    if (len == 0) {
+      appendEscapedCodeUnit(out, 0xfffd);
+      ++i;
+      continue;
+    }
+    unsigned cp = 0;
+    if (len == 2) cp = ((c & 0x1fu) << 6) | (static_cast<unsigned char>(s[i + 1]) & 0x3fu);
+    if (len == 3) {
+      cp = ((c & 0x0fu) << 12) | ((static_cast<unsigned char>(s[i + 1]) & 0x3fu) << 6) |
+           (static_cast<unsigned char>(s[i + 2]) & 0x3fu);
+    }
+    if ((cp >= 0x80 && cp <= 0x9f) || cp == 0x2028 || cp == 0x2029) {
+      appendEscapedCodeUnit(out, cp);  // C1 controls (e.g. CSI) and JS line separators
+    } else {
+      out.append(s.substr(i, len));
+    }
+    i += len;
+  }
+  out += '"';
+}
+
+// Empty means "not known / not applicable" and is written as null.
+void appendOptional(std::string& out, std::string_view s) {
+  if (s.empty()) {
+    out += "null";
+  } else {
+    appendString(out, s);
+  }
+}
+
+void appendKey(std::string& out, std::string_view key, bool first = false) {
+  if (!first) out += ',';
+  out += '"';
+  out += key;  // constants from audit_fields.h: plain ASCII, no escaping needed
+  out += "\":";
+}
+
+std::string_view capped(std::string_view s) {
+  return s.size() > AuditLog::kMaxFieldBytes ? s.substr(0, AuditLog::kMaxFieldBytes) : s;
+}
+
+std::string rfc3339Millis(std::chrono::system_clock::time_point t) {
+  using namespace std::chrono;
+  auto ms = floor<milliseconds>(t).time_since_epoch().count();
+  auto secs = static_cast<time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
+  int millis = static_cast<int>(ms - static_cast<int64_t>(secs) * 1000);
+  struct tm tm {};
+  if (gmtime_r(&secs, &tm) == nullptr) return "1970-01-01T00:00:00.000Z";
+  char buf[96];  // room for any int the compiler can imagine in tm
+  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
+           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+  return buf;
+}
+
+// Opens (creating with 0640 if needed) `path` for appending; errno-based Diagnostic on failure.
+Result<int> openAppend(const std::string& path) {
+  auto fail = [&](int err) -> Diagnostic {
+    std::string msg;
+    std::filesystem::path parent = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (err == ENOENT && !parent.empty() && !std::filesystem::is_directory(parent, ec)) {
+      msg = "cannot open audit log '" + path + "': directory '" + parent.string() +
+            "' does not exist (it is not created automatically)";
+    } else {
+      msg = "cannot open audit log '" + path + "' for appending: " + std::strerror(err);
+    }
+    return Diagnostic{"", 0, 0, "audit.path", msg};
+  };
+  // Two attempts: the file can disappear between the exclusive create and the plain open.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    if (fd >= 0) {
+      // The umask must not widen or narrow what the operator expects of a new audit log.
+      if (::fchmod(fd, 0640) != 0) {
+        int err = errno;
+        ::close(fd);
+        return fail(err);
+      }
+      return fd;
+    }
+    if (errno != EEXIST) return fail(errno);
+    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    if (fd >= 0) return fd;
+    if (errno != ENOENT) return fail(errno);
+  }
+  return fail(ENOENT);
+}
+
+}  // namespace
+
+std::string AuditLog::format(const AuditRecord& r) {
+  std::string out;
+  out.reserve(384 + r.path.size() + r.host.size() + r.error.size());
+  out += '{';
+  appendKey(out, field::kTime, true);
+  appendString(out, rfc3339Millis(r.time));
+  appendKey(out, field::kKind);
+  appendOptional(out, r.kind);
+  appendKey(out, field::kTask);
+  appendOptional(out, r.task);
+  appendKey(out, field::kClient);
+  appendOptional(out, r.client);
+  appendKey(out, field::kListener);
+  appendOptional(out, r.listener);
+  appendKey(out, field::kMethod);
+  appendOptional(out, r.method);
+  appendKey(out, field::kScheme);
+  appendOptional(out, r.scheme);
+  appendKey(out, field::kHost);
+  appendOptional(out, capped(r.host));
+  appendKey(out, field::kPort);
+  out += std::to_string(r.port);
+  appendKey(out, field::kPath);
+  appendOptional(out, capped(r.path));
+  appendKey(out, field::kVerdict);
+  appendOptional(out, r.verdict);
+  appendKey(out, field::kReason);
+  appendOptional(out, r.reason);
+  appendKey(out, field::kRule);
+  appendOptional(out, r.rule);
+  appendKey(out, field::kStatus);
+  out += std::to_string(r.status);
+  appendKey(out, field::kBytesUp);
+  out += std::to_string(r.bytesUp);
+  appendKey(out, field::kBytesDown);
+  out += std::to_string(r.bytesDown);
+  appendKey(out, field::kDuration);
+  // JSON has no NaN or infinity; a clock that went backwards is not a negative duration.
+  double ms =
+      std::isfinite(r.durationSeconds) && r.durationSeconds > 0 ? r.durationSeconds * 1000.0 : 0.0;
+  char buf[64];  // to_chars: never a locale's decimal comma
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, ms, std::chars_format::fixed, 3);
+  out.append(buf, ec == std::errc() ? end : buf);
+  appendKey(out, field::kUpstream);
+  appendOptional(out, r.upstream);
+  appendKey(out, field::kError);
+  appendOptional(out, capped(r.error));
+  out += "}\n";
+  return out;
+}
+
+Result<std::shared_ptr<AuditLog>> AuditLog::open(const std::optional<std::string>& path) {
+  if (!path) return std::shared_ptr<AuditLog>(new AuditLog(STDOUT_FILENO, false, std::nullopt));
+  if (path->empty()) {
+    return Diagnostic{"", 0, 0, "audit.path", "the audit log path is empty"};
+  }
+  auto fd = openAppend(*path);
+  if (!fd) return fd.errors();
+  return std::shared_ptr<AuditLog>(new AuditLog(*fd, true, path));
+}
+
+AuditLog::AuditLog(int fd, bool ownsFd, std::optional<std::string> path)
+    : fd_(fd), ownsFd_(ownsFd), path_(std::move(path)) {}
+
+AuditLog::~AuditLog() {
+  if (ownsFd_) ::close(fd_);
+}
+
+void AuditLog::write(const AuditRecord& r) {
+  const std::string line = format(r);
+  std::lock_guard lock(mu_);
+  // The lock makes a completed short write (pipes, signals, a full disk that frees up) still
+  // one contiguous line; O_APPEND makes each write(2) land at the end even with other
+  // writers such as a second process.
+  size_t done = 0;
+  int err = 0;
+  while (done < line.size()) {
+    ssize_t n = ::write(fd_, line.data() + done, line.size() - done);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      err = errno;
+      break;
+    }
+    if (n == 0) {
+      err = EIO;
+      break;
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (err == 0) {
+    if (failing_) spdlog::warn("audit log: writes succeed again");
+    failing_ = false;
+    return;
+  }
+  writeErrors_.fetch_add(1, std::memory_order_relaxed);
+  if (!failing_) {
+    spdlog::warn("audit log: write to {} failed: {} (lines are being lost; counted)",
+                 path_ ? *path_ : std::string("stdout"), std::strerror(err));
+  }
+  failing_ = true;
+}
+
+std::optional<Diagnostic> AuditLog::reopen() {
+  if (!path_ || !ownsFd_) return std::nullopt;
+  auto fd = openAppend(*path_);
+  if (!fd) return fd.errors().front();
+  int old;
+  {
+    std::lock_guard lock(mu_);
+    old = fd_;
+    fd_ = *fd;
+  }
+  ::close(old);
+  return std::nullopt;
+}
+
+}  // namespace sandgate::proxy

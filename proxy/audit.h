@@ -1,0 +1,90 @@
+// The audit log: one canonical JSON line per request, tunnel or refusal, appended with a
+// single write(2) so that a crash loses at most the lines in flight.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace sandgate::proxy {
+
+// Values of AuditRecord::kind.
+namespace audit_kind {
+inline constexpr std::string_view kForward = "forward";
+inline constexpr std::string_view kTunnel = "tunnel";
+inline constexpr std::string_view kRefusal = "refusal";  // refused before any upstream
+}  // namespace audit_kind
+
+// What one audit line says. There is deliberately no field for headers, bodies, tokens or
+// credentials: a secret cannot reach the audit log because the record has nowhere to put it.
+// Callers must not put one in `error` or `path` either (a query string is excluded from
+// `path` for that reason: it may carry an API key).
+struct AuditRecord {
+  std::chrono::system_clock::time_point time;  // start of the request/tunnel
+  std::string kind;  // "forward" | "tunnel" | "refusal" (refused before any upstream)
+  std::string task, client, listener, method, scheme, host;
+  uint16_t port = 0;
+  std::string path;  // empty when not visible
+  std::string verdict, reason, rule;
+  int status = 0;
+  uint64_t bytesUp = 0, bytesDown = 0;
+  double durationSeconds = 0;
+  std::string upstream, error;
+};
+
+// Appends audit lines to a file (or stdout). Thread-safe.
+//
+// Line format (field names in proxy/audit_fields.h, always in this order, always present):
+//   {"time":"2024-05-01T12:00:00.123Z","kind":"forward","task":"demo",...,"error":null}
+// Empty strings are written as null ("not known / not applicable"); duration is
+// milliseconds. The output is valid JSON for any input bytes: quote, backslash, every C0
+// and C1 control character, DEL, U+2028 and U+2029 are \u-escaped, and each byte that is
+// not part of a well-formed UTF-8 sequence becomes U+FFFD. `path` and `error` are cut to
+// kMaxFieldBytes so that no client can make a line unbounded.
+class AuditLog {
+ public:
+  static constexpr size_t kMaxFieldBytes = 8192;
+
+  // nullopt: stdout (never closed by us). Otherwise the file is opened with
+  // O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC; a file we create gets mode 0640 regardless of the
+  // umask, an existing file keeps its mode. The parent directory is not created: a missing
+  // directory is a Diagnostic naming it (keyPath "audit.path").
+  static Result<std::shared_ptr<AuditLog>> open(const std::optional<std::string>& path);
+
+  // Formats `r` and appends it with one write(2) (retried on EINTR; a short write is
+  // completed before any other line starts). A failed write is counted in writeErrors()
+  // and logged at warn (once per run of failures); it never throws.
+  void write(const AuditRecord& r);
+
+  // For log rotation (SIGHUP): opens the path again and swaps the descriptor. Returns the
+  // reason when that fails, in which case the old descriptor stays in use. No-op on stdout.
+  std::optional<Diagnostic> reopen();
+
+  uint64_t writeErrors() const { return writeErrors_.load(std::memory_order_relaxed); }
+
+  // The complete line for `r`, including the trailing '\n'.
+  static std::string format(const AuditRecord& r);
+
+  ~AuditLog();
+  AuditLog(const AuditLog&) = delete;
+  AuditLog& operator=(const AuditLog&) = delete;
+
+ private:
+  AuditLog(int fd, bool ownsFd, std::optional<std::string> path);
+
+  std::mutex mu_;  // one line at a time, and the descriptor swap in reopen()
+  int fd_;
+  const bool ownsFd_;
+  const std::optional<std::string> path_;
+  bool failing_ = false;  // guarded by mu_: the last write failed (log once per run)
+  std::atomic<uint64_t> writeErrors_{0};
+};
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,31 @@
+// Field names of the canonical JSON audit line: the one list that the writer, the docs and
+// the tests share, so that a renamed field is a compile error rather than a silent change.
+#pragma once
+
+#include <string_view>
+
+namespace sandgate::proxy::field {
+
+inline constexpr std::string_view kTime = "time";          // RFC 3339 UTC, milliseconds
+inline constexpr std::string_view kKind = "kind";          // forward | tunnel | refusal
+inline constexpr std::string_view kTask = "task";          // null when the client is unidentified
+inline constexpr std::string_view kClient = "client";      // peer "ip:port"
+inline constexpr std::string_view kListener = "listener";  // local "ip:port" or listener name
+inline constexpr std::string_view kMethod = "method";
+inline constexpr std::string_view kScheme = "scheme";
+inline constexpr std::string_view kHost = "host";
+inline constexpr std::string_view kPort = "port";  // number; 0 when unknown
+inline constexpr std::string_view kPath = "path";  // null when not visible (tunnels)
+inline constexpr std::string_view kVerdict = "verdict";
+inline constexpr std::string_view kReason = "reason";
+inline constexpr std::string_view kRule = "rule";         // "file:line"; null for default deny
+inline constexpr std::string_view kStatus = "status";     // HTTP status sent to the client; 0: none
+inline constexpr std::string_view kBytesUp = "bytes_up";  // client → upstream
+inline constexpr std::string_view kBytesDown = "bytes_down";  // upstream → client
+// Milliseconds as a number with microsecond resolution (e.g. 12.345): what a person reading
+// the log expects; Prometheus histograms use seconds.
+inline constexpr std::string_view kDuration = "duration_ms";
+inline constexpr std::string_view kUpstream = "upstream";  // the address dialled, "ip:port"
+inline constexpr std::string_view kError = "error";        // null when none
+
+}  // namespace sandgate::proxy::field

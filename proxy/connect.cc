@@ -1,0 +1,229 @@
+// CONNECT: policy on host and port, resolve + vet + dial, 200, the ClientHello's SNI check
+// on port 443, then the tunnel. The bytes the client sent after the CONNECT head go first.
+#include <fmt/format.h>
+
+#include <boost/asio/write.hpp>
+
+#include "policy/host.h"
+#include "proxy/session.h"
+#include "proxy/tls_client_hello.h"
+#include "proxy/tunnel.h"
+#include "proxy/upstream.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr uint16_t kHttpsPort = 443;
+
+enum class HelloCheck { kOk, kMismatch, kNotTls, kMalformed, kTimeout, kClosed };
+
+// Reads (into c.buffer) until the ClientHello is complete, then compares its SNI with the
+// CONNECT host. A hello without SNI passes: the upstream's certificate check is the client's.
+asio::awaitable<HelloCheck> checkClientHello(ClientConnection& c, const policy::Target& target,
+                                             std::string* detail) {
+  c.stream.expires_after(toDuration(c.limits().headerTimeout));
+  while (true) {
+    auto data = c.buffer.data();
+    auto hello =
+        parseClientHello(std::string_view(static_cast<const char*>(data.data()), data.size()));
+    switch (hello.status) {
+      case ClientHello::Status::kNeedMore:
+        break;
+      case ClientHello::Status::kNotTls:
+        *detail = hello.error;
+        co_return HelloCheck::kNotTls;
+      case ClientHello::Status::kMalformed:
+        *detail = hello.error;
+        co_return HelloCheck::kMalformed;
+      case ClientHello::Status::kOk: {
+        if (!hello.sni) co_return HelloCheck::kOk;
+        auto sni = policy::normalizeHost(*hello.sni);
+        auto* t = std::get_if<policy::Target>(&sni);
+        if (!t || t->name != target.name) {
+          *detail = fmt::format("TLS server name '{}' is not the CONNECT host '{}'", *hello.sni,
+                                target.name);
+          co_return HelloCheck::kMismatch;
+        }
+        co_return HelloCheck::kOk;
+      }
+    }
+    size_t room = kMaxClientHelloBytes - std::min(kMaxClientHelloBytes, data.size());
+    if (room == 0) co_return HelloCheck::kMalformed;
+    auto [ec, n] = co_await c.stream.async_read_some(c.buffer.prepare(room), kUse);
+    c.buffer.commit(n);
+    if (ec == beast::error::timeout) co_return HelloCheck::kTimeout;
+    if (ec) co_return HelloCheck::kClosed;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head, size_t headLen,
+                                    RequestLog& log) {
+  auto& rec = log.record;
+  const auto& limits = c.limits();
+  const TaskEntry& task = *c.task;
+  // What followed the head is not read or forwarded unless the CONNECT is allowed.
+  c.buffer.consume(headLen);
+
+  auto normalized = policy::normalizeHost(head.host);
+  if (auto* e = std::get_if<policy::HostError>(&normalized)) {
+    {
+      Refusal refusal{400, policy::reason::kInvalidHost, "", rec.host, "", e->message, ""};
+      co_await refuse(c, log, refusal);
+    }
+    co_return;
+  }
+  auto& target = std::get<policy::Target>(normalized);
+  rec.host = target.name;
+
+  policy::Request preq{target, head.port, std::nullopt, std::nullopt};
+  auto decision = c.snap->engine->decide(task.name, preq);
+  rec.rule = decision.rule;
+  if (!decision.allowed()) {
+    {
+      Refusal refusal{403,
+                      decision.reason,
+                      task.name,
+                      rec.host,
+                      decision.rule,
+                      decision.detail,
+                      "ask for a policy rule that allows this host"};
+      co_await refuse(c, log, refusal);
+    }
+    co_return;
+  }
+  if (decision.intercept) {
+    if (!c.state.interceptor) {
+      {
+        Refusal refusal{403,
+                        reason::kInterceptionUnavailable,
+                        task.name,
+                        rec.host,
+                        decision.rule,
+                        "the rule needs TLS interception, which this server does not do",
+                        ""};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    // Hand the stream and the bytes already read over without losing any.
+    auto data = c.buffer.data();
+    InterceptRequest ir{c.stream.release_socket(),
+                        std::string(static_cast<const char*>(data.data()), data.size()),
+                        c.snap,
+                        c.task,
+                        target,
+                        head.port,
+                        decision};
+    c.buffer.consume(c.buffer.size());
+    co_await c.state.interceptor(std::move(ir));
+    co_return;
+  }
+  if (!task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
+    {
+      Refusal refusal{429,
+                      reason::kTunnelLimit,
+                      task.name,
+                      rec.host,
+                      "",
+                      fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
+                      "raise limits.max_tunnels for the task"};
+      co_await refuse(c, log, refusal);
+    }
+    co_return;
+  }
+  TaskSlot tunnelSlot(task.state, TaskSlot::Kind::kTunnel);
+
+  auto own = c.state.ownEndpoints.load();
+  auto dial = co_await dialUpstream(*c.snap, decision, target, head.port, *own,
+                                    limits.connectTimeout, c.state.metrics.get());
+  rec.upstream = dial.upstream;
+  if (!dial.ok()) {
+    rec.rule = dial.decision.rule;
+    {
+      Refusal refusal{dial.status,        dial.reason, task.name, rec.host,
+                      dial.decision.rule, dial.detail, ""};
+      co_await refuse(c, log, refusal, dial.status == 403 ? "deny" : "error");
+    }
+    co_return;
+  }
+  tcp::socket upstream = std::move(*dial.socket);
+
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+  rec.kind = audit_kind::kTunnel;
+  rec.status = 200;
+  rec.verdict = policy::verdictName(decision.verdict);
+  rec.reason = decision.reason;
+  c.stream.expires_after(toDuration(limits.bodyTimeout));
+  if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
+    rec.error = ec.message();
+    finishRequest(c, log);
+    co_return;
+  }
+
+  if (head.port == kHttpsPort) {
+    std::string detail;
+    auto check = co_await checkClientHello(c, target, &detail);
+    if (check != HelloCheck::kOk) {
+      rec.verdict = "deny";
+      rec.error = detail;
+      switch (check) {
+        case HelloCheck::kMismatch:
+          rec.reason = reason::kSniMismatch;
+          break;
+        case HelloCheck::kNotTls:
+          rec.reason = reason::kNotTls;
+          break;
+        case HelloCheck::kMalformed:
+          rec.reason = reason::kBadClientHello;
+          break;
+        case HelloCheck::kTimeout:
+          rec.reason = reason::kClientTimeout;
+          break;
+        default:
+          rec.verdict = "error";
+          rec.reason = "client_closed";
+          break;
+      }
+      finishRequest(c, log);
+      co_return;
+    }
+  }
+
+  // Early bytes first (the ClientHello, or whatever followed the CONNECT head).
+  if (c.buffer.size() > 0) {
+    beast::tcp_stream up(std::move(upstream));
+    up.expires_after(toDuration(limits.bodyTimeout));
+    auto [ec, n] = co_await asio::async_write(up, c.buffer.data(), kUse);
+    rec.bytesUp += n;
+    c.buffer.consume(c.buffer.size());
+    upstream = up.release_socket();
+    if (ec) {
+      rec.verdict = "error";
+      rec.reason = reason::kUpstreamReset;
+      rec.error = ec.message();
+      finishRequest(c, log);
+      co_return;
+    }
+  }
+  c.stream.expires_never();
+  auto idle = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits.idleTimeout);
+  auto result = co_await runTunnel(c.stream.socket(), upstream, idle);
+  rec.bytesUp += result.bytesUp;
+  rec.bytesDown += result.bytesDown;
+  if (result.idleTimeout) {
+    rec.error = "idle timeout";
+    rec.reason = reason::kIdleTimeout;
+  } else if (!result.error.empty()) {
+    rec.error = result.error;
+  }
+  finishRequest(c, log);
+}
+
+}  // namespace sandgate::proxy

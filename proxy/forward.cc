@@ -1,0 +1,364 @@
+// Forwarding of absolute-form http:// requests: policy on host, port, method and path, a
+// pooled upstream connection, hop-by-hop headers removed, and bodies streamed both ways
+// through fixed buffers (never a whole body in memory).
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <array>
+#include <boost/asio/write.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+
+#include "policy/host.h"
+#include "proxy/session.h"
+#include "proxy/upstream.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+using asio::ip::tcp;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
+
+// Removes hop-by-hop fields and every field named in Connection. The framing fields
+// (Content-Length, Transfer-Encoding) are never removed this way: the serializer frames the
+// message from them, and a client must not be able to turn a body into a second request.
+void stripHopByHop(http::fields& f) {
+  std::vector<std::string> listed;
+  auto [first, last] = f.equal_range(http::field::connection);
+  for (auto it = first; it != last; ++it) {
+    std::string_view v = it->value();
+    while (!v.empty()) {
+      auto comma = v.find(',');
+      std::string_view name = v.substr(0, comma);
+      while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+      while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+      if (!name.empty()) listed.emplace_back(name);
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+  }
+  for (const auto& name : listed) {
+    if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) continue;
+    f.erase(name);
+  }
+  for (auto name : {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
+                    "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
+    f.erase(name);
+  }
+}
+
+enum class RelayError { kNone, kRead, kWrite };
+
+struct RelayOutcome {
+  RelayError error = RelayError::kNone;
+  beast::error_code ec;
+};
+
+// Streams a message from `in` (through parser `p`, whose header has been read) to `out`
+// (through serializer `sr`): the header first, then the body one buffer at a time as it
+// arrives, so a slow stream is never held back and no body is ever held whole.
+template <bool isRequest>
+asio::awaitable<RelayOutcome> relay(beast::tcp_stream& in, beast::flat_buffer& inBuf,
+                                    http::parser<isRequest, http::buffer_body>& p,
+                                    beast::tcp_stream& out,
+                                    http::serializer<isRequest, http::buffer_body>& sr,
+                                    config::Seconds readTimeout, config::Seconds writeTimeout,
+                                    uint64_t& bytes) {
+  out.expires_after(toDuration(writeTimeout));
+  if (auto [ec, n] = co_await http::async_write_header(out, sr, kUse); ec) {
+    co_return RelayOutcome{RelayError::kWrite, ec};
+  }
+  std::array<char, 16 * 1024> buf;
+  while (!sr.is_done()) {
+    auto& body = p.get().body();
+    if (!p.is_done()) {
+      body.data = buf.data();
+      body.size = buf.size();
+      in.expires_after(toDuration(readTimeout));
+      auto [ec, n] = co_await http::async_read_some(in, inBuf, p, kUse);
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) co_return RelayOutcome{RelayError::kRead, ec};
+      body.size = buf.size() - body.size;
+      // An empty piece must not reach the serializer as data: in chunked framing a
+      // zero-length chunk is the end of the body.
+      body.data = body.size > 0 ? buf.data() : nullptr;
+      body.more = !p.is_done();
+      bytes += body.size;
+    } else {
+      body.data = nullptr;
+      body.size = 0;
+      body.more = false;
+    }
+    out.expires_after(toDuration(writeTimeout));
+    auto [ec, n] = co_await http::async_write(out, sr, kUse);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) co_return RelayOutcome{RelayError::kWrite, ec};
+  }
+  co_return RelayOutcome{};
+}
+
+bool isUpstreamClosed(const beast::error_code& ec) {
+  return ec == http::error::end_of_stream || ec == http::error::partial_message ||
+         ec == asio::error::eof || ec == asio::error::connection_reset ||
+         ec == asio::error::broken_pipe || ec == asio::error::connection_aborted;
+}
+
+std::string originForm(std::string_view pathAndQuery) {
+  if (pathAndQuery.empty()) return "/";
+  if (pathAndQuery.front() == '?') return "/" + std::string(pathAndQuery);
+  return std::string(pathAndQuery);
+}
+
+std::string hostHeader(std::string_view host, uint16_t port) {
+  std::string h(host);
+  if (port != 80) h += fmt::format(":{}", port);
+  return h;
+}
+
+}  // namespace
+
+asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head, size_t headLen,
+                                    RequestLog& log) {
+  auto& rec = log.record;
+  rec.scheme = "http";
+  rec.path = std::string(head.path);
+  const auto& limits = c.limits();
+  const TaskEntry& task = *c.task;
+
+  auto normalized = policy::normalizeHost(head.host);
+  if (auto* e = std::get_if<policy::HostError>(&normalized)) {
+    {
+      Refusal refusal{400, policy::reason::kInvalidHost, "", rec.host, "", e->message, ""};
+      co_await refuse(c, log, refusal);
+    }
+    co_return false;
+  }
+  const auto& target = std::get<policy::Target>(normalized);
+  rec.host = target.name;
+
+  http::request_parser<http::buffer_body> parser;
+  parser.header_limit(static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX)));
+  parser.body_limit(boost::none);
+  beast::error_code pec;
+  size_t used = parser.put(asio::buffer(c.buffer.data().data(), headLen), pec);
+  if (pec || used != headLen || !parser.is_header_done()) {
+    {
+      Refusal refusal{400, reason::kBadHeader,
+                      "",  rec.host,
+                      "",  fmt::format("malformed request head: {}", pec.message()),
+                      ""};
+      co_await refuse(c, log, refusal);
+    }
+    co_return false;
+  }
+  c.buffer.consume(headLen);
+  auto& req = parser.get();
+  const bool clientKeepAlive = req.keep_alive();
+  const unsigned clientVersion = req.version();
+
+  policy::Request preq{target, head.port, head.method, head.path};
+  auto decision = c.snap->engine->decide(task.name, preq);
+  rec.rule = decision.rule;
+  if (!decision.allowed()) {
+    {
+      Refusal refusal{403,
+                      decision.reason,
+                      task.name,
+                      rec.host,
+                      decision.rule,
+                      decision.detail,
+                      "ask for a policy rule that allows this request"};
+      co_await refuse(c, log, refusal);
+    }
+    co_return false;
+  }
+
+  // Prepare the upstream request.
+  stripHopByHop(req);
+  bool expectContinue = false;
+  if (auto it = req.find(http::field::expect); it != req.end()) {
+    // sandgate answers 100-continue itself once the upstream is connected; the upstream
+    // then sees an ordinary request with a body.
+    expectContinue = iequals(it->value(), "100-continue");
+    req.erase(http::field::expect);
+  }
+  req.target(originForm(head.pathAndQuery));
+  if (req.find(http::field::host) == req.end()) {
+    req.set(http::field::host, hostHeader(head.host, head.port));
+  }
+  req.version(11);
+
+  const auto poolKey = ConnectionPool::key(c.snap->generation, task.name, target.name, head.port);
+  std::optional<beast::tcp_stream> up;
+  beast::flat_buffer upBuf;
+  std::optional<http::response_parser<http::buffer_body>> rp;
+  bool sentContinue = false;
+  bool requestSent = false;
+  // A pooled connection may have been closed by the upstream a moment ago; a request
+  // without a body that fails on one before any response byte is retried once on a new one.
+  for (int attempt = 0; attempt < 2 && !requestSent; ++attempt) {
+    bool pooled = false;
+    if (attempt == 0) {
+      if (auto idle = c.worker.pool.take(poolKey)) {
+        up.emplace(std::move(idle->socket));
+        rec.upstream = std::move(idle->upstream);
+        pooled = true;
+      }
+    }
+    if (!pooled) {
+      auto own = c.state.ownEndpoints.load();
+      auto dial = co_await dialUpstream(*c.snap, decision, target, head.port, *own,
+                                        limits.connectTimeout, c.state.metrics.get());
+      if (!dial.ok()) {
+        rec.upstream = dial.upstream;
+        rec.rule = dial.decision.rule;
+        {
+          Refusal refusal{dial.status,        dial.reason, task.name, rec.host,
+                          dial.decision.rule, dial.detail, ""};
+          co_await refuse(c, log, refusal, dial.status == 403 ? "deny" : "error");
+        }
+        co_return false;
+      }
+      up.emplace(std::move(*dial.socket));
+      rec.upstream = dial.upstream;
+    }
+    if (expectContinue && head.hasBody && clientVersion == 11 && !sentContinue) {
+      static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+      c.stream.expires_after(toDuration(limits.bodyTimeout));
+      auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kContinue), kUse);
+      if (ec) co_return false;
+      sentContinue = true;
+    }
+    http::request_serializer<http::buffer_body> sr(req);
+    auto sent = co_await relay(c.stream, c.buffer, parser, *up, sr, limits.bodyTimeout,
+                               limits.bodyTimeout, rec.bytesUp);
+    if (sent.error == RelayError::kRead) {
+      rec.kind = audit_kind::kForward;
+      rec.verdict = "error";
+      rec.reason = sent.ec == beast::error::timeout ? reason::kClientTimeout : "client_closed";
+      rec.error = sent.ec.message();
+      finishRequest(c, log);
+      co_return false;
+    }
+    if (sent.error == RelayError::kWrite) {
+      if (pooled && !head.hasBody) continue;
+      rec.kind = audit_kind::kForward;
+      {
+        Refusal refusal{
+            502,       reason::kUpstreamReset,
+            task.name, rec.host,
+            rec.rule,  fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
+            ""};
+        co_await refuse(c, log, refusal, "error");
+      }
+      co_return false;
+    }
+    // Response head; interim 1xx responses are dropped (we answered 100-continue ourselves).
+    beast::error_code rec_ec;
+    while (true) {
+      rp.emplace();
+      rp->header_limit(
+          static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX)));
+      rp->body_limit(boost::none);
+      if (req.method() == http::verb::head) rp->skip(true);
+      up->expires_after(toDuration(limits.idleTimeout));
+      auto [ec, n] = co_await http::async_read_header(*up, upBuf, *rp, kUse);
+      rec_ec = ec;
+      if (ec) break;
+      int status = rp->get().result_int();
+      if (status >= 100 && status < 200 && status != 101) continue;
+      break;
+    }
+    if (rec_ec && pooled && !head.hasBody && isUpstreamClosed(rec_ec) && upBuf.size() == 0) {
+      upBuf.clear();
+      continue;
+    }
+    requestSent = true;
+    if (rec_ec || rp->get().result_int() == 101) {
+      rec.kind = audit_kind::kForward;
+      Refusal r{502, reason::kUpstreamBadResponse, task.name, rec.host, rec.rule, "", ""};
+      if (rec_ec == beast::error::timeout) {
+        r.status = 504;
+        r.reason = reason::kUpstreamTimeout;
+        r.detail = fmt::format("{} sent no response in time", rec.upstream);
+      } else if (rec_ec && isUpstreamClosed(rec_ec)) {
+        r.reason = reason::kUpstreamReset;
+        r.detail = fmt::format("{} closed the connection: {}", rec.upstream, rec_ec.message());
+      } else {
+        r.detail =
+            rec_ec ? fmt::format("{} sent an invalid response: {}", rec.upstream, rec_ec.message())
+                   : "the upstream switched protocols without being asked to";
+      }
+      co_await refuse(c, log, std::move(r), "error");
+      co_return false;
+    }
+  }
+
+  // Response back to the client.
+  auto& res = rp->get();
+  const bool upstreamKeepAlive = res.keep_alive();
+  stripHopByHop(res);
+  res.version(clientVersion);
+  const bool bodyless = rp->is_done();
+  bool keepAlive = clientKeepAlive;
+  if (!bodyless) {
+    if (clientVersion == 10 && rp->chunked()) {
+      res.chunked(false);  // an HTTP/1.0 client cannot read chunks: close ends the body
+      keepAlive = false;
+    } else if (!rp->chunked() && !rp->content_length()) {
+      // The upstream ends the body by closing; re-frame it for a 1.1 client.
+      if (clientVersion == 11) {
+        res.chunked(true);
+      } else {
+        keepAlive = false;
+      }
+    }
+  }
+  res.keep_alive(keepAlive);
+  rec.kind = audit_kind::kForward;
+  rec.verdict = policy::verdictName(decision.verdict);
+  rec.reason = decision.reason;
+  rec.status = res.result_int();
+
+  http::response_serializer<http::buffer_body> rsr(res);
+  RelayOutcome back;
+  if (bodyless) {
+    c.stream.expires_after(toDuration(limits.bodyTimeout));
+    auto [ec, n] = co_await http::async_write_header(c.stream, rsr, kUse);
+    if (ec) back = RelayOutcome{RelayError::kWrite, ec};
+  } else {
+    back = co_await relay(*up, upBuf, *rp, c.stream, rsr, limits.idleTimeout, limits.bodyTimeout,
+                          rec.bytesDown);
+  }
+  if (back.error == RelayError::kRead) {
+    rec.error = fmt::format("upstream body: {}", back.ec.message());
+    rec.reason =
+        back.ec == beast::error::timeout ? reason::kUpstreamTimeout : reason::kUpstreamReset;
+    rec.verdict = "error";
+  } else if (back.error == RelayError::kWrite) {
+    rec.error = fmt::format("client: {}", back.ec.message());
+  }
+  finishRequest(c, log);
+  if (back.error != RelayError::kNone) co_return false;
+
+  // Reuse the upstream connection only when both messages ended cleanly and nothing else
+  // arrived: leftover bytes would be read as the next request's response.
+  if (upstreamKeepAlive && rp->is_done() && !rp->need_eof() && parser.is_done() &&
+      upBuf.size() == 0) {
+    c.worker.pool.put(poolKey, up->release_socket(), rec.upstream);
+  }
+  co_return keepAlive&& parser.is_done() && !c.state.draining.load(std::memory_order_relaxed);
+}
+
+}  // namespace sandgate::proxy

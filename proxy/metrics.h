@@ -1,0 +1,111 @@
+// Prometheus metrics of the proxy: per-task series with cached handles, cardinality guards,
+// and removal of a task's series some time after its last connection is gone.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <string_view>
+
+namespace prometheus {
+class Counter;
+class Gauge;
+class Histogram;
+class Registry;
+template <typename T>
+class Family;
+}  // namespace prometheus
+
+namespace sandgate::proxy {
+
+class Metrics;
+
+// The series of one task. Every update is an atomic operation on a cached handle (no global
+// lock); request() takes this task's own small mutex to find the counter for its labels.
+// Callers obtain it from Metrics::task() and keep the shared_ptr for the connection's life:
+// holding it is what keeps the task's series alive.
+class TaskMetrics {
+ public:
+  // Label values must be bounded tokens ([a-z0-9_], at most kMaxTokenBytes, e.g. the
+  // policy::reason constants); anything else is counted as "other", and so is a value past
+  // the per-task cap of distinct values for that label (kMaxKinds/kMaxVerdicts/kMaxReasons).
+  // Hosts, paths and secrets must never be passed here.
+  void request(std::string_view kind, std::string_view verdict, std::string_view reason);
+  void connectionOpened();
+  void connectionClosed();
+  void bytesUp(uint64_t n);
+  void bytesDown(uint64_t n);
+  void requestDuration(double seconds);
+
+  static constexpr size_t kMaxTokenBytes = 48;
+  static constexpr size_t kMaxKinds = 8;
+  static constexpr size_t kMaxVerdicts = 8;
+  static constexpr size_t kMaxReasons = 32;
+
+  ~TaskMetrics();
+  TaskMetrics(const TaskMetrics&) = delete;
+  TaskMetrics& operator=(const TaskMetrics&) = delete;
+
+ private:
+  friend class Metrics;
+  struct Families;
+  TaskMetrics(std::shared_ptr<const Families> families, std::string name);
+  void removeSeries();  // called by Metrics once no one holds this task any more
+
+  // The families live in the registry, which this keeps alive: a connection that outlives
+  // the Metrics object still updates valid counters.
+  std::shared_ptr<const Families> families_;
+  const std::string name_;
+  prometheus::Gauge* active_;
+  prometheus::Counter* bytesUp_;
+  prometheus::Counter* bytesDown_;
+  prometheus::Histogram* duration_;
+
+  std::mutex mu_;
+  // Keyed by "kind|verdict|reason" (tokens never contain '|').
+  std::map<std::string, prometheus::Counter*, std::less<>> requests_;
+  std::set<std::string, std::less<>> kinds_, verdicts_, reasons_;  // distinct values admitted
+};
+
+class Metrics {
+ public:
+  explicit Metrics(std::chrono::seconds taskSeriesTtl);
+  ~Metrics();
+  Metrics(const Metrics&) = delete;
+  Metrics& operator=(const Metrics&) = delete;
+
+  // The task's series handles; callers cache the result per connection. The series stay
+  // while anyone holds a returned pointer, and for taskSeriesTtl after the last one is gone.
+  std::shared_ptr<TaskMetrics> task(const std::string& name);
+
+  void configReload(bool ok);
+  void upstreamConnectSeconds(double s);
+
+  // Removes the series of every task that nobody has held for at least taskSeriesTtl. The
+  // idle time is measured from the first sweep that finds the task unheld, so the server
+  // should call this every few seconds (or every taskSeriesTtl/10, whichever is longer);
+  // a series then disappears between TTL and TTL + one sweep interval after its last use.
+  void sweep(std::chrono::steady_clock::time_point now);
+
+  // Number of tasks whose series currently exist (tests, debugging).
+  size_t taskCount() const;
+
+  std::string render();  // Prometheus text exposition format 0.0.4
+  void setReady(bool r) { ready_.store(r, std::memory_order_relaxed); }
+  bool ready() const { return ready_.load(std::memory_order_relaxed); }
+
+  // For components that want to add their own families to the same exposition.
+  std::shared_ptr<prometheus::Registry> registry() const;
+
+ private:
+  struct State;
+  std::shared_ptr<State> state_;
+  std::atomic<bool> ready_{false};
+};
+
+}  // namespace sandgate::proxy

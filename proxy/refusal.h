@@ -1,0 +1,53 @@
+// Refusals a program can read: status, X-Sandgate-Reason and a small JSON body.
+#pragma once
+
+#include <string>
+#include <string_view>
+
+namespace sandgate::proxy {
+
+// Reason tokens of the proxy itself (policy tokens live in policy/engine.h, parsing tokens
+// in proxy/http_validation.h). Stable: responses, audit lines, metric labels and tests use them.
+namespace reason {
+inline constexpr std::string_view kAuthRequired = "auth_required";                 // 407
+inline constexpr std::string_view kAuthInvalid = "auth_invalid";                   // 407
+inline constexpr std::string_view kTaskMismatch = "task_mismatch";                 // 407
+inline constexpr std::string_view kConnectionLimit = "connection_limit";           // 429
+inline constexpr std::string_view kTunnelLimit = "tunnel_limit";                   // 429
+inline constexpr std::string_view kRateLimited = "rate_limited";                   // 429
+inline constexpr std::string_view kDnsFailed = "dns_failed";                       // 502
+inline constexpr std::string_view kUpstreamRefused = "upstream_refused";           // 502
+inline constexpr std::string_view kUpstreamReset = "upstream_reset";               // 502
+inline constexpr std::string_view kUpstreamUnreachable = "upstream_unreachable";   // 502
+inline constexpr std::string_view kUpstreamBadResponse = "upstream_bad_response";  // 502
+inline constexpr std::string_view kUpstreamTlsFailed = "upstream_tls_failed";      // 502
+inline constexpr std::string_view kUpstreamTimeout = "upstream_timeout";           // 504
+inline constexpr std::string_view kProxyLoop = "proxy_loop";  // 403: a target is sandgate itself
+inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";  // 403
+// Tunnel ends (audit only: the 200 has already been sent).
+inline constexpr std::string_view kSniMismatch = "sni_mismatch";
+inline constexpr std::string_view kNotTls = "not_tls";
+inline constexpr std::string_view kBadClientHello = "bad_client_hello";
+inline constexpr std::string_view kIdleTimeout = "idle_timeout";
+inline constexpr std::string_view kClientTimeout = "client_timeout";
+}  // namespace reason
+
+struct Refusal {
+  int status = 403;
+  std::string_view reason;
+  std::string task;
+  std::string host;
+  std::string rule;    // "file:line" of the deciding rule, when one decided
+  std::string detail;  // one human sentence (the JSON "error" field)
+  std::string hint;    // what to change, when we can tell
+};
+
+// The complete HTTP/1.1 response for `r`, always with "Connection: close" (a refused
+// connection is never reused: what follows the refused head is not read). A 407 carries
+// Proxy-Authenticate: Basic realm="sandgate".
+std::string renderRefusal(const Refusal& r);
+
+// The standard reason phrase of the statuses sandgate sends itself.
+std::string_view statusText(int status);
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,459 @@
+// The proxy server: listeners, workers, snapshots, reload and shutdown (see server.h).
+#include "proxy/server.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/json.hpp>
+#include <csignal>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "common/host_port.h"
+#include "proxy/audit.h"
+#include "proxy/metrics.h"
+#include "proxy/metrics_endpoint.h"
+#include "proxy/server_context.h"
+#include "proxy/session.h"
+#include "proxy/upstream.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using ReusePort = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+namespace {
+
+void logException(std::exception_ptr e) {
+  if (!e) return;
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& ex) {
+    spdlog::error("unexpected exception: {}", ex.what());
+  }
+}
+
+bool isResourceExhaustion(const boost::system::error_code& ec) {
+  return ec == asio::error::no_descriptors || ec.value() == ENFILE || ec.value() == ENOBUFS ||
+         ec.value() == ENOMEM;
+}
+
+asio::awaitable<void> acceptLoop(Worker& worker, ServerState& state, tcp::acceptor& acceptor,
+                                 std::shared_ptr<const ListenerInfo> listener) {
+  asio::steady_timer backoff(acceptor.get_executor());
+  auto lastWarning = std::chrono::steady_clock::time_point{};
+  while (acceptor.is_open()) {
+    auto [ec, socket] = co_await acceptor.async_accept(kUse);
+    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+    if (ec) {
+      // Out of descriptors (or memory): the pending connection stays in the backlog, so
+      // pause instead of spinning, and keep serving the connections we have.
+      auto now = std::chrono::steady_clock::now();
+      if (now - lastWarning > std::chrono::seconds(10)) {
+        spdlog::warn("accept on {}: {}; backing off", listener->name, ec.message());
+        lastWarning = now;
+      }
+      backoff.expires_after(isResourceExhaustion(ec) ? std::chrono::milliseconds(100)
+                                                     : std::chrono::milliseconds(5));
+      co_await backoff.async_wait(kUse);
+      continue;
+    }
+    asio::co_spawn(worker.io, runSession(worker, state, std::move(socket), listener), logException);
+  }
+}
+
+OwnEndpoint ownEndpoint(const tcp::endpoint& ep) { return {toIpAddress(ep.address()), ep.port()}; }
+
+Result<tcp::endpoint> listenEndpoint(const config::Config& cfg,
+                                     const config::Located<std::string>& value,
+                                     std::string_view key) {
+  auto hp = parseListenAddress(value.value);  // port 0: any free port (tests)
+  if (!hp) {
+    return Diagnostic{cfg.file, value.mark.line, value.mark.col, std::string(key),
+                      "expected host:port"};
+  }
+  boost::system::error_code ec;
+  auto addr = asio::ip::make_address(hp->host == "localhost" ? "127.0.0.1" : hp->host, ec);
+  if (ec) {
+    return Diagnostic{cfg.file, value.mark.line, value.mark.col, std::string(key),
+                      fmt::format("'{}' is not an IP address", hp->host)};
+  }
+  return tcp::endpoint(addr, hp->port);
+}
+
+}  // namespace
+
+struct Server::Impl {
+  ServerOptions options;
+  ServerState state;
+  TaskRegistry registry;
+  std::atomic<uint64_t> generation{1};
+  std::mutex reloadMu;
+  // Destroyed before `state`: pending sessions refer to it.
+  std::vector<std::unique_ptr<Worker>> workers;
+  std::vector<asio::executor_work_guard<asio::io_context::executor_type>> guards;
+  std::vector<std::thread> threads;
+  asio::io_context control{1};
+  std::optional<asio::signal_set> signalSet;  // on `control`
+  std::thread controlThread;
+  std::optional<tcp::endpoint> proxyEndpoint, metricsEndpoint;
+  std::unique_ptr<tcp::acceptor> metricsAcceptor;
+  std::mutex ownMu;
+  std::vector<OwnEndpoint> own;
+  bool started = false;
+  bool stopping = false;  // control thread only
+  struct stat lastStat {};
+
+  void addOwn(const tcp::endpoint& ep) {
+    std::lock_guard lock(ownMu);
+    own.push_back(ownEndpoint(ep));
+    state.ownEndpoints.store(std::make_shared<const std::vector<OwnEndpoint>>(own));
+  }
+
+  Result<bool> bindProxy(const tcp::endpoint& ep) {
+    // One acceptor per worker on the same port (SO_REUSEPORT): the kernel spreads new
+    // connections over the workers without a shared accept queue or a lock.
+    tcp::endpoint bound = ep;
+    for (auto& w : workers) {
+      auto acc = std::make_unique<tcp::acceptor>(w->io);
+      boost::system::error_code ec;
+      acc->open(bound.protocol(), ec);
+      if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+      if (!ec) acc->set_option(ReusePort(true), ec);
+      if (!ec) acc->bind(bound, ec);
+      if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+      if (ec) {
+        return Diagnostic{
+            "", 0, 0, "listen.proxy",
+            fmt::format("cannot listen on {}: {}", endpointText(bound), ec.message())};
+      }
+      bound = acc->local_endpoint();
+      w->acceptors.push_back(std::move(acc));
+    }
+    proxyEndpoint = bound;
+    addOwn(bound);
+    return true;
+  }
+
+  void writeReadyFile() {
+    if (!options.readyFile) return;
+    boost::json::object o;
+    if (proxyEndpoint) o["proxy"] = endpointText(*proxyEndpoint);
+    if (metricsEndpoint) o["metrics"] = endpointText(*metricsEndpoint);
+    std::string tmp = fmt::format("{}.tmp.{}", *options.readyFile, ::getpid());
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << boost::json::serialize(o) << "\n";
+    }
+    if (std::rename(tmp.c_str(), options.readyFile->c_str()) != 0) {
+      spdlog::error("cannot write ready file {}", *options.readyFile);
+    }
+  }
+
+  bool statChanged() {
+    struct stat st {};
+    if (::stat(options.configPath.c_str(), &st) != 0) return false;
+    bool changed = st.st_ino != lastStat.st_ino || st.st_dev != lastStat.st_dev ||
+                   st.st_size != lastStat.st_size || st.st_mtim.tv_sec != lastStat.st_mtim.tv_sec ||
+                   st.st_mtim.tv_nsec != lastStat.st_mtim.tv_nsec;
+    lastStat = st;
+    return changed;
+  }
+
+  asio::awaitable<void> housekeeping() {
+    asio::steady_timer timer(control);
+    while (!stopping) {
+      timer.expires_after(std::chrono::seconds(1));
+      auto [ec] = co_await timer.async_wait(kUse);
+      if (ec || stopping) co_return;
+      if (state.metrics) state.metrics->sweep(std::chrono::steady_clock::now());
+      if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
+        spdlog::info("config file {} changed; reloading", options.configPath);
+        reloadNow();
+      }
+    }
+  }
+
+  asio::awaitable<void> signals() {
+    while (!stopping) {
+      auto [ec, sig] = co_await signalSet->async_wait(kUse);
+      if (ec) co_return;
+      if (sig == SIGHUP) {
+        spdlog::info("SIGHUP: reloading {}", options.configPath);
+        reloadNow();
+        if (state.audit) {
+          if (auto err = state.audit->reopen()) spdlog::warn("audit log: {}", err->str());
+        }
+      } else {
+        spdlog::info("signal {}: shutting down", sig);
+        beginShutdown();
+      }
+    }
+  }
+
+  bool reloadNow() {
+    std::lock_guard lock(reloadMu);
+    auto fail = [&](const Diagnostics& errors) {
+      for (const auto& e : errors) spdlog::error("reload: {}", e.str());
+      spdlog::error("reload failed; the previous configuration stays in use");
+      if (state.metrics) state.metrics->configReload(false);
+      return false;
+    };
+    if (options.configPath.empty()) return false;
+    auto cfg = config::loadFile(options.configPath);
+    if (!cfg) return fail(cfg.errors());
+    auto current = state.snapshot.load();
+    auto snap = buildSnapshot(std::move(cfg.value()), registry, generation.fetch_add(1) + 1);
+    if (!snap) return fail(snap.errors());
+    const auto& next = snap.value()->config;
+    auto text = [](const auto& v) { return v ? v->value : std::string(); };
+    if (text(next.listen.proxy) != text(current->config.listen.proxy) ||
+        text(next.listen.metrics) != text(current->config.listen.metrics) ||
+        next.audit.path != current->config.audit.path) {
+      spdlog::warn("reload: changes to listen and audit take effect after a restart");
+    }
+    state.snapshot.store(snap.value());
+    if (state.metrics) state.metrics->configReload(true);
+    spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
+    return true;
+  }
+
+  void beginShutdown() {
+    if (stopping) return;
+    stopping = true;
+    state.draining.store(true);
+    if (state.metrics) state.metrics->setReady(false);
+    control.stop();  // ends signals/housekeeping; the drain runs below on this thread
+  }
+
+  void drainAndStop() {
+    auto snap = state.snapshot.load();
+    auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        snap->defaults.shutdownGrace);
+    for (auto& w : workers) {
+      asio::post(w->io, [w = w.get()] {
+        boost::system::error_code ec;
+        for (auto& a : w->acceptors) a->close(ec);
+        for (auto* s : w->idle) s->cancel(ec);
+        w->pool.clear();
+      });
+    }
+    auto deadline = std::chrono::steady_clock::now() + grace;
+    while (state.activeSessions.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a bounded drain poll
+    }
+    if (state.activeSessions.load() > 0) {
+      spdlog::warn("shutdown: closing {} connections still open after the grace period",
+                   state.activeSessions.load());
+    }
+    for (auto& g : guards) g.reset();
+    for (auto& w : workers) w->io.stop();
+    for (auto& t : threads) t.join();
+    threads.clear();
+  }
+};
+
+Server::Server(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+Server::~Server() {
+  if (impl_->started) {
+    shutdown();
+    wait();
+  }
+}
+
+Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
+  auto cfg = config::loadFile(options.configPath);
+  if (!cfg) return cfg.errors();
+  return create(std::move(cfg.value()), std::move(options));
+}
+
+Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOptions options) {
+  // A peer that closes while we write (or splice) must be an error code, not a signal.
+  std::signal(SIGPIPE, SIG_IGN);
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  unsigned n = impl->options.threads;
+  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  for (unsigned i = 0; i < n; ++i) impl->workers.push_back(std::make_unique<Worker>());
+  if (!impl->options.configPath.empty()) impl->statChanged();
+
+  auto listenProxy = config.listen.proxy;
+  auto listenMetrics = config.listen.metrics;
+  auto auditPath = config.audit.path;
+  auto ttl = std::chrono::duration_cast<std::chrono::seconds>(config.metrics.taskSeriesTtl);
+  Diagnostics errors;
+  std::optional<tcp::endpoint> proxyEp, metricsEp;
+  if (listenProxy) {
+    auto ep = listenEndpoint(config, *listenProxy, "listen.proxy");
+    if (ep)
+      proxyEp = *ep;
+    else
+      errors.insert(errors.end(), ep.errors().begin(), ep.errors().end());
+  }
+  if (listenMetrics) {
+    auto ep = listenEndpoint(config, *listenMetrics, "listen.metrics");
+    if (ep)
+      metricsEp = *ep;
+    else
+      errors.insert(errors.end(), ep.errors().begin(), ep.errors().end());
+  }
+  auto snap = buildSnapshot(std::move(config), impl->registry, 1);
+  if (!snap) errors.insert(errors.end(), snap.errors().begin(), snap.errors().end());
+  if (!errors.empty()) return errors;
+  impl->state.snapshot.store(snap.value());
+
+  auto audit = AuditLog::open(auditPath);
+  if (!audit) return audit.errors();
+  impl->state.audit = audit.value();
+  impl->state.metrics = std::make_shared<Metrics>(ttl);
+
+  if (proxyEp) {
+    if (auto r = impl->bindProxy(*proxyEp); !r) return r.errors();
+  }
+  if (metricsEp) {
+    auto acc = std::make_unique<tcp::acceptor>(impl->workers[0]->io);
+    boost::system::error_code ec;
+    acc->open(metricsEp->protocol(), ec);
+    if (!ec) acc->set_option(tcp::acceptor::reuse_address(true), ec);
+    if (!ec) acc->bind(*metricsEp, ec);
+    if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
+    if (ec) {
+      return Diagnostic{
+          "", 0, 0, "listen.metrics",
+          fmt::format("cannot listen on {}: {}", endpointText(*metricsEp), ec.message())};
+    }
+    impl->metricsEndpoint = acc->local_endpoint();
+    impl->addOwn(*impl->metricsEndpoint);
+    impl->metricsAcceptor = std::move(acc);
+  }
+  return std::unique_ptr<Server>(new Server(std::move(impl)));
+}
+
+Result<bool> Server::adoptListener(int fd, std::string task) {
+  int listening = 0;
+  socklen_t len = sizeof(listening);
+  sockaddr_storage addr{};
+  socklen_t addrLen = sizeof(addr);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
+      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+    ::close(fd);
+    return Diagnostic{"", 0, 0, "", fmt::format("fd {} is not a listening TCP socket", fd)};
+  }
+  tcp::endpoint local;
+  std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
+  local.resize(addrLen);
+  auto info =
+      std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), std::move(task)});
+  const auto protocol = local.protocol();
+  // Every worker accepts on its own duplicate of the descriptor (one shared queue).
+  for (auto& w : impl_->workers) {
+    int dupFd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (dupFd < 0) {
+      ::close(fd);
+      return Diagnostic{"", 0, 0, "", fmt::format("dup of fd {}: {}", fd, std::strerror(errno))};
+    }
+    asio::post(w->io, [w = w.get(), this, dupFd, info, protocol] {
+      auto acc = std::make_unique<tcp::acceptor>(w->io);
+      boost::system::error_code ec;
+      acc->assign(protocol, dupFd, ec);
+      if (ec) {
+        ::close(dupFd);
+        spdlog::error("adopting listener {}: {}", info->name, ec.message());
+        return;
+      }
+      if (impl_->state.draining.load()) return;
+      asio::co_spawn(w->io, acceptLoop(*w, impl_->state, *acc, info), logException);
+      w->acceptors.push_back(std::move(acc));
+    });
+  }
+  ::close(fd);
+  impl_->addOwn(local);
+  return true;
+}
+
+void Server::start() {
+  auto& im = *impl_;
+  if (im.started) return;
+  im.started = true;
+  for (auto& w : im.workers) {
+    im.guards.push_back(asio::make_work_guard(w->io));
+    for (auto& acc : w->acceptors) {
+      auto info = std::make_shared<const ListenerInfo>(
+          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt});
+      asio::co_spawn(w->io, acceptLoop(*w, im.state, *acc, info), logException);
+    }
+  }
+  if (im.metricsAcceptor) {
+    asio::co_spawn(im.workers[0]->io,
+                   serveMetrics(std::move(*im.metricsAcceptor), im.state.metrics), logException);
+  }
+  for (auto& w : im.workers) {
+    im.threads.emplace_back([w = w.get()] {
+      while (true) {
+        try {
+          w->io.run();
+          return;
+        } catch (const std::exception& e) {
+          spdlog::error("worker: {}", e.what());
+        }
+      }
+    });
+  }
+  if (im.options.handleSignals) {
+    // Installed before the ready file exists: a SIGHUP or SIGTERM sent as soon as a client
+    // sees us ready must not hit the default action (terminate).
+    im.signalSet.emplace(im.control, SIGINT, SIGTERM, SIGHUP);
+    asio::co_spawn(im.control, im.signals(), logException);
+  }
+  asio::co_spawn(im.control, im.housekeeping(), logException);
+  im.state.metrics->setReady(true);
+  im.writeReadyFile();
+  spdlog::info("sandgate serving: proxy {} metrics {} ({} worker threads)",
+               im.proxyEndpoint ? endpointText(*im.proxyEndpoint) : "-",
+               im.metricsEndpoint ? endpointText(*im.metricsEndpoint) : "-", im.workers.size());
+  im.controlThread = std::thread([&im] {
+    auto guard = asio::make_work_guard(im.control);
+    im.control.run();
+    im.drainAndStop();
+  });
+}
+
+void Server::wait() {
+  if (impl_->controlThread.joinable()) impl_->controlThread.join();
+}
+
+int Server::run() {
+  start();
+  wait();
+  return 0;
+}
+
+void Server::shutdown() {
+  asio::post(impl_->control, [im = impl_.get()] { im->beginShutdown(); });
+}
+
+bool Server::reload() { return impl_->reloadNow(); }
+
+std::optional<std::string> Server::proxyAddress() const {
+  if (!impl_->proxyEndpoint) return std::nullopt;
+  return endpointText(*impl_->proxyEndpoint);
+}
+
+std::optional<std::string> Server::metricsAddress() const {
+  if (!impl_->metricsEndpoint) return std::nullopt;
+  return endpointText(*impl_->metricsEndpoint);
+}
+
+}  // namespace sandgate::proxy

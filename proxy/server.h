@@ -1,0 +1,65 @@
+// The proxy server: listeners, one io_context per worker thread, config snapshots swapped
+// atomically on reload (SIGHUP or a changed file), graceful shutdown (SIGTERM/SIGINT).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "config/config.h"
+
+namespace sandgate::proxy {
+
+struct ServerOptions {
+  // The file the config came from: reloaded on SIGHUP and when it changes. Empty: the
+  // config given to create() is never reloaded.
+  std::string configPath;
+  unsigned threads = 0;  // 0: one per core
+  // Written (tmp + rename) once the listeners are up:
+  // {"proxy":"127.0.0.1:PORT","metrics":"127.0.0.1:PORT"}.
+  std::optional<std::string> readyFile;
+  bool handleSignals = true;  // SIGHUP reloads, SIGTERM/SIGINT shut down
+  bool watchConfigFile = true;
+};
+
+class Server {
+ public:
+  // Loads and compiles options.configPath, binds `listen.proxy` and `listen.metrics`, opens
+  // the audit log. Every problem is a Diagnostic.
+  static Result<std::unique_ptr<Server>> create(ServerOptions options);
+  // Same with a config already loaded (tests, embedding).
+  static Result<std::unique_ptr<Server>> create(config::Config config, ServerOptions options);
+  ~Server();
+  Server(const Server&) = delete;
+  Server& operator=(const Server&) = delete;
+
+  // Serves a listening socket whose every connection belongs to `task` (a socket handed
+  // over by a sandbox launcher). Takes ownership of `fd`. Callable before or after start().
+  Result<bool> adoptListener(int fd, std::string task);
+
+  void start();  // starts worker threads and returns
+  void wait();   // blocks until a shutdown has completed
+  int run();     // start(), then wait(); returns the exit status (0)
+
+  // Begins a graceful shutdown (thread-safe): stop accepting, let requests in flight finish
+  // within limits.shutdown_grace, then close everything.
+  void shutdown();
+
+  // Loads and compiles the config file again and swaps it in; a bad file changes nothing
+  // and the reason is logged. Thread-safe. Returns whether the new config is in use.
+  bool reload();
+
+  // Bound addresses ("127.0.0.1:3128"), when those listeners exist.
+  std::optional<std::string> proxyAddress() const;
+  std::optional<std::string> metricsAddress() const;
+
+  struct Impl;
+
+ private:
+  explicit Server(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandgate::proxy

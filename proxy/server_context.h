@@ -1,0 +1,90 @@
+// What every connection of a running Server shares (ServerState) and what one worker thread
+// owns (Worker). Internal to proxy/.
+#pragma once
+
+#include <atomic>
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <unordered_set>
+#include <vector>
+
+#include "policy/engine.h"
+#include "policy/ip.h"
+#include "proxy/connection_pool.h"
+#include "proxy/snapshot.h"
+
+namespace sandgate::proxy {
+
+class AuditLog;
+class Metrics;
+
+// Config durations (double seconds) as the clock's duration, for deadlines.
+inline std::chrono::steady_clock::duration toDuration(config::Seconds s) {
+  return std::chrono::duration_cast<std::chrono::steady_clock::duration>(s);
+}
+
+// Completion token of the data path: errors are values, never exceptions.
+inline constexpr auto kUse = boost::asio::as_tuple(boost::asio::use_awaitable);
+
+// A listening socket and who its clients are.
+struct ListenerInfo {
+  std::string name;                 // local "ip:port" for the audit log
+  std::optional<std::string> task;  // set: every connection belongs to this task
+};
+
+// An address sandgate itself listens on: dialling it would loop through the proxy.
+struct OwnEndpoint {
+  policy::IpAddress address;
+  uint16_t port = 0;
+};
+
+// A CONNECT that the policy wants intercepted, handed over with the client stream and the
+// bytes already read after the CONNECT head (they belong to the TLS handshake).
+struct InterceptRequest {
+  boost::asio::ip::tcp::socket client;
+  std::string earlyBytes;
+  std::shared_ptr<const Snapshot> snapshot;
+  const TaskEntry* task = nullptr;
+  policy::Target target;
+  uint16_t port = 0;
+  policy::Decision decision;
+};
+using Interceptor = std::function<boost::asio::awaitable<void>(InterceptRequest)>;
+
+struct ServerState {
+  std::atomic<std::shared_ptr<const Snapshot>> snapshot;
+  std::atomic<std::shared_ptr<const std::vector<OwnEndpoint>>> ownEndpoints{
+      std::make_shared<const std::vector<OwnEndpoint>>()};
+  std::shared_ptr<Metrics> metrics;
+  std::shared_ptr<AuditLog> audit;
+  std::atomic<bool> draining{false};
+  std::atomic<int64_t> activeSessions{0};
+  Interceptor interceptor;  // empty: intercepting CONNECTs are refused
+};
+
+// One thread's io_context and what lives on it. Only touched from that thread.
+// Member order matters: `io` is destroyed after the sockets below (they belong to it) and
+// before `idle` (sessions still suspended on it erase themselves from `idle`).
+struct Worker {
+  // Sockets of sessions waiting for a request head: cancelled when shutdown starts, so idle
+  // keep-alive connections do not hold the shutdown grace period open.
+  std::unordered_set<boost::asio::ip::tcp::socket*> idle;
+  boost::asio::io_context io{1};
+  ConnectionPool pool;
+  std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors;
+};
+
+// Serves one accepted client connection until it closes.
+boost::asio::awaitable<void> runSession(Worker& worker, ServerState& state,
+                                        boost::asio::ip::tcp::socket socket,
+                                        std::shared_ptr<const ListenerInfo> listener);
+
+}  // namespace sandgate::proxy

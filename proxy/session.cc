@@ -1,0 +1,328 @@
+// A client connection: read each request head (bounded, strict), establish who the client
+// is, apply per-task admission limits, and dispatch to forwarding or CONNECT.
+#include "proxy/session.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/write.hpp>
+
+#include "policy/engine.h"
+#include "proxy/metrics.h"
+#include "proxy/proxy_auth.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using asio::ip::tcp;
+
+std::string endpointText(const tcp::endpoint& ep) {
+  auto a = ep.address();
+  return a.is_v6() ? fmt::format("[{}]:{}", a.to_string(), ep.port())
+                   : fmt::format("{}:{}", a.to_string(), ep.port());
+}
+
+void finishRequest(ClientConnection& c, RequestLog& log) {
+  auto& r = log.record;
+  r.durationSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
+  if (c.state.audit) c.state.audit->write(r);
+  // Refusals before identity (407, 400) are counted under the empty task label: the name a
+  // client claims is not trusted, and it would make the label unbounded.
+  if (!c.metrics && c.state.metrics) c.metrics = c.state.metrics->task("");
+  if (c.metrics) {
+    c.metrics->request(r.kind == audit_kind::kRefusal
+                           ? (r.method == "CONNECT" ? "tunnel" : "forward")
+                           : std::string_view(r.kind),
+                       r.verdict, r.reason);
+    c.metrics->requestDuration(r.durationSeconds);
+    if (r.bytesUp) c.metrics->bytesUp(r.bytesUp);
+    if (r.bytesDown) c.metrics->bytesDown(r.bytesDown);
+  }
+}
+
+namespace {
+
+asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::string bytes) {
+  c.stream.expires_after(toDuration(c.limits().bodyTimeout));
+  co_await asio::async_write(c.stream, asio::buffer(bytes), kUse);
+  boost::system::error_code ignored;
+  c.stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  finishRequest(c, log);
+}
+
+}  // namespace
+
+// Not a coroutine itself, and the refusal is taken by reference: GCC 12 destroyed a
+// class-type temporary (or by-value argument) of a co_await full-expression twice
+// ("free(): invalid pointer"). Call sites therefore name their Refusal before co_await.
+asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal,
+                             std::string_view verdict) {
+  Refusal r = refusal;
+  if (r.task.empty() && c.task) r.task = c.task->name;
+  auto& rec = log.record;
+  if (rec.task.empty()) rec.task = r.task;
+  if (rec.kind.empty()) rec.kind = audit_kind::kRefusal;
+  rec.verdict = verdict;
+  rec.reason = r.reason;
+  rec.status = r.status;
+  if (rec.rule.empty()) rec.rule = r.rule;
+  if (rec.error.empty() && verdict == "error") rec.error = r.detail;
+  return sendRefusal(c, log, renderRefusal(r));
+}
+
+namespace {
+
+enum class HeadStatus { kComplete, kClosed, kTimeout, kTooLarge, kMalformed };
+
+struct HeadRead {
+  HeadStatus status;
+  size_t length = 0;
+};
+
+// Reads until c.buffer holds a complete head, within the head limit and deadline.
+asio::awaitable<HeadRead> readHead(ClientConnection& c) {
+  const auto& limits = c.limits();
+  const size_t limit = limits.maxHeaderBytes;
+  c.stream.expires_after(toDuration(limits.headerTimeout));
+  size_t scanned = 0;
+  while (true) {
+    auto data = c.buffer.data();
+    std::string_view view(static_cast<const char*>(data.data()), data.size());
+    long end = findHeadEnd(view, scanned);
+    if (end > 0) {
+      if (static_cast<size_t>(end) > limit) co_return HeadRead{HeadStatus::kTooLarge};
+      co_return HeadRead{HeadStatus::kComplete, static_cast<size_t>(end)};
+    }
+    if (end < 0) co_return HeadRead{HeadStatus::kMalformed};
+    scanned = view.size();
+    if (view.size() >= limit) co_return HeadRead{HeadStatus::kTooLarge};
+    // Never read more than the limit allows: the buffer is bounded by the head limit.
+    size_t room = std::min<size_t>(limit + 4 - view.size(), 16 * 1024);
+    auto [ec, n] = co_await c.stream.async_read_some(c.buffer.prepare(room), kUse);
+    c.buffer.commit(n);
+    if (ec == beast::error::timeout) co_return HeadRead{HeadStatus::kTimeout};
+    if (ec) co_return HeadRead{HeadStatus::kClosed};
+  }
+}
+
+// Registers the connection as idle (closable at shutdown) while it waits for a head.
+class IdleMark {
+ public:
+  IdleMark(Worker& w, tcp::socket* s) : w_(w), s_(s) { w_.idle.insert(s_); }
+  ~IdleMark() { w_.idle.erase(s_); }
+  IdleMark(const IdleMark&) = delete;
+  IdleMark& operator=(const IdleMark&) = delete;
+
+ private:
+  Worker& w_;
+  tcp::socket* s_;
+};
+
+// Admission of a connection for its task: the rate of new connections, then the number of
+// concurrent ones. Returns the refusal reason, if any.
+std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
+  c.task = &task;
+  c.metrics = c.state.metrics ? c.state.metrics->task(task.name) : nullptr;
+  if (!task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
+                                          std::chrono::steady_clock::now())) {
+    return Refusal{429,
+                   reason::kRateLimited,
+                   task.name,
+                   "",
+                   "",
+                   "too many new connections per second for this task",
+                   "raise limits.new_connections_per_second for the task"};
+  }
+  if (!task.state->tryAcquireConnection(task.limits.maxConnections)) {
+    return Refusal{429,
+                   reason::kConnectionLimit,
+                   task.name,
+                   "",
+                   "",
+                   fmt::format("the task already has {} connections", task.limits.maxConnections),
+                   "raise limits.max_connections for the task"};
+  }
+  c.connectionSlot = TaskSlot(task.state, TaskSlot::Kind::kConnection);
+  if (c.metrics) c.metrics->connectionOpened();
+  return std::nullopt;
+}
+
+// Token identity: who does this request's Proxy-Authorization say the client is?
+std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
+  if (!head.proxyAuthorization) {
+    return Refusal{407,
+                   reason::kAuthRequired,
+                   "",
+                   "",
+                   "",
+                   "proxy authentication required",
+                   "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
+  }
+  auto creds = parseBasicAuth(*head.proxyAuthorization);
+  const TaskEntry* task = creds ? c.snap->findTask(creds->task) : nullptr;
+  // Always hash and compare, so that timing does not tell which task names exist.
+  static const TokenHash kNoToken{};
+  bool ok = tokenMatches(creds ? creds->token : std::string_view(),
+                         task && task->token ? *task->token : kNoToken) &&
+            task && task->token;
+  if (!ok) {
+    return Refusal{407,
+                   reason::kAuthInvalid,
+                   "",
+                   "",
+                   "",
+                   "invalid proxy credentials",
+                   "check the task name and token"};
+  }
+  if (c.task && c.task != task) {
+    return Refusal{407,
+                   reason::kTaskMismatch,
+                   "",
+                   "",
+                   "",
+                   "one connection cannot change its task",
+                   "open a new connection"};
+  }
+  if (c.task) return std::nullopt;
+  if (auto r = admit(c, *task)) return r;
+  return std::nullopt;
+}
+
+asio::awaitable<void> serve(ClientConnection& c) {
+  if (c.listener->task) {
+    RequestLog log;
+    log.record.time = std::chrono::system_clock::now();
+    log.record.client = c.client;
+    log.record.listener = c.listener->name;
+    log.record.task = *c.listener->task;
+    const TaskEntry* task = c.snap->findTask(*c.listener->task);
+    if (!task) {
+      {
+        Refusal refusal{403,
+                        policy::reason::kUnknownTask,
+                        *c.listener->task,
+                        "",
+                        "",
+                        "this listener's task is not in the configuration",
+                        ""};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    if (auto r = admit(c, *task)) {
+      co_await refuse(c, log, *r);
+      co_return;
+    }
+  }
+  while (true) {
+    if (c.state.draining.load(std::memory_order_relaxed) && c.buffer.size() == 0) co_return;
+    HeadRead hr;
+    {
+      IdleMark idle(c.worker, &c.stream.socket());
+      hr = co_await readHead(c);
+    }
+    RequestLog log;
+    log.record.time = std::chrono::system_clock::now();
+    log.record.client = c.client;
+    log.record.listener = c.listener->name;
+    if (c.task) log.record.task = c.task->name;
+    switch (hr.status) {
+      case HeadStatus::kComplete:
+        break;
+      case HeadStatus::kClosed:
+        co_return;
+      case HeadStatus::kTimeout:
+        // A slow or silent client: the connection is closed; only a partial request is news.
+        if (c.buffer.size() > 0) {
+          log.record.kind = audit_kind::kRefusal;
+          log.record.verdict = "deny";
+          log.record.reason = reason::kClientTimeout;
+          finishRequest(c, log);
+        }
+        co_return;
+      case HeadStatus::kTooLarge: {
+        Refusal refusal{431,
+                        reason::kHeaderTooLarge,
+                        "",
+                        "",
+                        "",
+                        fmt::format("request head exceeds {} bytes", c.limits().maxHeaderBytes),
+                        "limits.max_header_bytes"};
+        co_await refuse(c, log, refusal);
+      }
+        co_return;
+      case HeadStatus::kMalformed: {
+        Refusal refusal{
+            400, reason::kBadRequestLine, "", "", "", "bare CR or LF in the request head", ""};
+        co_await refuse(c, log, refusal);
+      }
+        co_return;
+    }
+    std::string_view raw(static_cast<const char*>(c.buffer.data().data()), hr.length);
+    RequestHead head;
+    if (auto e = validateRequestHead(raw, &head)) {
+      log.record.method = std::string(head.method);
+      {
+        Refusal refusal{400, e->reason, "", "", "", e->detail, ""};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    log.record.method = std::string(head.method);
+    log.record.host = std::string(head.host);
+    log.record.port = head.port;
+    if (!c.listener->task) {
+      if (auto r = identify(c, head)) {
+        r->host = log.record.host;
+        co_await refuse(c, log, *r);
+        co_return;
+      }
+      log.record.task = c.task->name;
+    }
+    if (head.form == TargetForm::kOrigin || head.form == TargetForm::kAsterisk) {
+      {
+        Refusal refusal{400,
+                        reason::kNotProxyRequest,
+                        "",
+                        "",
+                        "",
+                        "sandgate is a proxy: send absolute-form http:// URIs or CONNECT",
+                        "set HTTP_PROXY/HTTPS_PROXY"};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    if (head.form == TargetForm::kAuthority) {
+      co_await handleConnect(c, head, hr.length, log);
+      co_return;
+    }
+    if (!co_await handleForward(c, head, hr.length, log)) co_return;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> runSession(Worker& worker, ServerState& state, tcp::socket socket,
+                                 std::shared_ptr<const ListenerInfo> listener) {
+  state.activeSessions.fetch_add(1, std::memory_order_relaxed);
+  ClientConnection c(worker, state, std::move(socket));
+  c.snap = state.snapshot.load();
+  c.listener = std::move(listener);
+  boost::system::error_code ec;
+  auto peer = c.stream.socket().remote_endpoint(ec);
+  c.client = ec ? "unknown" : endpointText(peer);
+  try {
+    co_await serve(c);
+  } catch (const std::exception& e) {
+    // Only resource exhaustion (bad_alloc) or a bug gets here; this connection ends, the
+    // process keeps serving everyone else.
+    spdlog::error("session {}: {}", c.client, e.what());
+  }
+  if (c.metrics && c.connectionSlot) c.metrics->connectionClosed();
+  c.stream.socket().close(ec);
+  state.activeSessions.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace sandgate::proxy

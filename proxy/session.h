@@ -1,0 +1,68 @@
+// One client connection and the steps its requests share: refusals, the audit line and
+// metrics at the end of each request. Internal to proxy/ (session.cc, forward.cc, connect.cc).
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+
+#include "proxy/audit.h"
+#include "proxy/http_validation.h"
+#include "proxy/refusal.h"
+#include "proxy/server_context.h"
+
+namespace sandgate::proxy {
+
+class TaskMetrics;
+
+struct ClientConnection {
+  ClientConnection(Worker& w, ServerState& s, boost::asio::ip::tcp::socket sock)
+      : worker(w), state(s), stream(std::move(sock)) {}
+
+  Worker& worker;
+  ServerState& state;
+  boost::beast::tcp_stream stream;
+  // Bytes read from the client and not consumed yet: the rest of a request, a pipelined
+  // request, or what followed a CONNECT head. Bounded by the head limit.
+  boost::beast::flat_buffer buffer;
+  std::shared_ptr<const Snapshot> snap;  // the snapshot this connection started with
+  std::shared_ptr<const ListenerInfo> listener;
+  std::string client;               // peer "ip:port"
+  const TaskEntry* task = nullptr;  // into *snap; null until identified
+  std::shared_ptr<TaskMetrics> metrics;
+  TaskSlot connectionSlot;
+
+  const config::EffectiveLimits& limits() const { return task ? task->limits : snap->defaults; }
+};
+
+// One request (or tunnel) in progress: its audit record and when it started.
+struct RequestLog {
+  AuditRecord record;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+// Writes the audit line and updates the metrics of a finished request or tunnel.
+void finishRequest(ClientConnection& c, RequestLog& log);
+
+// Sends `r` (the connection is closed afterwards by the caller) and finishes the request
+// as a refusal with r's status and reason. Pass a named Refusal, never a temporary: see
+// session.cc for the compiler bug that makes temporaries in co_await expressions unsafe.
+boost::asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& r,
+                                    std::string_view verdict = "deny");
+
+// Absolute-form http:// request whose head (headLen bytes at the start of c.buffer) passed
+// validation. Returns true when the connection may carry another request.
+boost::asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head,
+                                           size_t headLen, RequestLog& log);
+
+// CONNECT whose head (headLen bytes) passed validation. Always ends the connection.
+boost::asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head,
+                                           size_t headLen, RequestLog& log);
+
+// "ip:port" of an endpoint, IPv6 in brackets.
+std::string endpointText(const boost::asio::ip::tcp::endpoint& ep);
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,47 @@
+// Building a Snapshot from a loaded Config (see snapshot.h).
+#include "proxy/snapshot.h"
+
+#include <fmt/format.h>
+
+namespace sandgate::proxy {
+
+Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
+                                                      uint64_t generation) {
+  auto snap = std::make_shared<Snapshot>();
+  // Compiled from the copy the snapshot keeps, in case the engine refers into it.
+  snap->config = std::move(cfg);
+  const config::Config& cfgRef = snap->config;
+  auto engine = policy::Engine::compile(cfgRef);
+  if (!engine) return engine.errors();
+  snap->generation = generation;
+  snap->engine = std::move(engine.value());
+  snap->defaults = config::resolveLimits(cfgRef.limits, config::Limits{});
+  Diagnostics errors;
+  for (const auto& t : cfgRef.tasks) {
+    TaskEntry e;
+    e.name = t.name;
+    e.limits = config::resolveLimits(cfgRef.limits, t.limits);
+    if (t.tokenSha256) {
+      e.token = parseTokenHash(*t.tokenSha256);
+      if (!e.token) {
+        errors.push_back({cfgRef.file, t.mark.line, t.mark.col, "tasks." + t.name + ".token_sha256",
+                          "expected 64 hex digits (the SHA-256 of the token)"});
+      }
+    }
+    e.state = registry.get(t.name);
+    snap->tasks.emplace(t.name, std::move(e));
+  }
+  for (const auto& r : cfgRef.resolve) {
+    auto addr = policy::parseIp(r.address);
+    if (!addr) {
+      errors.push_back({cfgRef.file, r.mark.line, r.mark.col, "resolve." + r.name,
+                        fmt::format("'{}' is not an IP address", r.address)});
+      continue;
+    }
+    snap->resolve[r.name] = ResolveOverride{*addr, r.port};
+  }
+  if (!errors.empty()) return errors;
+  return std::shared_ptr<const Snapshot>(std::move(snap));
+}
+
+}  // namespace sandgate::proxy

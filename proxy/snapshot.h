@@ -1,0 +1,53 @@
+// One immutable configuration snapshot: the Config, its compiled policy and what the data
+// path derives from them once (token hashes, per-task limits, resolve overrides). Swapped
+// atomically on reload; a connection keeps the snapshot it started with.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+
+#include "common/result.h"
+#include "config/config.h"
+#include "policy/engine.h"
+#include "policy/ip.h"
+#include "proxy/proxy_auth.h"
+#include "proxy/task_limits.h"
+
+namespace sandgate::proxy {
+
+struct TaskEntry {
+  std::string name;
+  config::EffectiveLimits limits;
+  std::optional<TokenHash> token;  // absent: the task cannot use token-identified listeners
+  std::shared_ptr<TaskState> state;
+};
+
+struct ResolveOverride {
+  policy::IpAddress address;
+  std::optional<uint16_t> port;  // dial this port instead of the one asked for
+};
+
+struct Snapshot {
+  uint64_t generation = 0;
+  config::Config config;
+  std::shared_ptr<const policy::Engine> engine;
+  config::EffectiveLimits defaults;  // before a connection's task is known
+  std::unordered_map<std::string, TaskEntry> tasks;
+  std::unordered_map<std::string, ResolveOverride> resolve;
+
+  const TaskEntry* findTask(std::string_view name) const {
+    auto it = tasks.find(std::string(name));
+    return it == tasks.end() ? nullptr : &it->second;
+  }
+};
+
+// Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes or
+// resolve addresses. Task states come from `registry` so counters survive reloads.
+Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
+                                                      uint64_t generation);
+
+}  // namespace sandgate::proxy

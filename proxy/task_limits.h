@@ -1,0 +1,69 @@
+// Per-task admission state shared by every worker thread: concurrent connections and
+// tunnels, and a new-connection rate. Lock-free (atomics), so a task at its limit never
+// holds up another task or another thread.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
+namespace sandgate::proxy {
+
+class TaskState {
+ public:
+  // Takes one of `max` slots; false when all are taken.
+  bool tryAcquireConnection(uint32_t max) { return tryAcquire(connections_, max); }
+  void releaseConnection() { connections_.fetch_sub(1, std::memory_order_relaxed); }
+  bool tryAcquireTunnel(uint32_t max) { return tryAcquire(tunnels_, max); }
+  void releaseTunnel() { tunnels_.fetch_sub(1, std::memory_order_relaxed); }
+
+  // Token bucket (as GCRA) of `ratePerSecond` with a burst of max(1, rate) new connections.
+  bool tryTakeConnectionToken(double ratePerSecond, std::chrono::steady_clock::time_point now);
+
+  uint32_t connections() const { return connections_.load(std::memory_order_relaxed); }
+  uint32_t tunnels() const { return tunnels_.load(std::memory_order_relaxed); }
+
+ private:
+  static bool tryAcquire(std::atomic<uint32_t>& counter, uint32_t max);
+  std::atomic<uint32_t> connections_{0};
+  std::atomic<uint32_t> tunnels_{0};
+  std::atomic<int64_t> theoreticalArrivalNs_{0};
+};
+
+// Releases a slot taken from a TaskState when it goes out of scope.
+class TaskSlot {
+ public:
+  enum class Kind { kConnection, kTunnel };
+  TaskSlot() = default;
+  TaskSlot(std::shared_ptr<TaskState> s, Kind k) : state_(std::move(s)), kind_(k) {}
+  TaskSlot(TaskSlot&& o) noexcept : state_(std::move(o.state_)), kind_(o.kind_) {}
+  TaskSlot& operator=(TaskSlot&& o) noexcept {
+    reset();
+    state_ = std::move(o.state_);
+    kind_ = o.kind_;
+    return *this;
+  }
+  ~TaskSlot() { reset(); }
+  void reset();
+  explicit operator bool() const { return state_ != nullptr; }
+
+ private:
+  std::shared_ptr<TaskState> state_;
+  Kind kind_ = Kind::kConnection;
+};
+
+// Task name -> state, kept across config reloads so that a reload does not reset counts.
+class TaskRegistry {
+ public:
+  std::shared_ptr<TaskState> get(const std::string& task);
+
+ private:
+  std::mutex mu_;  // taken on reload only, never per request
+  std::unordered_map<std::string, std::shared_ptr<TaskState>> tasks_;
+};
+
+}  // namespace sandgate::proxy

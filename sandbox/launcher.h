@@ -1,0 +1,97 @@
+// The namespace launcher behind `sandgate run`: runs one command in fresh user, mount, PID,
+// network, UTS, IPC and cgroup namespaces whose only network is a listener handed to the proxy.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sandgate::sandbox {
+
+// What to run and how to confine it.
+//
+// Identity: the workload never runs as root on the host. The user namespace maps exactly one
+// uid and one gid, identity-mapped (inside uid == host uid), and the command runs as that uid
+// without capabilities:
+//  - launcher running as root: `uid` if set (0 is refused), else the owner of the workspace;
+//    a root-owned workspace maps to 65534 (nobody): mapping host root would make the workload
+//    root on the host for every file it can reach, and borrowing some other user's uid would
+//    let it write that user's files. Consequence: a root-owned workspace is writable only if
+//    its mode allows it — chown it to a dedicated user or pass `uid` (a dedicated uid is better
+//    than 65534, which other services on the host may share). `gid` defaults to the workspace
+//    group (or the uid's primary group from /etc/passwd, or 65534 with 65534).
+//  - launcher not root (rootless): the launcher's own uid/gid; `uid`/`gid` must be unset or equal.
+struct Options {
+  std::vector<std::string> argv;  // argv[0] is looked up in the sandbox's PATH unless it has '/'
+  std::string workspace;          // read-write, the command's cwd; default: the launcher's cwd
+  std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
+  std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
+  std::optional<uint64_t> memoryBytes;
+  std::optional<double> cpus;
+  std::optional<uint32_t> pids;  // counts the launcher's two helpers (outer child, PID 1) too
+  std::optional<std::chrono::milliseconds> timeout;  // wall clock, from the start of run()
+  std::chrono::milliseconds killGrace{5000};         // SIGTERM → SIGKILL after a timeout
+  std::vector<std::string> hiddenPaths;  // config secret files, CA key, admin socket, ...
+  bool allowUnenforced = false;          // run even when a requested limit cannot be enforced
+  std::optional<uid_t> uid;
+  std::optional<gid_t> gid;
+  uint16_t proxyPort = 3128;
+  std::string hostname = "sandbox";
+  std::string home = "/tmp/home";  // HOME inside the sandbox (created in the private /tmp)
+  uint64_t maxOpenFiles = 4096;    // RLIMIT_NOFILE (capped at the launcher's hard limit)
+  bool devPts = true;              // a private /dev/pts (a warning, not a failure, if refused)
+  // Standard streams of the command; -1 = inherit the launcher's.
+  int stdinFd = -1;
+  int stdoutFd = -1;
+  int stderrFd = -1;
+};
+
+struct RunResult {
+  enum class End { kExited, kSignaled, kTimeout, kMemoryLimit, kSetupFailed };
+
+  // The command's exit status; 128+N when killed by signal N (a memory-limit kill stays 137 and
+  // says kMemoryLimit); 124 after a timeout; 125 when the sandbox could not be set up; 126/127
+  // when the command could not be executed / was not found.
+  int exitStatus = 0;
+  End end = End::kExited;
+  double seconds = 0;
+  std::optional<uint64_t> peakMemoryBytes;  // when a memory cgroup could be read
+  bool pidsLimitReached = false;            // fork/clone was refused by the pids limit
+  std::string error;                        // kSetupFailed: step, system call and errno
+  std::vector<std::string> warnings;        // degraded features (e.g. no /dev/pts, no IPv6)
+  std::vector<std::string> unenforced;      // limits requested but not enforced (allowUnenforced)
+  uid_t uid = 0;                            // the identity the command ran as
+  gid_t gid = 0;
+};
+
+// "exited", "signaled", "timeout", "oom", "setup_failed" (stable tokens for the report).
+const char* endName(RunResult::End end);
+
+// Exit statuses the launcher itself produces.
+inline constexpr int kExitTimeout = 124;
+inline constexpr int kExitSetupFailed = 125;
+inline constexpr int kExitCannotExecute = 126;
+inline constexpr int kExitNotFound = 127;
+
+// Receives the sandbox's listening sockets (127.0.0.1:proxyPort and, when the kernel has IPv6,
+// [::1]:proxyPort; blocking, close-on-exec). They live in the sandbox's network namespace but
+// stay valid in the launcher; ownership passes to the callback (the proxy adopts them, e.g.
+// `Server::adoptListener(fd, task)`). Called on the thread that called run(), before the command
+// starts: the command is only exec'd after the callback returns. An exception aborts the run.
+using ListenerCallback = std::function<void(std::vector<int> listenerFds)>;
+
+// Runs the command and returns how it ended. Blocks until every process of the sandbox is gone
+// and its cgroups are removed. An error Result means nothing was started (bad options, a limit
+// that cannot be enforced); failures inside the sandbox are a RunResult with kSetupFailed.
+// Call from a thread that lives until run() returns (the sandbox gets PR_SET_PDEATHSIG from it).
+Result<RunResult> run(const Options& options, const ListenerCallback& onListeners);
+
+}  // namespace sandgate::sandbox

@@ -1,0 +1,85 @@
+// Builds and loads the sandbox's seccomp filter with libseccomp.
+#include "sandbox/seccomp_filter.h"
+
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+
+#include <cerrno>
+
+#include "sandbox/sys_error.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+class Filter {
+ public:
+  Filter() : ctx_(seccomp_init(SCMP_ACT_ALLOW)) {
+    if (ctx_ == nullptr) throw SetupError("sandbox: seccomp: seccomp_init failed");
+  }
+  ~Filter() { seccomp_release(ctx_); }
+  scmp_filter_ctx get() const { return ctx_; }
+
+  void add(uint32_t action, const char* name, std::initializer_list<scmp_arg_cmp> args = {}) {
+    int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) return;  // unknown on this architecture: nothing to refuse
+    int rc = seccomp_rule_add_array(ctx_, action, nr, static_cast<unsigned>(args.size()),
+                                    args.size() ? args.begin() : nullptr);
+    if (rc != 0) throwSys(std::string("seccomp rule for ") + name, "seccomp_rule_add", -rc);
+  }
+
+ private:
+  scmp_filter_ctx ctx_;
+};
+
+constexpr uint64_t kNamespaceFlags[] = {CLONE_NEWNS,  CLONE_NEWCGROUP, CLONE_NEWUTS,
+                                        CLONE_NEWIPC, CLONE_NEWUSER,   CLONE_NEWPID,
+                                        CLONE_NEWNET, CLONE_NEWTIME};
+
+}  // namespace
+
+const std::vector<std::string>& refusedSyscalls() {
+  static const std::vector<std::string> names = {
+      // Undo the confinement: new mounts or namespaces, joining another namespace.
+      "mount", "umount2", "pivot_root", "setns", "chroot", "open_tree", "move_mount", "fsopen",
+      "fsconfig", "fsmount", "fspick", "mount_setattr",
+      // Reach into other processes (the sandbox's PID 1 holds a copy of the launcher's memory).
+      "ptrace", "process_vm_readv", "process_vm_writev", "kcmp", "pidfd_getfd",
+      // Large kernel attack surface that builds do not need.
+      "bpf", "perf_event_open", "userfaultfd", "io_uring_setup", "io_uring_enter",
+      "io_uring_register", "keyctl", "add_key", "request_key", "open_by_handle_at",
+      "name_to_handle_at",
+      // Host-wide operations.
+      "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
+      "swapon", "swapoff", "syslog", "acct", "quotactl", "settimeofday", "clock_settime",
+      "clock_adjtime", "adjtimex", "uselib", "personality", "lookup_dcookie", "vhangup"};
+  return names;
+}
+
+void loadSeccompFilter() {
+  Filter f;
+  // Killing the other ABIs is libseccomp's default bad-arch action; keep it explicit.
+  if (int rc = seccomp_attr_set(f.get(), SCMP_FLTATR_ACT_BADARCH, SCMP_ACT_KILL_PROCESS); rc != 0) {
+    throwSys("seccomp bad-arch action", "seccomp_attr_set", -rc);
+  }
+  const uint32_t eperm = SCMP_ACT_ERRNO(EPERM);
+  for (const auto& name : refusedSyscalls()) f.add(eperm, name.c_str());
+  for (uint64_t flag : kNamespaceFlags) {
+    f.add(eperm, "unshare", {SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)});
+    if (flag != CLONE_NEWTIME) {  // CLONE_NEWTIME is 0x80: inside clone()'s exit-signal byte
+      f.add(eperm, "clone", {SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag)});
+    }
+  }
+  f.add(SCMP_ACT_ERRNO(ENOSYS), "clone3");
+  f.add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, AF_PACKET)});
+  f.add(eperm, "socket", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW)});
+  f.add(eperm, "socket",
+        {SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM)});
+  // ioctl's request is an unsigned int: compare the low 32 bits only.
+  f.add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)});
+  f.add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)});
+  if (int rc = seccomp_load(f.get()); rc != 0) throwSys("load seccomp filter", "seccomp", -rc);
+}
+
+}  // namespace sandgate::sandbox

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# Installs what is missing, configures and builds sandgate into ${SANDGATE_BUILD_DIR:-build}.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+./scripts/deps.sh
+build=${SANDGATE_BUILD_DIR:-build}
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${SANDGATE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
+ninja -C "$build" ${SANDGATE_TARGETS:-}

@@ -1,0 +1,121 @@
+"""Reload (SIGHUP and file change; good and bad files), graceful shutdown with a request in
+flight, start-up config errors, and the metrics/audit a run leaves behind. The upstream is
+on 127.0.0.1 (opened with cidrs on purpose).
+"""
+
+import os
+import signal
+import subprocess
+import threading
+import unittest
+
+from clients import curl
+from sandgate_fixture import Sandgate, binary, wait_until
+from upstreams import HttpUpstream
+
+TOKEN = "r3load"
+
+
+def policies(hosts):
+    return {"p": {"allow": [{"host": h, "ports": [80], "cidrs": ["127.0.0.0/8"]} for h in hosts]}}
+
+
+class LifecycleTest(unittest.TestCase):
+    def setUp(self):
+        self.up = HttpUpstream()
+        self.resolve = {"a.test": "127.0.0.1:%d" % self.up.port,
+                        "b.test": "127.0.0.1:%d" % self.up.port}
+        self.sg = Sandgate(policies(["a.test"]), [{"name": "t", "policy": "p", "token": TOKEN}],
+                           resolve=self.resolve, limits={"shutdown_grace": "10s"}).start()
+        self.proxy = self.sg.proxy_url("t", TOKEN)
+
+    def tearDown(self):
+        self.sg.cleanup()
+        self.up.close()
+
+    def status(self, host):
+        return curl("http://%s/echo" % host, proxy=self.proxy).status
+
+    def reloads(self, result):
+        return self.sg.metric("sandgate_config_reloads_total", result=result) or 0
+
+    def test_sighup_reload_good_then_bad(self):
+        self.assertEqual((self.status("a.test"), self.status("b.test")), (200, 403))
+        cfg = self.sg.make_config(policies(["b.test"]), [{"name": "t", "policy": "p",
+                                                          "token": TOKEN}],
+                                  resolve=self.resolve, limits={"shutdown_grace": "10s"})
+        self.sg.write_config(cfg)
+        os.kill(self.sg.proc.pid, signal.SIGHUP)
+        wait_until(lambda: self.status("b.test") == 200, 10, interval=0.1, what="reload applied")
+        self.assertEqual(self.status("a.test"), 403)
+        self.assertGreaterEqual(self.reloads("ok"), 1)
+
+        # A broken file changes nothing, says why, and is counted.
+        self.sg.write_config(None, text="policies: [this is: not valid\n")
+        os.kill(self.sg.proc.pid, signal.SIGHUP)
+        wait_until(lambda: self.reloads("error") >= 1, 10, interval=0.1, what="reload error")
+        self.assertEqual((self.status("a.test"), self.status("b.test")), (403, 200))
+        self.assertIn("reload", self.sg.stderr())
+        self.assertIsNone(self.sg.proc.poll())
+
+    def test_file_change_reloads_without_signal(self):
+        self.assertEqual(self.status("b.test"), 403)
+        cfg = self.sg.make_config(policies(["a.test", "b.test"]),
+                                  [{"name": "t", "policy": "p", "token": TOKEN}],
+                                  resolve=self.resolve)
+        self.sg.write_config(cfg)
+        wait_until(lambda: self.status("b.test") == 200, 10, interval=0.2,
+                   what="file-change reload")
+
+    def test_graceful_shutdown_finishes_request_in_flight(self):
+        result = {}
+
+        def slow():
+            result["r"] = curl("http://a.test/slow?s=2", proxy=self.proxy)
+
+        t = threading.Thread(target=slow)
+        t.start()
+        # SIGTERM only once the upstream has the request (it is recorded on arrival).
+        wait_until(lambda: any(r["path"].startswith("/slow") for r in self.up.requests), 10,
+                   what="request in flight")
+        os.kill(self.sg.proc.pid, signal.SIGTERM)
+        t.join(20)
+        self.assertEqual(result["r"].status, 200, result["r"].stderr)
+        self.assertEqual(result["r"].body, b"slow")
+        self.assertEqual(self.sg.stop(timeout=15), 0)
+        # New connections are refused once it has stopped listening.
+        self.assertNotEqual(self.status("a.test"), 200)
+
+    def test_metrics_and_audit_after_traffic(self):
+        self.assertEqual(self.status("a.test"), 200)
+        self.assertEqual(self.status("c.test"), 403)
+        self.sg.wait_audit(host="c.test", reason="no_matching_rule", task="t", kind="refusal")
+        rec = self.sg.wait_audit(host="a.test", kind="forward")
+        for field in ("time", "client", "listener", "method", "scheme", "port", "path", "verdict",
+                      "reason", "rule", "status", "bytes_up", "bytes_down", "duration_ms",
+                      "upstream", "error"):
+            self.assertIn(field, rec)
+        self.assertEqual(rec["upstream"], "127.0.0.1:%d" % self.up.port)
+        self.assertGreater(rec["bytes_down"], 0)
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="t",
+                                               kind="forward", verdict="allow"), 1)
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="t",
+                                               reason="no_matching_rule"), 1)
+        self.assertGreater(self.sg.metric("sandgate_bytes_total", task="t", direction="down"), 0)
+
+
+class StartupTest(unittest.TestCase):
+    def test_bad_config_exits_2_with_diagnostics(self):
+        sg = Sandgate({"p": {"allow": [{"host": "a.test"}]}},
+                      [{"name": "t", "policy": "missing-policy"}])
+        try:
+            p = subprocess.run([binary(), "serve", "--config", sg.config_path],
+                               capture_output=True, timeout=20)
+            self.assertEqual(p.returncode, 2)
+            self.assertIn("missing-policy", p.stderr.decode())
+        finally:
+            sg.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()

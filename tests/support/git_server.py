@@ -1,0 +1,92 @@
+"""A smart-HTTP git server for tests: `git http-backend` as CGI behind a Python HTTPS server
+on 127.0.0.1, serving a bare repository it creates in a temp dir."""
+
+import http.server
+import os
+import shutil
+import socketserver
+import ssl
+import subprocess
+import tempfile
+import threading
+import urllib.parse
+
+HTTP_BACKEND = "/usr/lib/git-core/git-http-backend"
+
+
+def available():
+    return os.path.exists(HTTP_BACKEND) and shutil.which("git") is not None
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):
+        pass
+
+    def _cgi(self):
+        url = urllib.parse.urlsplit(self.path)
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        body = self.rfile.read(n) if n else b""
+        env = {
+            "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+            "GIT_PROJECT_ROOT": self.server.root,
+            "GIT_HTTP_EXPORT_ALL": "1",
+            "REQUEST_METHOD": self.command,
+            "PATH_INFO": url.path,
+            "QUERY_STRING": url.query,
+            "CONTENT_TYPE": self.headers.get("Content-Type", ""),
+            "CONTENT_LENGTH": str(len(body)),
+            "REMOTE_ADDR": "127.0.0.1",
+        }
+        p = subprocess.run([HTTP_BACKEND], input=body, env=env, capture_output=True, timeout=30)
+        head, _, payload = p.stdout.partition(b"\r\n\r\n")
+        status = 200
+        headers = []
+        for line in head.decode("latin-1").split("\r\n"):
+            k, _, v = line.partition(":")
+            if k.lower() == "status":
+                status = int(v.strip().split()[0])
+            elif k:
+                headers.append((k, v.strip()))
+        self.send_response(status)
+        for k, v in headers:
+            self.send_header(k, v)
+        self.send_header("Content-Length", str(len(payload)))
+        self.end_headers()
+        self.wfile.write(payload)
+
+    do_GET = do_POST = _cgi
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+
+
+class GitHttpsServer:
+    def __init__(self, pki):
+        self.dir = tempfile.mkdtemp(prefix="sandgate-git-")
+        work = os.path.join(self.dir, "work")
+        env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
+                   GIT_COMMITTER_NAME="t", GIT_COMMITTER_EMAIL="t@t")
+        subprocess.run(["git", "init", "-q", "-b", "main", work], check=True, env=env)
+        with open(os.path.join(work, "README"), "w") as f:
+            f.write("hello\n")
+        subprocess.run(["git", "-C", work, "add", "README"], check=True, env=env)
+        subprocess.run(["git", "-C", work, "commit", "-q", "-m", "init"], check=True, env=env)
+        subprocess.run(["git", "clone", "-q", "--bare", work,
+                        os.path.join(self.dir, "repo.git")], check=True, env=env)
+        self.head = subprocess.run(["git", "-C", work, "rev-parse", "HEAD"], check=True,
+                                   capture_output=True).stdout.decode().strip()
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.root = self.dir
+        ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+        self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+        shutil.rmtree(self.dir, ignore_errors=True)

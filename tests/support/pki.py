@@ -1,0 +1,48 @@
+"""Runtime test PKI: a throw-away CA and a leaf certificate made with the openssl CLI."""
+
+import atexit
+import os
+import shutil
+import subprocess
+import tempfile
+
+# Names the leaf certificate is valid for; tests map them to loopback with `resolve:`.
+LEAF_NAMES = ["api.test", "git.test", "other.test"]
+
+_cached = None
+
+
+class TestPki:
+    def __init__(self, directory):
+        self.dir = directory
+        self.ca_cert = os.path.join(directory, "ca.pem")
+        self.leaf_cert = os.path.join(directory, "leaf.pem")
+        self.leaf_key = os.path.join(directory, "leaf.key")
+
+
+def _run(args, cwd):
+    subprocess.run(args, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                   timeout=30)
+
+
+def test_pki():
+    """Creates (once per process) a CA and a leaf for LEAF_NAMES and 127.0.0.1."""
+    global _cached
+    if _cached:
+        return _cached
+    d = tempfile.mkdtemp(prefix="sandgate-pki-")
+    atexit.register(shutil.rmtree, d, True)
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _run(["openssl", "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+          "-subj", "/CN=sandgate test CA", "-addext", "basicConstraints=critical,CA:TRUE",
+          "-addext", "keyUsage=critical,keyCertSign,cRLSign"], d)
+    _run(["openssl", "req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr",
+          "-subj", "/CN=" + LEAF_NAMES[0]], d)
+    san = ",".join(["DNS:" + n for n in LEAF_NAMES] + ["IP:127.0.0.1"])
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=%s\nbasicConstraints=CA:FALSE\n"
+                "extendedKeyUsage=serverAuth\n" % san)
+    _run(["openssl", "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+          "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "ext.cnf"], d)
+    _cached = TestPki(d)
+    return _cached

@@ -1,0 +1,194 @@
+"""Upstream servers for integration tests, all on 127.0.0.1 and an ephemeral port.
+
+HttpUpstream serves (plain, or TLS with the runtime test CA):
+  /echo...        request line, headers and body as JSON (any method, CL or chunked bodies)
+  /bytes?n=N      N bytes of "x" with Content-Length
+  /stream         chunked: "first\\n", then waits for `release` (bounded), then "last\\n"
+  /slow?s=S       waits S seconds, then answers
+  /reset          promises 100000 bytes, sends 1000, then resets the connection
+  /garbage        answers with bytes that are not HTTP
+  /eof-body       HTTP/1.0-style body delimited by closing the connection
+  /status?code=C  an empty response with status C
+Every request is recorded in `requests` (method, path, headers, client port).
+TcpEcho echoes bytes until EOF, then sends b"EOF-SEEN" and half-closes.
+"""
+
+import http.server
+import json
+import socket
+import socketserver
+import ssl
+import struct
+import threading
+import time
+import urllib.parse
+
+
+class _Handler(http.server.BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def log_message(self, *args):  # quiet
+        pass
+
+    def _read_body(self):
+        if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        return self.rfile.read(n) if n else b""
+
+    def _send(self, code, body, ctype="text/plain", extra=()):
+        self.send_response(code)
+        self.send_header("Content-Type", ctype)
+        self.send_header("Content-Length", str(len(body)))
+        for k, v in extra:
+            self.send_header(k, v)
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    def _handle(self):
+        srv = self.server.owner
+        url = urllib.parse.urlsplit(self.path)
+        q = dict(urllib.parse.parse_qsl(url.query))
+        body = self._read_body()
+        srv.requests.append({"method": self.command, "path": self.path,
+                             "headers": list(self.headers.items()),
+                             "client_port": self.client_address[1], "body": body})
+        p = url.path
+        if p.startswith("/echo"):
+            out = json.dumps({"method": self.command, "path": self.path,
+                              "version": self.request_version,
+                              "headers": list(self.headers.items()),
+                              "body": body.decode("latin-1"),
+                              "client_port": self.client_address[1]}).encode()
+            self._send(200, out, "application/json")
+        elif p == "/bytes":
+            self._send(200, b"x" * int(q.get("n", "0")))
+        elif p == "/stream":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            self.wfile.write(b"6\r\nfirst\n\r\n")
+            self.wfile.flush()
+            srv.release.wait(10)
+            self.wfile.write(b"5\r\nlast\n\r\n0\r\n\r\n")
+        elif p == "/slow":
+            time.sleep(float(q.get("s", "2")))
+            self._send(200, b"slow")
+        elif p == "/reset":
+            self.send_response(200)
+            self.send_header("Content-Length", "100000")
+            self.end_headers()
+            self.wfile.write(b"y" * 1000)
+            self.wfile.flush()
+            self.connection.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                                       struct.pack("ii", 1, 0))
+            self.connection.close()
+            self.close_connection = True
+        elif p == "/garbage":
+            self.wfile.write(b"THIS IS NOT HTTP\r\n\r\n")
+            self.close_connection = True
+        elif p == "/eof-body":
+            self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" +
+                             b"until-close" * 100)
+            self.close_connection = True
+        elif p == "/status":
+            self._send(int(q.get("code", "200")), b"")
+        else:
+            self._send(404, b"not found")
+
+    do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
+
+
+class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
+    daemon_threads = True
+    allow_reuse_address = True
+
+    def handle_error(self, request, client_address):
+        # Clients (and sandgate, on purpose) close connections mid-response in these tests.
+        import sys
+        if not isinstance(sys.exc_info()[1], (BrokenPipeError, ConnectionResetError)):
+            super().handle_error(request, client_address)
+
+
+class HttpUpstream:
+    """An HTTP (or, with `pki`, HTTPS) upstream on 127.0.0.1:<ephemeral>."""
+
+    def __init__(self, pki=None):
+        self.requests = []
+        self.release = threading.Event()
+        self.server = _Server(("127.0.0.1", 0), _Handler)
+        self.server.owner = self
+        if pki:
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+            self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+        self.thread.start()
+
+    def close(self):
+        self.release.set()
+        self.server.shutdown()
+        self.server.server_close()
+
+
+class TcpEcho:
+    """Echoes what it receives; after the client's EOF sends b"EOF-SEEN" and half-closes."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.closed = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(30)
+        try:
+            while True:
+                data = c.recv(65536)
+                if not data:
+                    c.sendall(b"EOF-SEEN")
+                    c.shutdown(socket.SHUT_WR)
+                    break
+                c.sendall(data)
+            # Wait for the peer to go away (bounded by the timeout).
+            while c.recv(65536):
+                pass
+        except OSError:
+            pass
+        finally:
+            c.close()
+            self.closed.set()
+
+    def close(self):
+        self.sock.close()
+
+
+def free_closed_port():
+    """A loopback port with nothing listening on it (bound then closed)."""
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port

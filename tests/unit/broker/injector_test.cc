@@ -1,0 +1,341 @@
+// Tests for broker/injector.cc: injection replaces (never appends), placeholders are swapped for
+// secrets only on the credential's hosts, and every refusal leaves the request untouched.
+#include "broker/injector.h"
+
+#include <gtest/gtest.h>
+
+#include "broker/encoding.h"
+#include "tests/unit/broker/test_util.h"
+
+namespace sandgate::broker {
+namespace {
+
+using namespace testing;
+
+constexpr std::string_view kOpenAi = "sk-proj-REALREALREALREALREALREALREAL";
+constexpr std::string_view kGitHub = "ghp_REALGITHUBTOKENREALGITHUBTOKEN123";
+constexpr std::string_view kMaps = "maps key/with+odd&chars";
+
+class InjectorTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    writeFile(dir_.file("openai"), std::string(kOpenAi) + "\n");
+    writeFile(dir_.file("github"), std::string(kGitHub) + "\n");
+    writeFile(dir_.file("maps"), std::string(kMaps) + "\n");
+    auto& oa = creds_["openai"] =
+        headerCredential("openai", fileSource(dir_.file("openai")), {"api.openai.com"});
+    oa.placeholder = "OPENAI_API_KEY";
+    auto& gh = creds_["github"] = headerCredential("github", fileSource(dir_.file("github")),
+                                                   {"github.com", "*.githubusercontent.com"});
+    gh.inject.kind = config::Injection::Kind::kBasic;
+    gh.inject.username = "x-access-token";
+    gh.placeholder = "GITHUB_TOKEN";
+    auto& maps = creds_["maps"] =
+        headerCredential("maps", fileSource(dir_.file("maps")), {"maps.example.com"});
+    maps.inject.kind = config::Injection::Kind::kQuery;
+    maps.inject.query = "key";
+    auto& custom = creds_["custom"] =
+        headerCredential("custom", fileSource(dir_.file("openai")), {"plain.example.com"});
+    custom.inject.header = "X-Api-Key";
+    custom.inject.value = "{secret}";
+    custom.allowPlaintext = true;
+    creds_["missing"] =
+        headerCredential("missing", fileSource(dir_.file("nope")), {"api.openai.com"});
+    creds_["missing"].optional = true;
+    auto store = SecretStore::open(creds_, "test.yaml");
+    ASSERT_TRUE(store.ok()) << store.errorText();
+    store_ = std::move(store).value();
+    placeholders_ = PlaceholderSet::generate(creds_, *store_);
+    injector_ = std::make_unique<Injector>(store_, creds_, placeholders_);
+  }
+
+  std::string ph(const char* cred) { return placeholders_->forCredential(cred)->value; }
+
+  InjectResult apply(std::string_view host, Headers& h, std::string& target,
+                     std::string_view credential, bool tls = true) {
+    return injector_->apply(OutgoingRequest{host, tls, &h, &target}, credential);
+  }
+
+  TempDir dir_;
+  std::map<std::string, config::Credential> creds_;
+  std::shared_ptr<const SecretStore> store_;
+  std::shared_ptr<const PlaceholderSet> placeholders_;
+  std::unique_ptr<Injector> injector_;
+};
+
+int countHeader(const Headers& h, std::string_view name) {
+  int n = 0;
+  for (const auto& [k, v] : h) n += iequals(k, name);
+  return n;
+}
+
+std::string headerValue(const Headers& h, std::string_view name) {
+  for (const auto& [k, v] : h) {
+    if (iequals(k, name)) return v;
+  }
+  return "<absent>";
+}
+
+TEST_F(InjectorTest, HeaderInjectionReplacesWhatTheClientSent) {
+  struct Case {
+    const char* name;
+    Headers sent;
+  };
+  const Case cases[] = {
+      {"none", {{"Accept", "*/*"}}},
+      {"one", {{"Authorization", "Bearer client-value"}}},
+      {"two", {{"Authorization", "Bearer a"}, {"Accept", "*/*"}, {"Authorization", "Bearer b"}}},
+      {"other_case", {{"AUTHORIZATION", "Bearer c"}, {"authorization", "Basic d"}}},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Headers h = c.sent;
+    std::string target = "/v1/responses";
+    InjectResult r = apply("api.openai.com", h, target, "openai");
+    ASSERT_TRUE(r.ok()) << r.detail;
+    EXPECT_EQ(r.credential, "openai");
+    EXPECT_EQ(countHeader(h, "authorization"), 1);
+    EXPECT_EQ(headerValue(h, "authorization"), "Bearer " + std::string(kOpenAi));
+    EXPECT_EQ(countHeader(h, "accept"), countHeader(c.sent, "accept"));
+    ASSERT_EQ(r.scrub.size(), 1u);
+    EXPECT_EQ(r.scrub[0].replacement, ph("openai"));
+  }
+}
+
+TEST_F(InjectorTest, CustomHeaderTemplateWithoutPlaceholderRedacts) {
+  Headers h = {{"x-api-key", "mine"}};
+  std::string target = "/";
+  InjectResult r = apply("plain.example.com", h, target, "custom");
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_EQ(h, (Headers{{"X-Api-Key", std::string(kOpenAi)}}));
+  ASSERT_EQ(r.scrub.size(), 1u);
+  EXPECT_EQ(r.scrub[0].replacement, "[REDACTED:custom]");
+}
+
+TEST_F(InjectorTest, BasicInjection) {
+  Headers h = {{"Authorization", "Basic Zm9vOmJhcg=="}};
+  std::string target = "/org/repo.git/info/refs?service=git-upload-pack";
+  InjectResult r = apply("github.com", h, target, "github");
+  ASSERT_TRUE(r.ok()) << r.detail;
+  std::string token = base64Encode("x-access-token:" + std::string(kGitHub));
+  EXPECT_EQ(h, (Headers{{"Authorization", "Basic " + token}}));
+  // Scrub both the raw secret and the Basic form (echoed back as the client would have sent it).
+  ASSERT_EQ(r.scrub.size(), 2u);
+  EXPECT_TRUE(r.scrub[1].needle->equals(token));
+  EXPECT_EQ(r.scrub[1].replacement, base64Encode("x-access-token:" + ph("github")));
+}
+
+TEST_F(InjectorTest, QueryInjectionTable) {
+  const std::string enc = percentEncode(kMaps);
+  struct Case {
+    const char* name;
+    std::string target;
+    std::string want;
+  };
+  const Case cases[] = {
+      {"no_query", "/geo", "/geo?key=" + enc},
+      {"empty_query", "/geo?", "/geo?key=" + enc},
+      {"other_params_kept", "/geo?a=1&b=2", "/geo?a=1&b=2&key=" + enc},
+      {"client_key_replaced", "/geo?key=mine&a=1&key=again", "/geo?a=1&key=" + enc},
+      {"encoded_name_replaced", "/geo?%6Bey=mine&a=1", "/geo?a=1&key=" + enc},
+      {"similar_name_kept", "/geo?keys=1&akey=2", "/geo?keys=1&akey=2&key=" + enc},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Headers h;
+    std::string target = c.target;
+    InjectResult r = apply("maps.example.com", h, target, "maps");
+    ASSERT_TRUE(r.ok()) << r.detail;
+    EXPECT_EQ(target, c.want);
+    // The raw and the percent-encoded forms are both scrubbed.
+    ASSERT_EQ(r.scrub.size(), 2u);
+    EXPECT_TRUE(r.scrub[1].needle->equals(enc));
+  }
+}
+
+TEST_F(InjectorTest, PlaceholderReplacementOnTheCredentialsHost) {
+  const std::string oa = ph("openai");
+  Headers h = {{"Authorization", "Bearer " + oa}, {"X-Other", "k=" + oa}};
+  std::string target = "/v1/models?api_key=" + oa + "&x=" + oa;
+  InjectResult r = apply("API.OpenAI.com.", h, target, "");
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_EQ(r.credential, "openai");
+  EXPECT_EQ(h[0].second, "Bearer " + std::string(kOpenAi));
+  EXPECT_EQ(h[1].second, "k=" + std::string(kOpenAi));
+  EXPECT_EQ(target, "/v1/models?api_key=" + std::string(kOpenAi) + "&x=" + std::string(kOpenAi));
+  ASSERT_GE(r.scrub.size(), 1u);
+  EXPECT_EQ(r.scrub[0].replacement, oa);
+}
+
+TEST_F(InjectorTest, PlaceholderInsideBasicForGit) {
+  const std::string gh = ph("github");
+  Headers h = {{"Authorization", "Basic " + base64Encode("octocat:" + gh)}};
+  std::string target = "/org/repo.git/info/refs";
+  InjectResult r = apply("raw.githubusercontent.com", h, target, "");
+  ASSERT_TRUE(r.ok()) << r.detail;
+  std::string sent = base64Encode("octocat:" + std::string(kGitHub));
+  EXPECT_EQ(h[0].second, "Basic " + sent);
+  bool scrubsBasicForm = false;
+  for (const auto& s : r.scrub) {
+    if (s.needle->equals(sent)) {
+      scrubsBasicForm = true;
+      EXPECT_EQ(s.replacement, base64Encode("octocat:" + gh));
+    }
+  }
+  EXPECT_TRUE(scrubsBasicForm);
+}
+
+TEST_F(InjectorTest, RefusalsLeaveTheRequestUntouched) {
+  const std::string oa = ph("openai");
+  const std::string gh = ph("github");
+  struct Case {
+    const char* name;
+    std::string host;
+    Headers headers;
+    std::string target;
+    std::string credential;
+    bool tls;
+    std::string_view reason;
+    const char* blamed;
+  };
+  const Case cases[] = {
+      {"placeholder_in_header_to_other_host",
+       "evil.example",
+       {{"Authorization", "Bearer " + oa}},
+       "/",
+       "",
+       true,
+       reason::kCredentialHostMismatch,
+       "openai"},
+      {"placeholder_in_query_to_other_host",
+       "evil.example",
+       {},
+       "/?k=" + gh,
+       "",
+       true,
+       reason::kCredentialHostMismatch,
+       "github"},
+      {"placeholder_in_basic_to_other_host",
+       "evil.example",
+       {{"Authorization", "Basic " + base64Encode("u:" + gh)}},
+       "/",
+       "",
+       true,
+       reason::kCredentialHostMismatch,
+       "github"},
+      {"wildcard_does_not_cover_apex",
+       "githubusercontent.com",
+       {{"X", gh}},
+       "/",
+       "",
+       true,
+       reason::kCredentialHostMismatch,
+       "github"},
+      {"placeholder_of_other_credential_on_allowed_host",
+       "api.openai.com",
+       {{"X", gh}},
+       "/",
+       "openai",
+       true,
+       reason::kCredentialHostMismatch,
+       "github"},
+      {"rule_credential_for_wrong_host",
+       "api.evil.example",
+       {{"Accept", "*/*"}},
+       "/",
+       "openai",
+       true,
+       reason::kCredentialHostMismatch,
+       "openai"},
+      {"unavailable",
+       "api.openai.com",
+       {{"Authorization", "Bearer mine"}},
+       "/",
+       "missing",
+       true,
+       reason::kCredentialUnavailable,
+       "missing"},
+      {"unknown_credential",
+       "api.openai.com",
+       {},
+       "/",
+       "nosuch",
+       true,
+       reason::kCredentialUnavailable,
+       "nosuch"},
+      {"plaintext",
+       "api.openai.com",
+       {{"Authorization", "Bearer " + oa}},
+       "/",
+       "",
+       false,
+       reason::kCredentialRequiresTls,
+       "openai"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Headers h = c.headers;
+    std::string target = c.target;
+    InjectResult r = apply(c.host, h, target, c.credential, c.tls);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.reason, c.reason) << r.detail;
+    EXPECT_EQ(r.credential, c.blamed);
+    EXPECT_EQ(h, c.headers);
+    EXPECT_EQ(target, c.target);
+    EXPECT_TRUE(r.scrub.empty());
+    for (auto secret : {kOpenAi, kGitHub}) {
+      EXPECT_EQ(r.detail.find(secret), std::string::npos) << r.detail;
+    }
+  }
+}
+
+TEST_F(InjectorTest, PlaintextAllowedWhereTheCredentialSaysSo) {
+  Headers h;
+  std::string target = "/";
+  InjectResult r = apply("plain.example.com", h, target, "custom", /*tls=*/false);
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_EQ(headerValue(h, "x-api-key"), kOpenAi);
+}
+
+TEST_F(InjectorTest, NoCredentialNoPlaceholderIsANoOp) {
+  Headers h = {{"Authorization", "Bearer client"}};
+  std::string target = "/x?y=1";
+  InjectResult r = apply("anything.example", h, target, "");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(h, (Headers{{"Authorization", "Bearer client"}}));
+  EXPECT_EQ(target, "/x?y=1");
+  EXPECT_TRUE(r.scrub.empty());
+  EXPECT_FALSE(injector_->containsPlaceholder(h, target));
+}
+
+TEST(CredentialHostMatches, Table) {
+  struct Case {
+    const char* pattern;
+    const char* host;
+    bool want;
+  };
+  const Case cases[] = {
+      {"api.openai.com", "api.openai.com", true},
+      {"api.openai.com", "API.OPENAI.COM", true},
+      {"api.openai.com", "api.openai.com.", true},
+      {"api.openai.com.", "api.openai.com", true},
+      {"api.openai.com", "openai.com", false},
+      {"api.openai.com", "xapi.openai.com", false},
+      {"api.openai.com", "api.openai.com.evil", false},
+      {"*.example.com", "a.example.com", true},
+      {"*.example.com", "a.b.example.com", true},
+      {"*.example.com", "example.com", false},
+      {"*.example.com", "aexample.com", false},
+      {"*.example.com", ".example.com", false},
+      {"re:.*", "anything", false},
+      {"10.0.0.1", "10.0.0.1", true},
+      {"[::1]", "::1", true},
+      {"", "", false},
+  };
+  for (const auto& c : cases) {
+    EXPECT_EQ(credentialHostMatches(c.pattern, c.host), c.want) << c.pattern << " vs " << c.host;
+  }
+}
+
+}  // namespace
+}  // namespace sandgate::broker

@@ -1,0 +1,194 @@
+// Tests for broker/scrubber.cc: streaming replacement gives the same output for every split of
+// the input, with several needles, and counts what it replaced.
+#include "broker/scrubber.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+namespace sandgate::broker {
+namespace {
+
+std::vector<ScrubRule> rules(std::vector<std::pair<std::string, std::string>> pairs) {
+  std::vector<ScrubRule> out;
+  for (auto& [needle, repl] : pairs) out.push_back({Secret::copyOf(needle), repl, "c"});
+  return out;
+}
+
+// The reference: a plain, non-streaming leftmost-longest replacement.
+std::string reference(std::string_view in,
+                      const std::vector<std::pair<std::string, std::string>>& pairs) {
+  std::string out;
+  size_t i = 0;
+  while (i < in.size()) {
+    const std::pair<std::string, std::string>* best = nullptr;
+    for (const auto& p : pairs) {
+      if (in.substr(i, p.first.size()) == p.first &&
+          (!best || p.first.size() > best->first.size())) {
+        best = &p;
+      }
+    }
+    if (best) {
+      out += best->second;
+      i += best->first.size();
+    } else {
+      out += in[i++];
+    }
+  }
+  return out;
+}
+
+std::string scrubSplit(const std::vector<std::pair<std::string, std::string>>& pairs,
+                       const std::vector<std::string_view>& parts, uint64_t* count = nullptr) {
+  Scrubber s(rules(pairs));
+  std::string out;
+  size_t fed = 0;
+  for (auto part : parts) {
+    s.feed(part, out);
+    fed += part.size();
+    // Never holds back more than (longest needle - 1) bytes, counted in input bytes.
+    EXPECT_LE(fed - std::min(fed, out.size()), s.maxHoldBack() + 64);
+  }
+  s.finish(out);
+  if (count) *count = s.count();
+  return out;
+}
+
+struct SplitCase {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> needles;
+  std::string input;
+  std::string want;
+  uint64_t count;
+};
+
+TEST(Scrubber, EverySplitPointTable) {
+  const SplitCase cases[] = {
+      {"single",
+       {{"sk-SECRET", "sk-PLACEH"}},
+       "{\"key\":\"sk-SECRET\",\"echo\":\"sk-SECRET\"}",
+       "{\"key\":\"sk-PLACEH\",\"echo\":\"sk-PLACEH\"}",
+       2},
+      {"redaction_marker_longer_than_needle",
+       {{"tok123", "[REDACTED:api]"}},
+       "tok123 and tok12 and tok123",
+       "[REDACTED:api] and tok12 and [REDACTED:api]",
+       2},
+      {"at_both_ends", {{"abc", "X"}}, "abcabc--abc", "XX--X", 3},
+      {"partial_at_end_is_flushed", {{"secret", "P"}}, "a secre", "a secre", 0},
+      {"multiple_needles",
+       {{"sk-AAAA", "sk-1111"}, {"Z2l0OnNrLUFBQUE=", "Z2l0OnBsYWNl"}, {"ghp_BBBB", "ghp_2222"}},
+       "Authorization: Basic Z2l0OnNrLUFBQUE=\r\nx: sk-AAAAghp_BBBB",
+       "Authorization: Basic Z2l0OnBsYWNl\r\nx: sk-1111ghp_2222",
+       3},
+      {"longer_needle_starting_earlier_wins",
+       {{"bcdefg", "L"}, {"cd", "S"}},
+       "abcdefg abcdx",
+       "aL abSx",
+       2},
+      {"same_start_longest_wins", {{"abc", "1"}, {"abcdef", "2"}}, "abcdef abcde", "2 1de", 2},
+      {"overlapping_occurrences_leftmost", {{"aa", "X"}}, "aaaaa", "XXa", 2},
+      {"empty_input", {{"abc", "X"}}, "", "", 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    ASSERT_EQ(reference(c.input, c.needles), c.want) << "reference disagrees with the table";
+    uint64_t count = 0;
+    EXPECT_EQ(scrubSplit(c.needles, {c.input}, &count), c.want);
+    EXPECT_EQ(count, c.count);
+    std::string_view in(c.input);
+    // Every single split position.
+    for (size_t i = 0; i <= in.size(); ++i) {
+      ASSERT_EQ(scrubSplit(c.needles, {in.substr(0, i), in.substr(i)}, &count), c.want)
+          << "split at " << i;
+      ASSERT_EQ(count, c.count) << "split at " << i;
+    }
+    // Every pair of split positions (three slices, some empty).
+    for (size_t i = 0; i <= in.size(); ++i) {
+      for (size_t j = i; j <= in.size(); ++j) {
+        ASSERT_EQ(scrubSplit(c.needles, {in.substr(0, i), in.substr(i, j - i), in.substr(j)}),
+                  c.want)
+            << "splits at " << i << ", " << j;
+      }
+    }
+    // One byte at a time.
+    std::vector<std::string_view> bytes;
+    for (size_t i = 0; i < in.size(); ++i) bytes.push_back(in.substr(i, 1));
+    EXPECT_EQ(scrubSplit(c.needles, bytes), c.want);
+  }
+}
+
+TEST(Scrubber, RandomInputsMatchTheReference) {
+  std::mt19937 rng(12345);  // fixed seed: reproducible
+  const std::vector<std::pair<std::string, std::string>> needles = {
+      {"abab", "<1>"}, {"bab", "<2>"}, {"aab", "<3>"}, {"b", "<4>"}};
+  for (int round = 0; round < 300; ++round) {
+    std::string in;
+    size_t len = rng() % 40;
+    for (size_t i = 0; i < len; ++i) in += "abc"[rng() % 3];
+    std::vector<std::string_view> parts;
+    size_t pos = 0;
+    while (pos < in.size()) {
+      size_t n = std::min<size_t>(in.size() - pos, rng() % 6);
+      parts.push_back(std::string_view(in).substr(pos, n));
+      pos += n;
+    }
+    ASSERT_EQ(scrubSplit(needles, parts), reference(in, needles)) << in;
+  }
+}
+
+TEST(Scrubber, HoldsBackAtMostLongestNeedleMinusOne) {
+  Scrubber s(rules({{"0123456789", "X"}, {"abc", "Y"}}));
+  EXPECT_EQ(s.maxHoldBack(), 9u);
+  std::string out;
+  s.feed(std::string(100, '.'), out);
+  EXPECT_EQ(out.size(), 91u);
+  s.feed("01234", out);
+  EXPECT_EQ(out.size(), 96u);  // "....01234" held: could still become the needle
+  s.feed("5678x", out);
+  EXPECT_EQ(out.size(), 101u);
+  s.finish(out);
+  EXPECT_EQ(out, std::string(100, '.') + "012345678x");
+  EXPECT_EQ(s.count(), 0u);
+}
+
+TEST(Scrubber, NoRulesPassesThrough) {
+  Scrubber s({});
+  std::string out;
+  s.feed("anything", out);
+  EXPECT_EQ(out, "anything");
+  s.finish(out);
+  EXPECT_EQ(out, "anything");
+  EXPECT_TRUE(s.empty());
+}
+
+TEST(Scrubber, Headers) {
+  Scrubber s(rules({{"sk-REAL", "sk-FAKE"}, {"c2stUkVBTA==", "c2stRkFLRQ=="}}));
+  Headers h = {{"X-Echo-Authorization", "Bearer sk-REAL"},
+               {"X-Echo-Basic", "Basic c2stUkVBTA=="},
+               {"Set-Cookie", "a=sk-REAL; b=sk-REAL"},
+               {"Content-Type", "text/plain"}};
+  EXPECT_EQ(s.scrubHeaders(h), 4u);
+  EXPECT_EQ(h[0].second, "Bearer sk-FAKE");
+  EXPECT_EQ(h[1].second, "Basic c2stRkFLRQ==");
+  EXPECT_EQ(h[2].second, "a=sk-FAKE; b=sk-FAKE");
+  EXPECT_EQ(h[3].second, "text/plain");
+  std::string out;
+  s.feed("body sk-REAL", out);
+  s.finish(out);
+  EXPECT_EQ(out, "body sk-FAKE");
+  EXPECT_EQ(s.count(), 5u);
+}
+
+TEST(ScrubRules, AddDeduplicatesAndMarker) {
+  std::vector<ScrubRule> r;
+  addScrubRule(r, {Secret::copyOf("same"), "P", "a"});
+  addScrubRule(r, {Secret::copyOf("same"), "P", "a"});
+  addScrubRule(r, {Secret::copyOf("other"), "Q", "b"});
+  addScrubRule(r, {nullptr, "Q", "b"});
+  EXPECT_EQ(r.size(), 2u);
+  EXPECT_EQ(redactionMarker("openai"), "[REDACTED:openai]");
+}
+
+}  // namespace
+}  // namespace sandgate::broker

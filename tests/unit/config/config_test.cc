@@ -1,0 +1,102 @@
+// Tests of the config model's own behaviour: limit inheritance and task lookup.
+#include "config/config.h"
+
+#include <gtest/gtest.h>
+
+namespace sandgate::config {
+namespace {
+
+TEST(ResolveLimits, DefaultsWhenNothingIsSet) {
+  EffectiveLimits e = resolveLimits(Limits{}, Limits{});
+  EffectiveLimits d;
+  EXPECT_EQ(e.maxConnections, d.maxConnections);
+  EXPECT_EQ(e.maxTunnels, d.maxTunnels);
+  EXPECT_EQ(e.newConnectionsPerSecond, d.newConnectionsPerSecond);
+  EXPECT_EQ(e.maxHeaderBytes, 64u * 1024);
+  EXPECT_EQ(e.headerTimeout, Seconds(10));
+  EXPECT_EQ(e.idleTimeout, Seconds(300));
+  EXPECT_EQ(e.shutdownGrace, Seconds(10));
+}
+
+TEST(ResolveLimits, TaskBeatsGlobalBeatsDefault) {
+  Limits global;
+  global.maxConnections = 10;
+  global.maxTunnels = 20;
+  global.idleTimeout = Seconds(60);
+  global.maxHeaderBytes = 1024;
+  Limits task;
+  task.maxConnections = 3;        // overrides global
+  task.bodyTimeout = Seconds(1);  // only in task
+  task.newConnectionsPerSecond = 0.5;
+  EffectiveLimits e = resolveLimits(global, task);
+  EXPECT_EQ(e.maxConnections, 3u);                                // task
+  EXPECT_EQ(e.maxTunnels, 20u);                                   // global
+  EXPECT_EQ(e.idleTimeout, Seconds(60));                          // global
+  EXPECT_EQ(e.maxHeaderBytes, 1024u);                             // global
+  EXPECT_EQ(e.bodyTimeout, Seconds(1));                           // task
+  EXPECT_EQ(e.newConnectionsPerSecond, 0.5);                      // task
+  EXPECT_EQ(e.connectTimeout, EffectiveLimits{}.connectTimeout);  // default
+  EXPECT_EQ(e.headerTimeout, EffectiveLimits{}.headerTimeout);    // default
+}
+
+TEST(ResolveLimits, EveryFieldIsInherited) {
+  // Each field set only globally must come through; a field forgotten in resolveLimits would
+  // silently fall back to its default.
+  Limits g;
+  g.maxConnections = 1;
+  g.maxTunnels = 2;
+  g.newConnectionsPerSecond = 3;
+  g.maxHeaderBytes = 4;
+  g.headerTimeout = Seconds(5);
+  g.bodyTimeout = Seconds(6);
+  g.idleTimeout = Seconds(7);
+  g.connectTimeout = Seconds(8);
+  g.shutdownGrace = Seconds(9);
+  for (bool viaTask : {false, true}) {
+    SCOPED_TRACE(viaTask ? "set on the task" : "set globally");
+    EffectiveLimits e = viaTask ? resolveLimits(Limits{}, g) : resolveLimits(g, Limits{});
+    EXPECT_EQ(e.maxConnections, 1u);
+    EXPECT_EQ(e.maxTunnels, 2u);
+    EXPECT_EQ(e.newConnectionsPerSecond, 3);
+    EXPECT_EQ(e.maxHeaderBytes, 4u);
+    EXPECT_EQ(e.headerTimeout, Seconds(5));
+    EXPECT_EQ(e.bodyTimeout, Seconds(6));
+    EXPECT_EQ(e.idleTimeout, Seconds(7));
+    EXPECT_EQ(e.connectTimeout, Seconds(8));
+    EXPECT_EQ(e.shutdownGrace, Seconds(9));
+  }
+}
+
+TEST(ResolveLimits, FromLoadedConfig) {
+  auto r = loadString(
+      "policies: {p: {}}\n"
+      "limits: {max_connections: 100, idle_timeout: 1m}\n"
+      "tasks:\n"
+      "  - name: t\n"
+      "    policy: p\n"
+      "    limits: {max_connections: 5, header_timeout: 250ms}\n",
+      "t.yaml");
+  ASSERT_TRUE(r.ok()) << r.errorText();
+  EffectiveLimits e = resolveLimits(r->limits, r->findTask("t")->limits);
+  EXPECT_EQ(e.maxConnections, 5u);
+  EXPECT_EQ(e.idleTimeout, Seconds(60));
+  EXPECT_EQ(e.headerTimeout, Seconds(0.25));
+  EXPECT_EQ(e.bodyTimeout, Seconds(10));
+}
+
+TEST(FindTask, ByExactName) {
+  Config c;
+  for (const char* name : {"a", "b"}) {
+    Task t;
+    t.name = name;
+    c.tasks.push_back(t);
+  }
+  ASSERT_NE(c.findTask("b"), nullptr);
+  EXPECT_EQ(c.findTask("b")->name, "b");
+  EXPECT_EQ(c.findTask("B"), nullptr);
+  EXPECT_EQ(c.findTask(""), nullptr);
+  EXPECT_EQ(c.findTask("c"), nullptr);
+}
+
+}  // namespace
+}  // namespace sandgate::config

@@ -1,0 +1,373 @@
+// Tests of proxy/metrics: series values and labels, cardinality guards, task series removal
+// after the TTL (with an injected clock), and concurrent updates.
+#include "proxy/metrics.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <map>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace sandgate::proxy {
+namespace {
+
+using namespace std::chrono;
+using Labels = std::map<std::string, std::string>;
+
+struct Sample {
+  std::string name;
+  Labels labels;
+  double value;
+};
+
+// A minimal reader of the text exposition format as prometheus-cpp writes it.
+std::vector<Sample> parse(const std::string& text) {
+  std::vector<Sample> out;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.empty() || line[0] == '#') continue;
+    Sample s;
+    size_t i = line.find_first_of("{ ");
+    s.name = line.substr(0, i);
+    if (line[i] == '{') {
+      ++i;
+      while (line[i] != '}') {
+        size_t eq = line.find('=', i);
+        std::string key = line.substr(i, eq - i);
+        std::string value;
+        size_t j = eq + 2;  // past ="
+        for (; line[j] != '"'; ++j) {
+          if (line[j] == '\\') ++j;
+          value += line[j];
+        }
+        s.labels[key] = value;
+        i = j + 1;
+        if (line[i] == ',') ++i;
+      }
+      ++i;
+    }
+    s.value = std::stod(line.substr(i + 1));
+    out.push_back(std::move(s));
+  }
+  return out;
+}
+
+std::optional<double> value(Metrics& m, const std::string& name, const Labels& labels) {
+  for (const auto& s : parse(m.render())) {
+    if (s.name == name && s.labels == labels) return s.value;
+  }
+  return std::nullopt;
+}
+
+// Every sample of `name` for task `task`.
+std::vector<Sample> ofTask(Metrics& m, const std::string& name, const std::string& task) {
+  std::vector<Sample> out;
+  for (const auto& s : parse(m.render())) {
+    auto it = s.labels.find("task");
+    if (s.name == name && it != s.labels.end() && it->second == task) out.push_back(s);
+  }
+  return out;
+}
+
+bool mentionsTask(Metrics& m, const std::string& task) {
+  return m.render().find("task=\"" + task + "\"") != std::string::npos;
+}
+
+const steady_clock::time_point kT0 = steady_clock::time_point() + hours(1000);
+
+TEST(Metrics, GlobalSeriesExistFromTheStart) {
+  Metrics m(seconds(60));
+  auto samples = parse(m.render());
+  bool buildInfo = false;
+  for (const auto& s : samples) {
+    if (s.name == "sandgate_build_info") {
+      buildInfo = true;
+      EXPECT_EQ(s.value, 1);
+      ASSERT_EQ(s.labels.count("version"), 1u);
+      EXPECT_FALSE(s.labels.at("version").empty());
+    }
+  }
+  EXPECT_TRUE(buildInfo);
+  EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "ok"}}), 0);
+  EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "error"}}), 0);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {}), 0);
+}
+
+TEST(Metrics, ConfigReloadsAndConnectTimes) {
+  Metrics m(seconds(60));
+  m.configReload(true);
+  m.configReload(true);
+  m.configReload(false);
+  EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "ok"}}), 2);
+  EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "error"}}), 1);
+  m.upstreamConnectSeconds(0.003);
+  m.upstreamConnectSeconds(0.2);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {}), 2);
+  EXPECT_DOUBLE_EQ(*value(m, "sandgate_upstream_connect_seconds_sum", {}), 0.203);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"le", "0.0025"}}), 0);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"le", "0.005"}}), 1);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"le", "+Inf"}}), 2);
+}
+
+TEST(Metrics, TaskSeriesValuesAndLabels) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  t->request("forward", "allow", "allowed");
+  t->request("forward", "allow", "allowed");
+  t->request("tunnel", "deny", "no_matching_rule");
+  t->connectionOpened();
+  t->connectionOpened();
+  t->connectionOpened();
+  t->connectionClosed();
+  t->bytesUp(100);
+  t->bytesUp(23);
+  t->bytesDown(uint64_t{1} << 40);
+  t->requestDuration(0.2);
+  using L = Labels;
+  EXPECT_EQ(
+      value(m, "sandgate_requests_total",
+            L{{"task", "demo"}, {"kind", "forward"}, {"verdict", "allow"}, {"reason", "allowed"}}),
+      2);
+  EXPECT_EQ(value(m, "sandgate_requests_total",
+                  L{{"task", "demo"},
+                    {"kind", "tunnel"},
+                    {"verdict", "deny"},
+                    {"reason", "no_matching_rule"}}),
+            1);
+  EXPECT_EQ(ofTask(m, "sandgate_requests_total", "demo").size(), 2u);
+  EXPECT_EQ(value(m, "sandgate_connections_active", L{{"task", "demo"}}), 2);
+  EXPECT_EQ(value(m, "sandgate_bytes_total", L{{"task", "demo"}, {"direction", "up"}}), 123);
+  EXPECT_EQ(value(m, "sandgate_bytes_total", L{{"task", "demo"}, {"direction", "down"}}),
+            1099511627776.0);
+  EXPECT_EQ(value(m, "sandgate_request_duration_seconds_count", L{{"task", "demo"}}), 1);
+  EXPECT_DOUBLE_EQ(*value(m, "sandgate_request_duration_seconds_sum", L{{"task", "demo"}}), 0.2);
+  EXPECT_EQ(
+      value(m, "sandgate_request_duration_seconds_bucket", L{{"task", "demo"}, {"le", "0.1"}}), 0);
+  EXPECT_EQ(
+      value(m, "sandgate_request_duration_seconds_bucket", L{{"task", "demo"}, {"le", "0.25"}}), 1);
+}
+
+TEST(Metrics, TasksAreSeparateAndHandlesShared) {
+  Metrics m(seconds(60));
+  auto a1 = m.task("a");
+  auto a2 = m.task("a");
+  auto b = m.task("b");
+  EXPECT_EQ(a1.get(), a2.get());
+  EXPECT_NE(a1.get(), b.get());
+  a1->bytesUp(1);
+  a2->bytesUp(1);
+  b->bytesUp(5);
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "a"}, {"direction", "up"}}), 2);
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "b"}, {"direction", "up"}}), 5);
+  EXPECT_EQ(m.taskCount(), 2u);
+}
+
+TEST(Metrics, LabelValuesThatAreNotTokensBecomeOther) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  struct Case {
+    const char* name;
+    std::string value;
+  };
+  const std::vector<Case> cases = {
+      {"host_and_path", "evil.example.com/path?key=sk-secret"},
+      {"upper_case", "Allowed"},
+      {"empty", ""},
+      {"quote_newline", "a\"b\nc"},
+      {"too_long", std::string(TaskMetrics::kMaxTokenBytes + 1, 'a')},
+  };
+  for (const auto& c : cases) t->request("forward", "deny", c.value);
+  t->request(cases[0].value, "deny", "denied_by_rule");
+  t->request("forward", cases[0].value, "denied_by_rule");
+  std::string text = m.render();
+  EXPECT_EQ(text.find("evil"), std::string::npos);
+  EXPECT_EQ(text.find("secret"), std::string::npos);
+  EXPECT_EQ(text.find("Allowed"), std::string::npos);
+  EXPECT_EQ(
+      value(m, "sandgate_requests_total",
+            {{"task", "demo"}, {"kind", "forward"}, {"verdict", "deny"}, {"reason", "other"}}),
+      static_cast<double>(cases.size()));
+  EXPECT_EQ(
+      value(
+          m, "sandgate_requests_total",
+          {{"task", "demo"}, {"kind", "other"}, {"verdict", "deny"}, {"reason", "denied_by_rule"}}),
+      1);
+  EXPECT_EQ(value(m, "sandgate_requests_total",
+                  {{"task", "demo"},
+                   {"kind", "forward"},
+                   {"verdict", "other"},
+                   {"reason", "denied_by_rule"}}),
+            1);
+  // A token exactly at the length limit is kept.
+  std::string longest(TaskMetrics::kMaxTokenBytes, 'z');
+  t->request("forward", "deny", longest);
+  EXPECT_EQ(
+      value(m, "sandgate_requests_total",
+            {{"task", "demo"}, {"kind", "forward"}, {"verdict", "deny"}, {"reason", longest}}),
+      1);
+}
+
+TEST(Metrics, DistinctReasonsPerTaskAreCapped) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  auto other = m.task("other_task");
+  constexpr int kReasons = 100;
+  for (int i = 0; i < kReasons; ++i) t->request("forward", "deny", "r" + std::to_string(i));
+  for (int i = 0; i < kReasons; ++i) t->request("forward", "deny", "r" + std::to_string(i));
+  auto series = ofTask(m, "sandgate_requests_total", "demo");
+  EXPECT_EQ(series.size(), TaskMetrics::kMaxReasons + 1);  // the admitted ones plus "other"
+  double total = 0;
+  for (const auto& s : series) total += s.value;
+  EXPECT_EQ(total, 2 * kReasons);  // nothing is lost, only folded
+  EXPECT_EQ(
+      value(m, "sandgate_requests_total",
+            {{"task", "demo"}, {"kind", "forward"}, {"verdict", "deny"}, {"reason", "other"}}),
+      2.0 * (kReasons - TaskMetrics::kMaxReasons));
+  EXPECT_EQ(value(m, "sandgate_requests_total",
+                  {{"task", "demo"}, {"kind", "forward"}, {"verdict", "deny"}, {"reason", "r0"}}),
+            2);
+  // The cap is per task: another task still gets its own values.
+  other->request("forward", "deny", "r99");
+  EXPECT_EQ(
+      value(m, "sandgate_requests_total",
+            {{"task", "other_task"}, {"kind", "forward"}, {"verdict", "deny"}, {"reason", "r99"}}),
+      1);
+}
+
+TEST(Metrics, DistinctKindsAndVerdictsAreCapped) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  for (int i = 0; i < 20; ++i) {
+    t->request("k" + std::to_string(i), "v" + std::to_string(i), "allowed");
+  }
+  std::set<std::string> kinds, verdicts;
+  for (const auto& s : ofTask(m, "sandgate_requests_total", "demo")) {
+    kinds.insert(s.labels.at("kind"));
+    verdicts.insert(s.labels.at("verdict"));
+  }
+  EXPECT_EQ(kinds.size(), TaskMetrics::kMaxKinds + 1);
+  EXPECT_EQ(verdicts.size(), TaskMetrics::kMaxVerdicts + 1);
+  EXPECT_TRUE(kinds.count("other"));
+}
+
+TEST(Metrics, SeriesOfAReleasedTaskAreRemovedAfterTheTtl) {
+  Metrics m(seconds(10));
+  {
+    auto t = m.task("gone");
+    t->request("forward", "allow", "allowed");
+    t->connectionOpened();
+    t->bytesUp(1);
+    t->requestDuration(0.1);
+    t->connectionClosed();
+    m.sweep(kT0 - seconds(100));  // held: a sweep does not start the clock
+  }
+  auto kept = m.task("kept");  // held throughout: never removed
+  kept->bytesUp(7);
+  EXPECT_TRUE(mentionsTask(m, "gone"));
+  m.sweep(kT0);  // first sweep that finds it released
+  EXPECT_TRUE(mentionsTask(m, "gone"));
+  m.sweep(kT0 + seconds(9));
+  EXPECT_TRUE(mentionsTask(m, "gone"));
+  EXPECT_EQ(m.taskCount(), 2u);
+  m.sweep(kT0 + seconds(10));
+  EXPECT_FALSE(mentionsTask(m, "gone")) << m.render();
+  EXPECT_EQ(m.taskCount(), 1u);
+  m.sweep(kT0 + hours(24));
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "kept"}, {"direction", "up"}}), 7);
+}
+
+TEST(Metrics, TaskComingBackBeforeTheTtlKeepsItsCounts) {
+  Metrics m(seconds(10));
+  m.task("x")->bytesUp(3);
+  m.sweep(kT0);
+  {
+    auto again = m.task("x");
+    again->bytesUp(4);
+    m.sweep(kT0 + seconds(10));  // held now: not removed, idle clock reset
+  }
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "x"}, {"direction", "up"}}), 7);
+  m.sweep(kT0 + seconds(11));  // released again: the clock restarts here
+  m.sweep(kT0 + seconds(20));
+  EXPECT_TRUE(mentionsTask(m, "x"));
+  m.sweep(kT0 + seconds(21));
+  EXPECT_FALSE(mentionsTask(m, "x"));
+}
+
+TEST(Metrics, TaskAfterRemovalStartsAfresh) {
+  Metrics m(seconds(0));
+  m.task("x")->bytesDown(5);
+  m.sweep(kT0);
+  EXPECT_FALSE(mentionsTask(m, "x"));
+  auto t = m.task("x");
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "x"}, {"direction", "down"}}), 0);
+  t->request("forward", "allow", "allowed");
+  EXPECT_EQ(ofTask(m, "sandgate_requests_total", "x").size(), 1u);
+}
+
+TEST(Metrics, HolderMayOutliveMetrics) {
+  auto m = std::make_unique<Metrics>(seconds(1));
+  auto t = m->task("x");
+  m.reset();
+  t->request("forward", "allow", "allowed");  // still valid memory (ASan checks this)
+  t->bytesUp(1);
+  t->connectionClosed();
+}
+
+TEST(Metrics, Ready) {
+  Metrics m(seconds(1));
+  EXPECT_FALSE(m.ready());
+  m.setReady(true);
+  EXPECT_TRUE(m.ready());
+  m.setReady(false);
+  EXPECT_FALSE(m.ready());
+}
+
+TEST(Metrics, ConcurrentUpdatesAreExact) {
+  Metrics m(seconds(0));
+  constexpr int kThreads = 4, kOps = 20000;
+  auto hold = m.task("hot");  // the connections below may not overlap; keep the series
+  std::atomic<bool> stop{false};
+  // Meanwhile another thread churns a different task and sweeps, as the server does.
+  std::thread churn([&] {
+    int i = 0;
+    while (!stop.load()) {
+      m.task("churn")->request("forward", "allow", "allowed");
+      m.sweep(kT0 + seconds(i++));
+      (void)m.render();
+    }
+  });
+  std::vector<std::thread> threads;
+  for (int i = 0; i < kThreads; ++i) {
+    threads.emplace_back([&, i] {
+      auto t = m.task("hot");  // each connection caches its own handle
+      for (int k = 0; k < kOps; ++k) {
+        t->bytesUp(1);
+        t->bytesDown(2);
+        t->connectionOpened();
+        t->request("tunnel", "allow", (k % 2) ? "allowed" : std::string("r") + std::to_string(i));
+        t->connectionClosed();
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  stop = true;
+  churn.join();
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "hot"}, {"direction", "up"}}),
+            kThreads * kOps);
+  EXPECT_EQ(value(m, "sandgate_bytes_total", {{"task", "hot"}, {"direction", "down"}}),
+            2.0 * kThreads * kOps);
+  EXPECT_EQ(value(m, "sandgate_connections_active", {{"task", "hot"}}), 0);
+  EXPECT_EQ(
+      value(m, "sandgate_requests_total",
+            {{"task", "hot"}, {"kind", "tunnel"}, {"verdict", "allow"}, {"reason", "allowed"}}),
+      kThreads * kOps / 2);
+}
+
+}  // namespace
+}  // namespace sandgate::proxy

@@ -1,0 +1,179 @@
+// In-process Server with a task-bound listener handed over as a file descriptor
+// (Server::adoptListener): its clients need no token and always act as that task.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+
+#include "config/config.h"
+#include "proxy/server.h"
+
+namespace sandgate::proxy {
+namespace {
+
+// A loopback listening socket on an ephemeral port.
+int listenLoopback(uint16_t* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::listen(fd, 16) != 0) {
+    return -1;
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// Sends `request` to 127.0.0.1:port and returns everything received until EOF (5 s cap).
+std::string exchange(uint16_t port, const std::string& request) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
+          static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+class AdoptListenerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sandgate-adopt-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    upstreamFd_ = listenLoopback(&upstreamPort_);
+    ASSERT_GE(upstreamFd_, 0);
+    // The upstream is on loopback, so the allowing rule must open 127.0.0.0/8 on purpose.
+    std::string yaml =
+        "policies:\n"
+        "  p:\n"
+        "    allow:\n"
+        "      - host: allowed.test\n"
+        "        ports: [80]\n"
+        "        cidrs: [127.0.0.0/8]\n"
+        "tasks:\n"
+        "  - name: bound\n"
+        "    policy: p\n"
+        "resolve:\n"
+        "  allowed.test: 127.0.0.1:" +
+        std::to_string(upstreamPort_) +
+        "\n"
+        "audit:\n"
+        "  path: " +
+        dir_ + "/audit.log\n";
+    auto cfg = config::loadString(yaml, "adopt.yaml");
+    ASSERT_TRUE(cfg.ok()) << cfg.errorText();
+    ServerOptions opts;
+    opts.threads = 2;
+    opts.handleSignals = false;
+    opts.watchConfigFile = false;
+    auto server = Server::create(std::move(cfg.value()), opts);
+    ASSERT_TRUE(server.ok()) << server.errorText();
+    server_ = std::move(server.value());
+    int fd = listenLoopback(&proxyPort_);
+    ASSERT_GE(fd, 0);
+    auto adopted = server_->adoptListener(fd, "bound");
+    ASSERT_TRUE(adopted.ok()) << adopted.errorText();
+    server_->start();
+  }
+
+  void TearDown() override {
+    if (server_) {
+      server_->shutdown();
+      server_->wait();
+      server_.reset();
+    }
+    if (upstreamFd_ >= 0) ::close(upstreamFd_);
+    std::system(("rm -rf " + dir_).c_str());
+  }
+
+  std::string auditText() {
+    std::ifstream in(dir_ + "/audit.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  std::string dir_;
+  int upstreamFd_ = -1;
+  uint16_t upstreamPort_ = 0;
+  uint16_t proxyPort_ = 0;
+  std::unique_ptr<Server> server_;
+};
+
+TEST_F(AdoptListenerTest, DeniedRequestIsAttributedToTheListenersTask) {
+  auto r = exchange(proxyPort_, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n");
+  EXPECT_EQ(r.rfind("HTTP/1.1 403 ", 0), 0u) << r;  // not 407: no token is needed here
+  EXPECT_NE(r.find("X-Sandgate-Reason: no_matching_rule"), std::string::npos) << r;
+  EXPECT_NE(r.find("\"task\":\"bound\""), std::string::npos) << r;
+}
+
+TEST_F(AdoptListenerTest, AllowedRequestReachesUpstreamWithoutProxyAuthorization) {
+  std::string seen;
+  std::thread upstream([&] {
+    timeval tv{5, 0};
+    ::setsockopt(upstreamFd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    int c = ::accept(upstreamFd_, nullptr, nullptr);
+    if (c < 0) return;
+    ::setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char buf[4096];
+    while (seen.find("\r\n\r\n") == std::string::npos) {
+      ssize_t n = ::recv(c, buf, sizeof(buf), 0);
+      if (n <= 0) break;
+      seen.append(buf, static_cast<size_t>(n));
+    }
+    std::string resp = "HTTP/1.1 200 OK\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello";
+    ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
+    ::close(c);
+  });
+  auto r = exchange(proxyPort_,
+                    "GET http://allowed.test/x?y=1 HTTP/1.1\r\nHost: allowed.test\r\n"
+                    "Proxy-Authorization: Basic Zm9vOmJhcg==\r\nConnection: close\r\n\r\n");
+  upstream.join();
+  EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
+  EXPECT_EQ(r.substr(r.size() - 5), "hello") << r;
+  EXPECT_EQ(seen.rfind("GET /x?y=1 HTTP/1.1\r\n", 0), 0u) << seen;
+  EXPECT_EQ(seen.find("Proxy-Authorization"), std::string::npos) << seen;
+  server_->shutdown();
+  server_->wait();
+  server_.reset();
+  auto audit = auditText();
+  EXPECT_NE(audit.find("\"task\":\"bound\""), std::string::npos) << audit;
+  EXPECT_NE(audit.find("\"kind\":\"forward\""), std::string::npos) << audit;
+}
+
+TEST(AdoptListener, RefusesANonListeningDescriptor) {
+  auto cfg = config::loadString("tasks: []\n", "empty.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.errorText();
+  ServerOptions opts;
+  opts.threads = 1;
+  opts.handleSignals = false;
+  auto server = Server::create(std::move(cfg.value()), opts);
+  ASSERT_TRUE(server.ok()) << server.errorText();
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  EXPECT_FALSE(server.value()->adoptListener(fd, "t").ok());
+}
+
+}  // namespace
+}  // namespace sandgate::proxy
