@@ -14,5 +14,6 @@ using Action = std::function<int()>;
 void addPolicyCommands(CLI::App& app, Action* action);
 void addServeCommand(CLI::App& app, Action* action);
 void addCaCommands(CLI::App& app, Action* action);
+void addRunCommand(CLI::App& app, Action* action);
 
 }  // namespace sandgate::cli

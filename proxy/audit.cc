@@ -201,6 +201,10 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendOptional(out, r.reason);
   appendKey(out, field::kRule);
   appendOptional(out, r.rule);
+  appendKey(out, field::kCredential);
+  appendOptional(out, r.credential);
+  appendKey(out, field::kInjected);
+  out += r.injected ? "true" : "false";
   appendKey(out, field::kStatus);
   out += std::to_string(r.status);
   appendKey(out, field::kBytesUp);

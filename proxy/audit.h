@@ -19,7 +19,8 @@ namespace sandgate::proxy {
 namespace audit_kind {
 inline constexpr std::string_view kForward = "forward";
 inline constexpr std::string_view kTunnel = "tunnel";
-inline constexpr std::string_view kRefusal = "refusal";  // refused before any upstream
+inline constexpr std::string_view kIntercept = "intercept";  // a request inside intercepted TLS
+inline constexpr std::string_view kRefusal = "refusal";      // refused before any upstream
 }  // namespace audit_kind
 
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
@@ -33,6 +34,8 @@ struct AuditRecord {
   uint16_t port = 0;
   std::string path;  // empty when not visible
   std::string verdict, reason, rule;
+  std::string credential;  // the credential's name (never its value), when one was involved
+  bool injected = false;   // a credential was injected into the upstream request
   int status = 0;
   uint64_t bytesUp = 0, bytesDown = 0;
   double durationSeconds = 0;

@@ -5,6 +5,7 @@
 #include <boost/asio/write.hpp>
 
 #include "policy/host.h"
+#include "proxy/intercept.h"
 #include "proxy/session.h"
 #include "proxy/tls_client_hello.h"
 #include "proxy/tunnel.h"
@@ -99,30 +100,21 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
     co_return;
   }
   if (decision.intercept) {
-    if (!c.state.interceptor) {
+    if (!c.state.interception) {
       {
-        Refusal refusal{403,
+        Refusal refusal{502,
                         reason::kInterceptionUnavailable,
                         task.name,
                         rec.host,
                         decision.rule,
-                        "the rule needs TLS interception, which this server does not do",
+                        "the rule needs TLS interception, which this server cannot do",
                         ""};
-        co_await refuse(c, log, refusal);
+        co_await refuse(c, log, refusal, "error");
       }
       co_return;
     }
-    // Hand the stream and the bytes already read over without losing any.
-    auto data = c.buffer.data();
-    InterceptRequest ir{c.stream.release_socket(),
-                        std::string(static_cast<const char*>(data.data()), data.size()),
-                        c.snap,
-                        c.task,
-                        target,
-                        head.port,
-                        decision};
-    c.buffer.consume(c.buffer.size());
-    co_await c.state.interceptor(std::move(ir));
+    // The stream and the bytes already read (c.buffer) go over together.
+    co_await handleIntercept(c, target, head.port, decision, log);
     co_return;
   }
   if (!task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
@@ -213,6 +205,9 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
     }
   }
   c.stream.expires_never();
+  // The head buffer is empty now (early bytes went upstream above); give its capacity back so
+  // an idle tunnel costs only its sockets and coroutine frames.
+  c.buffer.shrink_to_fit();
   auto idle = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits.idleTimeout);
   auto result = co_await runTunnel(c.stream.socket(), upstream, idle);
   rec.bytesUp += result.bytesUp;

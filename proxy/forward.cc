@@ -30,34 +30,6 @@ using Clock = std::chrono::steady_clock;
 
 bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
 
-// Removes hop-by-hop fields and every field named in Connection. The framing fields
-// (Content-Length, Transfer-Encoding) are never removed this way: the serializer frames the
-// message from them, and a client must not be able to turn a body into a second request.
-void stripHopByHop(http::fields& f) {
-  std::vector<std::string> listed;
-  auto [first, last] = f.equal_range(http::field::connection);
-  for (auto it = first; it != last; ++it) {
-    std::string_view v = it->value();
-    while (!v.empty()) {
-      auto comma = v.find(',');
-      std::string_view name = v.substr(0, comma);
-      while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
-      while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
-      if (!name.empty()) listed.emplace_back(name);
-      if (comma == std::string_view::npos) break;
-      v.remove_prefix(comma + 1);
-    }
-  }
-  for (const auto& name : listed) {
-    if (iequals(name, "content-length") || iequals(name, "transfer-encoding")) continue;
-    f.erase(name);
-  }
-  for (auto name : {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
-                    "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
-    f.erase(name);
-  }
-}
-
 enum class RelayError { kNone, kRead, kWrite };
 
 struct RelayOutcome {
@@ -127,6 +99,35 @@ std::string hostHeader(std::string_view host, uint16_t port) {
 }
 
 }  // namespace
+
+// Removes hop-by-hop fields and every field named in Connection. The framing fields
+// (Content-Length, Transfer-Encoding) are never removed this way: the serializer frames the
+// message from them, and a client must not be able to turn a body into a second request.
+void stripHopByHop(boost::beast::http::fields& f) {
+  std::vector<std::string> listed;
+  auto [first, last] = f.equal_range(http::field::connection);
+  for (auto it = first; it != last; ++it) {
+    std::string_view v = it->value();
+    while (!v.empty()) {
+      auto comma = v.find(',');
+      std::string_view name = v.substr(0, comma);
+      while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
+      while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
+      if (!name.empty()) listed.emplace_back(name);
+      if (comma == std::string_view::npos) break;
+      v.remove_prefix(comma + 1);
+    }
+  }
+  for (const auto& name : listed) {
+    if (beast::iequals(name, "content-length") || beast::iequals(name, "transfer-encoding"))
+      continue;
+    f.erase(name);
+  }
+  for (auto name : {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
+                    "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
+    f.erase(name);
+  }
+}
 
 asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head, size_t headLen,
                                     RequestLog& log) {

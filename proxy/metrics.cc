@@ -1,6 +1,7 @@
 // Prometheus metrics of the proxy: families, per-task handles, cardinality guards, sweeping.
 #include "proxy/metrics.h"
 
+#include <fmt/format.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
 #include <prometheus/histogram.h>
@@ -51,6 +52,10 @@ struct TaskMetrics::Families {
   prometheus::Family<prometheus::Gauge>* active;
   prometheus::Family<prometheus::Counter>* bytes;
   prometheus::Family<prometheus::Histogram>* duration;
+  prometheus::Family<prometheus::Counter>* injections;
+  prometheus::Family<prometheus::Counter>* scrubs;
+  prometheus::Family<prometheus::Counter>* intercepted;
+  prometheus::Family<prometheus::Gauge>* leafCache;
 };
 
 TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string name)
@@ -59,7 +64,34 @@ TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string n
   bytesUp_ = &families_->bytes->Add({{"task", name_}, {"direction", "up"}});
   bytesDown_ = &families_->bytes->Add({{"task", name_}, {"direction", "down"}});
   duration_ = &families_->duration->Add({{"task", name_}}, kDurationBuckets);
+  intercepted_ = &families_->intercepted->Add({{"task", name_}});
 }
+
+void TaskMetrics::credentialInjection(std::string_view credential, std::string_view result) {
+  std::lock_guard lock(mu_);
+  std::string key = fmt::format("i|{}|{}", credential, result);
+  auto it = broker_.find(key);
+  if (it == broker_.end()) {
+    auto& c = families_->injections->Add({{"task", name_},
+                                          {"credential", std::string(credential)},
+                                          {"result", std::string(result)}});
+    it = broker_.emplace(std::move(key), &c).first;
+  }
+  it->second->Increment();
+}
+
+void TaskMetrics::secretScrubs(std::string_view credential, uint64_t n) {
+  std::lock_guard lock(mu_);
+  std::string key = fmt::format("s|{}|", credential);
+  auto it = broker_.find(key);
+  if (it == broker_.end()) {
+    auto& c = families_->scrubs->Add({{"task", name_}, {"credential", std::string(credential)}});
+    it = broker_.emplace(std::move(key), &c).first;
+  }
+  it->second->Increment(static_cast<double>(n));
+}
+
+void TaskMetrics::tlsIntercepted() { intercepted_->Increment(); }
 
 TaskMetrics::~TaskMetrics() = default;
 
@@ -97,6 +129,11 @@ void TaskMetrics::removeSeries() {
   families_->duration->Remove(duration_);
   for (auto& [key, counter] : requests_) families_->requests->Remove(counter);
   requests_.clear();
+  families_->intercepted->Remove(intercepted_);
+  for (auto& [key, counter] : broker_) {
+    (key[0] == 'i' ? families_->injections : families_->scrubs)->Remove(counter);
+  }
+  broker_.clear();
 }
 
 struct Metrics::State {
@@ -137,6 +174,22 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                             .Name("sandgate_request_duration_seconds")
                             .Help("Duration of requests and tunnels, by task")
                             .Register(*registry);
+  families->injections = &prometheus::BuildCounter()
+                              .Name("sandgate_credential_injections_total")
+                              .Help("Credential injections by task, credential and result")
+                              .Register(*registry);
+  families->scrubs = &prometheus::BuildCounter()
+                          .Name("sandgate_secret_scrubs_total")
+                          .Help("Secrets replaced in upstream responses, by task and credential")
+                          .Register(*registry);
+  families->intercepted = &prometheus::BuildCounter()
+                               .Name("sandgate_tls_intercepted_total")
+                               .Help("CONNECTs whose TLS sandgate terminated, by task")
+                               .Register(*registry);
+  families->leafCache = &prometheus::BuildGauge()
+                             .Name("sandgate_leaf_cache_lookups")
+                             .Help("Leaf certificate cache lookups so far, by result (hit, miss)")
+                             .Register(*registry);
   auto& reloads = prometheus::BuildCounter()
                       .Name("sandgate_config_reloads_total")
                       .Help("Configuration reloads by result (ok, error)")
@@ -204,6 +257,12 @@ size_t Metrics::taskCount() const {
 }
 
 void Metrics::configReload(bool ok) { (ok ? state_->reloadOk : state_->reloadError)->Increment(); }
+
+void Metrics::leafCache(uint64_t hits, uint64_t misses) {
+  auto* f = state_->families->leafCache;
+  f->Add({{"result", "hit"}}).Set(static_cast<double>(hits));
+  f->Add({{"result", "miss"}}).Set(static_cast<double>(misses));
+}
 
 void Metrics::upstreamConnectSeconds(double s) { state_->connect->Observe(s > 0 ? s : 0); }
 

@@ -41,6 +41,10 @@ class TaskMetrics {
   void bytesUp(uint64_t n);
   void bytesDown(uint64_t n);
   void requestDuration(double seconds);
+  // Interception: `credential` is a config key (bounded), `result` "ok" or a reason token.
+  void credentialInjection(std::string_view credential, std::string_view result);
+  void secretScrubs(std::string_view credential, uint64_t n);
+  void tlsIntercepted();
 
   static constexpr size_t kMaxTokenBytes = 48;
   static constexpr size_t kMaxKinds = 8;
@@ -69,6 +73,9 @@ class TaskMetrics {
   std::mutex mu_;
   // Keyed by "kind|verdict|reason" (tokens never contain '|').
   std::map<std::string, prometheus::Counter*, std::less<>> requests_;
+  // Keyed by "family|credential|result"; credentials are config keys, so bounded.
+  std::map<std::string, prometheus::Counter*, std::less<>> broker_;
+  prometheus::Counter* intercepted_;
   std::set<std::string, std::less<>> kinds_, verdicts_, reasons_;  // distinct values admitted
 };
 
@@ -85,6 +92,8 @@ class Metrics {
 
   void configReload(bool ok);
   void upstreamConnectSeconds(double s);
+  // The leaf cache's running totals (set, not added: the cache counts itself).
+  void leafCache(uint64_t hits, uint64_t misses);
 
   // Removes the series of every task that nobody has held for at least taskSeriesTtl. The
   // idle time is measured from the first sweep that finds the task unheld, so the server

@@ -23,7 +23,7 @@ inline constexpr std::string_view kUpstreamBadResponse = "upstream_bad_response"
 inline constexpr std::string_view kUpstreamTlsFailed = "upstream_tls_failed";      // 502
 inline constexpr std::string_view kUpstreamTimeout = "upstream_timeout";           // 504
 inline constexpr std::string_view kProxyLoop = "proxy_loop";  // 403: a target is sandgate itself
-inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";  // 403
+inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";  // 502
 // Tunnel ends (audit only: the 200 has already been sent).
 inline constexpr std::string_view kSniMismatch = "sni_mismatch";
 inline constexpr std::string_view kNotTls = "not_tls";

@@ -1,6 +1,8 @@
 // The proxy server: listeners, workers, snapshots, reload and shutdown (see server.h).
 #include "proxy/server.h"
 
+#include "proxy/intercept.h"
+
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -307,6 +309,13 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
       metricsEp = *ep;
     else
       errors.insert(errors.end(), ep.errors().begin(), ep.errors().end());
+  }
+  // Interception fails closed: a CA that cannot be loaded stops start-up.
+  auto interception = Interception::create(config);
+  if (!interception) {
+    errors.insert(errors.end(), interception.errors().begin(), interception.errors().end());
+  } else {
+    impl->state.interception = interception.value();
   }
   auto snap = buildSnapshot(std::move(config), impl->registry, 1);
   if (!snap) errors.insert(errors.end(), snap.errors().begin(), snap.errors().end());

@@ -46,18 +46,7 @@ struct OwnEndpoint {
   uint16_t port = 0;
 };
 
-// A CONNECT that the policy wants intercepted, handed over with the client stream and the
-// bytes already read after the CONNECT head (they belong to the TLS handshake).
-struct InterceptRequest {
-  boost::asio::ip::tcp::socket client;
-  std::string earlyBytes;
-  std::shared_ptr<const Snapshot> snapshot;
-  const TaskEntry* task = nullptr;
-  policy::Target target;
-  uint16_t port = 0;
-  policy::Decision decision;
-};
-using Interceptor = std::function<boost::asio::awaitable<void>(InterceptRequest)>;
+class Interception;
 
 struct ServerState {
   std::atomic<std::shared_ptr<const Snapshot>> snapshot;
@@ -67,7 +56,7 @@ struct ServerState {
   std::shared_ptr<AuditLog> audit;
   std::atomic<bool> draining{false};
   std::atomic<int64_t> activeSessions{0};
-  Interceptor interceptor;  // empty: intercepting CONNECTs are refused
+  std::shared_ptr<Interception> interception;  // null: intercepting CONNECTs are refused
 };
 
 // One thread's io_context and what lives on it. Only touched from that thread.

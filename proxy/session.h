@@ -5,6 +5,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
+#include <boost/beast/http/fields.hpp>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -61,6 +62,9 @@ boost::asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHea
 // CONNECT whose head (headLen bytes) passed validation. Always ends the connection.
 boost::asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head,
                                            size_t headLen, RequestLog& log);
+
+// Removes hop-by-hop fields and every field named in Connection (never the framing fields).
+void stripHopByHop(boost::beast::http::fields& f);
 
 // "ip:port" of an endpoint, IPv6 in brackets.
 std::string endpointText(const boost::asio::ip::tcp::endpoint& ep);

@@ -3,6 +3,9 @@
 
 #include <fmt/format.h>
 
+#include "broker/store.h"
+#include "proxy/upstream_tls.h"
+
 namespace sandgate::proxy {
 
 Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
@@ -41,6 +44,12 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     snap->resolve[r.name] = ResolveOverride{*addr, r.port};
   }
   if (!errors.empty()) return errors;
+  auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file);
+  if (!secrets) return secrets.errors();
+  snap->secrets = secrets.value();
+  auto upstreamTls = UpstreamTls::build(cfgRef);
+  if (!upstreamTls) return upstreamTls.errors();
+  snap->upstreamTls = upstreamTls.value();
   return std::shared_ptr<const Snapshot>(std::move(snap));
 }
 

@@ -17,7 +17,13 @@
 #include "proxy/proxy_auth.h"
 #include "proxy/task_limits.h"
 
+namespace sandgate::broker {
+class SecretStore;
+}
+
 namespace sandgate::proxy {
+
+class UpstreamTls;
 
 struct TaskEntry {
   std::string name;
@@ -38,6 +44,10 @@ struct Snapshot {
   config::EffectiveLimits defaults;  // before a connection's task is known
   std::unordered_map<std::string, TaskEntry> tasks;
   std::unordered_map<std::string, ResolveOverride> resolve;
+  // The credentials' current secrets, and the verified TLS contexts intercepted requests
+  // go upstream with. Built with the snapshot: a new config brings its own sources.
+  std::shared_ptr<const broker::SecretStore> secrets;
+  std::shared_ptr<const UpstreamTls> upstreamTls;
 
   const TaskEntry* findTask(std::string_view name) const {
     auto it = tasks.find(std::string(name));

@@ -1,16 +1,22 @@
 // Tunnel relay with splice(2) and a buffered fallback (see tunnel.h).
+//
+// Idle cost: a direction that has nothing to move waits for readability and holds no pipe and
+// no buffer. When the source becomes readable it borrows a pipe from a small per-thread pool
+// (or creates one), splices until the source would block, and gives the (empty) pipe back.
 #include "proxy/tunnel.h"
 
 #include <fcntl.h>
 #include <unistd.h>
 
-#include <array>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/write.hpp>
 #include <cerrno>
 #include <cstring>
+#include <memory>
+#include <utility>
+#include <vector>
 
 #include "proxy/server_context.h"
 
@@ -22,31 +28,86 @@ using namespace asio::experimental::awaitable_operators;
 
 namespace {
 
-constexpr size_t kChunk = 64 * 1024;
+constexpr int kPipeSize = 1024 * 1024;        // F_SETPIPE_SZ for active directions
+constexpr size_t kPoolPerThread = 16;         // empty pipes kept per thread for reuse
+constexpr size_t kBufferedChunk = 16 * 1024;  // the fallback's buffer, only while active
 
 struct Activity {
   std::chrono::steady_clock::time_point last = std::chrono::steady_clock::now();
   void touch() { last = std::chrono::steady_clock::now(); }
 };
 
+// A pipe: two fds and its capacity. Closed on destruction unless given back to the pool.
 class Pipe {
  public:
-  Pipe() {
-    if (::pipe2(fds_, O_NONBLOCK | O_CLOEXEC) != 0) fds_[0] = fds_[1] = -1;
-  }
-  ~Pipe() {
-    if (fds_[0] >= 0) ::close(fds_[0]);
-    if (fds_[1] >= 0) ::close(fds_[1]);
+  Pipe() = default;
+  Pipe(Pipe&& o) noexcept
+      : r_(std::exchange(o.r_, -1)), w_(std::exchange(o.w_, -1)), cap_(o.cap_) {}
+  Pipe& operator=(Pipe&& o) noexcept {
+    if (this != &o) {
+      reset();
+      r_ = std::exchange(o.r_, -1);
+      w_ = std::exchange(o.w_, -1);
+      cap_ = o.cap_;
+    }
+    return *this;
   }
   Pipe(const Pipe&) = delete;
   Pipe& operator=(const Pipe&) = delete;
-  bool ok() const { return fds_[0] >= 0; }
-  int readEnd() const { return fds_[0]; }
-  int writeEnd() const { return fds_[1]; }
+  ~Pipe() { reset(); }
+
+  static Pipe create() {
+    Pipe p;
+    int fds[2];
+    if (::pipe2(fds, O_NONBLOCK | O_CLOEXEC) != 0) return p;
+    p.r_ = fds[0];
+    p.w_ = fds[1];
+    int size = ::fcntl(p.w_, F_SETPIPE_SZ, kPipeSize);
+    if (size <= 0) size = ::fcntl(p.w_, F_GETPIPE_SZ);
+    p.cap_ = size > 0 ? static_cast<size_t>(size) : 64 * 1024;
+    return p;
+  }
+  void reset() {
+    if (r_ >= 0) ::close(r_);
+    if (w_ >= 0) ::close(w_);
+    r_ = w_ = -1;
+  }
+  bool ok() const { return r_ >= 0; }
+  int readEnd() const { return r_; }
+  int writeEnd() const { return w_; }
+  size_t capacity() const { return cap_; }
 
  private:
-  int fds_[2];
+  int r_ = -1;
+  int w_ = -1;
+  size_t cap_ = 0;
 };
+
+// Empty pipes for reuse by the directions that run on this thread. A pipe may be borrowed on
+// one thread and returned on another; each pool is only touched by its own thread.
+struct PipePool {
+  std::vector<Pipe> pipes;
+  Pipe acquire() {
+    if (pipes.empty()) return Pipe::create();
+    Pipe p = std::move(pipes.back());
+    pipes.pop_back();
+    return p;
+  }
+  // Only for a pipe known to be empty.
+  void release(Pipe& p) {
+    if (p.ok() && pipes.size() < kPoolPerThread) {
+      if (pipes.capacity() == 0) pipes.reserve(kPoolPerThread);
+      pipes.push_back(std::move(p));
+    } else {
+      p.reset();
+    }
+  }
+};
+
+PipePool& pipePool() {
+  thread_local PipePool pool;
+  return pool;
+}
 
 struct Direction {
   uint64_t bytes = 0;
@@ -66,14 +127,26 @@ void halfClose(tcp::socket& to) {
   to.shutdown(tcp::socket::shutdown_send, ignored);
 }
 
+// Waits until `from` is readable. False when cancelled (idle timeout, the tunnel ending).
+asio::awaitable<bool> waitReadable(tcp::socket& from) {
+  auto [ec] = co_await from.async_wait(tcp::socket::wait_read, kUse);
+  co_return !ec;
+}
+
+// The buffered fallback. The buffer exists only while data is moving: a short read (the
+// source is drained) gives it back before waiting again.
 asio::awaitable<void> copyBuffered(tcp::socket& from, tcp::socket& to, Direction& dir,
                                    Activity& act) {
-  std::array<char, 16 * 1024> buf;
+  std::unique_ptr<char[]> buf;
   while (true) {
-    auto [ec, n] = co_await from.async_read_some(asio::buffer(buf), kUse);
+    if (!buf) {
+      if (!co_await waitReadable(from)) co_return;
+      buf.reset(new char[kBufferedChunk]);
+    }
+    auto [ec, n] = co_await from.async_read_some(asio::buffer(buf.get(), kBufferedChunk), kUse);
     if (n > 0) {
       act.touch();
-      auto [wec, wn] = co_await asio::async_write(to, asio::buffer(buf.data(), n), kUse);
+      auto [wec, wn] = co_await asio::async_write(to, asio::buffer(buf.get(), n), kUse);
       if (wec) {
         dir.error = wec.message();
         abortBoth(from, to);
@@ -93,36 +166,47 @@ asio::awaitable<void> copyBuffered(tcp::socket& from, tcp::socket& to, Direction
       }
       co_return;
     }
+    if (n < kBufferedChunk) buf.reset();
   }
 }
 
 asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, Direction& dir, Activity& act) {
-  Pipe pipe;
   boost::system::error_code ec;
   from.native_non_blocking(true, ec);
   if (!ec) to.native_non_blocking(true, ec);
-  if (!pipe.ok() || ec) {
+  if (ec) {
     dir.spliced = false;
     co_await copyBuffered(from, to, dir, act);
     co_return;
   }
   const int in = from.native_handle(), out = to.native_handle();
   bool first = true;
+  Pipe pipe;  // held only while this direction is moving data; always empty between splices
   while (true) {
-    ssize_t n =
-        ::splice(in, nullptr, pipe.writeEnd(), nullptr, kChunk, SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
+    if (!pipe.ok()) {
+      if (!co_await waitReadable(from)) co_return;
+      pipe = pipePool().acquire();
+      if (!pipe.ok()) {  // no pipe (fd limit): nothing is in flight, copy through a buffer
+        dir.spliced = false;
+        co_await copyBuffered(from, to, dir, act);
+        co_return;
+      }
+    }
+    ssize_t n = ::splice(in, nullptr, pipe.writeEnd(), nullptr, pipe.capacity(),
+                         SPLICE_F_MOVE | SPLICE_F_NONBLOCK);
     if (n == 0) {
+      pipePool().release(pipe);
       halfClose(to);
       co_return;
     }
     if (n < 0) {
       if (errno == EINTR) continue;
-      if (errno == EAGAIN) {
-        auto [wec] = co_await from.async_wait(tcp::socket::wait_read, kUse);
-        if (wec) co_return;  // cancelled: idle timeout or the tunnel is ending
+      if (errno == EAGAIN) {  // drained: give the pipe back and wait
+        pipePool().release(pipe);
         continue;
       }
       if (first && (errno == EINVAL || errno == ENOSYS)) {
+        pipePool().release(pipe);
         dir.spliced = false;
         co_await copyBuffered(from, to, dir, act);
         co_return;
@@ -133,6 +217,7 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, Direction& dir, A
     }
     first = false;
     act.touch();
+    // Empty the pipe into `to` before reading more (the pipe holds no data while idle).
     size_t pending = static_cast<size_t>(n);
     while (pending > 0) {
       ssize_t m = ::splice(pipe.readEnd(), nullptr, out, nullptr, pending,
@@ -146,7 +231,7 @@ asio::awaitable<void> pump(tcp::socket& from, tcp::socket& to, Direction& dir, A
       if (m < 0 && errno == EINTR) continue;
       if (m < 0 && errno == EAGAIN) {
         auto [wec] = co_await to.async_wait(tcp::socket::wait_write, kUse);
-        if (wec) co_return;
+        if (wec) co_return;  // the pipe still holds data: it is closed, not pooled
         continue;
       }
       dir.error = m == 0 ? "short splice" : std::strerror(errno);

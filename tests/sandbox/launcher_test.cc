@@ -364,10 +364,18 @@ TEST(SandboxRun, PrivilegesAreDroppedAndSyscallsRefused) {
     pclose(p);
   }
   ASSERT_GE(control.size(), 28u);
-  auto c = runCaptured(shell(std::string(SECCOMP_PROBE) + "; grep -E '^(Cap|NoNewPrivs|Seccomp)' "
-                                                          "/proc/self/status",
-                             ws.path),
-                       nullptr);
+  // The build tree may lie under /tmp, which the sandbox replaces: run a copy from the
+  // workspace, and fail loudly (not with zeros) if the probe did not run.
+  const std::string probe = ws.path + "/seccomp_probe";
+  std::filesystem::copy_file(SECCOMP_PROBE, probe);
+  std::filesystem::permissions(probe, std::filesystem::perms::owner_all |
+                                          std::filesystem::perms::group_read |
+                                          std::filesystem::perms::group_exec |
+                                          std::filesystem::perms::others_read |
+                                          std::filesystem::perms::others_exec);
+  auto c = runCaptured(
+      shell(probe + " && grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status", ws.path),
+      nullptr);
   ASSERT_EQ(ok(c).exitStatus, 0) << describe(c);
   std::map<std::string, int> inside;
   std::istringstream in(c.out);

@@ -55,6 +55,8 @@ AuditRecord sample() {
   r.verdict = "allow";
   r.reason = "allowed";
   r.rule = "sandgate.yaml:12";
+  r.credential = "openai";
+  r.injected = true;
   r.status = 200;
   r.bytesUp = 123;
   r.bytesDown = 9876543210;
@@ -87,10 +89,11 @@ std::vector<std::string> readLines(const fs::path& p) {
 TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   auto obj = parseLine(AuditLog::format(sample()));
   const std::vector<std::string_view> order = {
-      field::kTime,      field::kKind,     field::kTask,     field::kClient, field::kListener,
-      field::kMethod,    field::kScheme,   field::kHost,     field::kPort,   field::kPath,
-      field::kVerdict,   field::kReason,   field::kRule,     field::kStatus, field::kBytesUp,
-      field::kBytesDown, field::kDuration, field::kUpstream, field::kError};
+      field::kTime,    field::kKind,    field::kTask,      field::kClient,     field::kListener,
+      field::kMethod,  field::kScheme,  field::kHost,      field::kPort,       field::kPath,
+      field::kVerdict, field::kReason,  field::kRule,      field::kCredential, field::kInjected,
+      field::kStatus,  field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,
+      field::kError};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);
@@ -108,6 +111,8 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   EXPECT_EQ(obj.at(field::kVerdict), "allow");
   EXPECT_EQ(obj.at(field::kReason), "allowed");
   EXPECT_EQ(obj.at(field::kRule), "sandgate.yaml:12");
+  EXPECT_EQ(obj.at(field::kCredential), "openai");
+  EXPECT_TRUE(obj.at(field::kInjected).as_bool());
   EXPECT_EQ(obj.at(field::kStatus).as_int64(), 200);
   EXPECT_EQ(obj.at(field::kBytesUp).to_number<uint64_t>(), 123u);
   EXPECT_EQ(obj.at(field::kBytesDown).to_number<uint64_t>(), 9876543210u);
@@ -131,10 +136,12 @@ TEST(AuditFormat, EmptyStringsAreNull) {
   r.status = 407;
   auto obj = parseLine(AuditLog::format(r));
   for (auto f : {field::kTask, field::kClient, field::kListener, field::kMethod, field::kScheme,
-                 field::kHost, field::kPath, field::kRule, field::kUpstream, field::kError}) {
+                 field::kHost, field::kPath, field::kRule, field::kCredential, field::kUpstream,
+                 field::kError}) {
     EXPECT_TRUE(obj.at(f).is_null()) << f;
   }
   EXPECT_EQ(obj.at(field::kPort).as_int64(), 0);
+  EXPECT_FALSE(obj.at(field::kInjected).as_bool());
   EXPECT_EQ(obj.at(field::kStatus).as_int64(), 407);
   EXPECT_EQ(obj.at(field::kTime), "1970-01-01T00:00:00.000Z");
 }

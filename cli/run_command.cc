@@ -1,0 +1,47 @@
+// `sandgate run [flags] -- CMD [ARG...]`: argument parsing only; the work is in run/run_task.
+#include <spdlog/sinks/stdout_color_sinks.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+
+#include "cli/commands.h"
+#include "run/run_task.h"
+
+namespace sandgate::cli {
+
+void addRunCommand(CLI::App& app, Action* action) {
+  auto req = std::make_shared<run::RunRequest>();
+  auto* cmd = app.add_subcommand(
+      "run",
+      "Run a command in a sandbox whose only network is sandgate's proxy (embedded). Exit "
+      "status: the command's; 124 timeout, 125 setup failed, 2 usage or config error. Audit "
+      "lines go to audit.path, or stderr");
+  cmd->add_option("--config,-c", req->configPath,
+                  "Configuration file (default: a built-in config allowing package registries)");
+  auto* task =
+      cmd->add_option("--task", req->task, "Task to run as (default: the only task, or 'default')");
+  cmd->add_option("--policy", req->policy, "Run under an ad-hoc task bound to this policy")
+      ->excludes(task);
+  cmd->add_option("--proxy", req->proxy, "unix:PATH of a running `sandgate serve` (not yet)");
+  cmd->add_option("--workspace", req->workspace,
+                  "Read-write directory and working directory (default: the current one)");
+  cmd->add_option("--memory", req->memory, "Memory limit, e.g. 2G");
+  cmd->add_option("--cpus", req->cpus, "CPU limit in cores, e.g. 1.5");
+  cmd->add_option("--pids", req->pids, "Maximum number of processes");
+  cmd->add_option("--timeout", req->timeout, "Wall-clock limit, e.g. 30m (then exit 124)");
+  cmd->add_option("--env", req->env, "NAME=VALUE for the command (repeatable)");
+  cmd->add_option("--report", req->reportPath, "Write a JSON summary of the run here");
+  cmd->add_flag("--allow-unenforced", req->allowUnenforced,
+                "Run even if a requested limit cannot be enforced");
+  cmd->add_option("command", req->argv, "CMD [ARG...] (after --)")->required();
+  cmd->callback([req, action] {
+    *action = [req]() -> int {
+      spdlog::set_default_logger(spdlog::stderr_color_mt("sandgate"));
+      spdlog::set_level(spdlog::level::warn);
+      return run::runTask(*req);
+    };
+  });
+}
+
+}  // namespace sandgate::cli

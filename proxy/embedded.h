@@ -1,0 +1,69 @@
+// The proxy embedded in `sandgate run`: a Server on its own threads with no TCP listener of
+// its own (it serves only the sockets a launcher hands over), whose audit lines are copied to
+// their destination and tallied for the run's report.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "config/config.h"
+
+namespace sandgate::proxy {
+
+// The audit records of one (host, port, kind, verdict, reason), summed.
+struct TrafficEntry {
+  std::string host;
+  uint16_t port = 0;
+  std::string kind;     // forward | tunnel | refusal
+  std::string verdict;  // allow | deny | error | ...
+  std::string reason;
+  uint64_t count = 0;
+  uint64_t bytesUp = 0;    // client → upstream
+  uint64_t bytesDown = 0;  // upstream → client
+};
+
+struct TrafficSummary {
+  uint64_t allowed = 0;  // records with verdict "allow"
+  uint64_t denied = 0;   // records with verdict "deny"
+  uint64_t other = 0;    // "error" and anything else
+  uint64_t bytesUp = 0, bytesDown = 0;
+  std::vector<TrafficEntry> entries;     // sorted by host, port, kind, verdict, reason
+  std::vector<std::string> credentials;  // names in the audit lines' "credential", sorted
+};
+
+struct EmbeddedOptions {
+  unsigned threads = 2;
+  // Where the audit lines go: nullopt = stderr (so that they never mix with the command's
+  // stdout); otherwise a file, appended to (created with mode 0640).
+  std::optional<std::string> auditPath;
+};
+
+class EmbeddedProxy {
+ public:
+  // Compiles `config` (its listen.proxy, listen.metrics and audit.path are ignored: the
+  // embedded proxy binds nothing on the host) and starts the worker threads.
+  static Result<std::unique_ptr<EmbeddedProxy>> start(config::Config config,
+                                                      EmbeddedOptions options);
+  ~EmbeddedProxy();
+  EmbeddedProxy(const EmbeddedProxy&) = delete;
+  EmbeddedProxy& operator=(const EmbeddedProxy&) = delete;
+
+  // Serves a listening socket (takes ownership) whose every connection belongs to `task`.
+  Result<bool> adoptListener(int fd, const std::string& task);
+
+  // Shuts down (requests in flight finish within limits.shutdown_grace), waits until every
+  // audit line has been copied, and returns the tally. Idempotent.
+  TrafficSummary stop();
+
+  struct Impl;
+
+ private:
+  explicit EmbeddedProxy(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,30 @@
+// Client TLS contexts for intercepted requests going upstream: system roots plus the extra
+// bundles of `tls.upstream_ca` and each credential's `upstream_ca`, peer verification on,
+// TLS 1.2 or newer. Built once per snapshot; a bundle that cannot be loaded is a config error.
+#pragma once
+
+#include <boost/asio/ssl/context.hpp>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+#include "config/config.h"
+
+namespace sandgate::proxy {
+
+class UpstreamTls {
+ public:
+  static Result<std::shared_ptr<const UpstreamTls>> build(const config::Config& cfg);
+
+  // The context for requests carrying `credential` (empty: none). Contexts are thread-safe
+  // for creating connections once configured, which is all that happens after build().
+  boost::asio::ssl::context& contextFor(std::string_view credential) const;
+
+ private:
+  std::shared_ptr<boost::asio::ssl::context> base_;
+  std::map<std::string, std::shared_ptr<boost::asio::ssl::context>, std::less<>> perCredential_;
+};
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,68 @@
+// Formats the `sandgate run --report` JSON summary (see run_report.h).
+#include "run/run_report.h"
+
+#include <boost/json.hpp>
+
+namespace sandgate::run {
+
+namespace {
+boost::json::array strings(const std::vector<std::string>& v) {
+  boost::json::array a;
+  for (const auto& s : v) a.emplace_back(s);
+  return a;
+}
+}  // namespace
+
+std::string formatReport(const ReportInput& in) {
+  using sandbox::RunResult;
+  boost::json::object o;
+  o["task"] = in.task;
+  o["policy"] = in.policy;
+  o["command"] = strings(in.command);
+  o["exit_status"] = in.result.exitStatus;
+  o["end"] = sandbox::endName(in.result.end);
+  o["duration_seconds"] = in.result.seconds;
+  if (in.result.peakMemoryBytes) {
+    o["peak_memory_bytes"] = *in.result.peakMemoryBytes;
+  } else {
+    o["peak_memory_bytes"] = nullptr;
+  }
+  if (in.result.end == RunResult::End::kTimeout) {
+    o["limit_fired"] = "timeout";
+  } else if (in.result.end == RunResult::End::kMemoryLimit) {
+    o["limit_fired"] = "memory";
+  } else if (in.result.pidsLimitReached) {
+    o["limit_fired"] = "pids";
+  } else {
+    o["limit_fired"] = nullptr;
+  }
+  const auto& t = in.traffic;
+  o["requests"] = {{"allowed", t.allowed},
+                   {"denied", t.denied},
+                   {"other", t.other},
+                   {"bytes_up", t.bytesUp},
+                   {"bytes_down", t.bytesDown}};
+  boost::json::array hosts;
+  for (const auto& e : t.entries) {
+    hosts.push_back({{"host", e.host},
+                     {"port", e.port},
+                     {"kind", e.kind},
+                     {"verdict", e.verdict},
+                     {"reason", e.reason},
+                     {"count", e.count},
+                     {"bytes_up", e.bytesUp},
+                     {"bytes_down", e.bytesDown}});
+  }
+  o["by_host"] = std::move(hosts);
+  o["credentials_used"] = strings(t.credentials);
+  o["warnings"] = strings(in.result.warnings);
+  o["unenforced"] = strings(in.result.unenforced);
+  if (in.result.error.empty()) {
+    o["error"] = nullptr;
+  } else {
+    o["error"] = in.result.error;
+  }
+  return boost::json::serialize(o) + "\n";
+}
+
+}  // namespace sandgate::run

@@ -1,0 +1,29 @@
+// The JSON summary `sandgate run --report FILE` writes: how the command ended and what it
+// asked of the network, per host and reason.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "proxy/embedded.h"
+#include "sandbox/launcher.h"
+
+namespace sandgate::run {
+
+struct ReportInput {
+  std::string task;
+  std::string policy;
+  std::vector<std::string> command;
+  sandbox::RunResult result;
+  proxy::TrafficSummary traffic;
+};
+
+// One JSON object, newline-terminated. Fields: task, policy, command, exit_status, end
+// (sandbox::endName), duration_seconds, peak_memory_bytes (null when unknown), limit_fired
+// ("timeout" | "memory" | "pids" | null), requests {allowed, denied, other, bytes_up,
+// bytes_down}, by_host [{host, port, kind, verdict, reason, count, bytes_up, bytes_down}],
+// credentials_used (names from the audit lines), warnings, unenforced, error (null unless the
+// sandbox could not be set up).
+std::string formatReport(const ReportInput& in);
+
+}  // namespace sandgate::run

@@ -1,0 +1,178 @@
+// `sandgate run` end to end (see run_task.h).
+#include "run/run_task.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+#include <stdexcept>
+
+#include "config/config.h"
+#include "config/default_config.h"
+#include "proxy/embedded.h"
+#include "run/run_report.h"
+#include "sandbox/launcher.h"
+
+namespace sandgate::run {
+
+namespace {
+
+template <typename... Args>
+int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, "sandgate run: {}\n", fmt::format(f, std::forward<Args>(args)...));
+  return status;
+}
+
+// The task to run under: --task, an ad-hoc task for --policy, the only task, or `default`.
+// Returns the task name, or an error message.
+Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
+  auto err = [](std::string msg) { return Diagnostic{"", 0, 0, "", std::move(msg)}; };
+  if (req.policy) {
+    if (!cfg.policies.count(*req.policy)) {
+      std::string names;
+      for (const auto& [name, p] : cfg.policies) names += (names.empty() ? "" : ", ") + name;
+      return err(fmt::format("no policy '{}' in {} (policies: {})", *req.policy, cfg.file,
+                             names.empty() ? "none" : names));
+    }
+    std::string name = "run-" + *req.policy;
+    for (int i = 2; cfg.findTask(name); ++i) name = fmt::format("run-{}-{}", *req.policy, i);
+    config::Task t;
+    t.name = name;
+    t.policy.value = *req.policy;
+    cfg.tasks.push_back(std::move(t));
+    return name;
+  }
+  std::string names;
+  for (const auto& t : cfg.tasks) names += (names.empty() ? "" : ", ") + t.name;
+  if (req.task) {
+    if (!cfg.findTask(*req.task)) {
+      return err(fmt::format("no task '{}' in {} (tasks: {})", *req.task, cfg.file,
+                             names.empty() ? "none" : names));
+    }
+    return *req.task;
+  }
+  if (cfg.tasks.size() == 1) return cfg.tasks.front().name;
+  if (cfg.findTask("default")) return std::string("default");
+  return err(fmt::format("{} has {} tasks and none is called 'default': pick one with --task ({})",
+                         cfg.file, cfg.tasks.size(), names.empty() ? "none" : names));
+}
+
+// Paths the sandbox must not see: credential files, the CA key, the admin socket.
+std::vector<std::string> hiddenPaths(const config::Config& cfg) {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : cfg.credentials) {
+    if (c.source.kind == config::CredentialSource::Kind::kFile && !c.source.file.empty()) {
+      out.push_back(c.source.file);
+    }
+  }
+  if (cfg.ca && !cfg.ca->key.empty()) out.push_back(cfg.ca->key);
+  if (cfg.listen.admin) out.push_back(cfg.listen.admin->value);
+  return out;
+}
+
+}  // namespace
+
+int runTask(const RunRequest& req) {
+  if (req.proxy) {
+    return fail(kExitUsage,
+                "--proxy {}: using a running `sandgate serve` is not yet supported; omit "
+                "--proxy to use the embedded proxy",
+                *req.proxy);
+  }
+  if (req.argv.empty()) return fail(kExitUsage, "no command given (sandgate run ... -- CMD)");
+  if (req.task && req.policy) return fail(kExitUsage, "--task and --policy exclude each other");
+
+  sandbox::Options options;
+  options.argv = req.argv;
+  options.workspace = req.workspace;
+  options.allowUnenforced = req.allowUnenforced;
+  if (req.memory) {
+    auto bytes = config::parseSize(*req.memory);
+    if (!bytes || *bytes == 0) {
+      return fail(kExitUsage, "--memory {}: expected a size such as 512M or 2G", *req.memory);
+    }
+    options.memoryBytes = *bytes;
+  }
+  if (req.cpus) {
+    if (!(*req.cpus > 0)) return fail(kExitUsage, "--cpus must be greater than 0");
+    options.cpus = *req.cpus;
+  }
+  if (req.pids) {
+    if (*req.pids == 0) return fail(kExitUsage, "--pids must be at least 1");
+    options.pids = *req.pids;
+  }
+  if (req.timeout) {
+    auto d = config::parseDuration(*req.timeout);
+    if (!d || d->count() <= 0) {
+      return fail(kExitUsage, "--timeout {}: expected a duration such as 90s or 30m", *req.timeout);
+    }
+    options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
+  }
+  for (const auto& kv : req.env) {
+    auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      return fail(kExitUsage, "--env {}: expected NAME=VALUE", kv);
+    }
+    options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+
+  auto loaded = req.configPath ? config::loadFile(*req.configPath) : config::defaultConfig();
+  if (!loaded) {
+    for (const auto& e : loaded.errors()) fmt::print(stderr, "{}\n", e.str());
+    return kExitUsage;
+  }
+  config::Config cfg = std::move(loaded.value());
+  auto task = chooseTask(cfg, req);
+  if (!task) return fail(kExitUsage, "{}", task.errors().front().message);
+  const std::string taskName = task.value();
+  std::string policyName = cfg.findTask(taskName)->policy.value;
+  options.hiddenPaths = hiddenPaths(cfg);
+  // Credential placeholders and the CA bundle: not yet, interception is not wired into the
+  // proxy (the sandbox gets no placeholder and trusts only the host's roots).
+
+  proxy::EmbeddedOptions proxyOptions;
+  proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
+  auto proxy = proxy::EmbeddedProxy::start(std::move(cfg), std::move(proxyOptions));
+  if (!proxy) {
+    for (const auto& e : proxy.errors()) fmt::print(stderr, "{}\n", e.str());
+    return kExitSetupFailed;
+  }
+  auto& embedded = *proxy.value();
+
+  auto result = sandbox::run(options, [&](std::vector<int> fds) {
+    std::string error;
+    for (int fd : fds) {
+      auto r = embedded.adoptListener(fd, taskName);
+      if (!r && error.empty()) error = r.errors().front().str();
+    }
+    if (!error.empty()) throw std::runtime_error("proxy: " + error);
+  });
+  auto traffic = embedded.stop();
+  if (!result) {
+    for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
+    return kExitSetupFailed;
+  }
+  const auto& rr = result.value();
+  for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
+  for (const auto& u : rr.unenforced) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
+  if (rr.end == sandbox::RunResult::End::kSetupFailed) {
+    fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n", rr.error);
+  } else if (rr.end == sandbox::RunResult::End::kTimeout) {
+    fmt::print(stderr, "sandgate run: timed out after {}\n", *req.timeout);
+  } else if (rr.end == sandbox::RunResult::End::kMemoryLimit) {
+    fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n", *req.memory);
+  }
+  if (req.reportPath) {
+    ReportInput in{taskName, policyName, req.argv, rr, traffic};
+    std::ofstream out(*req.reportPath, std::ios::trunc);
+    out << formatReport(in);
+    out.close();
+    if (!out) {
+      fmt::print(stderr, "sandgate run: cannot write the report to {}\n", *req.reportPath);
+      if (rr.exitStatus == 0) return kExitSetupFailed;
+    }
+  }
+  return rr.exitStatus;
+}
+
+}  // namespace sandgate::run

@@ -1,0 +1,36 @@
+// `sandgate run`: picks the config and task, starts the embedded proxy, runs the command in
+// the namespace sandbox with the sandbox's listeners bound to the task, and reports.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace sandgate::run {
+
+// Exit statuses of `sandgate run` besides the command's own.
+inline constexpr int kExitUsage = 2;          // bad flags, bad config, unknown task/policy
+inline constexpr int kExitSetupFailed = 125;  // the sandbox or the proxy could not start
+
+// The flags of `sandgate run`, as written (parsed and checked by runTask).
+struct RunRequest {
+  std::optional<std::string> configPath;  // none: config::defaultConfig()
+  std::optional<std::string> task;        // an existing task
+  std::optional<std::string> policy;      // an ad-hoc task bound to this policy
+  std::optional<std::string> proxy;       // "unix:PATH" of a running serve: not supported yet
+  std::string workspace;                  // empty: the current directory
+  std::optional<std::string> memory;      // config::parseSize
+  std::optional<double> cpus;
+  std::optional<uint32_t> pids;
+  std::optional<std::string> timeout;  // config::parseDuration
+  std::vector<std::string> env;        // K=V
+  std::optional<std::string> reportPath;
+  bool allowUnenforced = false;
+  std::vector<std::string> argv;
+};
+
+// Runs the request; messages go to stderr. Returns the command's exit status, kExitUsage or
+// kExitSetupFailed.
+int runTask(const RunRequest& request);
+
+}  // namespace sandgate::run

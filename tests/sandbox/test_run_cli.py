@@ -1,0 +1,160 @@
+"""`sandgate run` end to end: a command in the namespace sandbox reaches a loopback upstream
+only through the embedded proxy, under the task's policy, and its exit status, timeout and
+report come back. Runs as root (or where unprivileged user namespaces are allowed)."""
+
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+
+from sandgate_fixture import binary
+from upstreams import HttpUpstream
+
+
+def _namespaces_refused(stderr):
+    s = stderr.lower()
+    return ("operation not permitted" in s or "permission denied" in s) and any(
+        w in s for w in ("unshare", "clone", "namespace", "uid_map", "setgroups"))
+
+
+class RunCliTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.upstream = HttpUpstream()
+        cls.dir = tempfile.mkdtemp(prefix="sandgate-run-")
+        cls.workspace = os.path.join(cls.dir, "ws")
+        os.mkdir(cls.workspace)
+        os.chmod(cls.dir, 0o755)
+        os.chmod(cls.workspace, 0o777)  # the command runs as an unprivileged uid
+        cls.audit = os.path.join(cls.dir, "audit.log")
+        cls.config = os.path.join(cls.dir, "sandgate.yaml")
+        cfg = {
+            "policies": {
+                "api": {"allow": [{"host": "api.test", "ports": [80],
+                                   "cidrs": ["127.0.0.0/8"]}]},
+                "nothing": {"allow": []},
+            },
+            "tasks": [{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "nothing"}],
+            "resolve": {"api.test": f"127.0.0.1:{cls.upstream.port}"},
+            "audit": {"path": cls.audit},
+        }
+        with open(cls.config, "w") as f:
+            json.dump(cfg, f)
+        probe = cls.sandgate("--task", "t1", "--", "true")
+        if probe.returncode == 125 and _namespaces_refused(probe.stderr):
+            cls.upstream.close()
+            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.upstream.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    @classmethod
+    def sandgate(cls, *args, env=None, timeout=60):
+        cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+
+    def run_sh(self, script, *flags):
+        return self.sandgate("--task", "t1", *flags, "--", "sh", "-c", script)
+
+    def test_allowed_request_reaches_the_upstream_through_the_proxy(self):
+        before = len(self.upstream.requests)
+        r = self.run_sh("curl -sS http://api.test/bytes?n=11")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "x" * 11)
+        self.assertEqual(len(self.upstream.requests), before + 1)
+        self.assertNotIn('"verdict"', r.stdout)  # audit lines never mix with the command's stdout
+
+    def test_denied_host_gets_403_with_reason(self):
+        r = self.run_sh("curl -sS -D - -o /dev/null http://denied.test/")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(" 403", r.stdout.splitlines()[0])
+        self.assertIn("x-sandgate-reason: no_matching_rule", r.stdout.lower())
+
+    def test_direct_connection_fails(self):
+        before = len(self.upstream.requests)
+        r = self.run_sh(f"curl -sS --max-time 10 --noproxy '*' "
+                        f"http://127.0.0.1:{self.upstream.port}/bytes?n=1")
+        self.assertEqual(r.returncode, 7, r.stdout + r.stderr)  # curl: couldn't connect
+        self.assertEqual(len(self.upstream.requests), before)
+
+    def test_exit_status_propagates(self):
+        self.assertEqual(self.run_sh("exit 7").returncode, 7)
+        self.assertEqual(self.run_sh("exit 0").returncode, 0)
+        self.assertEqual(self.run_sh("kill -TERM $$").returncode, 128 + 15)
+
+    def test_report_counts_allowed_and_denied(self):
+        report = os.path.join(self.dir, "report.json")
+        r = self.run_sh("curl -s -o /dev/null http://api.test/bytes?n=100; "
+                        "curl -s -o /dev/null http://api.test/bytes?n=5; "
+                        "curl -s -o /dev/null http://denied.test/; exit 3",
+                        "--report", report)
+        self.assertEqual(r.returncode, 3, r.stderr)
+        with open(report) as f:
+            rep = json.load(f)
+        self.assertEqual(rep["task"], "t1")
+        self.assertEqual(rep["policy"], "api")
+        self.assertEqual(rep["command"][0], "sh")
+        self.assertEqual(rep["exit_status"], 3)
+        self.assertEqual(rep["end"], "exited")
+        self.assertIsNone(rep["limit_fired"])
+        self.assertEqual(rep["requests"]["allowed"], 2)
+        self.assertEqual(rep["requests"]["denied"], 1)
+        hosts = {(e["host"], e["verdict"]): e for e in rep["by_host"]}
+        self.assertEqual(hosts[("api.test", "allow")]["count"], 2)
+        self.assertGreaterEqual(hosts[("api.test", "allow")]["bytes_down"], 105)
+        self.assertEqual(hosts[("denied.test", "deny")]["reason"], "no_matching_rule")
+
+    def test_audit_goes_to_the_configured_file(self):
+        r = self.run_sh("curl -s -o /dev/null http://api.test/bytes?n=1")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(self.audit) as f:
+            lines = [json.loads(line) for line in f]
+        self.assertTrue(any(x["task"] == "t1" and x["host"] == "api.test" for x in lines))
+
+    def test_environment_is_not_inherited(self):
+        env = dict(os.environ, SANDGATE_HOST_ONLY_VARIABLE="host-secret-value")
+        r = self.sandgate("--task", "t1", "--env", "GIVEN=yes", "--", "env", env=env)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("SANDGATE_HOST_ONLY_VARIABLE", r.stdout)
+        self.assertNotIn("host-secret-value", r.stdout)
+        self.assertIn("GIVEN=yes", r.stdout.splitlines())
+        self.assertIn("HTTP_PROXY=http://127.0.0.1:3128", r.stdout)
+
+    def test_policy_flag_runs_an_adhoc_task(self):
+        r = self.sandgate("--policy", "nothing", "--", "sh", "-c",
+                          "curl -s -o /dev/null -w '%{http_code}' http://api.test/")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "403")
+
+    def test_timeout_exits_124(self):
+        start = time.monotonic()
+        r = self.sandgate("--task", "t1", "--timeout", "1s", "--", "sleep", "30")
+        self.assertEqual(r.returncode, 124, r.stderr)
+        self.assertLess(time.monotonic() - start, 20)
+
+    def test_usage_errors_exit_2(self):
+        self.assertEqual(self.sandgate("--task", "nope", "--", "true").returncode, 2)
+        self.assertEqual(self.sandgate("--task", "t1", "--memory", "lots", "--", "true").returncode, 2)
+        self.assertEqual(self.sandgate("--task", "t1", "--env", "NOEQUALS", "--", "true").returncode, 2)
+        r = self.sandgate("--proxy", "unix:/run/sandgate.sock", "--", "true")
+        self.assertEqual(r.returncode, 2)
+        self.assertIn("not yet supported", r.stderr)
+        # Two tasks and none called 'default': the task must be named.
+        self.assertEqual(self.sandgate("--", "true").returncode, 2)
+
+    def test_builtin_config_denies_everything_else(self):
+        r = subprocess.run([binary(), "run", "--workspace", self.workspace, "--", "sh", "-c",
+                            "curl -s -o /dev/null -w '%{http_code}' http://api.test/"],
+                           capture_output=True, text=True, timeout=60)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "403")
+        self.assertIn('"task":"default"', r.stderr)  # audit lines: stderr by default
+
+
+if __name__ == "__main__":
+    unittest.main()
