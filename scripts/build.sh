@@ -4,5 +4,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/deps.sh
 build=${SANDGATE_BUILD_DIR:-build}
+# Let ccache share objects between checkouts in different folders (paths made relative).
+export CCACHE_BASEDIR="$PWD" CCACHE_NOHASHDIR=1
 cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE="${SANDGATE_BUILD_TYPE:-RelWithDebInfo}" >/dev/null
 ninja -C "$build" ${SANDGATE_TARGETS:-}
