@@ -288,19 +288,10 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
     requestSent = true;
     if (rec_ec || rp->get().result_int() == 101) {
       rec.kind = audit_kind::kForward;
-      Refusal r{502, reason::kUpstreamBadResponse, task.name, rec.host, rec.rule, "", ""};
-      if (rec_ec == beast::error::timeout) {
-        r.status = 504;
-        r.reason = reason::kUpstreamTimeout;
-        r.detail = fmt::format("{} sent no response in time", rec.upstream);
-      } else if (rec_ec && isUpstreamClosed(rec_ec)) {
-        r.reason = reason::kUpstreamReset;
-        r.detail = fmt::format("{} closed the connection: {}", rec.upstream, rec_ec.message());
-      } else {
-        r.detail =
-            rec_ec ? fmt::format("{} sent an invalid response: {}", rec.upstream, rec_ec.message())
-                   : "the upstream switched protocols without being asked to";
-      }
+      UpstreamResponseFailure f{rec_ec == beast::error::timeout,
+                                rec_ec && isUpstreamClosed(rec_ec),
+                                rec_ec ? rec_ec.message() : std::string()};
+      Refusal r = upstreamResponseRefusal(f, task.name, rec.host, rec.rule, rec.upstream);
       co_await refuse(c, log, std::move(r), "error");
       co_return false;
     }

@@ -52,4 +52,23 @@ std::string renderRefusal(const Refusal& r) {
   return out;
 }
 
+Refusal upstreamResponseRefusal(const UpstreamResponseFailure& f, std::string task,
+                                std::string host, std::string rule, std::string_view upstream) {
+  Refusal r{
+      502, reason::kUpstreamBadResponse, std::move(task), std::move(host), std::move(rule), "", ""};
+  if (f.timedOut) {
+    r.status = 504;
+    r.reason = reason::kUpstreamTimeout;
+    r.detail = fmt::format("{} sent no response in time", upstream);
+  } else if (f.closed) {
+    r.reason = reason::kUpstreamReset;
+    r.detail = fmt::format("{} closed the connection: {}", upstream, f.error);
+  } else if (!f.error.empty()) {
+    r.detail = fmt::format("{} sent an invalid response: {}", upstream, f.error);
+  } else {
+    r.detail = "the upstream switched protocols without being asked to";
+  }
+  return r;
+}
+
 }  // namespace sandgate::proxy

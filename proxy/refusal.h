@@ -47,6 +47,18 @@ struct Refusal {
 // Proxy-Authenticate: Basic realm="sandgate".
 std::string renderRefusal(const Refusal& r);
 
+// How reading an upstream's response head failed, as the forward and intercept paths see it.
+struct UpstreamResponseFailure {
+  bool timedOut = false;  // no head within the deadline
+  bool closed = false;    // the upstream closed or reset the connection
+  std::string error;      // the read error's message; empty when the head was an unasked 101
+};
+
+// The answer for such a failure: 504 upstream_timeout, 502 upstream_reset, or 502
+// upstream_bad_response, with a sentence naming `upstream`.
+Refusal upstreamResponseRefusal(const UpstreamResponseFailure& f, std::string task,
+                                std::string host, std::string rule, std::string_view upstream);
+
 // The standard reason phrase of the statuses sandgate sends itself.
 std::string_view statusText(int status);
 
