@@ -4,46 +4,10 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
+#include "broker/encoding.h"
+
 namespace sandgate::proxy {
 namespace {
-
-int base64Value(char c) {
-  if (c >= 'A' && c <= 'Z') return c - 'A';
-  if (c >= 'a' && c <= 'z') return c - 'a' + 26;
-  if (c >= '0' && c <= '9') return c - '0' + 52;
-  if (c == '+') return 62;
-  if (c == '/') return 63;
-  return -1;
-}
-
-std::optional<std::string> decodeBase64(std::string_view in) {
-  if (in.empty() || in.size() % 4 != 0 || in.size() > 4096) return std::nullopt;
-  size_t pad = 0;
-  if (in.back() == '=') ++pad;
-  if (in.size() >= 2 && in[in.size() - 2] == '=') ++pad;
-  std::string out;
-  out.reserve(in.size() / 4 * 3);
-  uint32_t acc = 0;
-  for (size_t i = 0; i < in.size(); ++i) {
-    int v;
-    if (i >= in.size() - pad) {
-      if (in[i] != '=') return std::nullopt;
-      v = 0;
-    } else {
-      v = base64Value(in[i]);
-      if (v < 0) return std::nullopt;
-    }
-    acc = (acc << 6) | static_cast<uint32_t>(v);
-    if (i % 4 == 3) {
-      out += static_cast<char>((acc >> 16) & 0xff);
-      out += static_cast<char>((acc >> 8) & 0xff);
-      out += static_cast<char>(acc & 0xff);
-      acc = 0;
-    }
-  }
-  out.resize(out.size() - pad);
-  return out;
-}
 
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
@@ -64,7 +28,9 @@ std::optional<BasicCredentials> parseBasicAuth(std::string_view value) {
   }
   std::string_view b64 = value.substr(sp + 1);
   while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
-  auto decoded = decodeBase64(b64);
+  // Bounded before decoding: a Proxy-Authorization value is a short task:token pair.
+  if (b64.empty() || b64.size() > 4096) return std::nullopt;
+  auto decoded = broker::base64Decode(b64);
   if (!decoded) return std::nullopt;
   auto colon = decoded->find(':');
   if (colon == std::string::npos || colon == 0) return std::nullopt;
