@@ -70,6 +70,9 @@ asio::awaitable<void> acceptLoop(Worker& worker, ServerState& state, tcp::accept
       co_await backoff.async_wait(kUse);
       continue;
     }
+    // Responses go out as a header write and then body writes; see upstream.cc on Nagle.
+    boost::system::error_code ignored;
+    socket.set_option(tcp::no_delay(true), ignored);
     asio::co_spawn(worker.io, runSession(worker, state, std::move(socket), listener), logException);
   }
 }

@@ -177,6 +177,10 @@ asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Dec
       ok.decision = std::move(decision);
       ok.upstream = std::move(text);
       ok.socket.emplace(stream.release_socket());
+      // Requests and responses are relayed as a header write and then body writes: without
+      // TCP_NODELAY, Nagle holds the second small write until the peer's delayed ACK (~40 ms).
+      boost::system::error_code ignored;
+      ok.socket->set_option(tcp::no_delay(true), ignored);
       co_return ok;
     }
     if (ec == boost::beast::error::timeout) {
