@@ -169,6 +169,10 @@ Result<bool> EmbeddedProxy::adoptListener(int fd, const std::string& task) {
   return impl_->server->adoptListener(fd, task);
 }
 
+Result<SandboxEnvironment> EmbeddedProxy::sandboxEnvironment(const std::string& task) {
+  return impl_->server->sandboxEnvironment(task);
+}
+
 TrafficSummary EmbeddedProxy::stop() {
   auto& im = *impl_;
   if (!im.stopped) {

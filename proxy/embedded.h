@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "config/config.h"
+#include "proxy/server.h"
 
 namespace sandgate::proxy {
 
@@ -51,6 +52,9 @@ class EmbeddedProxy {
   ~EmbeddedProxy();
   EmbeddedProxy(const EmbeddedProxy&) = delete;
   EmbeddedProxy& operator=(const EmbeddedProxy&) = delete;
+
+  // sandgate's CA certificate and the task's placeholders (see Server::sandboxEnvironment).
+  Result<SandboxEnvironment> sandboxEnvironment(const std::string& task);
 
   // Serves a listening socket (takes ownership) whose every connection belongs to `task`.
   Result<bool> adoptListener(int fd, const std::string& task);

@@ -30,6 +30,8 @@ class Interception {
   static Result<std::shared_ptr<Interception>> create(const config::Config& cfg);
 
   LeafCache& leaves() { return *leaves_; }
+  // The CA certificate clients must trust (PEM). Public.
+  std::string caCertificatePem() const { return ca_->certificatePem(); }
   boost::asio::ssl::context& serverContext() { return *server_; }
 
   // The task's placeholders, generated on first use and then kept for the server's life.

@@ -18,6 +18,7 @@
 #include <csignal>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "common/host_port.h"
@@ -393,6 +394,41 @@ Result<bool> Server::adoptListener(int fd, std::string task) {
   ::close(fd);
   impl_->addOwn(local);
   return true;
+}
+
+namespace {
+
+// The credentials named by `policy`'s rules and by the policies it includes (includes are
+// acyclic: the config loader refuses cycles; `seen` also guards repeats).
+void policyCredentials(const config::Config& cfg, const std::string& policy,
+                       std::set<std::string>& seen, std::set<std::string>& out) {
+  if (!seen.insert(policy).second) return;
+  auto it = cfg.policies.find(policy);
+  if (it == cfg.policies.end()) return;
+  for (const auto& rule : it->second.allow) {
+    if (rule.credential) out.insert(rule.credential->value);
+  }
+  for (const auto& inc : it->second.include) policyCredentials(cfg, inc.value, seen, out);
+}
+
+}  // namespace
+
+Result<SandboxEnvironment> Server::sandboxEnvironment(const std::string& task) {
+  auto snap = impl_->state.snapshot.load();
+  const auto& cfg = snap->config;
+  const config::Task* t = cfg.findTask(task);
+  if (!t) return Diagnostic{"", 0, 0, "", fmt::format("no task '{}' in the config", task)};
+  SandboxEnvironment env;
+  auto& icpt = impl_->state.interception;
+  if (!icpt) return env;
+  env.caPem = icpt->caCertificatePem();
+  std::set<std::string> seen, used;
+  policyCredentials(cfg, t->policy.value, seen, used);
+  auto set = icpt->placeholdersFor(task, cfg.credentials, *snap->secrets);
+  for (const auto& p : set->all()) {
+    if (used.count(p.credential)) env.variables.emplace_back(p.variable, p.value);
+  }
+  return env;
 }
 
 void Server::start() {

@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
@@ -22,6 +24,11 @@ struct ServerOptions {
   std::optional<std::string> readyFile;
   bool handleSignals = true;  // SIGHUP reloads, SIGTERM/SIGINT shut down
   bool watchConfigFile = true;
+};
+
+struct SandboxEnvironment {
+  std::string caPem;
+  std::vector<std::pair<std::string, std::string>> variables;
 };
 
 class Server {
@@ -50,6 +57,13 @@ class Server {
   // Loads and compiles the config file again and swaps it in; a bad file changes nothing
   // and the reason is logged. Thread-safe. Returns whether the new config is in use.
   bool reload();
+
+  // What a sandbox bound to `task` needs to use interception: sandgate's CA certificate (PEM;
+  // empty when interception is unavailable) and the placeholder of every credential the
+  // task's policy (with its includes) names, as VARIABLE=value pairs. The placeholders are the
+  // ones the proxy will recognise for the task for the server's whole life. Never a secret.
+  // Error: no such task.
+  Result<SandboxEnvironment> sandboxEnvironment(const std::string& task);
 
   // Bound addresses ("127.0.0.1:3128"), when those listeners exist.
   std::optional<std::string> proxyAddress() const;

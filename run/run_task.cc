@@ -127,8 +127,6 @@ int runTask(const RunRequest& req) {
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
   options.hiddenPaths = hiddenPaths(cfg);
-  // Credential placeholders and the CA bundle: not yet, interception is not wired into the
-  // proxy (the sandbox gets no placeholder and trusts only the host's roots).
 
   proxy::EmbeddedOptions proxyOptions;
   proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
@@ -138,6 +136,16 @@ int runTask(const RunRequest& req) {
     return kExitSetupFailed;
   }
   auto& embedded = *proxy.value();
+  // The sandbox trusts sandgate's CA (intercepted hosts) and holds placeholders, never the
+  // credentials themselves. An explicit --env of the same name wins: the user asked for it.
+  auto sandboxEnv = embedded.sandboxEnvironment(taskName);
+  if (!sandboxEnv) {
+    for (const auto& e : sandboxEnv.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
+    embedded.stop();
+    return kExitSetupFailed;
+  }
+  options.extraCaPem = sandboxEnv.value().caPem;
+  for (const auto& [name, value] : sandboxEnv.value().variables) options.env.emplace(name, value);
 
   auto result = sandbox::run(options, [&](std::vector<int> fds) {
     std::string error;

@@ -25,6 +25,25 @@ def _run(args, cwd):
                    timeout=30)
 
 
+def make_pki(directory, names, ca_name="sandgate test CA"):
+    """Writes ca.pem/ca.key and leaf.pem/leaf.key (for `names` and 127.0.0.1) into
+    `directory` with the openssl CLI; valid for two days."""
+    d = directory
+    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+    _run(["openssl", "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
+          "-subj", "/CN=" + ca_name, "-addext", "basicConstraints=critical,CA:TRUE",
+          "-addext", "keyUsage=critical,keyCertSign,cRLSign"], d)
+    _run(["openssl", "req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr",
+          "-subj", "/CN=" + names[0]], d)
+    san = ",".join(["DNS:" + n for n in names] + ["IP:127.0.0.1"])
+    with open(os.path.join(d, "ext.cnf"), "w") as f:
+        f.write("subjectAltName=%s\nbasicConstraints=CA:FALSE\n"
+                "extendedKeyUsage=serverAuth\n" % san)
+    _run(["openssl", "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
+          "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "ext.cnf"], d)
+    return TestPki(d)
+
+
 def test_pki():
     """Creates (once per process) a CA and a leaf for LEAF_NAMES and 127.0.0.1."""
     global _cached
@@ -32,17 +51,5 @@ def test_pki():
         return _cached
     d = tempfile.mkdtemp(prefix="sandgate-pki-")
     atexit.register(shutil.rmtree, d, True)
-    ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-    _run(["openssl", "req", "-x509", *ec, "-keyout", "ca.key", "-out", "ca.pem", "-days", "2",
-          "-subj", "/CN=sandgate test CA", "-addext", "basicConstraints=critical,CA:TRUE",
-          "-addext", "keyUsage=critical,keyCertSign,cRLSign"], d)
-    _run(["openssl", "req", *ec, "-keyout", "leaf.key", "-out", "leaf.csr",
-          "-subj", "/CN=" + LEAF_NAMES[0]], d)
-    san = ",".join(["DNS:" + n for n in LEAF_NAMES] + ["IP:127.0.0.1"])
-    with open(os.path.join(d, "ext.cnf"), "w") as f:
-        f.write("subjectAltName=%s\nbasicConstraints=CA:FALSE\n"
-                "extendedKeyUsage=serverAuth\n" % san)
-    _run(["openssl", "x509", "-req", "-in", "leaf.csr", "-CA", "ca.pem", "-CAkey", "ca.key",
-          "-CAcreateserial", "-out", "leaf.pem", "-days", "2", "-extfile", "ext.cnf"], d)
-    _cached = TestPki(d)
+    _cached = make_pki(d, LEAF_NAMES)
     return _cached
