@@ -31,9 +31,31 @@ Scrubber::Scrubber(std::vector<ScrubRule> rules) {
 
 Scrubber::~Scrubber() { wipe(work_); }
 
+bool Scrubber::couldStartNeedle(std::string_view tail) const {
+  for (const auto& r : rules_) {
+    // reveal(): compared with response bytes to decide whether they may be a secret's start.
+    std::string_view needle = r.needle->reveal();
+    if (needle.size() > tail.size() && needle.substr(0, tail.size()) == tail) return true;
+  }
+  return false;
+}
+
 void Scrubber::process(std::string& buffer, std::string& out, bool final) {
   const std::string_view work(buffer);
   const size_t end = work.size();
+  // Positions near the end where a needle may start but has not fully arrived. Only bytes from
+  // such a position on are held back: a stream that pauses (server-sent events, a chunk per
+  // token) must reach the client when it is sent, not when the next piece comes.
+  std::vector<size_t> partial;
+  if (!final && maxLen_ > 1) {
+    for (size_t p = end - std::min(end, maxLen_ - 1); p < end; ++p) {
+      if (couldStartNeedle(work.substr(p))) partial.push_back(p);
+    }
+  }
+  auto firstPartialFrom = [&](size_t from) {
+    auto it = std::lower_bound(partial.begin(), partial.end(), from);
+    return it == partial.end() ? end : *it;
+  };
   constexpr size_t kUnknown = std::string_view::npos - 1;
   // Next occurrence of each needle at or after i: still valid after i moves past a match that
   // ended before it, so each needle is searched for about once per occurrence, not per match.
@@ -56,9 +78,10 @@ void Scrubber::process(std::string& buffer, std::string& out, bool final) {
         bestRule = &r;
       }
     }
-    // A match is final only when every needle that could start at or before it has all of its
-    // bytes here; otherwise a longer needle starting earlier may complete with the next slice.
-    if (bestRule && (final || best + maxLen_ <= end)) {
+    // A match is final unless a needle that has not fully arrived starts at or before it: that
+    // one may complete with the next slice and then wins (earlier start, or same start and
+    // longer).
+    if (bestRule && (final || firstPartialFrom(i) > best)) {
       out.append(work.substr(i, best - i));
       out.append(bestRule->replacement);
       ++count_;
@@ -67,8 +90,8 @@ void Scrubber::process(std::string& buffer, std::string& out, bool final) {
     }
     break;
   }
-  // Hold back the last (maxLen - 1) bytes: they may be the start of a needle.
-  size_t keepFrom = final || maxLen_ == 0 ? end : std::max(i, end - std::min(end, maxLen_ - 1));
+  // Hold back from the first position that may start a needle; everything before it is final.
+  size_t keepFrom = final ? end : std::max(i, firstPartialFrom(i));
   out.append(work.substr(i, keepFrom - i));
   std::string rest(work.substr(keepFrom));
   wipe(buffer);

@@ -29,8 +29,9 @@ void addScrubRule(std::vector<ScrubRule>& rules, ScrubRule rule);
 
 // Feed an identity-encoded body in slices of any size; output is exactly what a single pass
 // over the whole body would give, whatever the split: at each position the earliest match wins,
-// the longest needle among those starting there. At most (longest needle - 1) bytes are held
-// back between calls, and those are wiped when released. Not thread-safe (one per response).
+// the longest needle among those starting there. Between calls only a tail that could still
+// become a needle is held back (at most longest needle - 1 bytes; none when the input does not
+// end with the start of one), and it is wiped when released. Not thread-safe (one per response).
 class Scrubber {
  public:
   explicit Scrubber(std::vector<ScrubRule> rules);
@@ -55,6 +56,8 @@ class Scrubber {
   // Emits the replaced, final part of `buffer` into `out` and leaves the held-back tail in it;
   // `final` means no more input will come (nothing is held back).
   void process(std::string& buffer, std::string& out, bool final);
+  // Is `tail` a proper prefix of some needle (it may complete with the next slice)?
+  bool couldStartNeedle(std::string_view tail) const;
 
   std::vector<ScrubRule> rules_;
   size_t maxLen_ = 0;

@@ -20,7 +20,11 @@ namespace audit_kind {
 inline constexpr std::string_view kForward = "forward";
 inline constexpr std::string_view kTunnel = "tunnel";
 inline constexpr std::string_view kIntercept = "intercept";  // a request inside intercepted TLS
-inline constexpr std::string_view kRefusal = "refusal";      // refused before any upstream
+// An intercepted request that the upstream switched to WebSocket (status 101): the line is
+// written when the WebSocket ends; bytes are the frames relayed each way, and an idle end has
+// reason idle_timeout. Frames are not scrubbed.
+inline constexpr std::string_view kWebsocket = "websocket";
+inline constexpr std::string_view kRefusal = "refusal";  // refused before any upstream
 }  // namespace audit_kind
 
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
@@ -29,7 +33,7 @@ inline constexpr std::string_view kRefusal = "refusal";      // refused before a
 // `path` for that reason: it may carry an API key).
 struct AuditRecord {
   std::chrono::system_clock::time_point time;  // start of the request/tunnel
-  std::string kind;  // "forward" | "tunnel" | "refusal" (refused before any upstream)
+  std::string kind;                            // a value of audit_kind
   std::string task, client, listener, method, scheme, host;
   uint16_t port = 0;
   std::string path;  // empty when not visible

@@ -6,8 +6,9 @@
 
 namespace sandgate::proxy::field {
 
-inline constexpr std::string_view kTime = "time";          // RFC 3339 UTC, milliseconds
-inline constexpr std::string_view kKind = "kind";          // forward | tunnel | refusal
+inline constexpr std::string_view kTime = "time";  // RFC 3339 UTC, milliseconds
+// forward | tunnel | intercept | websocket | refusal (proxy/audit.h, audit_kind)
+inline constexpr std::string_view kKind = "kind";
 inline constexpr std::string_view kTask = "task";          // null when the client is unidentified
 inline constexpr std::string_view kClient = "client";      // peer "ip:port"
 inline constexpr std::string_view kListener = "listener";  // local "ip:port" or listener name

@@ -9,7 +9,6 @@
 #include "proxy/session.h"
 #include "proxy/tls_client_hello.h"
 #include "proxy/tunnel.h"
-#include "proxy/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -64,6 +63,40 @@ asio::awaitable<HelloCheck> checkClientHello(ClientConnection& c, const policy::
 
 }  // namespace
 
+asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log) {
+  const TaskEntry& task = *c.task;
+  if (task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
+    TaskSlot slot(task.state, TaskSlot::Kind::kTunnel);
+    co_return slot;
+  }
+  Refusal refusal{429,
+                  reason::kTunnelLimit,
+                  task.name,
+                  log.record.host,
+                  "",
+                  fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
+                  "raise limits.max_tunnels for the task"};
+  co_await refuse(c, log, refusal);
+  co_return TaskSlot();
+}
+
+asio::awaitable<bool> sendEstablished(ClientConnection& c, RequestLog& log,
+                                      const policy::Decision& decision) {
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+  auto& rec = log.record;
+  rec.kind = audit_kind::kTunnel;
+  rec.status = 200;
+  rec.verdict = policy::verdictName(decision.verdict);
+  rec.reason = decision.reason;
+  c.stream.expires_after(toDuration(c.limits().bodyTimeout));
+  if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
+    rec.error = ec.message();
+    finishRequest(c, log);
+    co_return false;
+  }
+  co_return true;
+}
+
 asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head, size_t headLen,
                                     RequestLog& log) {
   auto& rec = log.record;
@@ -88,13 +121,8 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     {
-      Refusal refusal{403,
-                      decision.reason,
-                      task.name,
-                      rec.host,
-                      decision.rule,
-                      decision.detail,
-                      "ask for a policy rule that allows this host"};
+      Refusal refusal = policyRefusal(decision, task.name, rec.host,
+                                      "ask for a policy rule that allows this host");
       co_await refuse(c, log, refusal);
     }
     co_return;
@@ -117,47 +145,19 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
     co_await handleIntercept(c, target, head.port, decision, log);
     co_return;
   }
-  if (!task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
-    {
-      Refusal refusal{429,
-                      reason::kTunnelLimit,
-                      task.name,
-                      rec.host,
-                      "",
-                      fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
-                      "raise limits.max_tunnels for the task"};
-      co_await refuse(c, log, refusal);
-    }
-    co_return;
-  }
-  TaskSlot tunnelSlot(task.state, TaskSlot::Kind::kTunnel);
+  TaskSlot tunnelSlot = co_await acquireTunnelSlot(c, log);
+  if (!tunnelSlot) co_return;
 
-  auto own = c.state.ownEndpoints.load();
-  auto dial = co_await dialUpstream(*c.snap, decision, target, head.port, *own,
-                                    limits.connectTimeout, c.state.metrics.get());
-  rec.upstream = dial.upstream;
-  if (!dial.ok()) {
-    rec.rule = dial.decision.rule;
-    {
-      Refusal refusal{dial.status,        dial.reason, task.name, rec.host,
-                      dial.decision.rule, dial.detail, ""};
-      co_await refuse(c, log, refusal, dial.status == 403 ? "deny" : "error");
-    }
+  Refusal dialRefusal;
+  auto dialed = co_await dialForClient(c, decision, target, head.port, log, &dialRefusal);
+  if (!dialed) {
+    co_await refuse(c, log, dialRefusal, dialRefusal.status == 403 ? "deny" : "error");
     co_return;
   }
-  tcp::socket upstream = std::move(*dial.socket);
+  tcp::socket upstream = std::move(*dialed);
 
-  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
-  rec.kind = audit_kind::kTunnel;
-  rec.status = 200;
-  rec.verdict = policy::verdictName(decision.verdict);
-  rec.reason = decision.reason;
-  c.stream.expires_after(toDuration(limits.bodyTimeout));
-  if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
-    rec.error = ec.message();
-    finishRequest(c, log);
-    co_return;
-  }
+  const bool established = co_await sendEstablished(c, log, decision);
+  if (!established) co_return;
 
   if (head.port == kHttpsPort) {
     std::string detail;

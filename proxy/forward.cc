@@ -4,18 +4,11 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
-#include <array>
 #include <boost/asio/write.hpp>
-#include <boost/beast/http/buffer_body.hpp>
-#include <boost/beast/http/error.hpp>
-#include <boost/beast/http/parser.hpp>
-#include <boost/beast/http/read.hpp>
-#include <boost/beast/http/serializer.hpp>
-#include <boost/beast/http/write.hpp>
 
 #include "policy/host.h"
+#include "proxy/relay.h"
 #include "proxy/session.h"
-#include "proxy/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -26,65 +19,7 @@ using asio::ip::tcp;
 
 namespace {
 
-using Clock = std::chrono::steady_clock;
-
 bool iequals(std::string_view a, std::string_view b) { return beast::iequals(a, b); }
-
-enum class RelayError { kNone, kRead, kWrite };
-
-struct RelayOutcome {
-  RelayError error = RelayError::kNone;
-  beast::error_code ec;
-};
-
-// Streams a message from `in` (through parser `p`, whose header has been read) to `out`
-// (through serializer `sr`): the header first, then the body one buffer at a time as it
-// arrives, so a slow stream is never held back and no body is ever held whole.
-template <bool isRequest>
-asio::awaitable<RelayOutcome> relay(beast::tcp_stream& in, beast::flat_buffer& inBuf,
-                                    http::parser<isRequest, http::buffer_body>& p,
-                                    beast::tcp_stream& out,
-                                    http::serializer<isRequest, http::buffer_body>& sr,
-                                    config::Seconds readTimeout, config::Seconds writeTimeout,
-                                    uint64_t& bytes) {
-  out.expires_after(toDuration(writeTimeout));
-  if (auto [ec, n] = co_await http::async_write_header(out, sr, kUse); ec) {
-    co_return RelayOutcome{RelayError::kWrite, ec};
-  }
-  std::array<char, 16 * 1024> buf;
-  while (!sr.is_done()) {
-    auto& body = p.get().body();
-    if (!p.is_done()) {
-      body.data = buf.data();
-      body.size = buf.size();
-      in.expires_after(toDuration(readTimeout));
-      auto [ec, n] = co_await http::async_read_some(in, inBuf, p, kUse);
-      if (ec == http::error::need_buffer) ec = {};
-      if (ec) co_return RelayOutcome{RelayError::kRead, ec};
-      body.size = buf.size() - body.size;
-      // An empty piece must not reach the serializer as data: in chunked framing a
-      // zero-length chunk is the end of the body.
-      body.data = body.size > 0 ? buf.data() : nullptr;
-      body.more = !p.is_done();
-      bytes += body.size;
-    } else {
-      body.data = nullptr;
-      body.size = 0;
-      body.more = false;
-    }
-    out.expires_after(toDuration(writeTimeout));
-    auto [ec, n] = co_await http::async_write(out, sr, kUse);
-    if (ec == http::error::need_buffer) ec = {};
-    if (ec) co_return RelayOutcome{RelayError::kWrite, ec};
-  }
-  co_return RelayOutcome{};
-}
-
-bool isUpstreamClosed(const beast::error_code& ec) {
-  return ec == http::error::end_of_stream || ec == http::error::partial_message ||
-         ec == asio::error::eof || ec == asio::error::connection_reset ||
-         ec == asio::error::broken_pipe || ec == asio::error::connection_aborted;
-}
 
 std::string originForm(std::string_view pathAndQuery) {
   if (pathAndQuery.empty()) return "/";
@@ -173,13 +108,8 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     {
-      Refusal refusal{403,
-                      decision.reason,
-                      task.name,
-                      rec.host,
-                      decision.rule,
-                      decision.detail,
-                      "ask for a policy rule that allows this request"};
+      Refusal refusal = policyRefusal(decision, task.name, rec.host,
+                                      "ask for a policy rule that allows this request");
       co_await refuse(c, log, refusal);
     }
     co_return false;
@@ -218,21 +148,13 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       }
     }
     if (!pooled) {
-      auto own = c.state.ownEndpoints.load();
-      auto dial = co_await dialUpstream(*c.snap, decision, target, head.port, *own,
-                                        limits.connectTimeout, c.state.metrics.get());
-      if (!dial.ok()) {
-        rec.upstream = dial.upstream;
-        rec.rule = dial.decision.rule;
-        {
-          Refusal refusal{dial.status,        dial.reason, task.name, rec.host,
-                          dial.decision.rule, dial.detail, ""};
-          co_await refuse(c, log, refusal, dial.status == 403 ? "deny" : "error");
-        }
+      Refusal dialRefusal;
+      auto dialed = co_await dialForClient(c, decision, target, head.port, log, &dialRefusal);
+      if (!dialed) {
+        co_await refuse(c, log, dialRefusal, dialRefusal.status == 403 ? "deny" : "error");
         co_return false;
       }
-      up.emplace(std::move(*dial.socket));
-      rec.upstream = dial.upstream;
+      up.emplace(std::move(*dialed));
     }
     if (expectContinue && head.hasBody && clientVersion == 11 && !sentContinue) {
       static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
@@ -242,13 +164,11 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       sentContinue = true;
     }
     http::request_serializer<http::buffer_body> sr(req);
-    auto sent = co_await relay(c.stream, c.buffer, parser, *up, sr, limits.bodyTimeout,
-                               limits.bodyTimeout, rec.bytesUp);
+    auto sent = co_await relayMessage(c.stream, c.buffer, parser, *up, sr, nullptr,
+                                      limits.bodyTimeout, limits.bodyTimeout, rec.bytesUp);
     if (sent.error == RelayError::kRead) {
       rec.kind = audit_kind::kForward;
-      rec.verdict = "error";
-      rec.reason = sent.ec == beast::error::timeout ? reason::kClientTimeout : "client_closed";
-      rec.error = sent.ec.message();
+      noteClientReadFailure(sent, rec);
       finishRequest(c, log);
       co_return false;
     }
@@ -256,40 +176,23 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       if (pooled && !head.hasBody) continue;
       rec.kind = audit_kind::kForward;
       {
-        Refusal refusal{
-            502,       reason::kUpstreamReset,
-            task.name, rec.host,
-            rec.rule,  fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
-            ""};
+        Refusal refusal = upstreamSendRefusal(sent, rec);
         co_await refuse(c, log, refusal, "error");
       }
       co_return false;
     }
-    // Response head; interim 1xx responses are dropped (we answered 100-continue ourselves).
-    beast::error_code rec_ec;
-    while (true) {
-      rp.emplace();
-      rp->header_limit(
-          static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX)));
-      rp->body_limit(boost::none);
-      if (req.method() == http::verb::head) rp->skip(true);
-      up->expires_after(toDuration(limits.idleTimeout));
-      auto [ec, n] = co_await http::async_read_header(*up, upBuf, *rp, kUse);
-      rec_ec = ec;
-      if (ec) break;
-      int status = rp->get().result_int();
-      if (status >= 100 && status < 200 && status != 101) continue;
-      break;
-    }
-    if (rec_ec && pooled && !head.hasBody && isUpstreamClosed(rec_ec) && upBuf.size() == 0) {
+    // A ws:// upgrade is not forwarded (stripHopByHop removed Upgrade): a 101 here was not
+    // asked for and is refused below.
+    auto rec_ec = co_await readResponseHead(*up, upBuf, rp, req.method() == http::verb::head,
+                                            limits.maxHeaderBytes, limits.idleTimeout);
+    if (rec_ec && pooled && !head.hasBody && isPeerClosed(rec_ec) && upBuf.size() == 0) {
       upBuf.clear();
       continue;
     }
     requestSent = true;
     if (rec_ec || rp->get().result_int() == 101) {
       rec.kind = audit_kind::kForward;
-      UpstreamResponseFailure f{rec_ec == beast::error::timeout,
-                                rec_ec && isUpstreamClosed(rec_ec),
+      UpstreamResponseFailure f{rec_ec == beast::error::timeout, rec_ec && isPeerClosed(rec_ec),
                                 rec_ec ? rec_ec.message() : std::string()};
       Refusal r = upstreamResponseRefusal(f, task.name, rec.host, rec.rule, rec.upstream);
       co_await refuse(c, log, std::move(r), "error");
@@ -301,46 +204,13 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   auto& res = rp->get();
   const bool upstreamKeepAlive = res.keep_alive();
   stripHopByHop(res);
-  res.version(clientVersion);
-  const bool bodyless = rp->is_done();
-  bool keepAlive = clientKeepAlive;
-  if (!bodyless) {
-    if (clientVersion == 10 && rp->chunked()) {
-      res.chunked(false);  // an HTTP/1.0 client cannot read chunks: close ends the body
-      keepAlive = false;
-    } else if (!rp->chunked() && !rp->content_length()) {
-      // The upstream ends the body by closing; re-frame it for a 1.1 client.
-      if (clientVersion == 11) {
-        res.chunked(true);
-      } else {
-        keepAlive = false;
-      }
-    }
-  }
-  res.keep_alive(keepAlive);
+  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive, false);
   rec.kind = audit_kind::kForward;
   rec.verdict = policy::verdictName(decision.verdict);
   rec.reason = decision.reason;
   rec.status = res.result_int();
 
-  http::response_serializer<http::buffer_body> rsr(res);
-  RelayOutcome back;
-  if (bodyless) {
-    c.stream.expires_after(toDuration(limits.bodyTimeout));
-    auto [ec, n] = co_await http::async_write_header(c.stream, rsr, kUse);
-    if (ec) back = RelayOutcome{RelayError::kWrite, ec};
-  } else {
-    back = co_await relay(*up, upBuf, *rp, c.stream, rsr, limits.idleTimeout, limits.bodyTimeout,
-                          rec.bytesDown);
-  }
-  if (back.error == RelayError::kRead) {
-    rec.error = fmt::format("upstream body: {}", back.ec.message());
-    rec.reason =
-        back.ec == beast::error::timeout ? reason::kUpstreamTimeout : reason::kUpstreamReset;
-    rec.verdict = "error";
-  } else if (back.error == RelayError::kWrite) {
-    rec.error = fmt::format("client: {}", back.ec.message());
-  }
+  auto back = co_await relayResponse(*up, upBuf, *rp, c.stream, nullptr, limits, rec);
   finishRequest(c, log);
   if (back.error != RelayError::kNone) co_return false;
 

@@ -24,6 +24,8 @@ inline constexpr std::string_view kUpstreamTlsFailed = "upstream_tls_failed";   
 inline constexpr std::string_view kUpstreamTimeout = "upstream_timeout";           // 504
 inline constexpr std::string_view kProxyLoop = "proxy_loop";  // 403: a target is sandgate itself
 inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";  // 502
+// 400: an intercepted request asked to switch to a protocol other than websocket.
+inline constexpr std::string_view kUpgradeNotSupported = "upgrade_not_supported";
 // Tunnel ends (audit only: the 200 has already been sent).
 inline constexpr std::string_view kSniMismatch = "sni_mismatch";
 inline constexpr std::string_view kNotTls = "not_tls";

@@ -10,6 +10,7 @@
 #include "policy/engine.h"
 #include "proxy/metrics.h"
 #include "proxy/proxy_auth.h"
+#include "proxy/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -70,6 +71,29 @@ asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal
   if (rec.rule.empty()) rec.rule = r.rule;
   if (rec.error.empty() && verdict == "error") rec.error = r.detail;
   return sendRefusal(c, log, renderRefusal(r));
+}
+
+Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
+                      std::string_view hint) {
+  return Refusal{403, d.reason, task, host, d.rule, d.detail, std::string(hint)};
+}
+
+asio::awaitable<std::optional<tcp::socket>> dialForClient(ClientConnection& c,
+                                                          const policy::Decision& allowed,
+                                                          const policy::Target& target,
+                                                          uint16_t port, RequestLog& log,
+                                                          Refusal* refusal) {
+  auto& rec = log.record;
+  auto own = c.state.ownEndpoints.load();
+  auto dial = co_await dialUpstream(*c.snap, allowed, target, port, *own, c.limits().connectTimeout,
+                                    c.state.metrics.get());
+  rec.upstream = dial.upstream;
+  if (dial.ok()) co_return std::move(dial.socket);
+  rec.rule = dial.decision.rule;
+  *refusal =
+      Refusal{dial.status, dial.reason, c.task ? c.task->name : "", rec.host, dial.decision.rule,
+              dial.detail, ""};
+  co_return std::nullopt;
 }
 
 namespace {

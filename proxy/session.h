@@ -8,6 +8,7 @@
 #include <boost/beast/http/fields.hpp>
 #include <chrono>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "proxy/audit.h"
@@ -62,6 +63,26 @@ boost::asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHea
 // CONNECT whose head (headLen bytes) passed validation. Always ends the connection.
 boost::asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head,
                                            size_t headLen, RequestLog& log);
+
+// The 403 for what the policy denied (`d`): its reason, rule and detail, and `hint`.
+Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
+                      std::string_view hint);
+
+// dialUpstream() for c's task and snapshot. Records the address dialled in the audit record and,
+// on failure, the rule that refused it; then `*refusal` is the answer to send (403: deny, else
+// error) and nullopt is returned.
+boost::asio::awaitable<std::optional<boost::asio::ip::tcp::socket>> dialForClient(
+    ClientConnection& c, const policy::Decision& allowed, const policy::Target& target,
+    uint16_t port, RequestLog& log, Refusal* refusal);
+
+// CONNECT steps shared by plain tunnels and interception (connect.cc).
+// Takes one of the task's tunnel slots; an empty slot means the limit was hit and the 429 has
+// been sent.
+boost::asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log);
+// Sends "200 Connection established" and records the tunnel as allowed by `decision`; false
+// (the audit line written) when the client is gone.
+boost::asio::awaitable<bool> sendEstablished(ClientConnection& c, RequestLog& log,
+                                             const policy::Decision& decision);
 
 // Removes hop-by-hop fields and every field named in Connection (never the framing fields).
 void stripHopByHop(boost::beast::http::fields& f);

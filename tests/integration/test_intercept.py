@@ -71,19 +71,7 @@ class InterceptTest(unittest.TestCase):
 
     def tunnel(self, host, sni=None):
         """A TLS connection to `host` through a CONNECT tunnel (Python ssl, our CA)."""
-        s = self.sg.connect()
-        s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n%s\r\n" %
-                   (host, host, Sandgate.auth_header("demo", TOKEN))).encode())
-        head = b""
-        while b"\r\n\r\n" not in head:
-            chunk = s.recv(1)
-            self.assertTrue(chunk, "proxy closed during CONNECT")
-            head += chunk
-        self.assertIn(b" 200 ", head.split(b"\r\n")[0])
-        ctx = ssl.create_default_context(cafile=self.ca_out)
-        if sni is not None:
-            ctx.check_hostname = False
-        return ctx.wrap_socket(s, server_hostname=sni or host)
+        return self.sg.tls_tunnel(host, "demo", TOKEN, self.ca_out, sni=sni)
 
     def test_injects_and_scrubs(self):
         r = curl("https://api.test/echo/inject", "--cacert", self.ca_out,

@@ -1,6 +1,9 @@
 """A smart-HTTP git server for tests: `git http-backend` as CGI behind a Python HTTPS server
-on 127.0.0.1, serving a bare repository it creates in a temp dir."""
+on 127.0.0.1, serving a bare repository it creates in a temp dir. With `auth=(user, password)` every request
+must carry that Basic credential (else 401 with WWW-Authenticate); the Authorization values
+received are kept in `authorizations`."""
 
+import base64
 import http.server
 import os
 import shutil
@@ -28,6 +31,18 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         n = int(self.headers.get("Content-Length", "0") or 0)
         body = self.rfile.read(n) if n else b""
+        owner = self.server.owner
+        got = self.headers.get("Authorization")
+        if got is not None:
+            owner.authorizations.append(got)
+        if owner.auth is not None:
+            want = "Basic " + base64.b64encode(("%s:%s" % owner.auth).encode()).decode()
+            if got != want:
+                self.send_response(401)
+                self.send_header("WWW-Authenticate", 'Basic realm="git"')
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
         env = {
             "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
             "GIT_PROJECT_ROOT": self.server.root,
@@ -64,7 +79,9 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 class GitHttpsServer:
-    def __init__(self, pki):
+    def __init__(self, pki, auth=None):
+        self.auth = auth
+        self.authorizations = []
         self.dir = tempfile.mkdtemp(prefix="sandgate-git-")
         work = os.path.join(self.dir, "work")
         env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
@@ -80,6 +97,7 @@ class GitHttpsServer:
                                    capture_output=True).stdout.decode().strip()
         self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.root = self.dir
+        self.server.owner = self
         ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
         self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)

@@ -7,7 +7,7 @@ import subprocess
 import tempfile
 
 # Names the leaf certificate is valid for; tests map them to loopback with `resolve:`.
-LEAF_NAMES = ["api.test", "git.test", "other.test"]
+LEAF_NAMES = ["api.test", "git.test", "other.test", "ws.test"]
 
 _cached = None
 

@@ -13,6 +13,7 @@ import resource
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import tempfile
 import time
@@ -189,6 +190,27 @@ class Sandgate:
     def connect(self, timeout=10):
         s = socket.create_connection(("127.0.0.1", self.proxy_port), timeout=timeout)
         return s
+
+    def tls_tunnel(self, host, task, token, cafile, sni=None, timeout=10):
+        """A TLS connection to `host` through a CONNECT tunnel, trusting `cafile` (sandgate's
+        CA for intercepted hosts). `sni`: another server name (its check is then off)."""
+        s = self.connect(timeout=timeout)
+        s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n%s\r\n" %
+                   (host, host, self.auth_header(task, token))).encode())
+        head = b""
+        while b"\r\n\r\n" not in head:
+            chunk = s.recv(1)
+            if not chunk or len(head) > 4096:
+                s.close()
+                raise AssertionError("no CONNECT answer: %r" % head)
+            head += chunk
+        if b" 200 " not in head.split(b"\r\n")[0]:
+            s.close()
+            raise AssertionError("CONNECT refused: %r" % head)
+        ctx = ssl.create_default_context(cafile=cafile)
+        if sni is not None:
+            ctx.check_hostname = False
+        return ctx.wrap_socket(s, server_hostname=sni or host)
 
 
 def read_response_head(sock, limit=65536):

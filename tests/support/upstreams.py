@@ -9,6 +9,10 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /garbage        answers with bytes that are not HTTP
   /eof-body       HTTP/1.0-style body delimited by closing the connection
   /status?code=C  an empty response with status C
+  /sse?n=N&gap=S&mode=chunked|close
+                  text/event-stream: N events ("tick-<i>"; the second also echoes the request's
+                  Authorization) S seconds apart, chunked or ended by closing; the
+                  time.monotonic() right after each event was written is kept in `sse_sent`
 Every request is recorded in `requests` (method, path, headers, client port).
 TcpEcho echoes bytes until EOF, then sends b"EOF-SEEN" and half-closes.
 """
@@ -100,10 +104,39 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" +
                              b"until-close" * 100)
             self.close_connection = True
+        elif p == "/sse":
+            self._sse(srv, int(q.get("n", "3")), float(q.get("gap", "0.3")),
+                      q.get("mode", "chunked") == "chunked")
         elif p == "/status":
             self._send(int(q.get("code", "200")), b"")
         else:
             self._send(404, b"not found")
+
+    def _sse(self, srv, n, gap, chunked):
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream")
+        self.send_header("Cache-Control", "no-cache")
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Connection", "close")
+            self.close_connection = True
+        self.end_headers()
+        srv.sse_sent = []
+        for i in range(1, n + 1):
+            if i > 1:
+                time.sleep(gap)
+            data = "tick-%d" % i
+            if i == 2:
+                data += " auth=" + self.headers.get("Authorization", "")
+            event = ("id: %d\ndata: %s\n\n" % (i, data)).encode()
+            if chunked:
+                event = b"%x\r\n%s\r\n" % (len(event), event)
+            self.wfile.write(event)
+            self.wfile.flush()
+            srv.sse_sent.append(time.monotonic())
+        if chunked:
+            self.wfile.write(b"0\r\n\r\n")
 
     do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = do_PATCH = do_OPTIONS = _handle
 
@@ -124,6 +157,7 @@ class HttpUpstream:
 
     def __init__(self, pki=None):
         self.requests = []
+        self.sse_sent = []
         self.release = threading.Event()
         self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.owner = self
@@ -141,8 +175,9 @@ class HttpUpstream:
         self.server.server_close()
 
 
-class TcpEcho:
-    """Echoes what it receives; after the client's EOF sends b"EOF-SEEN" and half-closes."""
+class TcpServer:
+    """Accepts on 127.0.0.1:<ephemeral> and serves each connection with `_serve(sock)` on a
+    thread of its own; `connections` counts them."""
 
     def __init__(self):
         self.sock = socket.socket()
@@ -150,7 +185,6 @@ class TcpEcho:
         self.sock.listen(16)
         self.port = self.sock.getsockname()[1]
         self.connections = 0
-        self.closed = threading.Event()
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
@@ -161,6 +195,20 @@ class TcpEcho:
                 return
             self.connections += 1
             threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        raise NotImplementedError
+
+    def close(self):
+        self.sock.close()
+
+
+class TcpEcho(TcpServer):
+    """Echoes what it receives; after the client's EOF sends b"EOF-SEEN" and half-closes."""
+
+    def __init__(self):
+        self.closed = threading.Event()
+        super().__init__()
 
     def _serve(self, c):
         c.settimeout(30)
@@ -180,9 +228,6 @@ class TcpEcho:
         finally:
             c.close()
             self.closed.set()
-
-    def close(self):
-        self.sock.close()
 
 
 def free_closed_port():

@@ -137,19 +137,40 @@ TEST(Scrubber, RandomInputsMatchTheReference) {
   }
 }
 
-TEST(Scrubber, HoldsBackAtMostLongestNeedleMinusOne) {
+TEST(Scrubber, HoldsBackOnlyWhatCouldStartANeedle) {
   Scrubber s(rules({{"0123456789", "X"}, {"abc", "Y"}}));
   EXPECT_EQ(s.maxHoldBack(), 9u);
   std::string out;
   s.feed(std::string(100, '.'), out);
-  EXPECT_EQ(out.size(), 91u);
+  EXPECT_EQ(out.size(), 100u);  // no tail of it starts a needle: nothing waits
   s.feed("01234", out);
-  EXPECT_EQ(out.size(), 96u);  // "....01234" held: could still become the needle
+  EXPECT_EQ(out.size(), 100u);  // "01234" held: could still become the needle
   s.feed("5678x", out);
-  EXPECT_EQ(out.size(), 101u);
+  EXPECT_EQ(out.size(), 110u);
+  s.feed("..ab", out);
+  EXPECT_EQ(out.size(), 112u);  // "ab" held
+  s.feed("d", out);
+  EXPECT_EQ(out.size(), 115u);
   s.finish(out);
-  EXPECT_EQ(out, std::string(100, '.') + "012345678x");
+  EXPECT_EQ(out, std::string(100, '.') + "012345678x..abd");
   EXPECT_EQ(s.count(), 0u);
+}
+
+TEST(Scrubber, EventStreamIsNotHeldBack) {
+  // Server-sent events: each event must be emitted whole when it arrives (the relay sends what
+  // feed() returns at once), including one whose secret was replaced.
+  Scrubber s(rules({{"sk-realsecretvalue", "[REDACTED:api]"}}));
+  std::string out;
+  s.feed("data: one\n\n", out);
+  EXPECT_EQ(out, "data: one\n\n");
+  out.clear();
+  s.feed("data: sk-realsecretvalue\n\n", out);
+  EXPECT_EQ(out, "data: [REDACTED:api]\n\n");
+  out.clear();
+  s.feed("data: s", out);  // "s" may start the secret
+  EXPECT_EQ(out, "data: ");
+  s.feed("k\n\n", out);
+  EXPECT_EQ(out, "data: sk\n\n");
 }
 
 TEST(Scrubber, NoRulesPassesThrough) {

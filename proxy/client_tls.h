@@ -1,0 +1,60 @@
+// The TLS streams of an intercepted connection: the client side, read through the bytes that
+// arrived with the CONNECT head, and the verified upstream side. Internal to proxy/.
+#pragma once
+
+#include <boost/asio/async_result.hpp>
+#include <boost/asio/buffer.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+#include <utility>
+
+namespace sandgate::proxy {
+
+// The client's tcp_stream, read through the bytes that arrived with the CONNECT head first:
+// the start of the ClientHello must not be lost when the stream changes protocol.
+class PrefixedStream {
+ public:
+  using executor_type = boost::beast::tcp_stream::executor_type;
+  using next_layer_type = boost::beast::tcp_stream;
+  using lowest_layer_type = boost::beast::tcp_stream;
+
+  explicit PrefixedStream(boost::beast::tcp_stream& s) : s_(s) {}
+  executor_type get_executor() { return s_.get_executor(); }
+  boost::beast::tcp_stream& next_layer() { return s_; }
+  boost::beast::tcp_stream& lowest_layer() { return s_; }
+  boost::beast::flat_buffer& prefix() { return prefix_; }
+
+  template <class MutableBuffers, class Token>
+  auto async_read_some(const MutableBuffers& b, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::beast::error_code, size_t)>(
+        [this](auto handler, const MutableBuffers& bufs) {
+          if (prefix_.size() == 0) {
+            s_.async_read_some(bufs, std::move(handler));
+            return;
+          }
+          size_t n = boost::asio::buffer_copy(bufs, prefix_.data());
+          prefix_.consume(n);
+          auto ex = boost::asio::get_associated_executor(handler, s_.get_executor());
+          boost::asio::post(ex, [h = std::move(handler), n]() mutable {
+            std::move(h)(boost::beast::error_code{}, n);
+          });
+        },
+        token, b);
+  }
+
+  template <class ConstBuffers, class Token>
+  auto async_write_some(const ConstBuffers& b, Token&& token) {
+    return s_.async_write_some(b, std::forward<Token>(token));
+  }
+
+ private:
+  boost::beast::tcp_stream& s_;
+  boost::beast::flat_buffer prefix_;
+};
+
+using ClientTls = boost::asio::ssl::stream<PrefixedStream>;
+using UpstreamTlsStream = boost::asio::ssl::stream<boost::beast::tcp_stream>;
+
+}  // namespace sandgate::proxy

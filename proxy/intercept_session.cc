@@ -1,0 +1,515 @@
+// The requests of one intercepted TLS connection (see intercept_session.h).
+//
+// WebSocket: an upgrade request passes the same Host check, policy (method and path) and
+// credential injection as any request. When the upstream answers 101 with `Upgrade:
+// websocket`, the 101 goes to the client and the connection becomes an opaque byte relay (see
+// tls_relay.h) under the idle timeout of a tunnel; any other answer is an ordinary response.
+// Frames are not scrubbed: after the switch the bytes are WebSocket frames (masked from the
+// client, possibly compressed with permessage-deflate), not an identity body, so a secret the
+// upstream echoes inside a frame is not replaced; only the 101's headers are scrubbed. An
+// Upgrade to any other protocol is refused (upgrade_not_supported): h2c is not used inside TLS
+// (ALPN negotiates HTTP/2 there, and sandgate speaks only HTTP/1.1), and an opaque relay for
+// an unknown protocol would be a tunnel the policy never saw.
+#include "proxy/intercept_session.h"
+
+#include <fmt/format.h>
+#include <openssl/ssl.h>
+#include <openssl/x509.h>
+
+#include <boost/asio/ssl/host_name_verification.hpp>
+#include <boost/asio/write.hpp>
+#include <charconv>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "broker/injector.h"
+#include "broker/scrubber.h"
+#include "policy/host.h"
+#include "proxy/intercept.h"
+#include "proxy/metrics.h"
+#include "proxy/relay.h"
+#include "proxy/session.h"
+#include "proxy/tls_relay.h"
+#include "proxy/upstream_tls.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+namespace http = beast::http;
+namespace ssl = asio::ssl;
+using asio::ip::tcp;
+
+namespace {
+
+constexpr std::string_view kHostMismatch421 = "host_mismatch";
+
+struct UpstreamConn {
+  UpstreamConn(tcp::socket s, ssl::context& ctx) : tls(beast::tcp_stream(std::move(s)), ctx) {}
+  UpstreamTlsStream tls;
+  beast::flat_buffer buf;
+  std::string credential;  // the context it was verified with
+  std::string address;
+};
+
+broker::Headers toBrokerHeaders(const http::fields& f) {
+  broker::Headers out;
+  for (const auto& field : f) {
+    out.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  return out;
+}
+
+void replaceFields(http::fields& f, broker::Headers& hs) {
+  f.clear();
+  for (auto& [name, value] : hs) f.insert(name, value);
+  for (auto& [name, value] : hs) broker::wipe(value);
+}
+
+// The Host header names the CONNECT host (and port, when not the TLS default)?
+bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint16_t port) {
+  std::string_view h = hostHeader;
+  uint16_t hp = 443;
+  if (!h.empty() && h.front() == '[') {
+    auto close = h.find(']');
+    if (close == std::string_view::npos) return false;
+    std::string_view rest = h.substr(close + 1);
+    h = h.substr(1, close - 1);
+    if (!rest.empty()) {
+      if (rest.front() != ':') return false;
+      rest.remove_prefix(1);
+      unsigned v = 0;
+      auto r = std::from_chars(rest.data(), rest.data() + rest.size(), v);
+      if (r.ec != std::errc() || r.ptr != rest.data() + rest.size() || v > 65535) return false;
+      hp = static_cast<uint16_t>(v);
+    }
+  } else if (auto colon = h.rfind(':'); colon != std::string_view::npos) {
+    std::string_view ps = h.substr(colon + 1);
+    unsigned v = 0;
+    auto r = std::from_chars(ps.data(), ps.data() + ps.size(), v);
+    if (r.ec != std::errc() || r.ptr != ps.data() + ps.size() || v > 65535) return false;
+    hp = static_cast<uint16_t>(v);
+    h = h.substr(0, colon);
+  }
+  if (hp != port) return false;
+  auto n = policy::normalizeHost(h);
+  auto* t = std::get_if<policy::Target>(&n);
+  return t && t->name == target.name;
+}
+
+class InterceptSession {
+ public:
+  InterceptSession(ClientConnection& c, ClientTls& tls, const policy::Target& target, uint16_t port,
+                   Interception& icpt)
+      : c_(c), tls_(tls), target_(target), port_(port), icpt_(icpt) {}
+
+  // Serves requests until the connection ends.
+  asio::awaitable<void> run();
+
+ private:
+  asio::awaitable<bool> one();
+  // Reads a request head into in_: its length, -1 malformed, -2 too large; nullopt when the
+  // client is done (EOF, truncation, idle timeout).
+  asio::awaitable<std::optional<long>> readHead();
+  // Hop-by-hop and Proxy-* fields out, the credential in. Returns the refusal on failure.
+  std::optional<Refusal> prepare(http::request<http::buffer_body>& req, std::string& target,
+                                 const policy::Decision& decision, bool websocket, RequestLog& log);
+  asio::awaitable<void> refuseInside(RequestLog& log, const Refusal& r, std::string_view verdict);
+  asio::awaitable<std::optional<Refusal>> connectUpstream(const policy::Decision& d,
+                                                          const std::string& credential,
+                                                          RequestLog& log);
+  void scrubHeaders(http::fields& res, std::optional<broker::Scrubber>& scrubber);
+  void countScrubs(const std::optional<broker::Scrubber>& scrubber);
+  asio::awaitable<void> switchToWebsocket(RequestLog& log, ResponseParser& rp);
+
+  ClientConnection& c_;
+  ClientTls& tls_;
+  const policy::Target& target_;
+  uint16_t port_;
+  Interception& icpt_;
+  beast::flat_buffer in_;  // decrypted client bytes not consumed yet
+  std::unique_ptr<UpstreamConn> up_;
+  std::optional<broker::Injector> injector_;
+  std::vector<broker::ScrubRule> scrubRules_;
+};
+
+// `Upgrade: websocket` (one token, any case)?
+bool upgradesToWebsocket(const http::fields& f) {
+  auto it = f.find(http::field::upgrade);
+  if (it == f.end()) return false;
+  std::string_view v = it->value();
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
+  return beast::iequals(v, "websocket");
+}
+
+asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refusal& refusal,
+                                                     std::string_view verdict) {
+  Refusal r = refusal;
+  auto& rec = log.record;
+  rec.verdict = verdict;
+  rec.reason = r.reason;
+  rec.status = r.status;
+  if (rec.rule.empty()) rec.rule = r.rule;
+  if (rec.error.empty() && verdict == "error") rec.error = r.detail;
+  std::string bytes = renderRefusal(r);
+  beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
+  co_await asio::async_write(tls_, asio::buffer(bytes), kUse);
+  finishRequest(c_, log);
+}
+
+asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
+    const policy::Decision& d, const std::string& credential, RequestLog& log) {
+  auto& rec = log.record;
+  const auto& limits = c_.limits();
+  if (up_ && up_->credential == credential) {
+    rec.upstream = up_->address;
+    co_return std::nullopt;
+  }
+  up_.reset();
+  Refusal dialRefusal;
+  auto dialed = co_await dialForClient(c_, d, target_, port_, log, &dialRefusal);
+  if (!dialed) co_return dialRefusal;
+  auto conn = std::make_unique<UpstreamConn>(std::move(*dialed),
+                                             c_.snap->upstreamTls->contextFor(credential));
+  conn->credential = credential;
+  conn->address = rec.upstream;
+  SSL* ssl = conn->tls.native_handle();
+  SSL_set_min_proto_version(ssl, TLS1_2_VERSION);
+  // SNI only for names (RFC 6066 forbids IP literals there); the name is verified either way.
+  if (!target_.isAddress) {
+    SSL_set_tlsext_host_name(ssl, target_.name.c_str());
+  }
+  conn->tls.set_verify_mode(ssl::verify_peer);
+  conn->tls.set_verify_callback(ssl::host_name_verification(target_.name));
+  beast::get_lowest_layer(conn->tls).expires_after(toDuration(limits.connectTimeout));
+  auto [ec] = co_await conn->tls.async_handshake(ssl::stream_base::client, kUse);
+  if (ec) {
+    long vr = SSL_get_verify_result(ssl);
+    std::string why = vr != X509_V_OK ? X509_verify_cert_error_string(vr) : ec.message();
+    co_return Refusal{
+        502,      reason::kUpstreamTlsFailed,
+        rec.task, rec.host,
+        rec.rule, fmt::format("TLS to {} ({}) failed: {}", rec.host, rec.upstream, why),
+        ""};
+  }
+  up_ = std::move(conn);
+  co_return std::nullopt;
+}
+
+asio::awaitable<std::optional<long>> InterceptSession::readHead() {
+  const auto& limits = c_.limits();
+  const size_t limit = limits.maxHeaderBytes;
+  beast::get_lowest_layer(tls_).expires_after(toDuration(limits.idleTimeout));
+  size_t scanned = 0;
+  while (true) {
+    std::string_view view(static_cast<const char*>(in_.data().data()), in_.size());
+    long end = findHeadEnd(view, scanned);
+    if (end != 0) co_return end > 0 && static_cast<size_t>(end) > limit ? -2 : end;
+    scanned = view.size();
+    if (view.size() >= limit) co_return -2;
+    size_t room = std::min<size_t>(limit + 4 - view.size(), 16 * 1024);
+    auto into = in_.prepare(room);
+    auto [ec, n] = co_await tls_.async_read_some(into, kUse);
+    in_.commit(n);
+    if (ec) co_return std::nullopt;
+  }
+}
+
+std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body>& req,
+                                                 std::string& target,
+                                                 const policy::Decision& decision, bool websocket,
+                                                 RequestLog& log) {
+  auto& rec = log.record;
+  const TaskEntry& task = *c_.task;
+  stripHopByHop(req);
+  std::vector<std::string> proxyFields;
+  for (const auto& f : req) {
+    if (f.name_string().size() >= 6 && beast::iequals(f.name_string().substr(0, 6), "proxy-")) {
+      proxyFields.emplace_back(f.name_string());
+    }
+  }
+  for (const auto& n : proxyFields) req.erase(n);
+  req.erase(http::field::expect);  // no 100-continue dance inside the tunnel
+  req.version(11);
+  if (websocket) {
+    // The one hop-by-hop pair that must reach the upstream: it asks for the switch.
+    req.set(http::field::connection, "Upgrade");
+    req.set(http::field::upgrade, "websocket");
+  }
+
+  // Credentials: checks first, then edits (the injector leaves a refused request untouched).
+  if (!injector_) {
+    auto placeholders =
+        icpt_.placeholdersFor(task.name, c_.snap->config.credentials, *c_.snap->secrets);
+    injector_.emplace(c_.snap->secrets, c_.snap->config.credentials, placeholders);
+  }
+  broker::Headers hs = toBrokerHeaders(req);
+  broker::OutgoingRequest out{target_.name, true, &hs, &target};
+  auto inj = injector_->apply(out, decision.credential);
+  rec.credential = inj.credential;
+  auto* tm = c_.metrics.get();
+  if (!inj.ok()) {
+    for (auto& [n, v] : hs) broker::wipe(v);
+    if (tm && !inj.credential.empty()) tm->credentialInjection(inj.credential, inj.reason);
+    const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
+    return Refusal{status, inj.reason, task.name, rec.host, decision.rule, inj.detail, ""};
+  }
+  const bool injected = !inj.scrub.empty() || !decision.credential.empty();
+  rec.injected = injected;
+  if (tm && !decision.credential.empty()) tm->credentialInjection(decision.credential, "ok");
+  replaceFields(req, hs);
+  req.target(target);
+  broker::wipe(target);
+  if (injected) {
+    // Scrubbing needs identity bodies: no compressed response may hide a secret.
+    req.erase(http::field::accept_encoding);
+  }
+  for (auto& rule : inj.scrub) broker::addScrubRule(scrubRules_, std::move(rule));
+  return std::nullopt;
+}
+
+// A scrubber for this response when secrets went upstream on this connection; the response's
+// header fields are scrubbed with it at once.
+void InterceptSession::scrubHeaders(http::fields& res, std::optional<broker::Scrubber>& scrubber) {
+  if (scrubRules_.empty()) return;
+  scrubber.emplace(scrubRules_);
+  broker::Headers rh = toBrokerHeaders(res);
+  if (scrubber->scrubHeaders(rh) > 0) {
+    replaceFields(res, rh);
+  } else {
+    for (auto& [n, v] : rh) broker::wipe(v);
+  }
+}
+
+void InterceptSession::countScrubs(const std::optional<broker::Scrubber>& scrubber) {
+  auto* tm = c_.metrics.get();
+  if (scrubber && scrubber->count() > 0 && tm) {
+    for (const auto& rule : scrubRules_) tm->secretScrubs(rule.credential, scrubber->count());
+  }
+}
+
+// One request; true when the connection may carry another.
+asio::awaitable<bool> InterceptSession::one() {
+  const auto& limits = c_.limits();
+  const TaskEntry& task = *c_.task;
+  auto headEnd = co_await readHead();
+  if (!headEnd) co_return false;
+  const long end = *headEnd;
+  RequestLog log;
+  auto& rec = log.record;
+  rec.time = std::chrono::system_clock::now();
+  rec.kind = audit_kind::kIntercept;
+  rec.client = c_.client;
+  rec.listener = c_.listener->name;
+  rec.task = task.name;
+  rec.scheme = "https";
+  rec.host = target_.name;
+  rec.port = port_;
+  if (end < 0) {
+    Refusal r{end == -1 ? 400 : 431,
+              end == -1 ? reason::kBadRequestLine : reason::kHeaderTooLarge,
+              task.name,
+              rec.host,
+              "",
+              "malformed or oversized request head",
+              ""};
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+  const size_t headLen = static_cast<size_t>(end);
+  std::string_view raw(static_cast<const char*>(in_.data().data()), headLen);
+  RequestHead head;
+  if (auto e = validateRequestHead(raw, &head)) {
+    rec.method = std::string(head.method);
+    Refusal r{400, e->reason, task.name, rec.host, "", e->detail, ""};
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+  rec.method = std::string(head.method);
+  http::request_parser<http::buffer_body> parser;
+  parser.header_limit(static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX)));
+  parser.body_limit(boost::none);
+  beast::error_code pec;
+  size_t used = parser.put(asio::buffer(in_.data().data(), headLen), pec);
+  if (pec || used != headLen || !parser.is_header_done()) {
+    Refusal r{400, reason::kBadHeader, task.name, rec.host, "", "malformed request head", ""};
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+  in_.consume(headLen);
+  auto& req = parser.get();
+  std::string target(req.target());
+  if (target.empty() || target.front() != '/') {
+    Refusal r{400,       reason::kBadTarget,
+              task.name, rec.host,
+              "",        "requests inside an intercepted tunnel must use origin-form (/path)",
+              ""};
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+  std::string path = target.substr(0, target.find('?'));
+  // Never the query: it may carry a key.
+  rec.path = path;
+  auto hostIt = req.find(http::field::host);
+  if (hostIt == req.end() || !hostMatches(hostIt->value(), target_, port_)) {
+    Refusal r{421,
+              kHostMismatch421,
+              task.name,
+              rec.host,
+              "",
+              fmt::format("the Host header must name the CONNECT host '{}'", target_.name),
+              "send requests for another host through their own CONNECT"};
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+  const bool clientKeepAlive = req.keep_alive();
+  const unsigned clientVersion = req.version();
+
+  policy::Request preq{target_, port_, std::string_view(rec.method), std::string_view(path)};
+  auto decision = c_.snap->engine->decide(task.name, preq);
+  rec.rule = decision.rule;
+  if (!decision.allowed()) {
+    Refusal r = policyRefusal(decision, task.name, rec.host,
+                              "ask for a policy rule that allows this request");
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+  // Connection: upgrade with an Upgrade field asks to switch protocols (an Upgrade field alone
+  // is a hop-by-hop field that is simply dropped).
+  const bool upgrade = parser.upgrade() && req.find(http::field::upgrade) != req.end();
+  const bool isWebsocket = upgrade && upgradesToWebsocket(req);
+  if (upgrade && !isWebsocket) {
+    Refusal r{400,
+              reason::kUpgradeNotSupported,
+              task.name,
+              rec.host,
+              decision.rule,
+              fmt::format("cannot switch to '{}' here: only websocket upgrades are relayed",
+                          std::string_view(req[http::field::upgrade]).substr(0, 64)),
+              "send the request without Upgrade"};
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
+
+  if (auto refusal = prepare(req, target, decision, isWebsocket, log)) {
+    co_await refuseInside(log, *refusal, refusal->status == 502 ? "error" : "deny");
+    co_return false;
+  }
+  if (auto refusal = co_await connectUpstream(decision, decision.credential, log)) {
+    co_await refuseInside(log, *refusal, refusal->status == 403 ? "deny" : "error");
+    co_return false;
+  }
+
+  http::request_serializer<http::buffer_body> sr(req);
+  auto sent = co_await relayMessage(tls_, in_, parser, up_->tls, sr, nullptr, limits.bodyTimeout,
+                                    limits.bodyTimeout, rec.bytesUp);
+  if (sent.error == RelayError::kRead) {
+    noteClientReadFailure(sent, rec);
+    finishRequest(c_, log);
+    co_return false;
+  }
+  if (sent.error == RelayError::kWrite) {
+    up_.reset();
+    Refusal r = upstreamSendRefusal(sent, rec);
+    co_await refuseInside(log, r, "error");
+    co_return false;
+  }
+  std::optional<ResponseParser> rp;
+  auto rec_ec = co_await readResponseHead(up_->tls, up_->buf, rp, req.method() == http::verb::head,
+                                          limits.maxHeaderBytes, limits.idleTimeout);
+  const bool switched = !rec_ec && rp->get().result_int() == 101;
+  if (rec_ec || (switched && !(isWebsocket && upgradesToWebsocket(rp->get())))) {
+    up_.reset();
+    UpstreamResponseFailure f{rec_ec == beast::error::timeout, rec_ec && isPeerClosed(rec_ec),
+                              rec_ec ? rec_ec.message() : std::string()};
+    Refusal r = upstreamResponseRefusal(f, task.name, rec.host, rec.rule, rec.upstream);
+    co_await refuseInside(log, r, "error");
+    co_return false;
+  }
+  rec.verdict = policy::verdictName(decision.verdict);
+  rec.reason = decision.reason;
+  if (switched) {
+    co_await switchToWebsocket(log, *rp);
+    co_return false;
+  }
+
+  auto& res = rp->get();
+  const bool upstreamKeepAlive = res.keep_alive();
+  stripHopByHop(res);
+  std::optional<broker::Scrubber> scrubber;
+  scrubHeaders(res, scrubber);
+  // A scrubbed body may change length: frame it ourselves.
+  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive, scrubber.has_value());
+  rec.status = res.result_int();
+
+  auto back = co_await relayResponse(up_->tls, up_->buf, *rp, tls_, scrubber ? &*scrubber : nullptr,
+                                     limits, rec);
+  countScrubs(scrubber);
+  finishRequest(c_, log);
+  if (back.error != RelayError::kNone) co_return false;
+  if (!(upstreamKeepAlive && rp->is_done() && !rp->need_eof() && up_->buf.size() == 0)) {
+    up_.reset();
+  }
+  co_return keepAlive&& parser.is_done() && !c_.state.draining.load(std::memory_order_relaxed);
+}
+
+// The upstream switched to WebSocket: its 101 goes to the client, then bytes both ways until
+// either side ends or the connection idles. The connection serves nothing after it.
+asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, ResponseParser& rp) {
+  auto& rec = log.record;
+  auto& res = rp.get();
+  stripHopByHop(res);
+  res.version(11);
+  res.set(http::field::connection, "Upgrade");
+  res.set(http::field::upgrade, "websocket");
+  // The frames after it are not scrubbed (see the top of this file).
+  std::optional<broker::Scrubber> scrubber;
+  scrubHeaders(res, scrubber);
+  countScrubs(scrubber);
+  rec.kind = audit_kind::kWebsocket;
+  rec.status = 101;
+  http::response_serializer<http::buffer_body> sr(res);
+  beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
+  auto [ec, n] = co_await http::async_write_header(tls_, sr, kUse);
+  if (ec) {
+    rec.error = fmt::format("client: {}", ec.message());
+  } else {
+    auto idle = toDuration(c_.limits().idleTimeout);
+    auto relayed = co_await relayTls(tls_, in_, up_->tls, up_->buf, idle);
+    rec.bytesUp += relayed.bytesUp;
+    rec.bytesDown += relayed.bytesDown;
+    if (relayed.idleTimeout) {
+      rec.reason = reason::kIdleTimeout;
+      rec.error = "idle timeout";
+    } else if (!relayed.error.empty()) {
+      rec.error = relayed.error;
+    }
+  }
+  finishRequest(c_, log);
+  // The upstream connection carried a WebSocket: it is never reused.
+  up_.reset();
+}
+
+asio::awaitable<void> InterceptSession::run() {
+  // Not `while (co_await one())`: GCC 12 miscompiles co_await in a loop condition.
+  while (true) {
+    bool more = co_await one();
+    if (!more) break;
+  }
+  // The upstream connection is simply closed: nothing is pending on it, and waiting for its
+  // close_notify would only hold the client's connection open.
+  up_.reset();
+}
+
+}  // namespace
+
+asio::awaitable<void> serveIntercepted(ClientConnection& c, ClientTls& tls,
+                                       const policy::Target& target, uint16_t port,
+                                       Interception& icpt) {
+  InterceptSession session(c, tls, target, port, icpt);
+  co_await session.run();
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,176 @@
+// Relaying one HTTP message between two connections, shared by forwarding (TCP both sides) and
+// interception (TLS both sides): the head, then the body one read at a time, optionally through
+// the scrubber. Each piece is written as soon as it is read, so no body is ever held whole and
+// a streaming body (server-sent events) reaches the other side as the sender writes it.
+// Internal to proxy/ (forward.cc, intercept_session.cc).
+#pragma once
+
+#include <array>
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <boost/beast/core/stream_traits.hpp>
+#include <boost/beast/http/buffer_body.hpp>
+#include <boost/beast/http/error.hpp>
+#include <boost/beast/http/parser.hpp>
+#include <boost/beast/http/read.hpp>
+#include <boost/beast/http/serializer.hpp>
+#include <boost/beast/http/write.hpp>
+#include <optional>
+#include <string>
+
+#include "broker/scrubber.h"
+#include "config/config.h"
+#include "proxy/audit.h"
+#include "proxy/refusal.h"
+#include "proxy/server_context.h"
+
+namespace sandgate::proxy {
+
+enum class RelayError { kNone, kRead, kWrite };
+
+struct RelayOutcome {
+  RelayError error = RelayError::kNone;
+  boost::beast::error_code ec;
+};
+
+using ResponseParser = boost::beast::http::response_parser<boost::beast::http::buffer_body>;
+
+// An ordinary end of the peer's side: EOF, reset, broken pipe, a TLS stream cut without
+// close_notify, a message cut short.
+bool isPeerClosed(const boost::beast::error_code& ec);
+
+// Overwrites relay buffers that may have held a secret the scrubber replaced.
+void cleanseBuffer(void* data, size_t size);
+
+// Streams the message whose head `p` has parsed from `in` to `out` through serializer `sr`:
+// the head first, then the body one buffer at a time as it arrives. With `scrub`, every piece
+// passes through it first (it holds back only a tail that may still become a secret).
+template <bool isRequest, class In, class Out>
+boost::asio::awaitable<RelayOutcome> relayMessage(
+    In& in, boost::beast::flat_buffer& inBuf,
+    boost::beast::http::parser<isRequest, boost::beast::http::buffer_body>& p, Out& out,
+    boost::beast::http::serializer<isRequest, boost::beast::http::buffer_body>& sr,
+    broker::Scrubber* scrub, config::Seconds readTimeout, config::Seconds writeTimeout,
+    uint64_t& bytes) {
+  namespace http = boost::beast::http;
+  boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
+  if (auto [ec, n] = co_await http::async_write_header(out, sr, kUse); ec) {
+    co_return RelayOutcome{RelayError::kWrite, ec};
+  }
+  std::array<char, 16 * 1024> buf;
+  std::string emitted;
+  bool finished = false;
+  RelayOutcome result;
+  while (!sr.is_done()) {
+    auto& body = p.get().body();
+    emitted.clear();
+    size_t n = 0;
+    if (!p.is_done()) {
+      body.data = buf.data();
+      body.size = buf.size();
+      boost::beast::get_lowest_layer(in).expires_after(toDuration(readTimeout));
+      auto [ec, r] = co_await http::async_read_some(in, inBuf, p, kUse);
+      if (ec == http::error::need_buffer) ec = {};
+      if (ec) {
+        result = RelayOutcome{RelayError::kRead, ec};
+        break;
+      }
+      n = buf.size() - body.size;
+      bytes += n;
+    }
+    const bool last = p.is_done();
+    if (scrub) {
+      scrub->feed(std::string_view(buf.data(), n), emitted);
+      if (last && !finished) {
+        scrub->finish(emitted);
+        finished = true;
+      }
+      body.data = emitted.empty() ? nullptr : emitted.data();
+      body.size = emitted.size();
+    } else {
+      // An empty piece must not reach the serializer as data: in chunked framing a
+      // zero-length chunk is the end of the body.
+      body.data = n > 0 ? buf.data() : nullptr;
+      body.size = n;
+    }
+    body.more = !last;
+    boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
+    auto [ec, w] = co_await http::async_write(out, sr, kUse);
+    if (ec == http::error::need_buffer) ec = {};
+    if (ec) {
+      result = RelayOutcome{RelayError::kWrite, ec};
+      break;
+    }
+  }
+  // The raw upstream bytes may hold a secret the scrubber just replaced.
+  if (scrub) cleanseBuffer(buf.data(), buf.size());
+  co_return result;
+}
+
+// Reads a response head from `in` into a fresh `rp`, dropping interim 1xx responses (sandgate
+// answers 100-continue itself); a 101 is returned like a final response.
+template <class Stream>
+boost::asio::awaitable<boost::beast::error_code> readResponseHead(
+    Stream& in, boost::beast::flat_buffer& buf, std::optional<ResponseParser>& rp, bool headRequest,
+    uint64_t headerLimit, config::Seconds timeout) {
+  namespace http = boost::beast::http;
+  while (true) {
+    rp.emplace();
+    rp->header_limit(static_cast<uint32_t>(std::min<uint64_t>(headerLimit, UINT32_MAX)));
+    rp->body_limit(boost::none);
+    if (headRequest) rp->skip(true);
+    boost::beast::get_lowest_layer(in).expires_after(toDuration(timeout));
+    auto [ec, n] = co_await http::async_read_header(in, buf, *rp, kUse);
+    if (ec) co_return ec;
+    int status = rp->get().result_int();
+    if (status >= 100 && status < 200 && status != 101) continue;
+    co_return boost::beast::error_code{};
+  }
+}
+
+// Frames a final response (hop-by-hop fields already removed) for a client speaking HTTP/1.
+// `clientVersion`: an HTTP/1.0 client gets no chunks, the close ends the body. A body whose
+// length may change (`lengthMayChange`: scrubbing) or that the upstream ends by closing is
+// re-chunked for an HTTP/1.1 client. Returns whether the client connection may stay open.
+bool frameResponse(ResponseParser& rp, unsigned clientVersion, bool clientKeepAlive,
+                   bool lengthMayChange);
+
+// Sends the response that `rp` has the head of from `up` to `client`: the head alone when it
+// has no body, else the head and the streamed body. A failure is recorded in `rec` (an upstream
+// read as upstream_timeout/upstream_reset, a client write as the error).
+template <class Up, class Client>
+boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_buffer& upBuf,
+                                                   ResponseParser& rp, Client& client,
+                                                   broker::Scrubber* scrub,
+                                                   const config::EffectiveLimits& limits,
+                                                   AuditRecord& rec);
+
+// Records in `rec` how relaying a response failed (nothing when it did not).
+void noteResponseFailure(const RelayOutcome& back, AuditRecord& rec);
+// Records a request whose body could not be read from the client (it timed out or left).
+void noteClientReadFailure(const RelayOutcome& sent, AuditRecord& rec);
+// The 502 for a request that could not be written to the upstream.
+Refusal upstreamSendRefusal(const RelayOutcome& sent, const AuditRecord& rec);
+
+template <class Up, class Client>
+boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_buffer& upBuf,
+                                                   ResponseParser& rp, Client& client,
+                                                   broker::Scrubber* scrub,
+                                                   const config::EffectiveLimits& limits,
+                                                   AuditRecord& rec) {
+  namespace http = boost::beast::http;
+  http::response_serializer<http::buffer_body> sr(rp.get());
+  RelayOutcome back;
+  if (rp.is_done()) {
+    boost::beast::get_lowest_layer(client).expires_after(toDuration(limits.bodyTimeout));
+    auto [ec, n] = co_await http::async_write_header(client, sr, kUse);
+    if (ec) back = RelayOutcome{RelayError::kWrite, ec};
+  } else {
+    back = co_await relayMessage(up, upBuf, rp, client, sr, scrub, limits.idleTimeout,
+                                 limits.bodyTimeout, rec.bytesDown);
+  }
+  noteResponseFailure(back, rec);
+  co_return back;
+}
+
+}  // namespace sandgate::proxy
