@@ -5,4 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
 build=${SANDGATE_BUILD_DIR:-build}
+# The whole suite registers secrets: the leak check (tests/leak/) must find some to check.
+export SANDGATE_LEAK_CHECK_REQUIRE=1
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 300

@@ -3,7 +3,9 @@ secrets, Host and SNI checks, method rules inside the tunnel, rotation, failing 
 
 api.test and other.test map to an HTTPS echo upstream (runtime test CA, given to sandgate as
 tls.upstream_ca); bad.test maps to an upstream whose certificate does not name it.
-Clients trust sandgate's ephemeral CA through ca_cert_out.
+Clients trust sandgate's ephemeral CA through ca_cert_out. The three source kinds each hold a
+secret: a file (api.test), an environment variable (git.test) and a command (other.test); all
+are registered for the suite-wide leak check (tests/leak/).
 """
 
 import http.client
@@ -13,6 +15,7 @@ import socket
 import ssl
 import unittest
 
+import artifacts
 from clients import curl
 from pki import test_pki
 from sandgate_fixture import Sandgate, wait_until
@@ -21,6 +24,9 @@ from upstreams import HttpUpstream
 TOKEN = "t0ken"
 SECRET = "sk-realsecretvalue-0123456789abcdef"
 SECRET2 = "sk-rotatedsecretvalue-9876543210fedcba"
+ENV_SECRET = "ghp_envsourcedsecret+/=?&%0123456789"  # reserved characters: URL/base64 forms
+EXEC_SECRET = "xoxb-execsourcedsecret-5566778899aabb"
+ENV_VAR = "SANDGATE_IT_ENV_SECRET"
 
 
 class InterceptTest(unittest.TestCase):
@@ -30,15 +36,15 @@ class InterceptTest(unittest.TestCase):
         cls.https = HttpUpstream(cls.pki)
         cls.sg = Sandgate({}, [])
         d = cls.sg.dir
-        cls.secret_file = os.path.join(d, "openai.key")
-        with open(cls.secret_file, "w") as f:
-            f.write(SECRET + "\n")
+        cls.secret_file = cls.sg.secret_file("openai", SECRET)
         cls.ca_out = os.path.join(d, "sandgate-ca.pem")
         rule = {"cidrs": ["127.0.0.0/8"]}
         policies = {"agent": {"allow": [
             dict(rule, host="api.test", methods=["GET", "POST"], credential="openai"),
             dict(rule, host="bad.test", credential="openai"),
             dict(rule, host="gone.test", credential="broken"),
+            dict(rule, host="git.test", credential="envcred"),
+            dict(rule, host="other.test", credential="execcred"),
         ]}}
         creds = {
             "openai": {"source": {"file": cls.secret_file},
@@ -47,16 +53,23 @@ class InterceptTest(unittest.TestCase):
             "broken": {"source": {"exec": ["false"]}, "optional": True,
                        "hosts": ["gone.test"],
                        "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
+            "envcred": {"source": {"env": ENV_VAR}, "hosts": ["git.test"],
+                        "inject": {"header": "Authorization", "value": "token {secret}"}},
+            "execcred": {"source": {"exec": [cls.sg.secret_script("execcred", EXEC_SECRET)]},
+                         "hosts": ["other.test"],
+                         "inject": {"header": "X-Api-Key", "value": "{secret}"}},
         }
         cls.sg.config = cls.sg.make_config(
             policies, [{"name": "demo", "policy": "agent", "token": TOKEN}],
             resolve={"api.test": "127.0.0.1:%d" % cls.https.port,
                      "bad.test": "127.0.0.1:%d" % cls.https.port,
-                     "gone.test": "127.0.0.1:%d" % cls.https.port},
+                     "gone.test": "127.0.0.1:%d" % cls.https.port,
+                     "git.test": "127.0.0.1:%d" % cls.https.port,
+                     "other.test": "127.0.0.1:%d" % cls.https.port},
             extra={"credentials": creds, "ca_cert_out": cls.ca_out,
                    "tls": {"upstream_ca": cls.pki.ca_cert}})
         cls.sg.write_config(cls.sg.config)
-        cls.sg.start()
+        cls.sg.start(env={ENV_VAR: ENV_SECRET})  # the fixture registers the env secret
 
     @classmethod
     def tearDownClass(cls):
@@ -122,10 +135,11 @@ class InterceptTest(unittest.TestCase):
         conn.sock = self.tunnel("api.test")
         conn.request("GET", "/echo/m1")
         r1 = conn.getresponse()
-        r1.read()
+        artifacts.record_response("m1", r1.status, r1.getheaders(), r1.read())
         self.assertEqual(r1.status, 200)
         conn.request("DELETE", "/echo/m2")
         r2 = conn.getresponse()
+        artifacts.record_response("m2", r2.status, r2.getheaders(), r2.read())
         self.assertEqual(r2.status, 403)
         self.assertEqual(r2.getheader("X-Sandgate-Reason"), "method_not_allowed")
         self.assertEqual(self.requests_to("/echo/m2"), [])
@@ -135,21 +149,32 @@ class InterceptTest(unittest.TestCase):
         conn.sock = self.tunnel("api.test")
         try:
             conn.request("GET", "/echo/rot1")
-            conn.getresponse().read()
-            with open(self.secret_file + ".tmp", "w") as f:
-                f.write(SECRET2 + "\n")
-            os.rename(self.secret_file + ".tmp", self.secret_file)
+            r1 = conn.getresponse()
+            artifacts.record_response("rot1", r1.status, r1.getheaders(), r1.read())
+            self.sg.secret_file("openai", SECRET2)
             conn.request("GET", "/echo/rot2")
-            body = conn.getresponse().read()
+            r2 = conn.getresponse()
+            body = r2.read()
+            artifacts.record_response("rot2", r2.status, r2.getheaders(), body)
             self.assertNotIn(SECRET2.encode(), body)
         finally:
-            with open(self.secret_file + ".tmp", "w") as f:
-                f.write(SECRET + "\n")
-            os.rename(self.secret_file + ".tmp", self.secret_file)
+            self.sg.secret_file("openai", SECRET)
         a1 = [v for k, v in self.requests_to("/echo/rot1")[0]["headers"] if k.lower() == "authorization"]
         a2 = [v for k, v in self.requests_to("/echo/rot2")[0]["headers"] if k.lower() == "authorization"]
         self.assertEqual(a1, ["Bearer " + SECRET])
         self.assertEqual(a2, ["Bearer " + SECRET2])
+
+    def test_env_and_exec_sources(self):
+        for host, path, header, value, secret in (
+                ("git.test", "/echo/envsrc", "authorization", "token " + ENV_SECRET, ENV_SECRET),
+                ("other.test", "/echo/execsrc", "x-api-key", EXEC_SECRET, EXEC_SECRET)):
+            r = curl("https://%s%s" % (host, path), "--cacert", self.ca_out, proxy=self.proxy())
+            self.assertEqual(r.status, 200, r)
+            seen = self.requests_to(path)
+            self.assertEqual(len(seen), 1)
+            self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == header], [value])
+            self.assertNotIn(secret.encode(), r.body)
+            self.assertIn(b"[REDACTED:", r.body)
 
     def test_failing_exec_source(self):
         r = curl("https://gone.test/echo/gone", "--cacert", self.ca_out, proxy=self.proxy())
@@ -161,7 +186,7 @@ class InterceptTest(unittest.TestCase):
         curl("https://api.test/echo/log", "--cacert", self.ca_out, proxy=self.proxy())
         with open(self.sg.audit_path) as f:
             audit = f.read()
-        for s in (SECRET, SECRET2):
+        for s in (SECRET, SECRET2, ENV_SECRET, EXEC_SECRET):
             self.assertNotIn(s, audit)
             self.assertNotIn(s, self.sg.stderr())
 

@@ -1,6 +1,11 @@
 """`sandgate run` end to end: a command in the namespace sandbox reaches a loopback upstream
 only through the embedded proxy, under the task's policy, and its exit status, timeout and
-report come back. Runs as root (or where unprivileged user namespaces are allowed)."""
+report come back. Runs as root (or where unprivileged user namespaces are allowed).
+
+git.test is an HTTPS echo upstream (runtime test CA) whose rule injects a credential read from
+sandgate's environment: the command inside the sandbox must see neither the secret nor its
+echo. Everything `sandgate run` prints, its audit file and reports are recorded, and the secret
+registered, for the suite-wide leak check (tests/leak/)."""
 
 import json
 import os
@@ -10,8 +15,13 @@ import tempfile
 import time
 import unittest
 
+import artifacts
+from pki import test_pki
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
+
+SECRET_VAR = "SANDGATE_RUN_TEST_SECRET"
+SECRET = "sk-run-sandbox-secret-4d5e6f708192a3b4"
 
 
 def _namespaces_refused(stderr):
@@ -24,6 +34,9 @@ class RunCliTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.upstream = HttpUpstream()
+        cls.pki = test_pki()
+        cls.https = HttpUpstream(cls.pki)
+        artifacts.register_secret("runcred", SECRET)
         cls.dir = tempfile.mkdtemp(prefix="sandgate-run-")
         cls.workspace = os.path.join(cls.dir, "ws")
         os.mkdir(cls.workspace)
@@ -31,32 +44,50 @@ class RunCliTest(unittest.TestCase):
         os.chmod(cls.workspace, 0o777)  # the command runs as an unprivileged uid
         cls.audit = os.path.join(cls.dir, "audit.log")
         cls.config = os.path.join(cls.dir, "sandgate.yaml")
+        # In the workspace: the command's /tmp is its own, the workspace is shared.
+        cls.ca_out = os.path.join(cls.workspace, "sandgate-ca.pem")
         cfg = {
             "policies": {
                 "api": {"allow": [{"host": "api.test", "ports": [80],
+                                   "cidrs": ["127.0.0.0/8"]},
+                                  {"host": "git.test", "credential": "runcred",
                                    "cidrs": ["127.0.0.0/8"]}]},
                 "nothing": {"allow": []},
             },
+            "credentials": {"runcred": {
+                "source": {"env": SECRET_VAR}, "hosts": ["git.test"],
+                "inject": {"header": "Authorization", "value": "Bearer {secret}"}}},
             "tasks": [{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "nothing"}],
-            "resolve": {"api.test": f"127.0.0.1:{cls.upstream.port}"},
+            "resolve": {"api.test": f"127.0.0.1:{cls.upstream.port}",
+                        "git.test": f"127.0.0.1:{cls.https.port}"},
             "audit": {"path": cls.audit},
+            "ca_cert_out": cls.ca_out,
+            "tls": {"upstream_ca": cls.pki.ca_cert},
         }
         with open(cls.config, "w") as f:
             json.dump(cfg, f)
         probe = cls.sandgate("--task", "t1", "--", "true")
         if probe.returncode == 125 and _namespaces_refused(probe.stderr):
             cls.upstream.close()
+            cls.https.close()
             raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
 
     @classmethod
     def tearDownClass(cls):
         cls.upstream.close()
+        cls.https.close()
+        artifacts.record_file("audit", "audit.log", cls.audit)
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
     def sandgate(cls, *args, env=None, timeout=60):
+        """`sandgate run` with the test config; sandgate's environment holds the secret."""
         cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        env = dict(env if env is not None else os.environ, **{SECRET_VAR: SECRET})
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        artifacts.record("run", "stdout", r.stdout)
+        artifacts.record("log", "run-stderr", r.stderr)
+        return r
 
     def run_sh(self, script, *flags):
         return self.sandgate("--task", "t1", *flags, "--", "sh", "-c", script)
@@ -74,6 +105,17 @@ class RunCliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(" 403", r.stdout.splitlines()[0])
         self.assertIn("x-sandgate-reason: no_matching_rule", r.stdout.lower())
+
+    def test_intercepted_request_gets_the_credential_the_command_never_sees(self):
+        r = self.run_sh(f"curl -sS --cacert {self.ca_out} https://git.test/echo/run; echo; env")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        seen = [x for x in self.https.requests if x["path"] == "/echo/run"]
+        self.assertEqual(len(seen), 1, r.stdout + r.stderr)
+        auth = [v for k, v in seen[0]["headers"] if k.lower() == "authorization"]
+        self.assertEqual(auth, ["Bearer " + SECRET])
+        self.assertIn("[REDACTED:runcred]", r.stdout)  # the echo, scrubbed
+        self.assertNotIn(SECRET, r.stdout)
+        self.assertNotIn(SECRET_VAR, r.stdout)  # sandgate's environment stays outside
 
     def test_direct_connection_fails(self):
         before = len(self.upstream.requests)
@@ -94,6 +136,7 @@ class RunCliTest(unittest.TestCase):
                         "curl -s -o /dev/null http://denied.test/; exit 3",
                         "--report", report)
         self.assertEqual(r.returncode, 3, r.stderr)
+        artifacts.record_file("report", "report.json", report)
         with open(report) as f:
             rep = json.load(f)
         self.assertEqual(rep["task"], "t1")

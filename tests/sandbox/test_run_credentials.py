@@ -11,6 +11,7 @@ import tempfile
 import time
 import unittest
 
+import artifacts
 from pki import test_pki
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
@@ -33,6 +34,7 @@ class RunCredentialsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.https = HttpUpstream(cls.pki)
+        artifacts.register_secret("sandbox-api", SECRET)
         cls.dir = tempfile.mkdtemp(prefix="sandgate-runcred-")
         os.chmod(cls.dir, 0o755)
         cls.workspace = os.path.join(cls.dir, "ws")
@@ -72,6 +74,7 @@ class RunCredentialsTest(unittest.TestCase):
     @classmethod
     def tearDownClass(cls):
         cls.https.close()
+        artifacts.record_file("audit", "audit.log", os.path.join(cls.dir, "audit.log"))
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
@@ -81,7 +84,14 @@ class RunCredentialsTest(unittest.TestCase):
         if popen:
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        cls.record(r.stdout, r.stderr)
+        return r
+
+    @staticmethod
+    def record(stdout, stderr):
+        artifacts.record("run", "stdout", stdout)
+        artifacts.record("log", "run-stderr", stderr)
 
     def test_https_request_gets_the_secret_injected_and_the_sandbox_only_a_placeholder(self):
         before = len(self.https.requests)
@@ -148,6 +158,8 @@ class RunCredentialsTest(unittest.TestCase):
         none = self.sandgate("none", loop, popen=True)
         out_keyed, err_keyed = keyed.communicate(timeout=60)
         out_none, err_none = none.communicate(timeout=60)
+        self.record(out_keyed, err_keyed)
+        self.record(out_none, err_none)
         self.assertEqual(keyed.returncode, 0, err_keyed)
         self.assertEqual(out_keyed.split(), ["200"] * 5, err_keyed)
         self.assertEqual(out_none.split(), ["000"] * 5)  # CONNECT refused: curl reports 000

@@ -4,6 +4,8 @@ import os
 import subprocess
 import tempfile
 
+import artifacts
+
 # Variables that could send a client anywhere but where the test says.
 _PROXY_VARS = ["http_proxy", "https_proxy", "HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "all_proxy",
                "NO_PROXY", "no_proxy"]
@@ -44,6 +46,7 @@ def curl(url, *args, proxy=None, env=None, timeout=20):
                            capture_output=True, timeout=timeout)
         codes = p.stdout.decode().split()
         headers = []
+        head_text = ""
         if os.path.exists(hfile):
             with open(hfile, "rb") as f:
                 head_text = f.read().decode("latin-1")
@@ -55,6 +58,9 @@ def curl(url, *args, proxy=None, env=None, timeout=20):
         if os.path.exists(bfile):
             with open(bfile, "rb") as f:
                 body = f.read()
+        # Every head curl saw (the proxy's CONNECT answer included), the body, curl's messages.
+        artifacts.record("response", "curl", head_text.encode("latin-1") + b"\r\n" + body +
+                         b"\r\n" + p.stderr)
         return CurlResult(p.returncode, int(codes[0]) if codes else 0,
                           int(codes[1]) if len(codes) > 1 else 0, headers, body,
                           p.stderr.decode(errors="replace"))

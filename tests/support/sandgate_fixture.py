@@ -3,6 +3,12 @@
 Readiness is the --ready-file appearing (polled with a deadline, never a fixed sleep). The
 process is stopped by its PID only. Tokens are given in clear here and written to the config
 as SHA-256, like an operator would.
+
+For the suite-wide leak check (tests/leak/) the fixture records, when CTest asks for it, every
+artifact it sees: sandgate's stderr and audit file when the process stops, each metrics page it
+scrapes, and each response read by the helpers below. Secrets are registered automatically for
+`file` and `env` credential sources in the config (and by `secret_file`/`secret_script`);
+tests that make a secret any other way call `artifacts.register_secret` themselves.
 """
 
 import base64
@@ -18,6 +24,8 @@ import subprocess
 import tempfile
 import time
 import urllib.request
+
+import artifacts
 
 
 def binary():
@@ -53,6 +61,8 @@ class Sandgate:
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.threads = threads
         self.proc = None
+        self.env = None
+        self._recorded = True
         self.config = None
         self.config = self.make_config(policies, tasks, limits, resolve, extra)
         self.write_config(self.config)
@@ -85,10 +95,59 @@ class Sandgate:
         with open(tmp, "w") as f:
             f.write(text if text is not None else json.dumps(cfg, indent=1))
         os.rename(tmp, self.config_path)
+        if cfg is not None:
+            self._register_config_secrets(cfg)
 
-    def start(self, timeout=15, max_fds=None):
-        """`max_fds`: RLIMIT_NOFILE for the process (descriptor-exhaustion tests)."""
+    # --- secrets -------------------------------------------------------------------------
+
+    def secret_file(self, name, value):
+        """Writes `value` to a file in the temp dir for a `source: {file: ...}` credential, and
+        registers it for the leak check. Writing the same name again replaces it atomically
+        (rotation)."""
+        artifacts.register_secret(name, value)
+        path = os.path.join(self.dir, "secret-" + name)
+        with open(path + ".tmp", "w") as f:
+            f.write(value + "\n")
+        os.rename(path + ".tmp", path)
+        return path
+
+    def secret_script(self, name, value):
+        """An executable printing `value`, for a `source: {exec: [path]}` credential; registered
+        for the leak check."""
+        artifacts.register_secret(name, value)
+        path = os.path.join(self.dir, "exec-" + name)
+        with open(path, "w") as f:
+            f.write("#!/bin/sh\nprintf '%%s\\n' '%s'\n" % value)
+        os.chmod(path, 0o700)
+        return path
+
+    def _register_config_secrets(self, cfg):
+        """Registers the values behind `file` and `env` sources that exist right now."""
+        creds = cfg.get("credentials") if isinstance(cfg, dict) else None
+        if not isinstance(creds, dict):
+            return
+        for name, c in creds.items():
+            src = c.get("source") if isinstance(c, dict) else None
+            if not isinstance(src, dict):
+                continue  # a config that is invalid on purpose
+            value = None
+            if isinstance(src.get("file"), str) and os.path.isfile(src["file"]):
+                with open(src["file"]) as f:
+                    value = f.read()
+            elif isinstance(src.get("env"), str):
+                value = (self.env or os.environ).get(src["env"])
+            if value and value.strip():
+                artifacts.register_secret(name, value)
+
+    def start(self, timeout=15, max_fds=None, env=None):
+        """`max_fds`: RLIMIT_NOFILE for the process (descriptor-exhaustion tests). `env`: extra
+        environment variables (e.g. for `env` credential sources)."""
+        if env:
+            self.env = dict(os.environ, **env)
+        if self.config is not None:
+            self._register_config_secrets(self.config)
         self._stderr = open(self.stderr_path, "wb")
+        self._recorded = False
 
         def limit():
             if max_fds:
@@ -97,7 +156,7 @@ class Sandgate:
         self.proc = subprocess.Popen(
             [binary(), "serve", "--config", self.config_path, "--threads", str(self.threads),
              "--ready-file", self.ready_path],
-            stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=limit)
+            stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=limit, env=self.env)
 
         def ready():
             if self.proc.poll() is not None:
@@ -126,7 +185,20 @@ class Sandgate:
                 self.proc.wait(5)
                 raise AssertionError("sandgate did not stop within %ss" % timeout)
         self._stderr.close()
+        self._record_files()
         return self.proc.returncode
+
+    def _record_files(self):
+        """Hands sandgate's log and audit file(s) to the leak check, once per start()."""
+        if self._recorded:
+            return
+        self._recorded = True
+        artifacts.record_file("log", "stderr", self.stderr_path)
+        audit_dir = os.path.dirname(self.audit_path)
+        base = os.path.basename(self.audit_path)
+        for fn in sorted(os.listdir(audit_dir)) if os.path.isdir(audit_dir) else []:
+            if fn == base or fn.startswith(base + "."):  # the file and any rotated copies
+                artifacts.record_file("audit", fn, os.path.join(audit_dir, fn))
 
     def cleanup(self):
         try:
@@ -164,7 +236,9 @@ class Sandgate:
     def metrics(self):
         with urllib.request.urlopen("http://127.0.0.1:%d/metrics" % self.metrics_port,
                                     timeout=5) as r:
-            return r.read().decode()
+            text = r.read().decode()
+        artifacts.record("metrics", "metrics", text)
+        return text
 
     def metric(self, name, **labels):
         """The value of one sample (all of `labels` must match), or None."""
@@ -224,6 +298,7 @@ def read_response_head(sock, limit=65536):
         if len(data) > limit:
             break
     head, _, rest = data.partition(b"\r\n\r\n")
+    artifacts.record("response", "head", data)
     lines = head.decode("latin-1").split("\r\n")
     if not lines or not lines[0].startswith("HTTP/"):
         return None, {}, data
@@ -274,6 +349,7 @@ def raw_exchange(port, data, timeout=10):
         s.sendall(data)
         status, headers, rest = read_response_head(s)
         body = rest + read_all(s, timeout)
+        artifacts.record_response("raw", status, headers, body)
         return status, headers, body
     finally:
         s.close()
