@@ -6,6 +6,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
@@ -24,6 +26,15 @@ struct ServerOptions {
   bool watchConfigFile = true;
 };
 
+// What a sandbox bound to a task needs from the server (see Server::sandboxEnvironment).
+struct SandboxEnvironment {
+  std::string caPem;
+  std::vector<std::pair<std::string, std::string>> variables;
+};
+
+class ListenerTally;
+struct AdminBackend;
+
 class Server {
  public:
   // Loads and compiles options.configPath, binds `listen.proxy` and `listen.metrics`, opens
@@ -39,6 +50,16 @@ class Server {
   // over by a sandbox launcher). Takes ownership of `fd`. Callable before or after start().
   Result<bool> adoptListener(int fd, std::string task);
 
+  // Adopts several listening sockets as one group that releaseListeners() closes again (the
+  // admin socket: a sandbox's listeners are served while its launcher stays connected). Takes
+  // ownership of `fds` (closed on error too). Connections accepted on them are counted in
+  // `tally` when set. Errors: a descriptor that is not a listening TCP socket, shutting down.
+  Result<uint64_t> adoptListeners(std::vector<int> fds, std::string task,
+                                  std::shared_ptr<ListenerTally> tally = nullptr);
+  // Stops accepting on a group's listeners and closes them (connections already accepted go
+  // on). Unknown or already released groups are ignored. Thread-safe.
+  void releaseListeners(uint64_t group);
+
   void start();  // starts worker threads and returns
   void wait();   // blocks until a shutdown has completed
   int run();     // start(), then wait(); returns the exit status (0)
@@ -51,6 +72,12 @@ class Server {
   // and the reason is logged. Thread-safe. Returns whether the new config is in use.
   bool reload();
 
+  // What a sandbox bound to `task` needs to use interception: sandgate's CA certificate (PEM;
+  // empty when interception is unavailable) and the task's credential placeholders as
+  // VARIABLE=value pairs (kept for the server's whole life). Never a secret.
+  // Error: no such task.
+  Result<SandboxEnvironment> sandboxEnvironment(const std::string& task);
+
   // Bound addresses ("127.0.0.1:3128"), when those listeners exist.
   std::optional<std::string> proxyAddress() const;
   std::optional<std::string> metricsAddress() const;
@@ -59,6 +86,7 @@ class Server {
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
+  AdminBackend adminBackend();  // listen.admin's view of this server
   std::unique_ptr<Impl> impl_;
 };
 
