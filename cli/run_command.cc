@@ -14,7 +14,8 @@ void addRunCommand(CLI::App& app, Action* action) {
   auto req = std::make_shared<run::RunRequest>();
   auto* cmd = app.add_subcommand(
       "run",
-      "Run a command in a sandbox whose only network is sandgate's proxy (embedded). Exit "
+      "Run a command in a sandbox whose only network is sandgate's proxy (embedded, or a "
+      "running `sandgate serve` with --proxy). Exit "
       "status: the command's; 124 timeout, 125 setup failed, 2 usage or config error. Audit "
       "lines go to audit.path, or stderr");
   cmd->add_option("--config,-c", req->configPath,
@@ -23,7 +24,9 @@ void addRunCommand(CLI::App& app, Action* action) {
       cmd->add_option("--task", req->task, "Task to run as (default: the only task, or 'default')");
   cmd->add_option("--policy", req->policy, "Run under an ad-hoc task bound to this policy")
       ->excludes(task);
-  cmd->add_option("--proxy", req->proxy, "unix:PATH of a running `sandgate serve` (not yet)");
+  cmd->add_option("--proxy", req->proxy,
+                  "unix:PATH: hand the sandbox to the `sandgate serve` whose listen.admin is "
+                  "PATH (needs --task; the task and its audit log are serve's)");
   cmd->add_option("--workspace", req->workspace,
                   "Read-write directory and working directory (default: the current one)");
   cmd->add_option("--memory", req->memory, "Memory limit, e.g. 2G");

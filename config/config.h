@@ -125,7 +125,10 @@ struct Task {
 struct Listen {
   std::optional<Located<std::string>> proxy;    // "host:port"
   std::optional<Located<std::string>> metrics;  // "host:port"
-  std::optional<Located<std::string>> admin;    // unix socket path
+  std::optional<Located<std::string>> admin;    // unix socket path (absolute)
+  // Group (name or numeric gid) whose members may use the admin socket besides root: the
+  // socket is then 0660 and owned by that group. Resolved when the server starts.
+  std::optional<Located<std::string>> adminGroup;
 };
 
 struct Global {

@@ -100,11 +100,33 @@ bool isValidEnvName(std::string_view name) {
 }
 
 void readListen(Reader& r, const Field& f, Listen& listen) {
-  auto m = r.map(f, {"proxy", "metrics", "admin"}, "a map with proxy, metrics, admin", true);
+  auto m = r.map(f, {"proxy", "metrics", "admin", "admin_group"},
+                 "a map with proxy, metrics, admin, admin_group", true);
   if (!m) return;
   if (const Field* p = m->get("proxy")) listen.proxy = hostPort(r, *p, "127.0.0.1:3128");
   if (const Field* p = m->get("metrics")) listen.metrics = hostPort(r, *p, "127.0.0.1:9464");
-  if (const Field* p = m->get("admin")) listen.admin = r.string(*p, "a unix socket path");
+  if (const Field* p = m->get("admin")) {
+    listen.admin = r.string(*p, "a unix socket path");
+    // sockaddr_un holds 107 bytes and a NUL; a relative path would depend on serve's cwd
+    // and could not be hidden reliably from a sandbox.
+    if (listen.admin && listen.admin->value.front() != '/') {
+      r.error(p->mark, p->path,
+              fmt::format("expected an absolute path, got {}", quoted(listen.admin->value)));
+      listen.admin.reset();
+    } else if (listen.admin && listen.admin->value.size() > 107) {
+      r.error(p->mark, p->path,
+              fmt::format("a unix socket path has at most 107 bytes, got {}",
+                          listen.admin->value.size()));
+      listen.admin.reset();
+    }
+  }
+  if (const Field* p = m->get("admin_group")) {
+    listen.adminGroup = r.string(*p, "a group name or numeric gid");
+    if (listen.adminGroup && !m->get("admin")) {
+      r.error(p->keyMark, p->path, "admin_group needs listen.admin (the socket it applies to)");
+      listen.adminGroup.reset();
+    }
+  }
 }
 
 void readLimits(Reader& r, const Field& f, Limits& limits) {

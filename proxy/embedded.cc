@@ -148,6 +148,7 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::start(config::Config confi
   config.audit.path = fmt::format("/proc/self/fd/{}", fds[1]);
   config.listen.proxy.reset();
   config.listen.metrics.reset();
+  config.listen.admin.reset();  // the admin socket is serve's, never a launcher's
   ServerOptions serverOptions;
   serverOptions.threads = options.threads;
   serverOptions.handleSignals = false;

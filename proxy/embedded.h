@@ -45,7 +45,7 @@ struct EmbeddedOptions {
 
 class EmbeddedProxy {
  public:
-  // Compiles `config` (its listen.proxy, listen.metrics and audit.path are ignored: the
+  // Compiles `config` (its listen.* and audit.path are ignored: the
   // embedded proxy binds nothing on the host) and starts the worker threads.
   static Result<std::unique_ptr<EmbeddedProxy>> start(config::Config config,
                                                       EmbeddedOptions options);

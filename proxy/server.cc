@@ -3,6 +3,7 @@
 
 #include "proxy/intercept.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -16,13 +17,18 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/json.hpp>
 #include <csignal>
+#include <cstring>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <set>
 #include <thread>
 
+#include "broker/store.h"
 #include "common/host_port.h"
+#include "proxy/admin_socket.h"
 #include "proxy/audit.h"
+#include "proxy/listener_tally.h"
 #include "proxy/metrics.h"
 #include "proxy/metrics_endpoint.h"
 #include "proxy/server_context.h"
@@ -51,8 +57,13 @@ bool isResourceExhaustion(const boost::system::error_code& ec) {
          ec.value() == ENOMEM;
 }
 
+// `owner`, when set, is the acceptor's owner kept alive by this frame: an adopted listener is
+// released by closing it on its worker and dropping the registry's reference, which must never
+// leave this loop on a freed object.
 asio::awaitable<void> acceptLoop(Worker& worker, ServerState& state, tcp::acceptor& acceptor,
-                                 std::shared_ptr<const ListenerInfo> listener) {
+                                 std::shared_ptr<const ListenerInfo> listener,
+                                 std::shared_ptr<tcp::acceptor> owner = nullptr) {
+  static_cast<void>(owner);  // held, not used
   asio::steady_timer backoff(acceptor.get_executor());
   auto lastWarning = std::chrono::steady_clock::time_point{};
   while (acceptor.is_open()) {
@@ -74,8 +85,31 @@ asio::awaitable<void> acceptLoop(Worker& worker, ServerState& state, tcp::accept
     // Responses go out as a header write and then body writes; see upstream.cc on Nagle.
     boost::system::error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    asio::co_spawn(worker.io, runSession(worker, state, std::move(socket), listener), logException);
+    if (listener->tally) {
+      // Counted until the session ends, so that a release waits for its last audit record.
+      listener->tally->sessionStarted();
+      asio::co_spawn(worker.io, runSession(worker, state, std::move(socket), listener),
+                     [tally = listener->tally](std::exception_ptr e) {
+                       tally->sessionEnded();
+                       logException(e);
+                     });
+    } else {
+      asio::co_spawn(worker.io, runSession(worker, state, std::move(socket), listener),
+                     logException);
+    }
   }
+}
+
+std::vector<std::string> secretPaths(const config::Config& cfg) {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : cfg.credentials) {
+    if (c.source.kind == config::CredentialSource::Kind::kFile && !c.source.file.empty()) {
+      out.push_back(c.source.file);
+    }
+  }
+  if (cfg.ca && !cfg.ca->key.empty()) out.push_back(cfg.ca->key);
+  if (cfg.listen.admin) out.push_back(cfg.listen.admin->value);
+  return out;
 }
 
 OwnEndpoint ownEndpoint(const tcp::endpoint& ep) { return {toIpAddress(ep.address()), ep.port()}; }
@@ -119,10 +153,22 @@ struct Server::Impl {
   bool started = false;
   bool stopping = false;  // control thread only
   struct stat lastStat {};
+  // Adopted listeners by group (adoptListeners), one acceptor per worker and socket. Declared
+  // after `workers`: destroyed first, while their io_contexts still exist.
+  std::mutex adoptMu;
+  uint64_t nextGroup = 1;
+  std::map<uint64_t, std::vector<std::pair<Worker*, std::shared_ptr<tcp::acceptor>>>> adopted;
+  // Declared last, destroyed first: its thread calls into everything above.
+  std::unique_ptr<AdminSocket> admin;
 
   void addOwn(const tcp::endpoint& ep) {
     std::lock_guard lock(ownMu);
-    own.push_back(ownEndpoint(ep));
+    auto e = ownEndpoint(ep);
+    // Every sandbox's listeners are 127.0.0.1:3128 and [::1]:3128: keep each address once.
+    for (const auto& o : own) {
+      if (o.address == e.address && o.port == e.port) return;
+    }
+    own.push_back(e);
     state.ownEndpoints.store(std::make_shared<const std::vector<OwnEndpoint>>(own));
   }
 
@@ -225,6 +271,8 @@ struct Server::Impl {
     auto text = [](const auto& v) { return v ? v->value : std::string(); };
     if (text(next.listen.proxy) != text(current->config.listen.proxy) ||
         text(next.listen.metrics) != text(current->config.listen.metrics) ||
+        text(next.listen.admin) != text(current->config.listen.admin) ||
+        text(next.listen.adminGroup) != text(current->config.listen.adminGroup) ||
         next.audit.path != current->config.audit.path) {
       spdlog::warn("reload: changes to listen and audit take effect after a restart");
     }
@@ -243,6 +291,8 @@ struct Server::Impl {
   }
 
   void drainAndStop() {
+    // First: no new adoptions, and every run's listeners closed with the others below.
+    if (admin) admin->stop();
     auto snap = state.snapshot.load();
     auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         snap->defaults.shutdownGrace);
@@ -253,6 +303,17 @@ struct Server::Impl {
         for (auto* s : w->idle) s->cancel(ec);
         w->pool.clear();
       });
+    }
+    {
+      std::lock_guard lock(adoptMu);
+      for (auto& [group, acceptors] : adopted) {
+        for (auto& [w, acc] : acceptors) {
+          asio::post(w->io, [acc] {
+            boost::system::error_code ec;
+            acc->close(ec);
+          });
+        }
+      }
     }
     auto deadline = std::chrono::steady_clock::now() + grace;
     while (state.activeSessions.load() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -296,6 +357,9 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
 
   auto listenProxy = config.listen.proxy;
   auto listenMetrics = config.listen.metrics;
+  auto listenAdmin = config.listen.admin;
+  auto listenAdminGroup = config.listen.adminGroup;
+  auto configFile = config.file;
   auto auditPath = config.audit.path;
   auto ttl = std::chrono::duration_cast<std::chrono::seconds>(config.metrics.taskSeriesTtl);
   Diagnostics errors;
@@ -350,50 +414,173 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
     impl->addOwn(*impl->metricsEndpoint);
     impl->metricsAcceptor = std::move(acc);
   }
-  return std::unique_ptr<Server>(new Server(std::move(impl)));
+  auto server = std::unique_ptr<Server>(new Server(std::move(impl)));
+  if (listenAdmin) {
+    AdminSocketOptions adminOptions;
+    adminOptions.path = listenAdmin->value;
+    if (listenAdminGroup) {
+      auto gid = resolveAdminGroup(configFile, *listenAdminGroup);
+      if (!gid) return gid.errors();
+      adminOptions.group = gid.value();
+    }
+    auto admin = AdminSocket::open(std::move(adminOptions), server->adminBackend());
+    if (!admin) {
+      Diagnostics errors = admin.errors();
+      for (auto& e : errors) {
+        e.file = configFile;
+        e.line = listenAdmin->mark.line;
+        e.col = listenAdmin->mark.col;
+      }
+      return errors;
+    }
+    server->impl_->admin = std::move(admin.value());
+  }
+  return server;
+}
+
+AdminBackend Server::adminBackend() {
+  AdminBackend b;
+  auto unknownTask = [](const config::Config& cfg, const std::string& task) {
+    std::string names;
+    for (const auto& t : cfg.tasks) names += (names.empty() ? "" : ", ") + t.name;
+    return Diagnostic{"", 0, 0, std::string(admin_reason::kUnknownTask),
+                      fmt::format("no task '{}' in {} (tasks: {})", task, cfg.file,
+                                  names.empty() ? "none" : names)};
+  };
+  b.environment = [this, unknownTask](const std::string& task) -> Result<TaskEnvironment> {
+    auto snap = impl_->state.snapshot.load();
+    const config::Task* t = snap->config.findTask(task);
+    if (!t) return unknownTask(snap->config, task);
+    auto env = sandboxEnvironment(task);
+    if (!env) {
+      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
+                        env.errors().front().message};
+    }
+    TaskEnvironment out;
+    out.policy = t->policy.value;
+    out.caPem = env->caPem;
+    for (const auto& [name, value] : env->variables) out.env[name] = value;
+    out.hiddenPaths = secretPaths(snap->config);
+    return out;
+  };
+  b.adopt = [this, unknownTask](std::vector<int> fds, const std::string& task,
+                                std::shared_ptr<ListenerTally> tally) -> Result<uint64_t> {
+    auto snap = impl_->state.snapshot.load();
+    if (!snap->config.findTask(task)) {
+      for (int fd : fds) ::close(fd);
+      return unknownTask(snap->config, task);
+    }
+    auto group = adoptListeners(std::move(fds), task, std::move(tally));
+    if (!group) {
+      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
+                        group.errors().front().message};
+    }
+    return group.value();
+  };
+  b.release = [this](uint64_t group) { releaseListeners(group); };
+  return b;
 }
 
 Result<bool> Server::adoptListener(int fd, std::string task) {
-  int listening = 0;
-  socklen_t len = sizeof(listening);
-  sockaddr_storage addr{};
-  socklen_t addrLen = sizeof(addr);
-  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
-      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
-    ::close(fd);
-    return Diagnostic{"", 0, 0, "", fmt::format("fd {} is not a listening TCP socket", fd)};
+  auto group = adoptListeners({fd}, std::move(task));
+  if (!group) return group.errors();
+  return true;
+}
+
+Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
+                                        std::shared_ptr<ListenerTally> tally) {
+  auto& im = *impl_;
+  auto closeAll = [&] {
+    for (int fd : fds) ::close(fd);
+  };
+  if (im.state.draining.load()) {
+    closeAll();
+    return Diagnostic{"", 0, 0, "", "the server is shutting down"};
   }
-  tcp::endpoint local;
-  std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
-  local.resize(addrLen);
-  auto info =
-      std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), std::move(task)});
-  const auto protocol = local.protocol();
-  // Every worker accepts on its own duplicate of the descriptor (one shared queue).
-  for (auto& w : impl_->workers) {
-    int dupFd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (dupFd < 0) {
-      ::close(fd);
-      return Diagnostic{"", 0, 0, "", fmt::format("dup of fd {}: {}", fd, std::strerror(errno))};
+  struct Pending {
+    Worker* worker;
+    std::shared_ptr<tcp::acceptor> acceptor;
+    std::shared_ptr<const ListenerInfo> info;
+  };
+  std::vector<Pending> pending;
+  std::vector<tcp::endpoint> locals;
+  for (int fd : fds) {
+    int listening = 0;
+    socklen_t len = sizeof(listening);
+    sockaddr_storage addr{};
+    socklen_t addrLen = sizeof(addr);
+    if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening ||
+        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
+        (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+      closeAll();
+      return Diagnostic{"", 0, 0, "", fmt::format("fd {} is not a listening TCP socket", fd)};
     }
-    asio::post(w->io, [w = w.get(), this, dupFd, info, protocol] {
-      auto acc = std::make_unique<tcp::acceptor>(w->io);
+    tcp::endpoint local;
+    std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
+    local.resize(addrLen);
+    auto info =
+        std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), task, tally});
+    // Every worker accepts on its own duplicate of the descriptor (one shared queue). The
+    // acceptors are registered here (the reactor is thread-safe) and used only on their worker.
+    for (auto& w : im.workers) {
+      int dupFd = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+      if (dupFd < 0) {
+        auto err = fmt::format("dup of fd {}: {}", fd, std::strerror(errno));
+        closeAll();
+        return Diagnostic{"", 0, 0, "", err};
+      }
+      auto acc = std::make_shared<tcp::acceptor>(w->io);
       boost::system::error_code ec;
-      acc->assign(protocol, dupFd, ec);
+      acc->assign(local.protocol(), dupFd, ec);
       if (ec) {
         ::close(dupFd);
-        spdlog::error("adopting listener {}: {}", info->name, ec.message());
+        closeAll();
+        return Diagnostic{"", 0, 0, "",
+                          fmt::format("adopting listener {}: {}", info->name, ec.message())};
+      }
+      pending.push_back(Pending{w.get(), std::move(acc), info});
+    }
+    locals.push_back(local);
+  }
+  closeAll();  // the workers hold duplicates
+  for (const auto& local : locals) im.addOwn(local);
+  uint64_t group;
+  {
+    std::lock_guard lock(im.adoptMu);
+    group = im.nextGroup++;
+    auto& entry = im.adopted[group];
+    for (const auto& p : pending) entry.emplace_back(p.worker, p.acceptor);
+  }
+  for (auto& p : pending) {
+    asio::post(p.worker->io, [w = p.worker, state = &im.state, acc = p.acceptor, info = p.info] {
+      if (state->draining.load()) {
+        boost::system::error_code ec;
+        acc->close(ec);
         return;
       }
-      if (impl_->state.draining.load()) return;
-      asio::co_spawn(w->io, acceptLoop(*w, impl_->state, *acc, info), logException);
-      w->acceptors.push_back(std::move(acc));
+      asio::co_spawn(w->io, acceptLoop(*w, *state, *acc, info, acc), logException);
     });
   }
-  ::close(fd);
-  impl_->addOwn(local);
-  return true;
+  return group;
+}
+
+void Server::releaseListeners(uint64_t group) {
+  std::vector<std::pair<Worker*, std::shared_ptr<tcp::acceptor>>> acceptors;
+  {
+    std::lock_guard lock(impl_->adoptMu);
+    auto it = impl_->adopted.find(group);
+    if (it == impl_->adopted.end()) return;
+    acceptors = std::move(it->second);
+    impl_->adopted.erase(it);
+  }
+  // Closed on the worker that uses it: the accept loop ends with operation_aborted and its
+  // frame drops the last reference.
+  for (auto& [w, acc] : acceptors) {
+    asio::post(w->io, [acc = acc] {
+      boost::system::error_code ec;
+      acc->close(ec);
+    });
+  }
 }
 
 namespace {
@@ -417,7 +604,7 @@ Result<SandboxEnvironment> Server::sandboxEnvironment(const std::string& task) {
   auto snap = impl_->state.snapshot.load();
   const auto& cfg = snap->config;
   const config::Task* t = cfg.findTask(task);
-  if (!t) return Diagnostic{"", 0, 0, "", fmt::format("no task '{}' in the config", task)};
+  if (!t) return Diagnostic{"", 0, 0, "", fmt::format("no task '{}' in {}", task, cfg.file)};
   SandboxEnvironment env;
   auto& icpt = impl_->state.interception;
   if (!icpt) return env;
@@ -439,7 +626,7 @@ void Server::start() {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {
       auto info = std::make_shared<const ListenerInfo>(
-          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt});
+          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr});
       asio::co_spawn(w->io, acceptLoop(*w, im.state, *acc, info), logException);
     }
   }
@@ -466,11 +653,13 @@ void Server::start() {
     asio::co_spawn(im.control, im.signals(), logException);
   }
   asio::co_spawn(im.control, im.housekeeping(), logException);
+  if (im.admin) im.admin->start();
   im.state.metrics->setReady(true);
   im.writeReadyFile();
-  spdlog::info("sandgate serving: proxy {} metrics {} ({} worker threads)",
+  spdlog::info("sandgate serving: proxy {} metrics {} admin {} ({} worker threads)",
                im.proxyEndpoint ? endpointText(*im.proxyEndpoint) : "-",
-               im.metricsEndpoint ? endpointText(*im.metricsEndpoint) : "-", im.workers.size());
+               im.metricsEndpoint ? endpointText(*im.metricsEndpoint) : "-",
+               im.admin ? im.admin->path() : "-", im.workers.size());
   im.controlThread = std::thread([&im] {
     auto guard = asio::make_work_guard(im.control);
     im.control.run();

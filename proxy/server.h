@@ -26,10 +26,14 @@ struct ServerOptions {
   bool watchConfigFile = true;
 };
 
+// What a sandbox bound to a task needs from the server (see Server::sandboxEnvironment).
 struct SandboxEnvironment {
   std::string caPem;
   std::vector<std::pair<std::string, std::string>> variables;
 };
+
+class ListenerTally;
+struct AdminBackend;
 
 class Server {
  public:
@@ -45,6 +49,16 @@ class Server {
   // Serves a listening socket whose every connection belongs to `task` (a socket handed
   // over by a sandbox launcher). Takes ownership of `fd`. Callable before or after start().
   Result<bool> adoptListener(int fd, std::string task);
+
+  // Adopts several listening sockets as one group that releaseListeners() closes again (the
+  // admin socket: a sandbox's listeners are served while its launcher stays connected). Takes
+  // ownership of `fds` (closed on error too). Connections accepted on them are counted in
+  // `tally` when set. Errors: a descriptor that is not a listening TCP socket, shutting down.
+  Result<uint64_t> adoptListeners(std::vector<int> fds, std::string task,
+                                  std::shared_ptr<ListenerTally> tally = nullptr);
+  // Stops accepting on a group's listeners and closes them (connections already accepted go
+  // on). Unknown or already released groups are ignored. Thread-safe.
+  void releaseListeners(uint64_t group);
 
   void start();  // starts worker threads and returns
   void wait();   // blocks until a shutdown has completed
@@ -73,6 +87,7 @@ class Server {
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
+  AdminBackend adminBackend();  // listen.admin's view of this server
   std::unique_ptr<Impl> impl_;
 };
 

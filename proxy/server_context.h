@@ -34,10 +34,15 @@ inline std::chrono::steady_clock::duration toDuration(config::Seconds s) {
 // Completion token of the data path: errors are values, never exceptions.
 inline constexpr auto kUse = boost::asio::as_tuple(boost::asio::use_awaitable);
 
+class ListenerTally;
+
 // A listening socket and who its clients are.
 struct ListenerInfo {
   std::string name;                 // local "ip:port" for the audit log
   std::optional<std::string> task;  // set: every connection belongs to this task
+  // Set for listeners adopted through the admin socket: their connections and audit records
+  // are counted for the launcher's report.
+  std::shared_ptr<ListenerTally> tally;
 };
 
 // An address sandgate itself listens on: dialling it would loop through the proxy.

@@ -8,6 +8,7 @@
 #include <boost/asio/write.hpp>
 
 #include "policy/engine.h"
+#include "proxy/listener_tally.h"
 #include "proxy/metrics.h"
 #include "proxy/proxy_auth.h"
 #include "proxy/upstream.h"
@@ -29,6 +30,7 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
   r.durationSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
   if (c.state.audit) c.state.audit->write(r);
+  if (c.listener && c.listener->tally) c.listener->tally->add(r);
   // Refusals before identity (407, 400) are counted under the empty task label: the name a
   // client claims is not trusted, and it would make the label unbounded.
   if (!c.metrics && c.state.metrics) c.metrics = c.state.metrics->task("");

@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 
 #include <cstdio>
-#include <fstream>
 #include <stdexcept>
 
 #include "config/config.h"
 #include "config/default_config.h"
 #include "proxy/embedded.h"
-#include "run/run_report.h"
+#include "run/run_outcome.h"
+#include "run/serve_run.h"
 #include "sandbox/launcher.h"
 
 namespace sandgate::run {
@@ -73,12 +73,6 @@ std::vector<std::string> hiddenPaths(const config::Config& cfg) {
 }  // namespace
 
 int runTask(const RunRequest& req) {
-  if (req.proxy) {
-    return fail(kExitUsage,
-                "--proxy {}: using a running `sandgate serve` is not yet supported; omit "
-                "--proxy to use the embedded proxy",
-                *req.proxy);
-  }
   if (req.argv.empty()) return fail(kExitUsage, "no command given (sandgate run ... -- CMD)");
   if (req.task && req.policy) return fail(kExitUsage, "--task and --policy exclude each other");
 
@@ -115,6 +109,7 @@ int runTask(const RunRequest& req) {
     }
     options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
+  if (req.proxy) return runWithServe(req, std::move(options));  // run/serve_run.cc
 
   auto loaded = req.configPath ? config::loadFile(*req.configPath) : config::defaultConfig();
   if (!loaded) {
@@ -156,31 +151,7 @@ int runTask(const RunRequest& req) {
     if (!error.empty()) throw std::runtime_error("proxy: " + error);
   });
   auto traffic = embedded.stop();
-  if (!result) {
-    for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
-    return kExitSetupFailed;
-  }
-  const auto& rr = result.value();
-  for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
-  for (const auto& u : rr.unenforced) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
-  if (rr.end == sandbox::RunResult::End::kSetupFailed) {
-    fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n", rr.error);
-  } else if (rr.end == sandbox::RunResult::End::kTimeout) {
-    fmt::print(stderr, "sandgate run: timed out after {}\n", *req.timeout);
-  } else if (rr.end == sandbox::RunResult::End::kMemoryLimit) {
-    fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n", *req.memory);
-  }
-  if (req.reportPath) {
-    ReportInput in{taskName, policyName, req.argv, rr, traffic};
-    std::ofstream out(*req.reportPath, std::ios::trunc);
-    out << formatReport(in);
-    out.close();
-    if (!out) {
-      fmt::print(stderr, "sandgate run: cannot write the report to {}\n", *req.reportPath);
-      if (rr.exitStatus == 0) return kExitSetupFailed;
-    }
-  }
-  return rr.exitStatus;
+  return finishRun(req, taskName, policyName, result, traffic);
 }
 
 }  // namespace sandgate::run

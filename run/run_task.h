@@ -17,7 +17,7 @@ struct RunRequest {
   std::optional<std::string> configPath;  // none: config::defaultConfig()
   std::optional<std::string> task;        // an existing task
   std::optional<std::string> policy;      // an ad-hoc task bound to this policy
-  std::optional<std::string> proxy;       // "unix:PATH" of a running serve: not supported yet
+  std::optional<std::string> proxy;       // "unix:PATH" of a running serve (run/serve_run.h)
   std::string workspace;                  // empty: the current directory
   std::optional<std::string> memory;      // config::parseSize
   std::optional<double> cpus;

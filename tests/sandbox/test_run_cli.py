@@ -184,9 +184,9 @@ class RunCliTest(unittest.TestCase):
         self.assertEqual(self.sandgate("--task", "nope", "--", "true").returncode, 2)
         self.assertEqual(self.sandgate("--task", "t1", "--memory", "lots", "--", "true").returncode, 2)
         self.assertEqual(self.sandgate("--task", "t1", "--env", "NOEQUALS", "--", "true").returncode, 2)
-        r = self.sandgate("--proxy", "unix:/run/sandgate.sock", "--", "true")
-        self.assertEqual(r.returncode, 2)
-        self.assertIn("not yet supported", r.stderr)
+        r = self.sandgate("--proxy", "unix:/run/sandgate.sock", "--task", "t1", "--", "true")
+        self.assertEqual(r.returncode, 2)  # the task is serve's: --config makes no sense
+        self.assertIn("--config and --proxy exclude each other", r.stderr)
         # Two tasks and none called 'default': the task must be named.
         self.assertEqual(self.sandgate("--", "true").returncode, 2)
 

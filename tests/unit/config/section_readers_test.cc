@@ -30,6 +30,11 @@ TEST(SectionReaders, ListenAuditMetricsCaTls) {
   EXPECT_EQ(c.listen.proxy->mark.line, 2);
   EXPECT_EQ(c.listen.metrics->value, "127.0.0.1:9464");
   EXPECT_EQ(c.listen.admin->value, "/run/sandgate.sock");
+  EXPECT_FALSE(c.listen.adminGroup.has_value());
+  auto g = loadOk("listen: {admin: /run/a.sock, admin_group: sandgate}\n");
+  ASSERT_TRUE(g.listen.adminGroup.has_value());
+  EXPECT_EQ(g.listen.adminGroup->value, "sandgate");
+  EXPECT_EQ(g.listen.adminGroup->mark.line, 1);
   EXPECT_EQ(c.audit.path, "/var/log/audit.jsonl");
   EXPECT_EQ(c.metrics.taskSeriesTtl, Seconds(3600));
   ASSERT_TRUE(c.ca.has_value());
@@ -230,6 +235,15 @@ TEST(SectionReaders, Errors) {
       {"leaf cache zero",
        "tls: {leaf_cache_size: 0}\n",
        {1, 24, "tls.leaf_cache_size", "expected an integer from 1 to 1000000, got `0`"}},
+      {"admin relative",
+       "listen: {admin: run/admin.sock}\n",
+       {1, 17, "listen.admin", "expected an absolute path, got `run/admin.sock`"}},
+      {"admin too long",
+       "listen: {admin: /" + std::string(107, 'a') + "}\n",
+       {1, 17, "listen.admin", "at most 107 bytes, got 108"}},
+      {"admin_group without admin",
+       "listen: {admin_group: sandgate}\n",
+       {1, 10, "listen.admin_group", "admin_group needs listen.admin"}},
       {"tls typo",
        "tls: {upstream-ca: /x}\n",
        {1, 7, "tls.upstream-ca", "did you mean `upstream_ca`?"}},

@@ -1,0 +1,44 @@
+// The launcher's end of the admin socket (`sandgate run --proxy unix:PATH`): blocking
+// request/reply over SOCK_SEQPACKET (protocol in admin_protocol.h).
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "proxy/admin_protocol.h"
+
+namespace sandgate::proxy {
+
+// Errors are Diagnostics whose keyPath is the server's reason token (admin_reason::…) for a
+// refused request, and empty for a connection that failed (the message names the system
+// call, the path and errno).
+class AdminClient {
+ public:
+  // Connects to the admin socket at `path`. Every later call waits at most `timeout`.
+  static Result<std::unique_ptr<AdminClient>> connect(
+      const std::string& path, std::chrono::milliseconds timeout = std::chrono::seconds(30));
+  ~AdminClient();
+  AdminClient(const AdminClient&) = delete;
+  AdminClient& operator=(const AdminClient&) = delete;
+
+  Result<TaskEnvironment> taskEnvironment(const std::string& task);
+  // Hands the listening sockets over (they stay open here: the caller closes its copies).
+  Result<bool> adopt(const std::string& task, const std::vector<int>& fds);
+  // Asks serve to close the adopted listeners and say what the run's connections did.
+  Result<TrafficSummary> release();
+
+  const std::string& path() const { return path_; }
+
+ private:
+  AdminClient(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
+  Result<AdminReply> exchange(const AdminRequest& request, const std::vector<int>& fds);
+
+  int fd_;
+  std::string path_;
+};
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,288 @@
+// The admin socket's messages, peer check and listener check (see admin_protocol.h).
+#include "proxy/admin_protocol.h"
+
+#include <fmt/format.h>
+#include <grp.h>
+#include <pwd.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cerrno>
+#include <cstring>
+
+namespace sandgate::proxy {
+
+namespace json = boost::json;
+
+namespace {
+
+Diagnostic refusal(std::string_view reason, std::string message) {
+  return Diagnostic{"", 0, 0, std::string(reason), std::move(message)};
+}
+
+const char* opName(AdminOp op) {
+  switch (op) {
+    case AdminOp::kTaskEnv:
+      return "task_env";
+    case AdminOp::kAdopt:
+      return "adopt";
+    case AdminOp::kRelease:
+      return "release";
+  }
+  return "?";
+}
+
+// Task names as config/ allows them: they end up in log lines and replies.
+bool isTaskName(std::string_view s) {
+  if (s.empty() || s.size() > 256) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+Result<json::object> parseObject(std::string_view message) {
+  if (message.size() > kMaxAdminMessage) {
+    return refusal(admin_reason::kBadRequest,
+                   fmt::format("message of {} bytes exceeds {}", message.size(), kMaxAdminMessage));
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(message, ec);
+  if (ec || !v.is_object()) {
+    return refusal(admin_reason::kBadRequest, "expected one JSON object per message");
+  }
+  auto& o = v.as_object();
+  const json::value* version = o.if_contains("v");
+  if (!version || !version->is_int64() || version->as_int64() != kAdminProtocolVersion) {
+    return refusal(
+        admin_reason::kUnsupportedVersion,
+        fmt::format("unsupported protocol version {} (this side speaks {})",
+                    version ? json::serialize(*version) : "(none)", kAdminProtocolVersion));
+  }
+  return std::move(o);
+}
+
+std::string stringOf(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+uint64_t numberOf(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v && v->is_uint64()) return v->as_uint64();
+  if (v && v->is_int64() && v->as_int64() >= 0) return static_cast<uint64_t>(v->as_int64());
+  return 0;
+}
+
+json::object trafficToJson(const TrafficSummary& t) {
+  json::array entries;
+  for (const auto& e : t.entries) {
+    entries.push_back({{"host", e.host},
+                       {"port", e.port},
+                       {"kind", e.kind},
+                       {"verdict", e.verdict},
+                       {"reason", e.reason},
+                       {"count", e.count},
+                       {"bytes_up", e.bytesUp},
+                       {"bytes_down", e.bytesDown}});
+  }
+  json::array credentials;
+  for (const auto& c : t.credentials) credentials.emplace_back(c);
+  return {{"allowed", t.allowed},
+          {"denied", t.denied},
+          {"other", t.other},
+          {"bytes_up", t.bytesUp},
+          {"bytes_down", t.bytesDown},
+          {"entries", std::move(entries)},
+          {"credentials", std::move(credentials)}};
+}
+
+TrafficSummary trafficFromJson(const json::object& o) {
+  TrafficSummary t;
+  t.allowed = numberOf(o, "allowed");
+  t.denied = numberOf(o, "denied");
+  t.other = numberOf(o, "other");
+  t.bytesUp = numberOf(o, "bytes_up");
+  t.bytesDown = numberOf(o, "bytes_down");
+  if (const json::value* a = o.if_contains("entries"); a && a->is_array()) {
+    for (const auto& v : a->as_array()) {
+      if (!v.is_object()) continue;
+      const auto& e = v.as_object();
+      TrafficEntry entry;
+      entry.host = stringOf(e, "host");
+      entry.port = static_cast<uint16_t>(std::min<uint64_t>(numberOf(e, "port"), 65535));
+      entry.kind = stringOf(e, "kind");
+      entry.verdict = stringOf(e, "verdict");
+      entry.reason = stringOf(e, "reason");
+      entry.count = numberOf(e, "count");
+      entry.bytesUp = numberOf(e, "bytes_up");
+      entry.bytesDown = numberOf(e, "bytes_down");
+      t.entries.push_back(std::move(entry));
+    }
+  }
+  if (const json::value* a = o.if_contains("credentials"); a && a->is_array()) {
+    for (const auto& v : a->as_array()) {
+      if (v.is_string()) t.credentials.emplace_back(v.as_string());
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string encodeRequest(const AdminRequest& request) {
+  json::object o{{"v", kAdminProtocolVersion}, {"op", opName(request.op)}};
+  if (request.op != AdminOp::kRelease) o["task"] = request.task;
+  return json::serialize(o);
+}
+
+Result<AdminRequest> parseRequest(std::string_view message) {
+  auto parsed = parseObject(message);
+  if (!parsed) return parsed.errors();
+  const auto& o = parsed.value();
+  AdminRequest out;
+  std::string op = stringOf(o, "op");
+  if (op == "task_env") {
+    out.op = AdminOp::kTaskEnv;
+  } else if (op == "adopt") {
+    out.op = AdminOp::kAdopt;
+  } else if (op == "release") {
+    out.op = AdminOp::kRelease;
+    return out;
+  } else {
+    return refusal(
+        admin_reason::kBadRequest,
+        fmt::format("unknown op '{}' (expected task_env, adopt or release)", op.substr(0, 40)));
+  }
+  out.task = stringOf(o, "task");
+  if (!isTaskName(out.task)) {
+    return refusal(
+        admin_reason::kBadRequest,
+        fmt::format("op {} needs \"task\": a task name (letters, digits, '.', '_', '-')", op));
+  }
+  return out;
+}
+
+std::string encodeReply(const AdminReply& reply) {
+  json::object o{{"v", kAdminProtocolVersion}, {"ok", reply.ok}};
+  if (!reply.ok) {
+    o["reason"] = reply.reason;
+    o["error"] = reply.error;
+  }
+  if (reply.environment) {
+    const auto& e = *reply.environment;
+    o["policy"] = e.policy;
+    o["ca_pem"] = e.caPem;
+    json::object env;
+    for (const auto& [k, v] : e.env) env[k] = v;
+    o["env"] = std::move(env);
+    json::array hidden;
+    for (const auto& p : e.hiddenPaths) hidden.emplace_back(p);
+    o["hidden_paths"] = std::move(hidden);
+  }
+  if (reply.traffic) o["traffic"] = trafficToJson(*reply.traffic);
+  return json::serialize(o);
+}
+
+AdminReply errorReply(std::string_view reason, std::string error) {
+  AdminReply r;
+  r.ok = false;
+  r.reason = std::string(reason);
+  r.error = std::move(error);
+  return r;
+}
+
+Result<AdminReply> parseReply(std::string_view message) {
+  auto parsed = parseObject(message);
+  if (!parsed) return parsed.errors();
+  const auto& o = parsed.value();
+  AdminReply r;
+  const json::value* ok = o.if_contains("ok");
+  if (!ok || !ok->is_bool()) {
+    return refusal(admin_reason::kBadRequest, "reply without a boolean \"ok\"");
+  }
+  r.ok = ok->as_bool();
+  if (!r.ok) {
+    r.reason = stringOf(o, "reason");
+    r.error = stringOf(o, "error");
+    return r;
+  }
+  if (o.contains("ca_pem") || o.contains("env")) {
+    TaskEnvironment e;
+    e.policy = stringOf(o, "policy");
+    e.caPem = stringOf(o, "ca_pem");
+    if (const json::value* env = o.if_contains("env"); env && env->is_object()) {
+      for (const auto& kv : env->as_object()) {
+        if (kv.value().is_string()) e.env[std::string(kv.key())] = kv.value().as_string();
+      }
+    }
+    if (const json::value* h = o.if_contains("hidden_paths"); h && h->is_array()) {
+      for (const auto& v : h->as_array()) {
+        if (v.is_string()) e.hiddenPaths.emplace_back(v.as_string());
+      }
+    }
+    r.environment = std::move(e);
+  }
+  if (const json::value* t = o.if_contains("traffic"); t && t->is_object()) {
+    r.traffic = trafficFromJson(t->as_object());
+  }
+  return r;
+}
+
+std::optional<std::string> checkPeer(const PeerCredentials& peer, std::optional<gid_t> group,
+                                     const std::vector<gid_t>& supplementary) {
+  if (peer.uid == 0) return std::nullopt;
+  if (group && (peer.gid == *group || std::find(supplementary.begin(), supplementary.end(),
+                                                *group) != supplementary.end())) {
+    return std::nullopt;
+  }
+  if (group) {
+    return fmt::format("uid {} (gid {}, pid {}) is neither root nor a member of group {}", peer.uid,
+                       peer.gid, peer.pid, *group);
+  }
+  return fmt::format("uid {} (gid {}, pid {}) is not root (no listen.admin_group is configured)",
+                     peer.uid, peer.gid, peer.pid);
+}
+
+std::vector<gid_t> groupsOfUser(uid_t uid, gid_t primary) {
+  std::vector<char> buf(16384);
+  passwd pw{};
+  passwd* found = nullptr;
+  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || !found) return {};
+  int n = 64;
+  std::vector<gid_t> groups(static_cast<size_t>(n));
+  for (int attempt = 0; attempt < 4; ++attempt) {
+    int count = n;
+    if (::getgrouplist(found->pw_name, primary, groups.data(), &count) >= 0) {
+      groups.resize(static_cast<size_t>(count));
+      return groups;
+    }
+    n = std::max(count, n * 2);  // count now holds the number needed
+    groups.resize(static_cast<size_t>(n));
+  }
+  return {};
+}
+
+std::optional<std::string> checkListenerFd(int fd) {
+  int type = 0, listening = 0;
+  socklen_t len = sizeof(type);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+    return fmt::format("descriptor is not a socket ({})", std::strerror(errno));
+  }
+  if (type != SOCK_STREAM) return fmt::format("socket type {} is not SOCK_STREAM", type);
+  len = sizeof(listening);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) {
+    return std::string("socket is not listening");
+  }
+  sockaddr_storage addr{};
+  socklen_t addrLen = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
+      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+    return std::string("socket is not IPv4 or IPv6");
+  }
+  return std::nullopt;
+}
+
+}  // namespace sandgate::proxy

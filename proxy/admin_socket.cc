@@ -1,0 +1,391 @@
+// The admin socket: file creation and permissions, peer checks, one poll() thread serving
+// task_env / adopt / release (see admin_socket.h).
+#include "proxy/admin_socket.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <poll.h>
+#include <spdlog/spdlog.h>
+#include <sys/eventfd.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <mutex>
+#include <thread>
+
+#include "proxy/listener_tally.h"
+
+namespace sandgate::proxy {
+
+namespace {
+
+Diagnostic sysError(const std::string& path, const char* what) {
+  return Diagnostic{"", 0, 0, "listen.admin",
+                    fmt::format("{} {}: {} (errno {})", what, path, std::strerror(errno), errno)};
+}
+
+sockaddr_un unixAddress(const std::string& path) {
+  sockaddr_un a{};
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), std::min(path.size(), sizeof(a.sun_path) - 1));
+  return a;
+}
+
+// Is someone accepting on the socket at `path`? (A stale socket refuses the connection.)
+bool someoneListens(const std::string& path) {
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return false;
+  auto a = unixAddress(path);
+  bool yes = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 ||
+             (errno != ECONNREFUSED && errno != ENOENT && errno != EPROTOTYPE);
+  ::close(fd);
+  return yes;
+}
+
+struct Connection {
+  int fd = -1;
+  PeerCredentials peer;
+  std::vector<uint64_t> handles;         // adopted listener groups
+  std::shared_ptr<ListenerTally> tally;  // created by the first adopt
+  // Set for a refused peer: the answer to its first request, after which it is closed. Not
+  // sent at once: closing with its request unread would reset the connection, and the
+  // launcher would see ECONNRESET instead of the reason.
+  std::optional<AdminReply> refusal;
+};
+
+}  // namespace
+
+Result<gid_t> resolveAdminGroup(const std::string& file, const config::Located<std::string>& g) {
+  auto fail = [&](std::string message) {
+    return Diagnostic{file, g.mark.line, g.mark.col, "listen.admin_group", std::move(message)};
+  };
+  unsigned long number = 0;
+  auto [end, ec] = std::from_chars(g.value.data(), g.value.data() + g.value.size(), number);
+  if (ec == std::errc() && end == g.value.data() + g.value.size()) {
+    if (number > 0xfffffffeUL) return fail(fmt::format("gid {} is out of range", g.value));
+    return static_cast<gid_t>(number);
+  }
+  std::vector<char> buf(16384);
+  group gr{};
+  group* found = nullptr;
+  int rc = ::getgrnam_r(g.value.c_str(), &gr, buf.data(), buf.size(), &found);
+  if (rc != 0 || !found) {
+    return fail(fmt::format("no group named '{}'{}", g.value,
+                            rc != 0 ? fmt::format(" ({})", std::strerror(rc)) : ""));
+  }
+  return found->gr_gid;
+}
+
+struct AdminSocket::Impl {
+  AdminSocketOptions options;
+  AdminBackend backend;
+  int listenFd = -1;
+  int wakeFd = -1;
+  struct stat bound {};  // the socket file we created: removed on stop only if still this one
+  std::thread thread;
+  std::mutex stopMu;
+  bool stopped = false;
+  std::vector<Connection> connections;  // serving thread only
+  std::vector<char> buffer = std::vector<char>(kMaxAdminMessage + 1);
+
+  ~Impl() {
+    if (listenFd >= 0) ::close(listenFd);
+    if (wakeFd >= 0) ::close(wakeFd);
+  }
+
+  bool send(Connection& c, const AdminReply& reply) {
+    std::string bytes = encodeReply(reply);
+    // A launcher that does not read its replies loses its connection; it never blocks us.
+    return ::send(c.fd, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL) ==
+           static_cast<ssize_t>(bytes.size());
+  }
+
+  void acceptAll() {
+    while (true) {
+      int fd = ::accept4(listenFd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
+      if (fd < 0) {
+        if (errno == EINTR || errno == ECONNABORTED) continue;
+        if (errno != EAGAIN)
+          spdlog::warn("admin socket {}: accept: {}", options.path, std::strerror(errno));
+        return;
+      }
+      Connection c;
+      c.fd = fd;
+      ucred cred{};
+      socklen_t len = sizeof(cred);
+      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
+        spdlog::warn("admin socket {}: SO_PEERCRED: {}", options.path, std::strerror(errno));
+        ::close(fd);
+        continue;
+      }
+      c.peer = PeerCredentials{cred.pid, cred.uid, cred.gid};
+      std::vector<gid_t> groups;
+      if (c.peer.uid != 0 && options.group) groups = groupsOfUser(c.peer.uid, c.peer.gid);
+      if (auto refused = checkPeer(c.peer, options.group, groups)) {
+        spdlog::warn("admin socket {}: refused: {}", options.path, *refused);
+        c.refusal = errorReply(admin_reason::kPermissionDenied, "permission denied: " + *refused);
+      } else if (connections.size() >= options.maxConnections) {
+        spdlog::warn("admin socket {}: {} connections open; refusing pid {}", options.path,
+                     connections.size(), c.peer.pid);
+        c.refusal = errorReply(
+            admin_reason::kUnavailable,
+            fmt::format("too many admin connections (limit {})", options.maxConnections));
+      }
+      if (connections.size() >= 2 * options.maxConnections) {
+        ::close(fd);  // refused ones too: nothing may grow without bound
+        continue;
+      }
+      connections.push_back(std::move(c));
+    }
+  }
+
+  TrafficSummary release(Connection& c) {
+    for (uint64_t h : c.handles) backend.release(h);
+    c.handles.clear();
+    if (!c.tally) return {};
+    // The sandbox is gone by now, so its connections end at their next read or write; give
+    // their last audit records a bounded moment to arrive.
+    auto deadline = std::chrono::steady_clock::now() + options.releaseWait;
+    while (c.tally->activeSessions() > 0 && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a bounded drain poll
+    }
+    auto summary = c.tally->summary();
+    c.tally.reset();
+    return summary;
+  }
+
+  void closeConnection(Connection& c) {
+    if (!c.handles.empty()) {
+      spdlog::info("admin socket {}: pid {} closed; releasing its listeners", options.path,
+                   c.peer.pid);
+    }
+    for (uint64_t h : c.handles) backend.release(h);
+    c.handles.clear();
+    ::close(c.fd);
+    c.fd = -1;
+  }
+
+  AdminReply handle(Connection& c, const AdminRequest& req, std::vector<int>& fds) {
+    switch (req.op) {
+      case AdminOp::kTaskEnv: {
+        auto env = backend.environment(req.task);
+        if (!env) return errorReply(env.errors().front().keyPath, env.errors().front().message);
+        AdminReply r;
+        r.ok = true;
+        r.environment = std::move(env.value());
+        return r;
+      }
+      case AdminOp::kAdopt: {
+        if (fds.empty()) {
+          return errorReply(admin_reason::kBadRequest,
+                            "adopt needs the listening sockets attached (SCM_RIGHTS)");
+        }
+        for (int fd : fds) {
+          if (auto bad = checkListenerFd(fd)) {
+            return errorReply(admin_reason::kNotAListener,
+                              fmt::format("cannot adopt a descriptor: {}", *bad));
+          }
+        }
+        if (!c.tally) c.tally = std::make_shared<ListenerTally>();
+        size_t count = fds.size();
+        auto handle = backend.adopt(std::move(fds), req.task, c.tally);
+        fds.clear();  // owned by adopt now, closed by it on error
+        if (!handle) {
+          return errorReply(handle.errors().front().keyPath, handle.errors().front().message);
+        }
+        c.handles.push_back(handle.value());
+        spdlog::info("admin socket {}: serving {} listener(s) for task {} (pid {}, uid {})",
+                     options.path, count, req.task, c.peer.pid, c.peer.uid);
+        AdminReply r;
+        r.ok = true;
+        return r;
+      }
+      case AdminOp::kRelease: {
+        AdminReply r;
+        r.ok = true;
+        r.traffic = release(c);
+        return r;
+      }
+    }
+    return errorReply(admin_reason::kBadRequest, "unknown op");
+  }
+
+  // Reads one request; false when the connection must be closed.
+  bool serve(Connection& c) {
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxAdminFds)];
+    iovec iov{buffer.data(), buffer.size()};
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t n = ::recvmsg(c.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
+    if (n < 0) return errno == EAGAIN || errno == EINTR;
+    std::vector<int> fds;
+    for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
+      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
+      size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+      for (size_t i = 0; i < count; ++i) {
+        int fd;
+        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
+        fds.push_back(fd);
+      }
+    }
+    auto closeFds = [&] {
+      for (int fd : fds) ::close(fd);
+      fds.clear();
+    };
+    if (n == 0) {  // end of file: the launcher is done (or dead)
+      closeFds();
+      return false;
+    }
+    if (c.refusal) {
+      closeFds();
+      send(c, *c.refusal);
+      return false;
+    }
+    AdminReply reply;
+    if (msg.msg_flags & MSG_TRUNC) {
+      reply = errorReply(admin_reason::kBadRequest,
+                         fmt::format("message longer than {} bytes", kMaxAdminMessage));
+    } else if (msg.msg_flags & MSG_CTRUNC) {
+      reply = errorReply(admin_reason::kBadRequest,
+                         fmt::format("more than {} descriptors attached", kMaxAdminFds));
+    } else {
+      auto req = parseRequest(std::string_view(buffer.data(), static_cast<size_t>(n)));
+      if (!req) {
+        reply = errorReply(req.errors().front().keyPath, req.errors().front().message);
+      } else {
+        if (req->op != AdminOp::kAdopt && !fds.empty()) closeFds();
+        reply = handle(c, req.value(), fds);
+      }
+    }
+    closeFds();  // whatever was not adopted
+    if (!reply.ok) {
+      spdlog::warn("admin socket {}: pid {} uid {}: {}: {}", options.path, c.peer.pid, c.peer.uid,
+                   reply.reason, reply.error);
+    }
+    return send(c, reply);
+  }
+
+  void loop() {
+    std::vector<pollfd> pfds;
+    while (true) {
+      pfds.clear();
+      pfds.push_back({wakeFd, POLLIN, 0});
+      pfds.push_back({listenFd, POLLIN, 0});
+      for (const auto& c : connections) pfds.push_back({c.fd, POLLIN, 0});
+      int n = ::poll(pfds.data(), pfds.size(), -1);
+      if (n < 0) {
+        if (errno == EINTR) continue;
+        spdlog::error("admin socket {}: poll: {}", options.path, std::strerror(errno));
+        break;
+      }
+      if (pfds[0].revents) break;
+      // Connections first: acceptAll() may append to `connections`.
+      for (size_t i = 0; i < connections.size(); ++i) {
+        short ev = pfds[i + 2].revents;
+        if (!ev) continue;
+        // POLLHUP with data still queued: read it first; recvmsg returns 0 once it is drained.
+        if (!serve(connections[i])) closeConnection(connections[i]);
+      }
+      std::erase_if(connections, [](const Connection& c) { return c.fd < 0; });
+      if (pfds[1].revents & POLLIN) acceptAll();
+    }
+    for (auto& c : connections) closeConnection(c);
+    connections.clear();
+  }
+};
+
+AdminSocket::AdminSocket(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+AdminSocket::~AdminSocket() { stop(); }
+
+const std::string& AdminSocket::path() const { return impl_->options.path; }
+
+Result<std::unique_ptr<AdminSocket>> AdminSocket::open(AdminSocketOptions options,
+                                                       AdminBackend backend) {
+  auto impl = std::make_unique<Impl>();
+  impl->options = std::move(options);
+  impl->backend = std::move(backend);
+  const std::string& path = impl->options.path;
+  if (path.empty() || path.size() >= sizeof(sockaddr_un::sun_path)) {
+    return Diagnostic{"", 0, 0, "listen.admin",
+                      fmt::format("'{}' cannot be a unix socket path", path)};
+  }
+  struct stat st {};
+  if (::lstat(path.c_str(), &st) == 0) {
+    if (!S_ISSOCK(st.st_mode)) {
+      return Diagnostic{"", 0, 0, "listen.admin",
+                        fmt::format("{} exists and is not a socket; refusing to replace it", path)};
+    }
+    if (someoneListens(path)) {
+      return Diagnostic{"", 0, 0, "listen.admin",
+                        fmt::format("{} is in use by another server", path)};
+    }
+    if (::unlink(path.c_str()) != 0) return sysError(path, "cannot remove the stale socket");
+    spdlog::info("admin socket {}: removed a stale socket", path);
+  } else if (errno != ENOENT) {
+    return sysError(path, "cannot check");
+  }
+  impl->listenFd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+  if (impl->listenFd < 0) return sysError(path, "socket for");
+  auto addr = unixAddress(path);
+  if (::bind(impl->listenFd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    return sysError(path, "cannot bind");
+  }
+  // Nobody can connect before listen(), so the mode set here is in place before anyone could
+  // use the socket, whatever the umask made of it at bind().
+  auto removeAndFail = [&](const char* what) {
+    Diagnostic d = sysError(path, what);
+    ::unlink(path.c_str());
+    return d;
+  };
+  if (impl->options.group) {
+    if (::chown(path.c_str(), static_cast<uid_t>(-1), *impl->options.group) != 0)
+      return removeAndFail("cannot chown");
+    if (::chmod(path.c_str(), 0660) != 0) return removeAndFail("cannot chmod");
+  } else if (::chmod(path.c_str(), 0600) != 0) {
+    return removeAndFail("cannot chmod");
+  }
+  if (::lstat(path.c_str(), &impl->bound) != 0) return removeAndFail("cannot stat");
+  if (::listen(impl->listenFd, 64) != 0) return removeAndFail("cannot listen on");
+  impl->wakeFd = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+  if (impl->wakeFd < 0) return removeAndFail("eventfd for");
+  return std::unique_ptr<AdminSocket>(new AdminSocket(std::move(impl)));
+}
+
+void AdminSocket::start() {
+  std::lock_guard lock(impl_->stopMu);
+  if (impl_->stopped || impl_->thread.joinable()) return;
+  impl_->thread = std::thread([im = impl_.get()] { im->loop(); });
+}
+
+void AdminSocket::stop() {
+  auto& im = *impl_;
+  std::lock_guard lock(im.stopMu);
+  if (im.stopped) return;
+  im.stopped = true;
+  uint64_t one = 1;
+  if (::write(im.wakeFd, &one, sizeof(one)) < 0) {
+    spdlog::error("admin socket {}: cannot wake the admin thread", im.options.path);
+  }
+  if (im.thread.joinable()) im.thread.join();
+  for (auto& c : im.connections) im.closeConnection(c);  // never started: none
+  ::close(im.listenFd);
+  im.listenFd = -1;
+  // Remove the file only if it is still the socket we bound (not one a successor created).
+  struct stat st {};
+  if (::lstat(im.options.path.c_str(), &st) == 0 && st.st_ino == im.bound.st_ino &&
+      st.st_dev == im.bound.st_dev) {
+    ::unlink(im.options.path.c_str());
+  }
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,77 @@
+// `listen.admin`: the Unix socket through which `sandgate run --proxy unix:PATH` hands a
+// sandbox's listeners to a running server (protocol in admin_protocol.h). One thread, poll().
+//
+// Access: the socket file is 0600 (root only), or 0660 and owned by `listen.admin_group`; and
+// every connection's peer (SO_PEERCRED) must be root or a member of that group, so that a
+// socket whose mode was loosened by hand, or a descriptor passed on, grants nothing more.
+#pragma once
+
+#include <sys/types.h>
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "config/config.h"
+#include "proxy/admin_protocol.h"
+
+namespace sandgate::proxy {
+
+class ListenerTally;
+
+// What the admin socket asks of the server.
+struct AdminBackend {
+  // task_env. Error keyPath: an admin_reason token (unknown_task, ...).
+  std::function<Result<TaskEnvironment>(const std::string& task)> environment;
+  // Serves `fds` (owned: closed on error too) for `task`, counting into `tally`; returns a
+  // handle for release. Error keyPath: an admin_reason token.
+  std::function<Result<uint64_t>(std::vector<int> fds, const std::string& task,
+                                 std::shared_ptr<ListenerTally> tally)>
+      adopt;
+  // Closes the listeners of an adopt handle (connections already accepted go on).
+  std::function<void(uint64_t handle)> release;
+};
+
+struct AdminSocketOptions {
+  std::string path;
+  std::optional<gid_t> group;  // listen.admin_group, resolved
+  size_t maxConnections = 64;  // beyond this, a new connection is refused with `unavailable`
+  // On release, how long to wait for the run's connections to finish before summing them.
+  std::chrono::milliseconds releaseWait{2000};
+};
+
+// The gid of `listen.admin_group` (a group name, or a number) written in `file`; a Diagnostic
+// at its file:line when no such group exists.
+Result<gid_t> resolveAdminGroup(const std::string& file, const config::Located<std::string>& group);
+
+class AdminSocket {
+ public:
+  // Creates the socket file and listens (connections wait until start()). Refuses a path
+  // where another server answers or that is not a socket; replaces a stale socket (nobody
+  // listening). Errors name the path and errno.
+  static Result<std::unique_ptr<AdminSocket>> open(AdminSocketOptions options,
+                                                   AdminBackend backend);
+  ~AdminSocket();
+  AdminSocket(const AdminSocket&) = delete;
+  AdminSocket& operator=(const AdminSocket&) = delete;
+
+  void start();  // serves on its own thread
+  // Stops serving, releases every adopted listener, closes the connections and removes the
+  // socket file (if it is still ours). Idempotent; thread-safe with respect to start().
+  void stop();
+
+  const std::string& path() const;
+
+  struct Impl;
+
+ private:
+  explicit AdminSocket(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace sandgate::proxy

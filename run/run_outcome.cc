@@ -1,0 +1,42 @@
+// How `sandgate run` ends (see run_outcome.h).
+#include "run/run_outcome.h"
+
+#include <fmt/format.h>
+
+#include <cstdio>
+#include <fstream>
+
+#include "run/run_report.h"
+
+namespace sandgate::run {
+
+int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
+              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic) {
+  if (!result) {
+    for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
+    return kExitSetupFailed;
+  }
+  const auto& rr = result.value();
+  for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
+  for (const auto& u : rr.unenforced) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
+  if (rr.end == sandbox::RunResult::End::kSetupFailed) {
+    fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n", rr.error);
+  } else if (rr.end == sandbox::RunResult::End::kTimeout) {
+    fmt::print(stderr, "sandgate run: timed out after {}\n", *req.timeout);
+  } else if (rr.end == sandbox::RunResult::End::kMemoryLimit) {
+    fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n", *req.memory);
+  }
+  if (req.reportPath) {
+    ReportInput in{task, policy, req.argv, rr, traffic};
+    std::ofstream out(*req.reportPath, std::ios::trunc);
+    out << formatReport(in);
+    out.close();
+    if (!out) {
+      fmt::print(stderr, "sandgate run: cannot write the report to {}\n", *req.reportPath);
+      if (rr.exitStatus == 0) return kExitSetupFailed;
+    }
+  }
+  return rr.exitStatus;
+}
+
+}  // namespace sandgate::run

@@ -1,0 +1,92 @@
+// `sandgate run --proxy unix:PATH` (see serve_run.h).
+#include "run/serve_run.h"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <stdexcept>
+
+#include "proxy/admin_client.h"
+#include "run/run_outcome.h"
+
+namespace sandgate::run {
+
+namespace {
+
+template <typename... Args>
+int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, "sandgate run: {}\n", fmt::format(f, std::forward<Args>(args)...));
+  return status;
+}
+
+}  // namespace
+
+int runWithServe(const RunRequest& req, sandbox::Options options) {
+  const std::string& spec = *req.proxy;
+  constexpr std::string_view kScheme = "unix:";
+  if (spec.rfind(kScheme, 0) != 0 || spec.size() == kScheme.size()) {
+    return fail(kExitUsage, "--proxy {}: expected unix:PATH (the admin socket of sandgate serve)",
+                spec);
+  }
+  const std::string path = spec.substr(kScheme.size());
+  // The task, its policy and its credentials are serve's: a local config would only disagree.
+  if (req.configPath) {
+    return fail(kExitUsage,
+                "--config and --proxy exclude each other: the task is defined in "
+                "the config of the sandgate serve at {}",
+                path);
+  }
+  if (req.policy) {
+    return fail(kExitUsage,
+                "--policy cannot be used with --proxy: ad-hoc tasks exist only in an "
+                "embedded proxy; name a task of serve's config with --task");
+  }
+  if (!req.task) return fail(kExitUsage, "--proxy needs --task (a task of serve's config)");
+  const std::string& task = *req.task;
+
+  auto connected = proxy::AdminClient::connect(path);
+  if (!connected) {
+    return fail(kExitSetupFailed, "--proxy {}: {}", spec, connected.errors().front().message);
+  }
+  auto& admin = *connected.value();
+  auto env = admin.taskEnvironment(task);
+  if (!env) {
+    const auto& e = env.errors().front();
+    return fail(e.keyPath == proxy::admin_reason::kUnknownTask ? kExitUsage : kExitSetupFailed,
+                "sandgate serve at {} refused task {}: {}{}", path, task, e.message,
+                e.keyPath.empty() ? "" : fmt::format(" ({})", e.keyPath));
+  }
+  options.extraCaPem = env->caPem;
+  for (const auto& [name, value] : env->env) options.env.emplace(name, value);  // --env wins
+  options.hiddenPaths = env->hiddenPaths;
+  if (std::find(options.hiddenPaths.begin(), options.hiddenPaths.end(), path) ==
+      options.hiddenPaths.end()) {
+    options.hiddenPaths.push_back(path);  // the socket this launcher used, however it is named
+  }
+
+  auto result = sandbox::run(options, [&](std::vector<int> fds) {
+    auto adopted = admin.adopt(task, fds);
+    for (int fd : fds) ::close(fd);  // serve holds its own copies now
+    if (!adopted) {
+      throw std::runtime_error(fmt::format("sandgate serve at {} did not adopt the listeners: {}",
+                                           path, adopted.errors().front().message));
+    }
+  });
+  // The command has ended: serve closes the run's listeners and says what the run did.
+  auto traffic = admin.release();
+  proxy::TrafficSummary summary;
+  if (traffic) {
+    summary = std::move(traffic.value());
+  } else if (req.reportPath) {
+    fmt::print(stderr,
+               "sandgate run: warning: no traffic summary from {} ({}); the report counts no "
+               "requests, serve's audit log has them\n",
+               path, traffic.errors().front().message);
+  }
+  connected.value().reset();
+  return finishRun(req, task, env->policy, result, summary);
+}
+
+}  // namespace sandgate::run

@@ -1,0 +1,16 @@
+// `sandgate run --proxy unix:PATH`: the sandbox's listeners are served by a running
+// `sandgate serve`, reached over its admin socket (listen.admin), instead of an embedded proxy.
+#pragma once
+
+#include "run/run_task.h"
+#include "sandbox/launcher.h"
+
+namespace sandgate::run {
+
+// `options` holds what the flags asked for (limits, --env, workspace, argv). Asks serve for
+// the task's CA and placeholders, runs the sandbox with its listeners handed to serve, keeps
+// the admin connection open until the command has ended (serve closes the listeners when it
+// ends), and reports with the traffic summary serve sends back. Exit statuses as runTask().
+int runWithServe(const RunRequest& req, sandbox::Options options);
+
+}  // namespace sandgate::run

@@ -1,0 +1,214 @@
+"""`sandgate run --proxy unix:PATH` end to end: the sandbox's listeners are handed to a running
+`sandgate serve` over its admin socket (listen.admin), which serves them for the named task,
+audits the traffic, refuses peers that are not root, and closes the listeners when the run
+ends. Runs as root (the admin socket is root-only)."""
+
+import json
+import os
+import socket
+import stat
+import subprocess
+import tempfile
+import unittest
+
+from sandgate_fixture import Sandgate, binary, wait_until
+from upstreams import HttpUpstream
+
+from test_run_cli import _namespaces_refused
+
+
+def _open_fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
+
+
+def _as_nobody():
+    os.setgroups([])
+    os.setgid(65534)
+    os.setuid(65534)
+
+
+class RunServeTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("the admin socket is root-only: run as root")
+        cls.upstream = HttpUpstream()
+        # Not under /tmp: the sandbox has its own /tmp, so hiding the socket there would be
+        # untestable. /var/tmp is part of the sandbox's read-only view of the host.
+        cls.work = tempfile.mkdtemp(prefix="sandgate-serve-run-", dir="/var/tmp")
+        os.chmod(cls.work, 0o755)
+        cls.workspace = os.path.join(cls.work, "ws")
+        os.mkdir(cls.workspace)
+        os.chmod(cls.workspace, 0o777)
+        cls.sock = os.path.join(cls.work, "admin.sock")
+        cls.serve = Sandgate(
+            policies={"api": {"allow": [{"host": "api.test", "ports": [80],
+                                         "cidrs": ["127.0.0.0/8"]}]}},
+            tasks=[{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "api"}],
+            resolve={"api.test": "127.0.0.1:%d" % cls.upstream.port},
+            extra={"listen": {"proxy": "127.0.0.1:0", "metrics": "127.0.0.1:0",
+                              "admin": cls.sock}})
+        cls.serve.start()
+        probe = cls.run_cmd("true")
+        if probe.returncode == 125 and _namespaces_refused(probe.stderr):
+            cls.tearDownClass()
+            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.serve.cleanup()
+        cls.upstream.close()
+        subprocess.run(["rm", "-rf", cls.work], check=False)
+
+    @classmethod
+    def sandgate(cls, *args, preexec_fn=None, timeout=60):
+        cmd = [binary(), "run", "--workspace", cls.workspace, *args]
+        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                              preexec_fn=preexec_fn)
+
+    @classmethod
+    def run_cmd(cls, script, *flags, task="t1"):
+        return cls.sandgate("--proxy", "unix:" + cls.sock, "--task", task, *flags,
+                            "--", "sh", "-c", script)
+
+    def test_admin_socket_is_root_only(self):
+        st = os.lstat(self.sock)
+        self.assertTrue(stat.S_ISSOCK(st.st_mode))
+        self.assertEqual(stat.S_IMODE(st.st_mode), 0o600)
+        self.assertEqual(st.st_uid, 0)
+
+    def test_request_goes_through_serve_for_the_task(self):
+        before = len(self.upstream.requests)
+        report = os.path.join(self.work, "report.json")
+        r = self.run_cmd("curl -sS 'http://api.test/bytes?n=11'", "--report", report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "x" * 11)
+        self.assertEqual(len(self.upstream.requests), before + 1)
+        line = self.serve.wait_audit(task="t1", host="api.test", verdict="allow")
+        self.assertEqual(line["listener"], "127.0.0.1:3128")  # the sandbox's own listener
+        with open(report) as f:
+            rep = json.load(f)
+        self.assertEqual(rep["task"], "t1")
+        self.assertEqual(rep["policy"], "api")
+        self.assertEqual(rep["requests"]["allowed"], 1)
+        self.assertEqual(rep["by_host"][0]["host"], "api.test")
+        self.assertGreaterEqual(rep["by_host"][0]["bytes_down"], 11)
+
+    def test_denied_host_gets_403_from_serve(self):
+        r = self.run_cmd("curl -sS -D - -o /dev/null http://denied.test/", task="t2")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn(" 403", r.stdout.splitlines()[0])
+        self.assertIn("x-sandgate-reason: no_matching_rule", r.stdout.lower())
+        self.serve.wait_audit(task="t2", host="denied.test", verdict="deny")
+
+    def test_serve_releases_the_listeners_after_the_run(self):
+        pid = self.serve.proc.pid
+        before = _open_fds(pid)
+        # A denied request: no upstream connection that serve's pool could keep open.
+        r = self.run_cmd("curl -s -o /dev/null http://denied.test/")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        wait_until(lambda: _open_fds(pid) <= before, timeout=10,
+                   what="serve's descriptor count back to %d" % before)
+
+    def test_listeners_are_held_during_the_run(self):
+        pid = self.serve.proc.pid
+        before = _open_fds(pid)
+        marker = os.path.join(self.workspace, "started")
+        release = os.path.join(self.workspace, "release")
+        p = subprocess.Popen(
+            [binary(), "run", "--workspace", self.workspace, "--proxy", "unix:" + self.sock,
+             "--task", "t1", "--", "sh", "-c",
+             "touch started; i=0; while [ ! -e release ] && [ $i -lt 300 ]; do "
+             "sleep 0.1; i=$((i+1)); done"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        try:
+            wait_until(lambda: os.path.exists(marker), timeout=30, what="the command to start")
+            # two listeners (or one without IPv6) x two worker threads, plus the connection
+            self.assertGreaterEqual(_open_fds(pid), before + 3)
+        finally:
+            open(release, "w").close()
+            _, err = p.communicate(timeout=60)
+            os.unlink(release)
+            os.unlink(marker)
+        self.assertEqual(p.returncode, 0, err)
+        wait_until(lambda: _open_fds(pid) <= before, timeout=10,
+                   what="serve's descriptor count back to %d" % before)
+
+    def test_admin_socket_is_hidden_in_the_sandbox(self):
+        sibling = os.path.join(self.work, "sibling.txt")
+        with open(sibling, "w") as f:
+            f.write("x\n")
+        os.chmod(sibling, 0o644)
+        r = self.run_cmd(f"test -r {sibling} && echo sibling-visible; "
+                         f"test -S {self.sock} && echo socket-visible; true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("sibling-visible", r.stdout)  # the directory itself is visible...
+        self.assertNotIn("socket-visible", r.stdout)  # ...the socket is not
+
+    def test_non_root_client_is_refused(self):
+        r = self.sandgate("--proxy", "unix:" + self.sock, "--task", "t1", "--", "true",
+                          preexec_fn=_as_nobody)
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn(self.sock, r.stderr)
+        self.assertIn("Permission denied (errno 13)", r.stderr)
+
+        def connect_as_nobody():
+            pid = os.fork()
+            if pid == 0:
+                code = 1
+                try:
+                    _as_nobody()
+                    s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+                    s.connect(self.sock)
+                except PermissionError:
+                    code = 0
+                except BaseException:
+                    code = 2
+                os._exit(code)
+            _, status = os.waitpid(pid, 0)
+            return os.waitstatus_to_exitcode(status)
+        self.assertEqual(connect_as_nobody(), 0)
+
+    def test_protocol_speaks_json_with_a_version(self):
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(10)
+        s.connect(self.sock)
+        try:
+            s.send(b'{"v":1,"op":"task_env","task":"t1"}')
+            rep = json.loads(s.recv(1 << 20))
+            self.assertTrue(rep["ok"], rep)
+            self.assertEqual(rep["policy"], "api")
+            self.assertIn("BEGIN CERTIFICATE", rep["ca_pem"])
+            s.send(b'{"v":1,"op":"task_env","task":"nope"}')
+            rep = json.loads(s.recv(1 << 20))
+            self.assertEqual(rep["reason"], "unknown_task")
+            s.send(b'{"v":9,"op":"task_env","task":"t1"}')
+            rep = json.loads(s.recv(1 << 20))
+            self.assertEqual(rep["reason"], "unsupported_version")
+            a, b = socket.socketpair()
+            socket.send_fds(s, [b'{"v":1,"op":"adopt","task":"t1"}'], [a.fileno()])
+            rep = json.loads(s.recv(1 << 20))
+            self.assertEqual(rep["reason"], "not_a_listener")
+            a.close()
+            b.close()
+        finally:
+            s.close()
+
+    def test_errors(self):
+        r = self.sandgate("--proxy", "unix:" + self.sock, "--task", "nope", "--", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("no task 'nope'", r.stderr)
+        missing = os.path.join(self.work, "missing.sock")
+        r = self.sandgate("--proxy", "unix:" + missing, "--task", "t1", "--", "true")
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn(missing + ": No such file or directory (errno 2)", r.stderr)
+        r = self.sandgate("--proxy", "tcp:127.0.0.1:1", "--task", "t1", "--", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("expected unix:PATH", r.stderr)
+        r = self.sandgate("--proxy", "unix:" + self.sock, "--", "true")
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("--proxy needs --task", r.stderr)
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,399 @@
+// The admin socket (proxy/admin_socket.cc) with a fake backend and the real client
+// (proxy/admin_client.cc), then a real Server serving and releasing a run's listeners.
+#include "proxy/admin_socket.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <grp.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <mutex>
+#include <thread>
+
+#include "config/config.h"
+#include "proxy/admin_client.h"
+#include "proxy/listener_tally.h"
+#include "proxy/server.h"
+
+namespace sandgate::proxy {
+namespace {
+
+int listenLoopback(uint16_t* port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      ::listen(fd, 16) != 0) {
+    return -1;
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+// Polls `pred` for up to 5 s.
+template <typename Pred>
+bool eventually(Pred pred) {
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/sandgate-admin-XXXXXX";
+    path_ = ::mkdtemp(tmpl);
+    ::chmod(path_.c_str(), 0755);  // the uid 65534 children must reach the socket
+  }
+  ~TempDir() { std::system(("rm -rf " + path_).c_str()); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A backend that records what the admin socket asked of it.
+struct FakeBackend {
+  std::mutex mu;
+  std::vector<std::string> adoptedTasks;  // guarded by mu
+  std::vector<uint64_t> released;         // guarded by mu
+  std::vector<int> heldFds;               // guarded by mu
+
+  AdminBackend backend() {
+    AdminBackend b;
+    b.environment = [](const std::string& task) -> Result<TaskEnvironment> {
+      if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
+      return TaskEnvironment{"p", "PEM", {{"KEY", "placeholder"}}, {"/secret"}};
+    };
+    b.adopt = [this](std::vector<int> fds, const std::string& task,
+                     std::shared_ptr<ListenerTally>) -> Result<uint64_t> {
+      std::lock_guard lock(mu);
+      adoptedTasks.push_back(task);
+      heldFds.insert(heldFds.end(), fds.begin(), fds.end());
+      return uint64_t{adoptedTasks.size()};
+    };
+    b.release = [this](uint64_t h) {
+      std::lock_guard lock(mu);
+      released.push_back(h);
+    };
+    return b;
+  }
+  size_t releasedCount() {
+    std::lock_guard lock(mu);
+    return released.size();
+  }
+  ~FakeBackend() {
+    for (int fd : heldFds) ::close(fd);
+  }
+};
+
+std::unique_ptr<AdminSocket> openOrDie(const std::string& path, FakeBackend& fake,
+                                       std::optional<gid_t> group = std::nullopt) {
+  AdminSocketOptions o;
+  o.path = path;
+  o.group = group;
+  auto s = AdminSocket::open(o, fake.backend());
+  EXPECT_TRUE(s.ok()) << s.errorText();
+  if (!s) return nullptr;
+  s.value()->start();
+  return std::move(s.value());
+}
+
+TEST(AdminSocket, FileIsRootOnlyAndRemovedOnStop) {
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake);
+  ASSERT_TRUE(admin);
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 07777, 0600u);
+  admin->stop();
+  EXPECT_NE(::lstat(path.c_str(), &st), 0);
+}
+
+TEST(AdminSocket, GroupSocketIs0660AndOwnedByTheGroup) {
+  if (::geteuid() != 0) GTEST_SKIP() << "chown to another group needs root";
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake, gid_t{65534});
+  ASSERT_TRUE(admin);
+  struct stat st {};
+  ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+  EXPECT_EQ(st.st_mode & 07777, 0660u);
+  EXPECT_EQ(st.st_gid, 65534u);
+}
+
+TEST(AdminSocket, StaleSocketIsReplacedOtherFilesAreNot) {
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  {  // a socket nobody listens on any more
+    int fd = ::socket(AF_UNIX, SOCK_SEQPACKET, 0);
+    sockaddr_un a{};
+    a.sun_family = AF_UNIX;
+    std::strcpy(a.sun_path, path.c_str());
+    ASSERT_EQ(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+    ::close(fd);
+  }
+  auto admin = openOrDie(path, fake);
+  ASSERT_TRUE(admin);
+
+  AdminSocketOptions o;
+  o.path = path;
+  auto second = AdminSocket::open(o, fake.backend());
+  ASSERT_FALSE(second.ok());
+  EXPECT_NE(second.errorText().find(path + " is in use by another server"), std::string::npos)
+      << second.errorText();
+  admin->stop();
+
+  std::string file = dir.path() + "/not-a-socket";
+  std::ofstream(file) << "keep me\n";
+  o.path = file;
+  auto refused = AdminSocket::open(o, fake.backend());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.errorText().find("exists and is not a socket; refusing to replace it"),
+            std::string::npos)
+      << refused.errorText();
+  std::ifstream in(file);
+  std::string line;
+  std::getline(in, line);
+  EXPECT_EQ(line, "keep me");
+
+  o.path = dir.path() + "/missing/admin.sock";
+  auto noDir = AdminSocket::open(o, fake.backend());
+  ASSERT_FALSE(noDir.ok());
+  EXPECT_NE(noDir.errorText().find("cannot bind " + o.path + ": No such file or directory"),
+            std::string::npos)
+      << noDir.errorText();
+}
+
+TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake);
+  ASSERT_TRUE(admin);
+
+  auto client = AdminClient::connect(path);
+  ASSERT_TRUE(client.ok()) << client.errorText();
+  auto env = client.value()->taskEnvironment("t1");
+  ASSERT_TRUE(env.ok()) << env.errorText();
+  EXPECT_EQ(env->policy, "p");
+  EXPECT_EQ(env->caPem, "PEM");
+  EXPECT_EQ(env->env.at("KEY"), "placeholder");
+  EXPECT_EQ(env->hiddenPaths, std::vector<std::string>{"/secret"});
+
+  auto unknown = client.value()->taskEnvironment("nope");
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.errors().front().keyPath, "unknown_task");
+  EXPECT_EQ(unknown.errors().front().message, "no task 'nope'");
+
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  auto notListener = client.value()->adopt("t1", {pair[0]});
+  ASSERT_FALSE(notListener.ok());
+  EXPECT_EQ(notListener.errors().front().keyPath, "not_a_listener");
+  ::close(pair[0]);
+  ::close(pair[1]);
+
+  auto none = client.value()->adopt("t1", {});
+  ASSERT_FALSE(none.ok());
+  EXPECT_EQ(none.errors().front().keyPath, "bad_request");
+
+  uint16_t port = 0;
+  int listener = listenLoopback(&port);
+  ASSERT_GE(listener, 0);
+  auto adopted = client.value()->adopt("t1", {listener});
+  ASSERT_TRUE(adopted.ok()) << adopted.errorText();
+  ::close(listener);
+  {
+    std::lock_guard lock(fake.mu);
+    EXPECT_EQ(fake.adoptedTasks, std::vector<std::string>{"t1"});
+    EXPECT_EQ(fake.heldFds.size(), 1u);
+  }
+  EXPECT_EQ(fake.releasedCount(), 0u);
+  client.value().reset();  // the launcher is gone: its listeners must be released
+  EXPECT_TRUE(eventually([&] { return fake.releasedCount() == 1; }));
+
+  // An explicit release, then end of connection: released once only.
+  auto again = AdminClient::connect(path);
+  ASSERT_TRUE(again.ok());
+  listener = listenLoopback(&port);
+  ASSERT_TRUE(again.value()->adopt("t1", {listener}).ok());
+  ::close(listener);
+  auto traffic = again.value()->release();
+  ASSERT_TRUE(traffic.ok()) << traffic.errorText();
+  EXPECT_EQ(traffic->allowed + traffic->denied + traffic->other, 0u);
+  EXPECT_EQ(fake.releasedCount(), 2u);
+  again.value().reset();
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  EXPECT_EQ(fake.releasedCount(), 2u);
+}
+
+TEST(AdminSocket, ConnectErrorsNameThePathAndErrno) {
+  TempDir dir;
+  auto missing = AdminClient::connect(dir.path() + "/none.sock");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_EQ(missing.errorText(),
+            "connect to " + dir.path() + "/none.sock: No such file or directory (errno 2)");
+}
+
+// Runs `body` in a child that became uid/gid 65534; returns its exit status.
+template <typename Body>
+int asNobody(Body body) {
+  pid_t pid = ::fork();
+  if (pid == 0) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(90);
+    _exit(body());
+  }
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+}
+
+TEST(AdminSocket, PeersThatAreNotRootNorInTheGroupAreRefused) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another uid";
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake);
+  ASSERT_TRUE(admin);
+  // File permissions stop uid 65534 first...
+  EXPECT_EQ(asNobody([&] {
+              auto c = AdminClient::connect(path);
+              return !c.ok() &&
+                             c.errorText().find("Permission denied (errno 13)") != std::string::npos
+                         ? 0
+                         : 1;
+            }),
+            0);
+  // ...and a socket whose mode was loosened by hand still refuses by SO_PEERCRED.
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);
+  EXPECT_EQ(asNobody([&] {
+              auto c = AdminClient::connect(path);
+              if (!c.ok()) return 2;
+              auto env = c.value()->taskEnvironment("t1");
+              if (env.ok()) return 3;
+              if (env.errors().front().keyPath != "permission_denied") return 4;
+              return env.errorText().find("uid 65534") != std::string::npos ? 0 : 5;
+            }),
+            0);
+}
+
+TEST(AdminSocket, MembersOfTheAdminGroupAreServed) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another uid";
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake, gid_t{65534});
+  ASSERT_TRUE(admin);
+  EXPECT_EQ(asNobody([&] {
+              auto c = AdminClient::connect(path);
+              if (!c.ok()) return 2;
+              return c.value()->taskEnvironment("t1").ok() ? 0 : 3;
+            }),
+            0);
+}
+
+// A real Server: a run's listener is served for the task, counted, and closed on release.
+TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
+  TempDir dir;
+  std::string path = dir.path() + "/admin.sock";
+  std::string yaml = "listen: {admin: " + path + "}\n" +
+                     "policies: {p: {allow: []}}\n"
+                     "tasks: [{name: t1, policy: p}, {name: t2, policy: p}]\n"
+                     "audit: {path: " +
+                     dir.path() + "/audit.log}\n";
+  auto cfg = config::loadString(yaml, "admin.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.errorText();
+  ServerOptions opts;
+  opts.threads = 2;
+  opts.handleSignals = false;
+  opts.watchConfigFile = false;
+  auto server = Server::create(std::move(cfg.value()), opts);
+  ASSERT_TRUE(server.ok()) << server.errorText();
+  server.value()->start();
+
+  auto client = AdminClient::connect(path);
+  ASSERT_TRUE(client.ok()) << client.errorText();
+  auto env = client.value()->taskEnvironment("t1");
+  ASSERT_TRUE(env.ok()) << env.errorText();
+  EXPECT_EQ(env->policy, "p");
+  EXPECT_NE(env->caPem.find("BEGIN CERTIFICATE"), std::string::npos);  // the ephemeral CA
+  EXPECT_NE(std::find(env->hiddenPaths.begin(), env->hiddenPaths.end(), path),
+            env->hiddenPaths.end());
+
+  uint16_t port = 0;
+  int listener = listenLoopback(&port);
+  ASSERT_GE(listener, 0);
+  auto unknown = client.value()->adopt("t9", {listener});
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_EQ(unknown.errors().front().keyPath, "unknown_task");
+  EXPECT_NE(unknown.errorText().find("no task 't9' in admin.yaml (tasks: t1, t2)"),
+            std::string::npos)
+      << unknown.errorText();
+  ASSERT_TRUE(client.value()->adopt("t1", {listener}).ok());
+  ::close(listener);  // only the server holds it now
+
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
+  std::string req = "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n";
+  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
+  std::string out;
+  char buf[4096];
+  ssize_t n;
+  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  ::close(fd);
+  EXPECT_EQ(out.rfind("HTTP/1.1 403 ", 0), 0u) << out;
+  EXPECT_NE(out.find("\"task\":\"t1\""), std::string::npos) << out;
+
+  auto traffic = client.value()->release();
+  ASSERT_TRUE(traffic.ok()) << traffic.errorText();
+  EXPECT_EQ(traffic->denied, 1u);
+  ASSERT_EQ(traffic->entries.size(), 1u);
+  EXPECT_EQ(traffic->entries[0].host, "denied.test");
+  EXPECT_EQ(traffic->entries[0].reason, "no_matching_rule");
+
+  // Released: nobody holds the listener any more, so the port refuses connections.
+  EXPECT_TRUE(eventually([&] {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0;
+    ::close(s);
+    return refused;
+  }));
+
+  server.value()->shutdown();
+  server.value()->wait();
+  struct stat st {};
+  EXPECT_NE(::lstat(path.c_str(), &st), 0) << "the admin socket outlived the server";
+}
+
+}  // namespace
+}  // namespace sandgate::proxy
