@@ -97,9 +97,13 @@ work, status = sys.argv[1], sys.argv[2]
 report = json.load(open(os.path.join(work, "report.json")))
 print(f"The command exited with status {status} after {report['duration_seconds']:.2f}s "
       f"(sandgate run returns the command's own status).")
+kinds = {"intercept": "HTTPS request(s), seen inside the intercepted connection,",
+         "tunnel": "CONNECT(s)", "websocket": "WebSocket(s)",
+         "forward": "plain HTTP request(s)", "refusal": "connection(s)"}
 for e in report["by_host"]:
     what = "allowed" if e["verdict"] == "allow" else f"refused ({e['reason']})"
-    print(f"  {e['host']}:{e['port']}: {e['count']} request(s) {what}, "
+    kind = kinds.get(e.get("kind"), e.get("kind", "request(s)"))
+    print(f"  {e['host']}:{e['port']}: {e['count']} {kind} {what}, "
           f"{e['bytes_up']} bytes sent, {e['bytes_down']} bytes received")
 received = [json.loads(l) for l in open(os.path.join(work, "upstream", "received"))] \
     if os.path.exists(os.path.join(work, "upstream", "received")) else []
