@@ -29,8 +29,10 @@ inline constexpr std::string_view kRefusal = "refusal";      // refused before a
 // `path` for that reason: it may carry an API key).
 struct AuditRecord {
   std::chrono::system_clock::time_point time;  // start of the request/tunnel
-  std::string kind;  // "forward" | "tunnel" | "refusal" (refused before any upstream)
-  std::string task, client, listener, method, scheme, host;
+  std::string kind;  // "forward" | "tunnel" | "refusal" (refused before any upstream) | "dns"
+  std::string task, client, listener;
+  std::string mode = "proxy";  // or "transparent"
+  std::string method, scheme, host;
   uint16_t port = 0;
   std::string path;  // empty when not visible
   std::string verdict, reason, rule;

@@ -153,7 +153,10 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   rec.verdict = policy::verdictName(decision.verdict);
   rec.reason = decision.reason;
   c.stream.expires_after(toDuration(limits.bodyTimeout));
-  if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
+  if (c.transparent) {
+    // Captured: the client is already speaking to "the server"; nothing to confirm.
+  } else if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse);
+             ec) {
     rec.error = ec.message();
     finishRequest(c, log);
     co_return;

@@ -169,6 +169,11 @@ Result<bool> EmbeddedProxy::adoptListener(int fd, const std::string& task) {
   return impl_->server->adoptListener(fd, task);
 }
 
+Result<std::shared_ptr<CaptureContext>> EmbeddedProxy::adoptCapture(CaptureSockets sockets,
+                                                                    CaptureOptions options) {
+  return impl_->server->adoptCapture(std::move(sockets), std::move(options));
+}
+
 TrafficSummary EmbeddedProxy::stop() {
   auto& im = *impl_;
   if (!im.stopped) {

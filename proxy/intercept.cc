@@ -666,7 +666,10 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   rec.verdict = policy::verdictName(decision.verdict);
   rec.reason = decision.reason;
   c.stream.expires_after(toDuration(limits.bodyTimeout));
-  if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
+  if (c.transparent) {
+    // Captured connection: no CONNECT was sent, so there is nothing to confirm.
+  } else if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse);
+             ec) {
     rec.error = ec.message();
     finishRequest(c, log);
     co_return;

@@ -1,8 +1,6 @@
 // The proxy server: listeners, workers, snapshots, reload and shutdown (see server.h).
 #include "proxy/server.h"
 
-#include "proxy/intercept.h"
-
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -22,6 +20,8 @@
 
 #include "common/host_port.h"
 #include "proxy/audit.h"
+#include "proxy/dns_server.h"
+#include "proxy/intercept.h"
 #include "proxy/metrics.h"
 #include "proxy/metrics_endpoint.h"
 #include "proxy/server_context.h"
@@ -353,6 +353,78 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
 }
 
 Result<bool> Server::adoptListener(int fd, std::string task) {
+  return adoptListenerAs(fd, std::move(task), nullptr);
+}
+
+Result<std::shared_ptr<CaptureContext>> Server::adoptCapture(CaptureSockets sockets,
+                                                             CaptureOptions options) {
+  auto closeAll = [&] {
+    for (int fd : {sockets.dnsUdp, sockets.dnsTcp}) {
+      if (fd >= 0) ::close(fd);
+    }
+    for (int fd : sockets.listeners) ::close(fd);
+  };
+  if (auto e = capture::checkPoolRanges(options.v4, options.v6)) {
+    closeAll();
+    return Diagnostic{"", 0, 0, "", *e};
+  }
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (sockets.dnsUdp >= 0 &&
+      (::getsockopt(sockets.dnsUdp, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM)) {
+    closeAll();
+    return Diagnostic{"", 0, 0, "", "the DNS UDP descriptor is not a datagram socket"};
+  }
+  const std::string task = options.task;
+  auto ctx = std::make_shared<CaptureContext>(std::move(options), impl_->state);
+  // The DNS stub is light (one datagram, one answer): both sockets live on the first worker.
+  Worker* w = impl_->workers.front().get();
+  if (sockets.dnsUdp >= 0) {
+    asio::post(w->io, [w, fd = sockets.dnsUdp, ctx, this] {
+      asio::ip::udp::socket sock(w->io);
+      sockaddr_storage addr{};
+      socklen_t addrLen = sizeof addr;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen);
+      boost::system::error_code ec;
+      sock.assign(addr.ss_family == AF_INET6 ? asio::ip::udp::v6() : asio::ip::udp::v4(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        spdlog::error("adopting the DNS UDP socket: {}", ec.message());
+        return;
+      }
+      if (impl_->state.draining.load()) return;
+      asio::co_spawn(w->io, serveDnsUdp(std::move(sock), ctx), logException);
+    });
+  }
+  if (sockets.dnsTcp >= 0) {
+    asio::post(w->io, [w, fd = sockets.dnsTcp, ctx, this] {
+      auto acc = std::make_unique<tcp::acceptor>(w->io);
+      sockaddr_storage addr{};
+      socklen_t addrLen = sizeof addr;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen);
+      boost::system::error_code ec;
+      acc->assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        spdlog::error("adopting the DNS TCP socket: {}", ec.message());
+        return;
+      }
+      if (impl_->state.draining.load()) return;
+      asio::co_spawn(w->io, serveDnsTcp(*acc, ctx), logException);
+      w->acceptors.push_back(std::move(acc));  // closed with the others at shutdown
+    });
+  }
+  Diagnostics errors;
+  for (int fd : sockets.listeners) {
+    auto r = adoptListenerAs(fd, task, ctx);
+    if (!r) errors.insert(errors.end(), r.errors().begin(), r.errors().end());
+  }
+  if (!errors.empty()) return errors;
+  return ctx;
+}
+
+Result<bool> Server::adoptListenerAs(int fd, std::string task,
+                                     std::shared_ptr<CaptureContext> capture) {
   int listening = 0;
   socklen_t len = sizeof(listening);
   sockaddr_storage addr{};
@@ -366,8 +438,8 @@ Result<bool> Server::adoptListener(int fd, std::string task) {
   tcp::endpoint local;
   std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
   local.resize(addrLen);
-  auto info =
-      std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), std::move(task)});
+  auto info = std::make_shared<const ListenerInfo>(
+      ListenerInfo{endpointText(local), std::move(task), std::move(capture)});
   const auto protocol = local.protocol();
   // Every worker accepts on its own duplicate of the descriptor (one shared queue).
   for (auto& w : impl_->workers) {
@@ -391,7 +463,10 @@ Result<bool> Server::adoptListener(int fd, std::string task) {
     });
   }
   ::close(fd);
-  impl_->addOwn(local);
+  // A capture listener is bound to a wildcard inside the sandbox's network namespace: as an
+  // "own endpoint" it would make every loopback upstream on port 80/443 look like a loop,
+  // and nothing on the host can reach it anyway.
+  if (!info->capture) impl_->addOwn(local);
   return true;
 }
 
@@ -403,7 +478,7 @@ void Server::start() {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {
       auto info = std::make_shared<const ListenerInfo>(
-          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt});
+          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr});
       asio::co_spawn(w->io, acceptLoop(*w, im.state, *acc, info), logException);
     }
   }

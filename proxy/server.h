@@ -9,6 +9,7 @@
 
 #include "common/result.h"
 #include "config/config.h"
+#include "proxy/capture.h"
 
 namespace sandgate::proxy {
 
@@ -39,6 +40,12 @@ class Server {
   // over by a sandbox launcher). Takes ownership of `fd`. Callable before or after start().
   Result<bool> adoptListener(int fd, std::string task);
 
+  // Transparent capture of one sandbox (takes ownership of every descriptor): serves its DNS
+  // stub sockets and its capture listeners, all bound to options.task, sharing one synthetic
+  // address pool. The returned context counts the DNS answers. Callable before or after start().
+  Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,
+                                                       CaptureOptions options);
+
   void start();  // starts worker threads and returns
   void wait();   // blocks until a shutdown has completed
   int run();     // start(), then wait(); returns the exit status (0)
@@ -59,6 +66,7 @@ class Server {
 
  private:
   explicit Server(std::unique_ptr<Impl> impl);
+  Result<bool> adoptListenerAs(int fd, std::string task, std::shared_ptr<CaptureContext> capture);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -34,10 +34,15 @@ inline std::chrono::steady_clock::duration toDuration(config::Seconds s) {
 // Completion token of the data path: errors are values, never exceptions.
 inline constexpr auto kUse = boost::asio::as_tuple(boost::asio::use_awaitable);
 
+class CaptureContext;
+
 // A listening socket and who its clients are.
 struct ListenerInfo {
   std::string name;                 // local "ip:port" for the audit log
   std::optional<std::string> task;  // set: every connection belongs to this task
+  // Set: a capture listener (transparent mode). Its connections were made to a synthetic
+  // address and are treated as CONNECT (or, on port 80, forward requests) to that name.
+  std::shared_ptr<CaptureContext> capture;
 };
 
 // An address sandgate itself listens on: dialling it would loop through the proxy.

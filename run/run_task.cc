@@ -3,12 +3,15 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
 
+#include "capture/address_pool.h"
 #include "config/config.h"
 #include "config/default_config.h"
+#include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/run_report.h"
 #include "sandbox/launcher.h"
@@ -86,6 +89,7 @@ int runTask(const RunRequest& req) {
   options.argv = req.argv;
   options.workspace = req.workspace;
   options.allowUnenforced = req.allowUnenforced;
+  options.transparent = req.transparent;
   if (req.memory) {
     auto bytes = config::parseSize(*req.memory);
     if (!bytes || *bytes == 0) {
@@ -127,6 +131,12 @@ int runTask(const RunRequest& req) {
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
   options.hiddenPaths = hiddenPaths(cfg);
+  std::vector<uint16_t> extraPorts = cfg.transparent.ports;  // config, then --capture-port
+  extraPorts.insert(extraPorts.end(), req.capturePorts.begin(), req.capturePorts.end());
+  for (uint16_t port : extraPorts) {
+    auto& ports = options.capture.ports;
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  }
   // Credential placeholders and the CA bundle: not yet, interception is not wired into the
   // proxy (the sandbox gets no placeholder and trusts only the host's roots).
 
@@ -139,15 +149,28 @@ int runTask(const RunRequest& req) {
   }
   auto& embedded = *proxy.value();
 
-  auto result = sandbox::run(options, [&](std::vector<int> fds) {
-    std::string error;
-    for (int fd : fds) {
-      auto r = embedded.adoptListener(fd, taskName);
-      if (!r && error.empty()) error = r.errors().front().str();
-    }
-    if (!error.empty()) throw std::runtime_error("proxy: " + error);
-  });
+  std::shared_ptr<proxy::CaptureContext> capture;
+  auto onCapture = [&](sandbox::CaptureSockets s) {
+    auto r = embedded.adoptCapture(
+        proxy::CaptureSockets{s.dnsUdp, s.dnsTcp, std::move(s.listeners)},
+        proxy::CaptureOptions{taskName, options.capture.ports, capture::defaultPoolV4(),
+                              capture::defaultPoolV6(), s.ipv6});
+    if (!r) throw std::runtime_error("proxy: " + r.errors().front().str());
+    capture = r.value();
+  };
+  auto result = sandbox::run(
+      options,
+      [&](std::vector<int> fds) {
+        std::string error;
+        for (int fd : fds) {
+          auto r = embedded.adoptListener(fd, taskName);
+          if (!r && error.empty()) error = r.errors().front().str();
+        }
+        if (!error.empty()) throw std::runtime_error("proxy: " + error);
+      },
+      onCapture);
   auto traffic = embedded.stop();
+  if (capture) fmt::print(stderr, "sandgate run: dns: {}\n", capture->counts().summary());
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     return kExitSetupFailed;
