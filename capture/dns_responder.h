@@ -44,7 +44,8 @@ class DnsResponder {
  public:
   DnsResponder(std::shared_ptr<SyntheticPool> pool, NamePredicate mayResolve, bool ipv6);
 
-  // `maxBytes`: 512 or the query's EDNS size (UDP, capped by the caller) or 65535 (TCP).
+  // One query in; the answer fits the transport (UDP: 512 bytes, or the query's EDNS size
+  // capped at 1232; TCP: 65535), with TC set when an answer had to be left out.
   DnsOutcome answer(std::span<const uint8_t> message, bool tcp) const;
 
   static constexpr uint32_t kTtlSeconds = 300;

@@ -236,6 +236,14 @@ class TransparentTest(unittest.TestCase):
         self.assertEqual(fwd[0]["mode"], "transparent")
         self.assertTrue(any(a["reason"] == "host_mismatch" for a in audit), audit)
 
+    def test_ipv6_synthetic_address_is_captured_too(self):
+        r, audit = self.sh("curl -sS -6 --noproxy '*' http://web.test/bytes?n=3")
+        if "IPv6 capture unavailable" in r.stderr:
+            self.skipTest("the kernel refused the IPv6 local route: " + r.stderr.strip())
+        self.assertEqual(r.stdout, "xxx", r.stderr)
+        fwd = [a for a in audit if a["kind"] == "forward"]
+        self.assertTrue(fwd and fwd[0]["listener"].startswith("[fd53:4744:4e53::"), audit)
+
     def test_uncaptured_port_and_real_addresses_fail_at_once(self):
         # A synthetic address on a port that is not captured, a real (documentation) address
         # that only exists as "unreachable" inside the sandbox, and 127.0.0.1 on a capture port
