@@ -37,6 +37,10 @@ void addRunCommand(CLI::App& app, Action* action) {
   cmd->add_option("--report", req->reportPath, "Write a JSON summary of the run here");
   cmd->add_flag("--allow-unenforced", req->allowUnenforced,
                 "Run even if a requested limit cannot be enforced");
+  cmd->add_flag("!--no-transparent", req->transparent,
+                "Only HTTP_PROXY/HTTPS_PROXY: no DNS stub, no capture of direct connections");
+  cmd->add_option("--capture-port", req->capturePorts,
+                  "Also capture direct connections to this port (repeatable; 80 and 443 always)");
   cmd->add_option("command", req->argv, "CMD [ARG...] (after --)")->required();
   cmd->callback([req, action] {
     *action = [req]() -> int {

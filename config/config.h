@@ -162,6 +162,11 @@ struct Tls {
   uint32_t leafCacheSize = 1024;          // minted leaf certificates kept (tls.leaf_cache_size)
 };
 
+// `sandgate run`'s transparent capture (issue #6).
+struct Transparent {
+  std::vector<uint16_t> ports;  // captured in addition to 80 and 443
+};
+
 struct Config {
   std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
   Listen listen;
@@ -176,6 +181,7 @@ struct Config {
   std::optional<Ca> ca;
   std::optional<std::string> caCertOut;
   Tls tls;
+  Transparent transparent;
 
   const Task* findTask(std::string_view name) const;
 };

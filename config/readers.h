@@ -28,6 +28,7 @@ void readAudit(Reader& r, const Field& f, Audit& audit);
 void readMetrics(Reader& r, const Field& f, Metrics& metrics);
 void readCa(Reader& r, const Field& f, std::optional<Ca>& ca);
 void readTls(Reader& r, const Field& f, Tls& tls);
+void readTransparent(Reader& r, const Field& f, Transparent& t);
 
 // References between sections: includes (unknown names, cycles), task policies and rule
 // credentials (references.cc). Runs after every section has been read.

@@ -1,4 +1,5 @@
-// Reading the smaller sections: listen, tasks, limits, resolve, audit, metrics, ca, tls.
+// Reading the smaller sections: listen, tasks, limits, resolve, audit, metrics, ca, tls,
+// transparent.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
@@ -279,6 +280,24 @@ void readTls(Reader& r, const Field& f, Tls& tls) {
   if (const Field* n = m->get("leaf_cache_size")) {
     // Bounded: each entry holds a key pair and certificate in memory.
     if (auto v = r.integer(*n, 1, 1000000)) tls.leafCacheSize = static_cast<uint32_t>(*v);
+  }
+}
+
+void readTransparent(Reader& r, const Field& f, Transparent& t) {
+  auto m = r.map(f, {"ports"}, "a map with ports", true);
+  if (!m) return;
+  if (const Field* p = m->get("ports")) {
+    if (auto items = r.list(*p, "a list of ports, e.g. [8443]", true)) {
+      for (const auto& item : *items) {
+        // 53 is the DNS stub's, 3128 the proxy's: a capture listener cannot share them.
+        auto port = r.integer(item, 1, 65535);
+        if (port && (*port == 53 || *port == 3128)) {
+          r.error(item.mark, item.path, "port " + std::to_string(*port) + " cannot be captured");
+        } else if (port) {
+          t.ports.push_back(static_cast<uint16_t>(*port));
+        }
+      }
+    }
   }
 }
 

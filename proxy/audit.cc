@@ -185,6 +185,8 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendOptional(out, r.client);
   appendKey(out, field::kListener);
   appendOptional(out, r.listener);
+  appendKey(out, field::kMode);
+  appendOptional(out, r.mode);
   appendKey(out, field::kMethod);
   appendOptional(out, r.method);
   appendKey(out, field::kScheme);

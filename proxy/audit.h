@@ -25,6 +25,7 @@ inline constexpr std::string_view kIntercept = "intercept";  // a request inside
 // reason idle_timeout. Frames are not scrubbed.
 inline constexpr std::string_view kWebsocket = "websocket";
 inline constexpr std::string_view kRefusal = "refusal";  // refused before any upstream
+inline constexpr std::string_view kDns = "dns";  // a DNS stub answer (transparent mode)
 }  // namespace audit_kind
 
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
@@ -33,8 +34,10 @@ inline constexpr std::string_view kRefusal = "refusal";  // refused before any u
 // `path` for that reason: it may carry an API key).
 struct AuditRecord {
   std::chrono::system_clock::time_point time;  // start of the request/tunnel
-  std::string kind;                            // a value of audit_kind
-  std::string task, client, listener, method, scheme, host;
+  std::string kind;  // a value of audit_kind
+  std::string task, client, listener;
+  std::string mode = "proxy";  // or "transparent"
+  std::string method, scheme, host;
   uint16_t port = 0;
   std::string path;  // empty when not visible
   std::string verdict, reason, rule;

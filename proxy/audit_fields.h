@@ -7,12 +7,15 @@
 namespace sandgate::proxy::field {
 
 inline constexpr std::string_view kTime = "time";  // RFC 3339 UTC, milliseconds
-// forward | tunnel | intercept | websocket | refusal (proxy/audit.h, audit_kind)
+// forward | tunnel | intercept | websocket | refusal | dns (proxy/audit.h, audit_kind)
 inline constexpr std::string_view kKind = "kind";
 inline constexpr std::string_view kTask = "task";          // null when the client is unidentified
 inline constexpr std::string_view kClient = "client";      // peer "ip:port"
 inline constexpr std::string_view kListener = "listener";  // local "ip:port" or listener name
-inline constexpr std::string_view kMethod = "method";
+// "proxy" (the client sent a proxy request) or "transparent" (a connection to a synthetic
+// address, or a query to the sandbox's DNS stub).
+inline constexpr std::string_view kMode = "mode";
+inline constexpr std::string_view kMethod = "method";  // kind dns: the query type ("A", "AAAA")
 inline constexpr std::string_view kScheme = "scheme";
 inline constexpr std::string_view kHost = "host";
 inline constexpr std::string_view kPort = "port";  // number; 0 when unknown
@@ -28,7 +31,8 @@ inline constexpr std::string_view kBytesDown = "bytes_down";  // upstream → cl
 // Milliseconds as a number with microsecond resolution (e.g. 12.345): what a person reading
 // the log expects; Prometheus histograms use seconds.
 inline constexpr std::string_view kDuration = "duration_ms";
-inline constexpr std::string_view kUpstream = "upstream";  // the address dialled, "ip:port"
-inline constexpr std::string_view kError = "error";        // null when none
+// The address dialled, "ip:port"; kind dns: the synthetic address answered (nothing is dialled).
+inline constexpr std::string_view kUpstream = "upstream";
+inline constexpr std::string_view kError = "error";  // null when none
 
 }  // namespace sandgate::proxy::field

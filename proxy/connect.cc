@@ -89,6 +89,8 @@ asio::awaitable<bool> sendEstablished(ClientConnection& c, RequestLog& log,
   rec.verdict = policy::verdictName(decision.verdict);
   rec.reason = decision.reason;
   c.stream.expires_after(toDuration(c.limits().bodyTimeout));
+  // A captured connection (transparent mode) sent no CONNECT: there is nothing to confirm.
+  if (c.transparent) co_return true;
   if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
     rec.error = ec.message();
     finishRequest(c, log);

@@ -174,6 +174,11 @@ Result<SandboxEnvironment> EmbeddedProxy::sandboxEnvironment(const std::string& 
   return impl_->server->sandboxEnvironment(task);
 }
 
+Result<std::shared_ptr<CaptureContext>> EmbeddedProxy::adoptCapture(CaptureSockets sockets,
+                                                                    CaptureOptions options) {
+  return impl_->server->adoptCapture(std::move(sockets), std::move(options));
+}
+
 TrafficSummary EmbeddedProxy::stop() {
   auto& im = *impl_;
   if (!im.stopped) {

@@ -12,6 +12,7 @@
 #include "common/result.h"
 #include "config/config.h"
 #include "proxy/server.h"
+#include "proxy/capture.h"
 
 namespace sandgate::proxy {
 
@@ -58,6 +59,10 @@ class EmbeddedProxy {
 
   // Serves a listening socket (takes ownership) whose every connection belongs to `task`.
   Result<bool> adoptListener(int fd, const std::string& task);
+
+  // Transparent capture of one sandbox (see Server::adoptCapture).
+  Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,
+                                                       CaptureOptions options);
 
   // Shuts down (requests in flight finish within limits.shutdown_grace), waits until every
   // audit line has been copied, and returns the tally. Idempotent.

@@ -248,6 +248,7 @@ std::optional<HeadError> validateRequestHead(std::string_view head, RequestHead*
   if (proxyAuthCount > 1) {
     return err(reason::kDuplicateProxyAuthorization, "more than one Proxy-Authorization field");
   }
+  if (hostCount == 1) out->hostField = hostHeader;
 
   // Target.
   if (method == "CONNECT") {

@@ -43,8 +43,9 @@ struct RequestHead {
   std::string_view path;          // absolute-form: path without query ("/" when empty)
   std::string_view pathAndQuery;  // as written after the authority (may be "" or "?q")
   std::optional<std::string_view> proxyAuthorization;
-  bool hasBody = false;  // Content-Length > 0 or chunked
-  int versionMinor = 1;  // HTTP/1.x
+  std::optional<std::string_view> hostField;  // the Host field's value, when there is one
+  bool hasBody = false;                       // Content-Length > 0 or chunked
+  int versionMinor = 1;                       // HTTP/1.x
 };
 
 struct HeadError {

@@ -29,6 +29,7 @@
 #include "proxy/admin_socket.h"
 #include "proxy/audit.h"
 #include "proxy/listener_tally.h"
+#include "proxy/dns_server.h"
 #include "proxy/metrics.h"
 #include "proxy/metrics_endpoint.h"
 #include "proxy/server_context.h"
@@ -488,7 +489,8 @@ Result<bool> Server::adoptListener(int fd, std::string task) {
 }
 
 Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
-                                        std::shared_ptr<ListenerTally> tally) {
+                                        std::shared_ptr<ListenerTally> tally,
+                                        std::shared_ptr<CaptureContext> capture) {
   auto& im = *impl_;
   auto closeAll = [&] {
     for (int fd : fds) ::close(fd);
@@ -519,7 +521,7 @@ Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
     std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
     local.resize(addrLen);
     auto info =
-        std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), task, tally});
+        std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), task, tally, capture});
     // Every worker accepts on its own duplicate of the descriptor (one shared queue). The
     // acceptors are registered here (the reactor is thread-safe) and used only on their worker.
     for (auto& w : im.workers) {
@@ -543,7 +545,12 @@ Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
     locals.push_back(local);
   }
   closeAll();  // the workers hold duplicates
-  for (const auto& local : locals) im.addOwn(local);
+  // A capture listener is bound to a wildcard inside the sandbox's network namespace: as an
+  // "own endpoint" it would make every loopback upstream on port 80/443 look like a loop, and
+  // nothing on the host can reach it anyway.
+  if (!capture) {
+    for (const auto& local : locals) im.addOwn(local);
+  }
   uint64_t group;
   {
     std::lock_guard lock(im.adoptMu);
@@ -616,6 +623,73 @@ Result<SandboxEnvironment> Server::sandboxEnvironment(const std::string& task) {
     if (used.count(p.credential)) env.variables.emplace_back(p.variable, p.value);
   }
   return env;
+}
+
+Result<std::shared_ptr<CaptureContext>> Server::adoptCapture(CaptureSockets sockets,
+                                                             CaptureOptions options) {
+  auto closeAll = [&] {
+    for (int fd : {sockets.dnsUdp, sockets.dnsTcp}) {
+      if (fd >= 0) ::close(fd);
+    }
+    for (int fd : sockets.listeners) ::close(fd);
+  };
+  if (auto e = capture::checkPoolRanges(options.v4, options.v6)) {
+    closeAll();
+    return Diagnostic{"", 0, 0, "", *e};
+  }
+  int type = 0;
+  socklen_t len = sizeof type;
+  if (sockets.dnsUdp >= 0 &&
+      (::getsockopt(sockets.dnsUdp, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM)) {
+    closeAll();
+    return Diagnostic{"", 0, 0, "", "the DNS UDP descriptor is not a datagram socket"};
+  }
+  const std::string task = options.task;
+  auto ctx = std::make_shared<CaptureContext>(std::move(options), impl_->state);
+  // The DNS stub is light (one datagram, one answer): both sockets live on the first worker.
+  Worker* w = impl_->workers.front().get();
+  if (sockets.dnsUdp >= 0) {
+    asio::post(w->io, [w, fd = sockets.dnsUdp, ctx, this] {
+      asio::ip::udp::socket sock(w->io);
+      sockaddr_storage addr{};
+      socklen_t addrLen = sizeof addr;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen);
+      boost::system::error_code ec;
+      sock.assign(addr.ss_family == AF_INET6 ? asio::ip::udp::v6() : asio::ip::udp::v4(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        spdlog::error("adopting the DNS UDP socket: {}", ec.message());
+        return;
+      }
+      if (impl_->state.draining.load()) return;
+      asio::co_spawn(w->io, serveDnsUdp(std::move(sock), ctx), logException);
+    });
+  }
+  if (sockets.dnsTcp >= 0) {
+    asio::post(w->io, [w, fd = sockets.dnsTcp, ctx, this] {
+      auto acc = std::make_unique<tcp::acceptor>(w->io);
+      sockaddr_storage addr{};
+      socklen_t addrLen = sizeof addr;
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen);
+      boost::system::error_code ec;
+      acc->assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
+      if (ec) {
+        ::close(fd);
+        spdlog::error("adopting the DNS TCP socket: {}", ec.message());
+        return;
+      }
+      if (impl_->state.draining.load()) return;
+      asio::co_spawn(w->io, serveDnsTcp(*acc, ctx), logException);
+      w->acceptors.push_back(std::move(acc));  // closed with the others at shutdown
+    });
+  }
+  // The capture listeners are never released on their own: they live as long as the server
+  // (the embedded proxy of one run).
+  if (!sockets.listeners.empty()) {
+    auto group = adoptListeners(std::move(sockets.listeners), task, nullptr, ctx);
+    if (!group) return group.errors();
+  }
+  return ctx;
 }
 
 void Server::start() {

@@ -11,6 +11,7 @@
 
 #include "common/result.h"
 #include "config/config.h"
+#include "proxy/capture.h"
 
 namespace sandgate::proxy {
 
@@ -54,11 +55,18 @@ class Server {
   // admin socket: a sandbox's listeners are served while its launcher stays connected). Takes
   // ownership of `fds` (closed on error too). Connections accepted on them are counted in
   // `tally` when set. Errors: a descriptor that is not a listening TCP socket, shutting down.
+  // `capture` set: capture listeners of transparent mode (see adoptCapture).
   Result<uint64_t> adoptListeners(std::vector<int> fds, std::string task,
-                                  std::shared_ptr<ListenerTally> tally = nullptr);
+                                  std::shared_ptr<ListenerTally> tally = nullptr,
+                                  std::shared_ptr<CaptureContext> capture = nullptr);
   // Stops accepting on a group's listeners and closes them (connections already accepted go
   // on). Unknown or already released groups are ignored. Thread-safe.
   void releaseListeners(uint64_t group);
+  // Transparent capture of one sandbox (takes ownership of every descriptor): serves its DNS
+  // stub sockets and its capture listeners, all bound to options.task, sharing one synthetic
+  // address pool. The returned context counts the DNS answers. Callable before or after start().
+  Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,
+                                                       CaptureOptions options);
 
   void start();  // starts worker threads and returns
   void wait();   // blocks until a shutdown has completed

@@ -35,6 +35,7 @@ inline std::chrono::steady_clock::duration toDuration(config::Seconds s) {
 inline constexpr auto kUse = boost::asio::as_tuple(boost::asio::use_awaitable);
 
 class ListenerTally;
+class CaptureContext;
 
 // A listening socket and who its clients are.
 struct ListenerInfo {
@@ -43,6 +44,9 @@ struct ListenerInfo {
   // Set for listeners adopted through the admin socket: their connections and audit records
   // are counted for the launcher's report.
   std::shared_ptr<ListenerTally> tally;
+  // Set: a capture listener (transparent mode). Its connections were made to a synthetic
+  // address and are treated as CONNECT (or, on port 80, forward requests) to that name.
+  std::shared_ptr<CaptureContext> capture;
 };
 
 // An address sandgate itself listens on: dialling it would loop through the proxy.

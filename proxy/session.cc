@@ -12,6 +12,7 @@
 #include "proxy/metrics.h"
 #include "proxy/proxy_auth.h"
 #include "proxy/upstream.h"
+#include "proxy/transparent.h"
 
 namespace sandgate::proxy {
 
@@ -29,6 +30,7 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
   auto& r = log.record;
   r.durationSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
+  if (c.transparent) r.mode = "transparent";
   if (c.state.audit) c.state.audit->write(r);
   if (c.listener && c.listener->tally) c.listener->tally->add(r);
   // Refusals before identity (407, 400) are counted under the empty task label: the name a
@@ -49,7 +51,9 @@ namespace {
 
 asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::string bytes) {
   c.stream.expires_after(toDuration(c.limits().bodyTimeout));
-  co_await asio::async_write(c.stream, asio::buffer(bytes), kUse);
+  // A captured TLS stream never asked a proxy anything: an HTTP page would only be noise in
+  // its handshake, so the refusal is the close (and the audit line says why).
+  if (!c.silentRefusals) co_await asio::async_write(c.stream, asio::buffer(bytes), kUse);
   boost::system::error_code ignored;
   c.stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   finishRequest(c, log);
@@ -238,7 +242,28 @@ asio::awaitable<void> serve(ClientConnection& c) {
       co_return;
     }
     if (auto r = admit(c, *task)) {
+      c.transparent = c.silentRefusals = c.listener->capture != nullptr;
       co_await refuse(c, log, *r);
+      co_return;
+    }
+  }
+  std::optional<CapturedTarget> captured;
+  if (c.listener->capture) {
+    c.transparent = true;
+    captured = capturedTarget(c);
+    if (!captured) co_return;
+    // Every audit line of this connection names the synthetic address it reached (the
+    // listener itself is a wildcard).
+    c.listener = std::make_shared<const ListenerInfo>(
+        ListenerInfo{captured->local, c.listener->task, c.listener->tally, c.listener->capture});
+    if (!captured->http) {
+      c.silentRefusals = true;
+      RequestLog log;
+      log.record.time = std::chrono::system_clock::now();
+      log.record.client = c.client;
+      log.record.listener = captured->local;
+      log.record.task = c.task->name;
+      co_await handleCapturedStream(c, *captured, log);
       co_return;
     }
   }
@@ -252,7 +277,7 @@ asio::awaitable<void> serve(ClientConnection& c) {
     RequestLog log;
     log.record.time = std::chrono::system_clock::now();
     log.record.client = c.client;
-    log.record.listener = c.listener->name;
+    log.record.listener = captured ? captured->local : c.listener->name;
     if (c.task) log.record.task = c.task->name;
     switch (hr.status) {
       case HeadStatus::kComplete:
@@ -299,6 +324,16 @@ asio::awaitable<void> serve(ClientConnection& c) {
     log.record.method = std::string(head.method);
     log.record.host = std::string(head.host);
     log.record.port = head.port;
+    if (captured) {
+      log.record.host = captured->name;
+      log.record.port = captured->port;
+      if (auto r = capturedHttpHead(*captured, &head)) {
+        co_await refuse(c, log, *r);
+        co_return;
+      }
+      if (!co_await handleForward(c, head, hr.length, log)) co_return;
+      continue;
+    }
     if (!c.listener->task) {
       if (auto r = identify(c, head)) {
         r->host = log.record.host;

@@ -36,6 +36,10 @@ struct ClientConnection {
   const TaskEntry* task = nullptr;  // into *snap; null until identified
   std::shared_ptr<TaskMetrics> metrics;
   TaskSlot connectionSlot;
+  // A captured connection: the client never spoke to a proxy, so no "200 Connection
+  // established" and no HTTP refusal page before the TLS it sends (refusals just close).
+  bool transparent = false;
+  bool silentRefusals = false;  // refusals close without a response (captured TLS streams)
 
   const config::EffectiveLimits& limits() const { return task ? task->limits : snap->defaults; }
 };

@@ -3,11 +3,14 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
+#include "capture/address_pool.h"
 #include "config/config.h"
 #include "config/default_config.h"
+#include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/run_outcome.h"
 #include "run/serve_run.h"
@@ -80,6 +83,7 @@ int runTask(const RunRequest& req) {
   options.argv = req.argv;
   options.workspace = req.workspace;
   options.allowUnenforced = req.allowUnenforced;
+  options.transparent = req.transparent;
   if (req.memory) {
     auto bytes = config::parseSize(*req.memory);
     if (!bytes || *bytes == 0) {
@@ -122,6 +126,12 @@ int runTask(const RunRequest& req) {
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
   options.hiddenPaths = hiddenPaths(cfg);
+  std::vector<uint16_t> extraPorts = cfg.transparent.ports;  // config, then --capture-port
+  extraPorts.insert(extraPorts.end(), req.capturePorts.begin(), req.capturePorts.end());
+  for (uint16_t port : extraPorts) {
+    auto& ports = options.capture.ports;
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  }
 
   proxy::EmbeddedOptions proxyOptions;
   proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
@@ -142,15 +152,28 @@ int runTask(const RunRequest& req) {
   options.extraCaPem = sandboxEnv.value().caPem;
   for (const auto& [name, value] : sandboxEnv.value().variables) options.env.emplace(name, value);
 
-  auto result = sandbox::run(options, [&](std::vector<int> fds) {
-    std::string error;
-    for (int fd : fds) {
-      auto r = embedded.adoptListener(fd, taskName);
-      if (!r && error.empty()) error = r.errors().front().str();
-    }
-    if (!error.empty()) throw std::runtime_error("proxy: " + error);
-  });
+  std::shared_ptr<proxy::CaptureContext> capture;
+  auto onCapture = [&](sandbox::CaptureSockets s) {
+    auto r = embedded.adoptCapture(
+        proxy::CaptureSockets{s.dnsUdp, s.dnsTcp, std::move(s.listeners)},
+        proxy::CaptureOptions{taskName, options.capture.ports, capture::defaultPoolV4(),
+                              capture::defaultPoolV6(), s.ipv6});
+    if (!r) throw std::runtime_error("proxy: " + r.errors().front().str());
+    capture = r.value();
+  };
+  auto result = sandbox::run(
+      options,
+      [&](std::vector<int> fds) {
+        std::string error;
+        for (int fd : fds) {
+          auto r = embedded.adoptListener(fd, taskName);
+          if (!r && error.empty()) error = r.errors().front().str();
+        }
+        if (!error.empty()) throw std::runtime_error("proxy: " + error);
+      },
+      onCapture);
   auto traffic = embedded.stop();
+  if (capture) fmt::print(stderr, "sandgate run: dns: {}\n", capture->counts().summary());
   return finishRun(req, taskName, policyName, result, traffic);
 }
 

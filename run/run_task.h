@@ -2,6 +2,7 @@
 // the namespace sandbox with the sandbox's listeners bound to the task, and reports.
 #pragma once
 
+#include <cstdint>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,10 @@ struct RunRequest {
   std::vector<std::string> env;        // K=V
   std::optional<std::string> reportPath;
   bool allowUnenforced = false;
+  // Transparent capture (default): a DNS stub and listeners on the capture ports, so that
+  // programs that ignore HTTP_PROXY still go through sandgate. Off: --no-transparent.
+  bool transparent = true;
+  std::vector<uint16_t> capturePorts;  // in addition to 80 and 443
   std::vector<std::string> argv;
 };
 

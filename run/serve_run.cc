@@ -66,6 +66,13 @@ int runWithServe(const RunRequest& req, sandbox::Options options) {
     options.hiddenPaths.push_back(path);  // the socket this launcher used, however it is named
   }
 
+  if (options.transparent) {
+    // The admin protocol hands over proxy listeners only, not a DNS stub and capture listeners.
+    fmt::print(stderr,
+               "sandgate run: note: transparent capture is not available with --proxy yet; "
+               "the sandbox reaches serve through its proxy variables only\n");
+    options.transparent = false;
+  }
   auto result = sandbox::run(options, [&](std::vector<int> fds) {
     auto adopted = admin.adopt(task, fds);
     for (int fd : fds) ::close(fd);  // serve holds its own copies now

@@ -17,7 +17,7 @@ struct Header {
 };
 
 constexpr size_t kMaxText = 8192;
-constexpr size_t kMaxFds = 8;
+constexpr size_t kMaxFds = 32;  // 2 proxy, or 2 DNS + 2 per capture port
 
 }  // namespace
 

@@ -19,6 +19,8 @@ enum class MsgType : uint32_t {
   kExecError,    // command → launcher: value = exit status (126/127), text = reason
   kCommandExit,  // init → launcher: value = wait status of the command
   kInitExit,     // outer child → launcher: value = wait status of the sandbox's PID 1
+  kCapture,      // init → launcher, before kListeners: DNS UDP, DNS TCP, capture listeners
+                 // (SCM_RIGHTS, in that order); value bit 0 = IPv6 capture is routed
 };
 
 struct Message {

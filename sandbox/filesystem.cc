@@ -19,6 +19,7 @@
 #include <set>
 
 #include "sandbox/environment.h"
+#include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
@@ -335,6 +336,7 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
                    MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr),
              "remount CA bundle read-only", "mount");
   }
+  installResolvConf(kNew, plan, warnings);
   const std::string home = kNew + plan.home;
   mkdirs(home, 0700);
 

@@ -31,6 +31,8 @@ struct FilesystemPlan {
   std::string home;              // created in the private /tmp
   std::string caBundle;          // contents of kCaBundlePath
   std::string caSystemTarget;    // the host system bundle, resolved ("" when absent)
+  std::string resolvConf;        // transparent mode: our resolv.conf ("" = the host's)
+  std::string resolvConfTarget;  // the host's /etc/resolv.conf, symlinks followed
   bool devPts = true;
   uid_t uid = 0;
   gid_t gid = 0;

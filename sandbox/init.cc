@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
 #include "sandbox/launcher.h"
 #include "sandbox/network.h"
@@ -124,7 +125,17 @@ void runInit(const ChildSpec& spec) {
     buildFilesystem(spec.fs, &warnings);
     scrubArgsAndEnvironment();
     std::vector<int> listeners = setUpNetwork(spec.proxyPort, &warnings);
+    CaptureSockets capture;
+    if (spec.transparent) capture = setUpCapture(spec.capture, &warnings);
     for (const auto& w : warnings) sendMessage(ch, MsgType::kWarning, 0, w);
+    if (spec.transparent) {
+      std::vector<int> fds = {capture.dnsUdp, capture.dnsTcp};
+      fds.insert(fds.end(), capture.listeners.begin(), capture.listeners.end());
+      if (!sendMessage(ch, MsgType::kCapture, capture.ipv6 ? 1 : 0, {}, fds)) {
+        throwSys("hand the DNS and capture sockets to the launcher", "sendmsg");
+      }
+      for (int fd : fds) close(fd);  // the proxy holds them now
+    }
     if (!sendMessage(ch, MsgType::kListeners, 0, {}, listeners)) {
       throwSys("hand the listeners to the launcher", "sendmsg");
     }

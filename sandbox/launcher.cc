@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <climits>
 
@@ -19,6 +20,7 @@
 #include "sandbox/filesystem.h"
 #include "sandbox/identity.h"
 #include "sandbox/outer_child.h"
+#include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
@@ -69,10 +71,13 @@ struct Outcome {
 // Drives the launcher's side of the protocol until every sandbox process has closed the channel.
 Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
                   std::optional<Clock::time_point> deadline, std::chrono::milliseconds grace,
-                  const ListenerCallback& onListeners, RunResult* result) {
+                  const ListenerCallback& onListeners, const CaptureCallback& onCapture,
+                  RunResult* result) {
   Outcome out;
   ProcessHandle outerHandle(outer), init;
   std::optional<Clock::time_point> killAt;
+  std::vector<int> pendingCapture;  // kCapture descriptors, handed over with kListeners
+  bool captureIpv6 = false;
   auto abort = [&](std::string why) {
     spdlog::error("{}", why);
     if (out.setupError.empty()) out.setupError = std::move(why);
@@ -132,18 +137,42 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
         init = ProcessHandle(m.value);
         if (out.timedOut) init.signal(SIGKILL);
         break;
-      case MsgType::kListeners:
+      case MsgType::kCapture:
+        for (int fd : pendingCapture) close(fd);  // a second message: keep only the last
+        pendingCapture = m.fds;
+        captureIpv6 = (m.value & 1) != 0;
+        break;
+      case MsgType::kListeners: {
         if (!out.setupError.empty() || out.timedOut) {
           for (int fd : m.fds) close(fd);
           break;
         }
+        bool handed = false;  // the descriptors of m belong to onListeners once it is called
         try {
+          if (!pendingCapture.empty()) {
+            CaptureSockets cs;
+            if (pendingCapture.size() >= 2 && onCapture) {
+              cs.dnsUdp = pendingCapture[0];
+              cs.dnsTcp = pendingCapture[1];
+              cs.listeners.assign(pendingCapture.begin() + 2, pendingCapture.end());
+              cs.ipv6 = captureIpv6;
+              pendingCapture.clear();
+              onCapture(std::move(cs));
+            }
+            for (int fd : pendingCapture) close(fd);
+            pendingCapture.clear();
+          }
+          handed = true;
           onListeners(m.fds);
           go();
         } catch (const std::exception& e) {
+          if (!handed) {
+            for (int fd : m.fds) close(fd);
+          }
           abort(std::string("sandbox: proxy hand-off failed: ") + e.what());
         }
         break;
+      }
       case MsgType::kWarning:
         spdlog::warn("{}", m.text);
         result->warnings.push_back(m.text);
@@ -166,6 +195,7 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
         break;
     }
   }
+  for (int fd : pendingCapture) close(fd);
   return out;
 }
 
@@ -199,11 +229,26 @@ const char* endName(RunResult::End end) {
   return "unknown";
 }
 
-Result<RunResult> run(const Options& options, const ListenerCallback& onListeners) {
+Result<RunResult> run(const Options& options, const ListenerCallback& onListeners,
+                      const CaptureCallback& onCapture) {
   const auto start = Clock::now();
   if (options.argv.empty() || options.argv[0].empty()) return error("sandbox: no command given");
   if (options.cpus && !(*options.cpus > 0)) return error("sandbox: cpus must be positive");
   if (options.pids && *options.pids == 0) return error("sandbox: pids must be positive");
+  if (options.transparent) {
+    const auto& ports = options.capture.ports;
+    // 2 DNS sockets + 2 per port must fit one control message (channel.cc's kMaxFds).
+    if (ports.empty() || ports.size() > 15) {
+      return error("sandbox: transparent mode needs 1 to 15 capture ports");
+    }
+    for (size_t i = 0; i < ports.size(); ++i) {
+      if (ports[i] == 0 || ports[i] == 53 || ports[i] == options.proxyPort ||
+          std::count(ports.begin(), ports.end(), ports[i]) > 1) {
+        return error("sandbox: capture port " + std::to_string(ports[i]) +
+                     " is 0, 53 (the DNS stub), repeated, or the proxy port");
+      }
+    }
+  }
   if (options.home.empty() || options.home[0] != '/' ||
       options.home.find("..") != std::string::npos) {
     return error("sandbox: home must be an absolute path: " + options.home);
@@ -235,12 +280,15 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   ChildSpec spec;
   spec.id = *id;
   spec.fs = planFilesystem(options, ws);
+  if (options.transparent) planResolvConf(&spec.fs);
   spec.fs.uid = id->uid;
   spec.fs.gid = id->gid;
   spec.argv = options.argv;
   spec.env = buildEnvironment(options);
   spec.hostname = options.hostname;
   spec.proxyPort = options.proxyPort;
+  spec.transparent = options.transparent;
+  spec.capture = options.capture;
   spec.maxOpenFiles = options.maxOpenFiles;
   spec.stdinFd = options.stdinFd;
   spec.stdoutFd = options.stdoutFd;
@@ -285,8 +333,8 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   close(sv[1]);
   std::optional<Clock::time_point> deadline;
   if (options.timeout) deadline = start + *options.timeout;
-  Outcome out =
-      supervise(sv[0], outer, *id, cgroup.get(), deadline, options.killGrace, onListeners, &result);
+  Outcome out = supervise(sv[0], outer, *id, cgroup.get(), deadline, options.killGrace, onListeners,
+                          onCapture, &result);
   close(sv[0]);
   int outerStatus = 0;
   while (waitpid(outer, &outerStatus, 0) < 0 && errno == EINTR) {

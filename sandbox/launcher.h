@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "common/result.h"
+#include "sandbox/capture_net.h"
 
 namespace sandgate::sandbox {
 
@@ -48,6 +49,11 @@ struct Options {
   std::string home = "/tmp/home";  // HOME inside the sandbox (created in the private /tmp)
   uint64_t maxOpenFiles = 4096;    // RLIMIT_NOFILE (capped at the launcher's hard limit)
   bool devPts = true;              // a private /dev/pts (a warning, not a failure, if refused)
+  // Transparent capture: a DNS stub at 127.0.0.53:53 (written into the sandbox's
+  // /etc/resolv.conf), the synthetic ranges routed to lo, and listeners on the capture ports,
+  // all handed to the CaptureCallback. Off: only the proxy listeners exist.
+  bool transparent = false;
+  CaptureSpec capture{{80, 443}, "198.18.0.0/15", "fd53:4744:4e53::/64"};
   // Standard streams of the command; -1 = inherit the launcher's.
   int stdinFd = -1;
   int stdoutFd = -1;
@@ -88,10 +94,15 @@ inline constexpr int kExitNotFound = 127;
 // starts: the command is only exec'd after the callback returns. An exception aborts the run.
 using ListenerCallback = std::function<void(std::vector<int> listenerFds)>;
 
+// Transparent mode: receives the DNS stub's sockets and the capture listeners (ownership
+// passes), on the same thread and just before the ListenerCallback.
+using CaptureCallback = std::function<void(CaptureSockets sockets)>;
+
 // Runs the command and returns how it ended. Blocks until every process of the sandbox is gone
 // and its cgroups are removed. An error Result means nothing was started (bad options, a limit
 // that cannot be enforced); failures inside the sandbox are a RunResult with kSetupFailed.
 // Call from a thread that lives until run() returns (the sandbox gets PR_SET_PDEATHSIG from it).
-Result<RunResult> run(const Options& options, const ListenerCallback& onListeners);
+Result<RunResult> run(const Options& options, const ListenerCallback& onListeners,
+                      const CaptureCallback& onCapture = {});
 
 }  // namespace sandgate::sandbox

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sandbox/capture_net.h"
 #include "sandbox/filesystem.h"
 #include "sandbox/identity.h"
 
@@ -21,6 +22,8 @@ struct ChildSpec {
   std::vector<std::string> env;  // "K=V"
   std::string hostname;
   uint16_t proxyPort = 3128;
+  bool transparent = false;
+  CaptureSpec capture;
   uint64_t maxOpenFiles = 4096;
   int stdinFd = -1, stdoutFd = -1, stderrFd = -1;
   pid_t launcherPid = 0;

@@ -24,7 +24,8 @@ TEST(SectionReaders, ListenAuditMetricsCaTls) {
       "metrics: {task_series_ttl: 1h}\n"
       "ca: {cert: /ca.pem, key: /ca.key}\n"
       "ca_cert_out: /out/ca.pem\n"
-      "tls: {upstream_ca: /extra.pem, leaf_cache_size: 64}\n");
+      "tls: {upstream_ca: /extra.pem, leaf_cache_size: 64}\n"
+      "transparent: {ports: [8443, 993]}\n");
   ASSERT_TRUE(c.listen.proxy.has_value());
   EXPECT_EQ(c.listen.proxy->value, "[::1]:3128");
   EXPECT_EQ(c.listen.proxy->mark.line, 2);
@@ -43,6 +44,7 @@ TEST(SectionReaders, ListenAuditMetricsCaTls) {
   EXPECT_EQ(c.caCertOut, "/out/ca.pem");
   EXPECT_EQ(c.tls.upstreamCa, "/extra.pem");
   EXPECT_EQ(c.tls.leafCacheSize, 64u);
+  EXPECT_EQ(c.transparent.ports, (std::vector<uint16_t>{8443, 993}));
 }
 
 TEST(SectionReaders, DefaultsWhenSectionsAreAbsent) {
@@ -55,6 +57,7 @@ TEST(SectionReaders, DefaultsWhenSectionsAreAbsent) {
   EXPECT_FALSE(c.tls.upstreamCa.has_value());
   EXPECT_EQ(c.tls.leafCacheSize, 1024u);
   EXPECT_FALSE(c.limits.maxConnections.has_value());
+  EXPECT_TRUE(c.transparent.ports.empty());
 }
 
 TEST(SectionReaders, EmptySectionsMeanNone) {
@@ -244,6 +247,12 @@ TEST(SectionReaders, Errors) {
       {"admin_group without admin",
        "listen: {admin_group: sandgate}\n",
        {1, 10, "listen.admin_group", "admin_group needs listen.admin"}},
+      {"transparent dns port",
+       "transparent: {ports: [53]}\n",
+       {1, 23, "transparent.ports[0]", "port 53 cannot be captured"}},
+      {"transparent port zero",
+       "transparent: {ports: [0]}\n",
+       {1, 23, "transparent.ports[0]", "expected an integer from 1 to 65535, got `0`"}},
       {"tls typo",
        "tls: {upstream-ca: /x}\n",
        {1, 7, "tls.upstream-ca", "did you mean `upstream_ca`?"}},

@@ -89,11 +89,11 @@ std::vector<std::string> readLines(const fs::path& p) {
 TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   auto obj = parseLine(AuditLog::format(sample()));
   const std::vector<std::string_view> order = {
-      field::kTime,    field::kKind,    field::kTask,      field::kClient,     field::kListener,
-      field::kMethod,  field::kScheme,  field::kHost,      field::kPort,       field::kPath,
-      field::kVerdict, field::kReason,  field::kRule,      field::kCredential, field::kInjected,
-      field::kStatus,  field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,
-      field::kError};
+      field::kTime,     field::kKind,    field::kTask,    field::kClient,    field::kListener,
+      field::kMode,     field::kMethod,  field::kScheme,  field::kHost,      field::kPort,
+      field::kPath,     field::kVerdict, field::kReason,  field::kRule,      field::kCredential,
+      field::kInjected, field::kStatus,  field::kBytesUp, field::kBytesDown, field::kDuration,
+      field::kUpstream, field::kError};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);
@@ -103,6 +103,7 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   EXPECT_EQ(obj.at(field::kTask), "demo");
   EXPECT_EQ(obj.at(field::kClient), "127.0.0.1:50000");
   EXPECT_EQ(obj.at(field::kListener), "127.0.0.1:3128");
+  EXPECT_EQ(obj.at(field::kMode), "proxy");
   EXPECT_EQ(obj.at(field::kMethod), "GET");
   EXPECT_EQ(obj.at(field::kScheme), "http");
   EXPECT_EQ(obj.at(field::kHost), "example.com");

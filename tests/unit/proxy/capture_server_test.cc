@@ -1,0 +1,239 @@
+// In-process Server serving a sandbox's DNS stub sockets and a capture listener handed over
+// with Server::adoptCapture (loopback sockets stand in for the sandbox's), and the pure
+// captured-HTTP head check. Synthetic addresses themselves need a network namespace: see
+// tests/sandbox/test_transparent.py.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include "capture/dns_message.h"
+#include "config/config.h"
+#include "proxy/server.h"
+#include "proxy/transparent.h"
+
+namespace sandgate::proxy {
+namespace {
+
+int boundLoopback(int type, uint16_t* port) {
+  int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      (type == SOCK_STREAM && ::listen(fd, 16) != 0)) {
+    return -1;
+  }
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  *port = ntohs(a.sin_port);
+  return fd;
+}
+
+sockaddr_in loopback(uint16_t port) {
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  a.sin_port = htons(port);
+  return a;
+}
+
+std::vector<uint8_t> query(const std::string& name, uint16_t type) {
+  std::vector<uint8_t> q = {0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
+  auto n = capture::encodeName(name);
+  q.insert(q.end(), n.begin(), n.end());
+  q.insert(q.end(), {static_cast<uint8_t>(type >> 8), static_cast<uint8_t>(type), 0, 1});
+  return q;
+}
+
+// One UDP exchange; empty when no answer came within `ms`.
+std::vector<uint8_t> udpExchange(uint16_t port, const std::vector<uint8_t>& q, int ms = 3000) {
+  int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  timeval tv{ms / 1000, (ms % 1000) * 1000};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  auto a = loopback(port);
+  ::sendto(fd, q.data(), q.size(), 0, reinterpret_cast<sockaddr*>(&a), sizeof a);
+  std::vector<uint8_t> out(4096);
+  ssize_t n = ::recv(fd, out.data(), out.size(), 0);
+  ::close(fd);
+  out.resize(n > 0 ? static_cast<size_t>(n) : 0);
+  return out;
+}
+
+// Sends `bytes` over TCP and returns everything received until EOF (5 s cap).
+std::string tcpExchange(uint16_t port, const std::string& bytes) {
+  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  timeval tv{5, 0};
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  auto a = loopback(port);
+  std::string out;
+  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
+    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
+    ::shutdown(fd, SHUT_WR);
+    char buf[4096];
+    ssize_t n;
+    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
+  }
+  ::close(fd);
+  return out;
+}
+
+class CaptureServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char tmpl[] = "/tmp/sandgate-capture-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    dir_ = tmpl;
+    std::string yaml =
+        "policies:\n"
+        "  p:\n"
+        "    allow:\n"
+        "      - host: allowed.test\n"
+        "tasks:\n"
+        "  - name: boxed\n"
+        "    policy: p\n"
+        "audit:\n"
+        "  path: " +
+        dir_ + "/audit.log\n";
+    auto cfg = config::loadString(yaml, "capture.yaml");
+    ASSERT_TRUE(cfg.ok()) << cfg.errorText();
+    ServerOptions opts;
+    opts.threads = 2;
+    opts.handleSignals = false;
+    opts.watchConfigFile = false;
+    auto server = Server::create(std::move(cfg.value()), opts);
+    ASSERT_TRUE(server.ok()) << server.errorText();
+    server_ = std::move(server.value());
+    CaptureSockets s;
+    s.dnsUdp = boundLoopback(SOCK_DGRAM, &udpPort_);
+    s.dnsTcp = boundLoopback(SOCK_STREAM, &tcpPort_);
+    s.listeners.push_back(boundLoopback(SOCK_STREAM, &capturePort_));
+    ASSERT_GE(s.dnsUdp, 0);
+    ASSERT_GE(s.dnsTcp, 0);
+    ASSERT_GE(s.listeners[0], 0);
+    CaptureOptions o;
+    o.task = "boxed";
+    auto ctx = server_->adoptCapture(std::move(s), std::move(o));
+    ASSERT_TRUE(ctx.ok()) << ctx.errorText();
+    capture_ = ctx.value();
+    server_->start();
+  }
+
+  void TearDown() override {
+    if (server_) {
+      server_->shutdown();
+      server_->wait();
+      server_.reset();
+    }
+    std::system(("rm -rf " + dir_).c_str());
+  }
+
+  std::string auditText() {
+    std::ifstream in(dir_ + "/audit.log");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return ss.str();
+  }
+
+  std::string dir_;
+  uint16_t udpPort_ = 0, tcpPort_ = 0, capturePort_ = 0;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<CaptureContext> capture_;
+};
+
+TEST_F(CaptureServerTest, UdpAnswersAllowedDeniesOthersDropsMalformed) {
+  auto a = udpExchange(udpPort_, query("allowed.test", capture::dns::kTypeA));
+  ASSERT_GE(a.size(), 16u);
+  EXPECT_EQ(a[0], 0xAB);
+  EXPECT_EQ(a[3] & 0x0F, capture::dns::kRcodeNoError);
+  EXPECT_EQ(std::vector<uint8_t>(a.end() - 4, a.end()), (std::vector<uint8_t>{198, 18, 0, 1}));
+  auto nx = udpExchange(udpPort_, query("denied.test", capture::dns::kTypeA));
+  ASSERT_GE(nx.size(), 12u);
+  EXPECT_EQ(nx[3] & 0x0F, capture::dns::kRcodeNxDomain);
+  auto bad = query("allowed.test", capture::dns::kTypeA);
+  bad[5] = 0xFF;  // 255 questions
+  EXPECT_TRUE(udpExchange(udpPort_, bad, 300).empty());
+  // Still serving after the garbage:
+  EXPECT_FALSE(udpExchange(udpPort_, query("allowed.test", capture::dns::kTypeAaaa)).empty());
+  auto c = capture_->counts();
+  EXPECT_EQ(c.answered, 2u);
+  EXPECT_EQ(c.nxdomain, 1u);
+  EXPECT_EQ(c.malformed, 1u);
+  EXPECT_EQ(c.names, 1u);
+  auto audit = auditText();
+  EXPECT_NE(audit.find("\"kind\":\"dns\""), std::string::npos) << audit;
+  EXPECT_NE(audit.find("\"mode\":\"transparent\""), std::string::npos) << audit;
+  EXPECT_NE(audit.find("\"host\":\"denied.test\""), std::string::npos) << audit;
+  EXPECT_NE(audit.find("\"reason\":\"nxdomain\""), std::string::npos) << audit;
+}
+
+TEST_F(CaptureServerTest, TcpAnswersInOrderAndClosesOnGarbage) {
+  auto q1 = query("allowed.test", capture::dns::kTypeA);
+  auto q2 = query("other.test", capture::dns::kTypeA);
+  std::string wire;
+  for (const auto* q : {&q1, &q2}) {
+    wire.push_back(static_cast<char>(q->size() >> 8));
+    wire.push_back(static_cast<char>(q->size()));
+    wire.append(q->begin(), q->end());
+  }
+  std::string out = tcpExchange(tcpPort_, wire);
+  ASSERT_GE(out.size(), 4u);
+  size_t first = static_cast<uint8_t>(out[0]) << 8 | static_cast<uint8_t>(out[1]);
+  ASSERT_GE(out.size(), 2 + first + 2 + 12);
+  EXPECT_EQ(out[2 + 3] & 0x0F, capture::dns::kRcodeNoError);
+  EXPECT_EQ(out[2 + first + 2 + 3] & 0x0F, capture::dns::kRcodeNxDomain);
+  // A length prefix larger than any query: counted and closed without an answer.
+  EXPECT_EQ(tcpExchange(tcpPort_, std::string("\xff\xff", 2) + std::string(100, 'x')), "");
+  EXPECT_EQ(capture_->counts().malformed, 1u);
+}
+
+TEST_F(CaptureServerTest, CaptureListenerClosesConnectionsToUnassignedAddresses) {
+  // 127.0.0.1 was never handed out: closed at once, nothing sent, nothing dialled.
+  EXPECT_EQ(tcpExchange(capturePort_, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), "");
+  auto audit = auditText();
+  EXPECT_NE(audit.find("\"reason\":\"not_a_synthetic_address\""), std::string::npos) << audit;
+  EXPECT_NE(audit.find("\"task\":\"boxed\""), std::string::npos) << audit;
+}
+
+TEST(CapturedHttpHead, HostMustNameTheAddress) {
+  CapturedTarget t{"web.test", 80, "198.18.0.1:80", true};
+  struct Case {
+    const char* label;
+    std::string head;
+    std::string_view reason;  // empty: accepted
+  } cases[] = {
+      {"plain", "GET /a?b HTTP/1.1\r\nHost: web.test\r\n\r\n", ""},
+      {"with_port", "GET / HTTP/1.1\r\nHost: WEB.test:80\r\n\r\n", ""},
+      {"other_name", "GET / HTTP/1.1\r\nHost: other.test\r\n\r\n", reason::kHostMismatch},
+      {"other_port", "GET / HTTP/1.1\r\nHost: web.test:8080\r\n\r\n", reason::kHostMismatch},
+      {"no_host", "GET / HTTP/1.0\r\n\r\n", reason::kHostMismatch},
+      {"absolute_form", "GET http://web.test/ HTTP/1.1\r\nHost: web.test\r\n\r\n",
+       reason::kBadTarget},
+      {"connect", "CONNECT web.test:443 HTTP/1.1\r\nHost: web.test:443\r\n\r\n",
+       reason::kBadTarget},
+  };
+  for (const auto& c : cases) {
+    RequestHead head;
+    ASSERT_FALSE(validateRequestHead(c.head, &head)) << c.label;
+    auto r = capturedHttpHead(t, &head);
+    if (c.reason.empty()) {
+      EXPECT_FALSE(r) << c.label << ": " << r->detail;
+      EXPECT_EQ(head.form, TargetForm::kAbsolute) << c.label;
+      EXPECT_EQ(head.host, "web.test") << c.label;
+      EXPECT_EQ(head.port, 80) << c.label;
+    } else {
+      ASSERT_TRUE(r) << c.label;
+      EXPECT_EQ(r->reason, c.reason) << c.label;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sandgate::proxy
