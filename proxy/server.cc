@@ -700,7 +700,7 @@ void Server::start() {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {
       auto info = std::make_shared<const ListenerInfo>(
-          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr});
+          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr, nullptr});
       asio::co_spawn(w->io, acceptLoop(*w, im.state, *acc, info), logException);
     }
   }
