@@ -173,7 +173,14 @@ int runTask(const RunRequest& req) {
       },
       onCapture);
   auto traffic = embedded.stop();
-  if (capture) fmt::print(stderr, "sandgate run: dns: {}\n", capture->counts().summary());
+  if (capture) {
+    // Said only when the stub was used: most runs that honour the proxy variables never ask.
+    auto dns = capture->counts();
+    if (dns.answered + dns.nodata + dns.nxdomain + dns.refused + dns.notimp + dns.exhausted +
+            dns.malformed > 0) {
+      fmt::print(stderr, "sandgate run: dns: {}\n", dns.summary());
+    }
+  }
   return finishRun(req, taskName, policyName, result, traffic);
 }
 

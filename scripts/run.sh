@@ -77,6 +77,12 @@ else
 fi
 echo "[sandbox] 4. reading the key from sandgate's secret file: cat $SECRET_FILE"
 cat "$SECRET_FILE" 2>&1 | sed 's/^/[sandbox]    /'
+echo "[sandbox] 5. a program that ignores the proxy variables (transparent capture):"
+echo "[sandbox]    env -u HTTPS_PROXY -u https_proxy curl https://api.demo/v1/hello ..."
+env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy \
+  curl -sS https://api.demo/v1/hello -H "Authorization: Bearer $DEMO_API_KEY"
+echo "[sandbox]    api.demo resolved to $(getent hosts api.demo | cut -d' ' -f1): an address sandgate's"
+echo "[sandbox]    DNS stub made up; the connection to it was captured and handled like a CONNECT"
 exit 0
 AGENT
 
@@ -99,11 +105,13 @@ print(f"The command exited with status {status} after {report['duration_seconds'
       f"(sandgate run returns the command's own status).")
 kinds = {"intercept": "HTTPS request(s), seen inside the intercepted connection,",
          "tunnel": "CONNECT(s)", "websocket": "WebSocket(s)",
-         "forward": "plain HTTP request(s)", "refusal": "connection(s)"}
+         "forward": "plain HTTP request(s)", "refusal": "connection(s)",
+         "dns": "DNS answer(s) from the stub"}
 for e in report["by_host"]:
     what = "allowed" if e["verdict"] == "allow" else f"refused ({e['reason']})"
     kind = kinds.get(e.get("kind"), e.get("kind", "request(s)"))
-    print(f"  {e['host']}:{e['port']}: {e['count']} {kind} {what}, "
+    where = f"{e['host']}:{e['port']}" if e["port"] else e["host"]
+    print(f"  {where}: {e['count']} {kind} {what}, "
           f"{e['bytes_up']} bytes sent, {e['bytes_down']} bytes received")
 received = [json.loads(l) for l in open(os.path.join(work, "upstream", "received"))] \
     if os.path.exists(os.path.join(work, "upstream", "received")) else []
@@ -114,7 +122,8 @@ print(f"  Credentials used: {', '.join(report.get('credentials_used', [])) or 'n
       "itself never entered the sandbox: its DEMO_API_KEY was a placeholder of the same shape, "
       "and the secret file was hidden.")
 print("  The direct connection to 127.0.0.1 never reached sandgate nor the demo API: inside "
-      "the sandbox the only reachable address is the proxy.")
+      "the sandbox the only reachable addresses are the proxy and the synthetic addresses "
+      "sandgate's DNS stub gives to names the policy allows.")
 audit = os.path.join(work, "audit.log")
 print(f"Every decision is one JSON line in the audit log ({audit}), e.g.:")
 with open(audit) as f:
