@@ -10,6 +10,18 @@ const Task* Config::findTask(std::string_view name) const {
   return nullptr;
 }
 
+std::vector<std::string> Config::secretPaths() const {
+  std::vector<std::string> out;
+  for (const auto& [name, c] : credentials) {
+    if (c.source.kind == CredentialSource::Kind::kFile && !c.source.file.empty()) {
+      out.push_back(c.source.file);
+    }
+  }
+  if (ca && !ca->key.empty()) out.push_back(ca->key);
+  if (listen.admin) out.push_back(listen.admin->value);
+  return out;
+}
+
 EffectiveLimits resolveLimits(const Limits& global, const Limits& task) {
   EffectiveLimits out;
   // Task value, else the `limits:` section, else the built-in default in EffectiveLimits.

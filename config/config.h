@@ -184,6 +184,9 @@ struct Config {
   Transparent transparent;
 
   const Task* findTask(std::string_view name) const;
+  // Paths a sandbox must not see: the credentials' `file:` sources, the CA key and the admin
+  // socket.
+  std::vector<std::string> secretPaths() const;
 };
 
 // Loads and validates a config file. Every diagnostic carries file:line:col, the key path

@@ -101,18 +101,6 @@ asio::awaitable<void> acceptLoop(Worker& worker, ServerState& state, tcp::accept
   }
 }
 
-std::vector<std::string> secretPaths(const config::Config& cfg) {
-  std::vector<std::string> out;
-  for (const auto& [name, c] : cfg.credentials) {
-    if (c.source.kind == config::CredentialSource::Kind::kFile && !c.source.file.empty()) {
-      out.push_back(c.source.file);
-    }
-  }
-  if (cfg.ca && !cfg.ca->key.empty()) out.push_back(cfg.ca->key);
-  if (cfg.listen.admin) out.push_back(cfg.listen.admin->value);
-  return out;
-}
-
 OwnEndpoint ownEndpoint(const tcp::endpoint& ep) { return {toIpAddress(ep.address()), ep.port()}; }
 
 Result<tcp::endpoint> listenEndpoint(const config::Config& cfg,
@@ -461,7 +449,7 @@ AdminBackend Server::adminBackend() {
     out.policy = t->policy.value;
     out.caPem = env->caPem;
     for (const auto& [name, value] : env->variables) out.env[name] = value;
-    out.hiddenPaths = secretPaths(snap->config);
+    out.hiddenPaths = snap->config.secretPaths();
     return out;
   };
   b.adopt = [this, unknownTask](std::vector<int> fds, const std::string& task,

@@ -2,7 +2,11 @@
 // --report file, and the exit status.
 #pragma once
 
+#include <fmt/format.h>
+
+#include <cstdio>
 #include <string>
+#include <utility>
 
 #include "common/result.h"
 #include "proxy/embedded.h"
@@ -10,6 +14,13 @@
 #include "sandbox/launcher.h"
 
 namespace sandgate::run {
+
+// Prints "sandgate run: <message>" to stderr and returns `status` (for `return fail(...)`).
+template <typename... Args>
+int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
+  fmt::print(stderr, "sandgate run: {}\n", fmt::format(f, std::forward<Args>(args)...));
+  return status;
+}
 
 // Prints warnings and how the sandbox ended to stderr, writes --report if asked, and returns
 // the exit status of `sandgate run` (the command's, or kExitSetupFailed).

@@ -20,12 +20,6 @@ namespace sandgate::run {
 
 namespace {
 
-template <typename... Args>
-int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "sandgate run: {}\n", fmt::format(f, std::forward<Args>(args)...));
-  return status;
-}
-
 // The task to run under: --task, an ad-hoc task for --policy, the only task, or `default`.
 // Returns the task name, or an error message.
 Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
@@ -58,19 +52,6 @@ Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
   if (cfg.findTask("default")) return std::string("default");
   return err(fmt::format("{} has {} tasks and none is called 'default': pick one with --task ({})",
                          cfg.file, cfg.tasks.size(), names.empty() ? "none" : names));
-}
-
-// Paths the sandbox must not see: credential files, the CA key, the admin socket.
-std::vector<std::string> hiddenPaths(const config::Config& cfg) {
-  std::vector<std::string> out;
-  for (const auto& [name, c] : cfg.credentials) {
-    if (c.source.kind == config::CredentialSource::Kind::kFile && !c.source.file.empty()) {
-      out.push_back(c.source.file);
-    }
-  }
-  if (cfg.ca && !cfg.ca->key.empty()) out.push_back(cfg.ca->key);
-  if (cfg.listen.admin) out.push_back(cfg.listen.admin->value);
-  return out;
 }
 
 }  // namespace
@@ -125,7 +106,7 @@ int runTask(const RunRequest& req) {
   if (!task) return fail(kExitUsage, "{}", task.errors().front().message);
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
-  options.hiddenPaths = hiddenPaths(cfg);
+  options.hiddenPaths = cfg.secretPaths();
   std::vector<uint16_t> extraPorts = cfg.transparent.ports;  // config, then --capture-port
   extraPorts.insert(extraPorts.end(), req.capturePorts.begin(), req.capturePorts.end());
   for (uint16_t port : extraPorts) {

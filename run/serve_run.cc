@@ -13,16 +13,6 @@
 
 namespace sandgate::run {
 
-namespace {
-
-template <typename... Args>
-int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
-  fmt::print(stderr, "sandgate run: {}\n", fmt::format(f, std::forward<Args>(args)...));
-  return status;
-}
-
-}  // namespace
-
 int runWithServe(const RunRequest& req, sandbox::Options options) {
   const std::string& spec = *req.proxy;
   constexpr std::string_view kScheme = "unix:";
