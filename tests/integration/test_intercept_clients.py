@@ -240,6 +240,11 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
             t.close()
         self.assertEqual(sorted(arrived), [1, 2, 3], reader.body)
         self.assertIn("text/event-stream", reader.head)
+        # The upstream notes each send time just after its write returns: the client may have
+        # read the last event before that note is taken (bounded wait).
+        wait_deadline = time.monotonic() + 2
+        while len(self.https.sse_sent) < 3 and time.monotonic() < wait_deadline:
+            time.sleep(0.01)
         sent = self.https.sse_sent
         self.assertEqual(len(sent), 3)
         for i in (1, 2, 3):
