@@ -538,7 +538,7 @@ def main():
                 print("    sandgate / mitmproxy: %.1fx req/s (target >= 20x: %s)"
                       % (ratio, "met" if ratio >= 20 else "MISSED"))
             if s["rps"] > 0.8 * d["rps"]:
-                print("    note: sandgate reaches >80%% of the direct rate: the Python client or "
+                print("    note: sandgate reaches >80% of the direct rate: the Python client or "
                       "upstream is the limit here, not sandgate")
 
         print("\n(b) new connections: CONNECT + TLS to the proxy + one request + close; the "
