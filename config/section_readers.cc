@@ -284,8 +284,11 @@ void readTls(Reader& r, const Field& f, Tls& tls) {
 }
 
 void readTransparent(Reader& r, const Field& f, Transparent& t) {
-  auto m = r.map(f, {"ports"}, "a map with ports", true);
+  auto m = r.map(f, {"ports", "ipv4_range", "ipv6_range"},
+                 "a map with ports, ipv4_range, ipv6_range", true);
   if (!m) return;
+  if (const Field* p = m->get("ipv4_range")) t.ipv4Range = r.string(*p, "an IPv4 CIDR");
+  if (const Field* p = m->get("ipv6_range")) t.ipv6Range = r.string(*p, "an IPv6 CIDR");
   if (const Field* p = m->get("ports")) {
     if (auto items = r.list(*p, "a list of ports, e.g. [8443]", true)) {
       for (const auto& item : *items) {

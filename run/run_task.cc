@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
+#include <tuple>
 
 #include "capture/address_pool.h"
 #include "config/config.h"
 #include "config/default_config.h"
+#include "policy/ip.h"
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/run_outcome.h"
@@ -113,6 +115,28 @@ int runTask(const RunRequest& req) {
     auto& ports = options.capture.ports;
     if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
   }
+  // The synthetic pools: the config's transparent.ipv4_range / ipv6_range, else the defaults.
+  policy::Cidr poolV4 = capture::defaultPoolV4(), poolV6 = capture::defaultPoolV6();
+  for (auto [range, key, pool, text, v6] :
+       {std::tuple{&cfg.transparent.ipv4Range, "ipv4_range", &poolV4, &options.capture.rangeV4,
+                   false},
+        std::tuple{&cfg.transparent.ipv6Range, "ipv6_range", &poolV6, &options.capture.rangeV6,
+                   true}}) {
+    if (!*range) continue;
+    const auto& r = **range;
+    std::string error;
+    auto cidr = policy::parseCidr(r.value, &error);
+    if (cidr && cidr->base.v6 != v6) error = v6 ? "not an IPv6 range" : "not an IPv4 range";
+    if (!error.empty() || !cidr) {
+      return fail(kExitUsage, "{}:{}:{}: transparent.{}: {}", cfg.file, r.mark.line, r.mark.col,
+                  key, error.empty() ? "not a CIDR" : error);
+    }
+    *pool = *cidr;
+    *text = r.value;
+  }
+  if (auto e = capture::checkPoolRanges(poolV4, poolV6)) {
+    return fail(kExitUsage, "{}: transparent: {}", cfg.file, *e);
+  }
 
   proxy::EmbeddedOptions proxyOptions;
   proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
@@ -137,8 +161,7 @@ int runTask(const RunRequest& req) {
   auto onCapture = [&](sandbox::CaptureSockets s) {
     auto r = embedded.adoptCapture(
         proxy::CaptureSockets{s.dnsUdp, s.dnsTcp, std::move(s.listeners)},
-        proxy::CaptureOptions{taskName, options.capture.ports, capture::defaultPoolV4(),
-                              capture::defaultPoolV6(), s.ipv6});
+        proxy::CaptureOptions{taskName, options.capture.ports, poolV4, poolV6, s.ipv6});
     if (!r) throw std::runtime_error("proxy: " + r.errors().front().str());
     capture = r.value();
   };

@@ -193,6 +193,30 @@ class TransparentTest(unittest.TestCase):
         self.assertTrue(all(a["mode"] == "transparent" for a in dns))
         self.assertIn("sandgate run: dns:", r.stderr)
 
+    def test_configured_ranges_replace_the_default_pools(self):
+        with open(self.config) as f:
+            cfg = json.load(f)
+        cfg["transparent"] = {"ipv4_range": "10.99.0.0/16",
+                              "ipv6_range": "fd00:5a:6e:d600::/64"}
+        path = os.path.join(self.dir, "ranges.yaml")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--",
+               "sh", "-c", "getent ahostsv4 api.test | head -1; getent ahostsv6 api.test | head -1"]
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], r"^10\.99\.\d+\.\d+\s")
+        if len(lines) > 1:  # without IPv6 in the sandbox there is no AAAA answer
+            self.assertRegex(lines[1], r"^fd00:5a:6e:d600::[0-9a-f]+\s")
+        # A range that cannot be a pool is a usage error naming the key.
+        cfg["transparent"] = {"ipv4_range": "fd00::/64"}
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("transparent.ipv4_range: not an IPv4 range", r.stderr)
+
     def test_raw_udp_query_for_denied_name_is_nxdomain_and_nothing_leaves(self):
         r, audit = self.sh(f"{PY} dns_tool.py rcode denied.example")
         self.assertEqual(r.stdout.strip(), "3", r.stderr)  # NXDOMAIN
