@@ -11,7 +11,8 @@
 namespace sandgate::run {
 
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
-              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic) {
+              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
+              const std::optional<proxy::CaptureCounts>& dns) {
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     return kExitSetupFailed;
@@ -27,7 +28,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
     fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n", *req.memory);
   }
   if (req.reportPath) {
-    ReportInput in{task, policy, req.argv, rr, traffic};
+    ReportInput in{task, policy, req.argv, rr, traffic, dns};
     std::ofstream out(*req.reportPath, std::ios::trunc);
     out << formatReport(in);
     out.close();

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/result.h"
+#include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/run_task.h"
 #include "sandbox/launcher.h"
@@ -25,6 +26,7 @@ int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
 // Prints warnings and how the sandbox ended to stderr, writes --report if asked, and returns
 // the exit status of `sandgate run` (the command's, or kExitSetupFailed).
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
-              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic);
+              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
+              const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
 
 }  // namespace sandgate::run

@@ -55,6 +55,14 @@ std::string formatReport(const ReportInput& in) {
   }
   o["by_host"] = std::move(hosts);
   o["credentials_used"] = strings(t.credentials);
+  if (in.dns) {
+    const auto& d = *in.dns;
+    o["dns"] = {{"answered", d.answered}, {"nodata", d.nodata},       {"nxdomain", d.nxdomain},
+                {"refused", d.refused},   {"notimp", d.notimp},       {"pool_exhausted", d.exhausted},
+                {"malformed", d.malformed}, {"names", d.names}};
+  } else {
+    o["dns"] = nullptr;
+  }
   o["warnings"] = strings(in.result.warnings);
   o["unenforced"] = strings(in.result.unenforced);
   if (in.result.error.empty()) {

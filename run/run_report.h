@@ -2,9 +2,11 @@
 // asked of the network, per host and reason.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "sandbox/launcher.h"
 
@@ -16,14 +18,16 @@ struct ReportInput {
   std::vector<std::string> command;
   sandbox::RunResult result;
   proxy::TrafficSummary traffic;
+  std::optional<proxy::CaptureCounts> dns;  // transparent mode: the DNS stub's answers
 };
 
 // One JSON object, newline-terminated. Fields: task, policy, command, exit_status, end
 // (sandbox::endName), duration_seconds, peak_memory_bytes (null when unknown), limit_fired
 // ("timeout" | "memory" | "pids" | null), requests {allowed, denied, other, bytes_up,
 // bytes_down}, by_host [{host, port, kind, verdict, reason, count, bytes_up, bytes_down}],
-// credentials_used (names from the audit lines), warnings, unenforced, error (null unless the
-// sandbox could not be set up).
+// credentials_used (names from the audit lines), dns ({answered, nodata, nxdomain, refused,
+// notimp, pool_exhausted, malformed, names}; null without transparent capture), warnings,
+// unenforced, error (null unless the sandbox could not be set up).
 std::string formatReport(const ReportInput& in);
 
 }  // namespace sandgate::run

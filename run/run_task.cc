@@ -177,15 +177,16 @@ int runTask(const RunRequest& req) {
       },
       onCapture);
   auto traffic = embedded.stop();
+  std::optional<proxy::CaptureCounts> dns;
   if (capture) {
+    dns = capture->counts();
     // Said only when the stub was used: most runs that honour the proxy variables never ask.
-    auto dns = capture->counts();
-    if (dns.answered + dns.nodata + dns.nxdomain + dns.refused + dns.notimp + dns.exhausted +
-            dns.malformed > 0) {
-      fmt::print(stderr, "sandgate run: dns: {}\n", dns.summary());
+    if (dns->answered + dns->nodata + dns->nxdomain + dns->refused + dns->notimp +
+            dns->exhausted + dns->malformed > 0) {
+      fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
     }
   }
-  return finishRun(req, taskName, policyName, result, traffic);
+  return finishRun(req, taskName, policyName, result, traffic, dns);
 }
 
 }  // namespace sandgate::run

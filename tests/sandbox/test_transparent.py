@@ -307,10 +307,15 @@ class TransparentTest(unittest.TestCase):
                          [("other.test", 8443, "transparent")])
 
     def test_malformed_dns_is_dropped_and_counted(self):
-        r, _ = self.sh(f"{PY} dns_tool.py malformed")
+        report = os.path.join(self.dir, "malformed-report.json")
+        r, _ = self.sh(f"{PY} dns_tool.py malformed", "--report", report)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split(), ["0", "0", "0"])  # nothing answered; then NOERROR
         self.assertIn("8 malformed", r.stderr)
+        with open(report) as f:
+            dns = json.load(f)["dns"]
+        self.assertEqual(dns["malformed"], 8)
+        self.assertGreaterEqual(dns["answered"], 1, dns)  # the stub kept answering afterwards
 
     def test_names_never_share_an_address(self):
         names = " ".join("n%d.many.test" % i for i in range(20))
