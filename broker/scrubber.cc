@@ -85,6 +85,7 @@ void Scrubber::process(std::string& buffer, std::string& out, bool final) {
       out.append(work.substr(i, best - i));
       out.append(bestRule->replacement);
       ++count_;
+      ++byCredential_[bestRule->credential];
       i = best + bestRule->needle->size();
       continue;
     }

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -49,6 +50,8 @@ class Scrubber {
 
   // Replacements made so far, headers and body.
   uint64_t count() const { return count_; }
+  // The same, by the credential whose secret was replaced (for the per-credential metric).
+  const std::map<std::string, uint64_t>& countByCredential() const { return byCredential_; }
   size_t maxHoldBack() const { return maxLen_ == 0 ? 0 : maxLen_ - 1; }
   bool empty() const { return rules_.empty(); }
 
@@ -63,6 +66,7 @@ class Scrubber {
   size_t maxLen_ = 0;
   std::string work_;  // held-back tail + new input; may hold a partial secret, wiped
   uint64_t count_ = 0;
+  std::map<std::string, uint64_t> byCredential_;
 };
 
 }  // namespace sandgate::broker

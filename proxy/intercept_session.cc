@@ -286,7 +286,9 @@ void InterceptSession::scrubHeaders(http::fields& res, std::optional<broker::Scr
 void InterceptSession::countScrubs(const std::optional<broker::Scrubber>& scrubber) {
   auto* tm = c_.metrics.get();
   if (scrubber && scrubber->count() > 0 && tm) {
-    for (const auto& rule : scrubRules_) tm->secretScrubs(rule.credential, scrubber->count());
+    for (const auto& [credential, n] : scrubber->countByCredential()) {
+      tm->secretScrubs(credential, n);
+    }
   }
 }
 

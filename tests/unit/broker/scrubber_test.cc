@@ -201,6 +201,20 @@ TEST(Scrubber, Headers) {
   EXPECT_EQ(s.count(), 5u);
 }
 
+TEST(Scrubber, CountsPerCredential) {
+  std::vector<ScrubRule> r;
+  r.push_back({Secret::copyOf("sk-openai-secret"), "sk-openai-fake00", "openai"});
+  r.push_back({Secret::copyOf("ghp_github_secret"), "[REDACTED:github]", "github"});
+  Scrubber s(std::move(r));
+  std::string out;
+  s.feed("a sk-openai-secret b sk-openai-sec", out);
+  s.feed("ret c ghp_github_secret", out);
+  s.finish(out);
+  EXPECT_EQ(out, "a sk-openai-fake00 b sk-openai-fake00 c [REDACTED:github]");
+  EXPECT_EQ(s.count(), 3u);
+  EXPECT_EQ(s.countByCredential(), (std::map<std::string, uint64_t>{{"github", 1}, {"openai", 2}}));
+}
+
 TEST(ScrubRules, AddDeduplicatesAndMarker) {
   std::vector<ScrubRule> r;
   addScrubRule(r, {Secret::copyOf("same"), "P", "a"});
