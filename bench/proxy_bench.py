@@ -558,7 +558,7 @@ def main():
                 ratio = p / d
                 print(f"    pinned (client and sink on CPU 0 in both runs, sandgate alone on "
                       f"CPU 1): direct {fmt_rate(d)}   through sandgate {fmt_rate(p)}   ratio "
-                      f"{ratio:.2f} (target >= 0.80: {'met' if ratio >= 0.8 else 'MISSED'}); "
+                      f"{ratio:.3f} (target >= 0.80: {'met' if ratio >= 0.8 else 'MISSED'}); "
                       f"sandgate CPU {cpu_per_gib:.2f} s per GiB")
                 results.append(("tunnel_ratio_pinned", ratio))
 
