@@ -59,14 +59,12 @@ std::string percentEncode(std::string_view in) {
   return out;
 }
 
-namespace {
 int hexValue(char c) {
   if (c >= '0' && c <= '9') return c - '0';
   if (c >= 'a' && c <= 'f') return c - 'a' + 10;
   if (c >= 'A' && c <= 'F') return c - 'A' + 10;
   return -1;
 }
-}  // namespace
 
 std::optional<std::string> percentDecode(std::string_view in, bool plusIsSpace) {
   std::string out;

@@ -15,6 +15,9 @@ std::optional<std::string> base64Decode(std::string_view in);
 // Percent-encodes everything but RFC 3986 unreserved characters (A-Z a-z 0-9 - . _ ~), so the
 // result is safe as a query parameter name or value.
 std::string percentEncode(std::string_view in);
+// The value of one hexadecimal digit (either case), or -1.
+int hexValue(char c);
+
 // Decodes %XX escapes (and '+' as space when `plusIsSpace`). nullopt on a malformed escape.
 std::optional<std::string> percentDecode(std::string_view in, bool plusIsSpace);
 

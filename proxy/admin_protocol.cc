@@ -16,6 +16,21 @@ namespace sandgate::proxy {
 
 namespace json = boost::json;
 
+json::array trafficEntriesToJson(const std::vector<TrafficEntry>& entries) {
+  json::array out;
+  for (const auto& e : entries) {
+    out.push_back({{"host", e.host},
+                   {"port", e.port},
+                   {"kind", e.kind},
+                   {"verdict", e.verdict},
+                   {"reason", e.reason},
+                   {"count", e.count},
+                   {"bytes_up", e.bytesUp},
+                   {"bytes_down", e.bytesDown}});
+  }
+  return out;
+}
+
 namespace {
 
 Diagnostic refusal(std::string_view reason, std::string message) {
@@ -77,17 +92,7 @@ uint64_t numberOf(const json::object& o, std::string_view key) {
 }
 
 json::object trafficToJson(const TrafficSummary& t) {
-  json::array entries;
-  for (const auto& e : t.entries) {
-    entries.push_back({{"host", e.host},
-                       {"port", e.port},
-                       {"kind", e.kind},
-                       {"verdict", e.verdict},
-                       {"reason", e.reason},
-                       {"count", e.count},
-                       {"bytes_up", e.bytesUp},
-                       {"bytes_down", e.bytesDown}});
-  }
+  json::array entries = trafficEntriesToJson(t.entries);
   json::array credentials;
   for (const auto& c : t.credentials) credentials.emplace_back(c);
   return {{"allowed", t.allowed},

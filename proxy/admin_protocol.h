@@ -19,6 +19,7 @@
 
 #include <sys/types.h>
 
+#include <boost/json/array.hpp>
 #include <cstddef>
 #include <map>
 #include <optional>
@@ -36,6 +37,10 @@ inline constexpr size_t kMaxAdminMessage = 256 * 1024;
 inline constexpr size_t kMaxAdminFds = 8;  // listeners per adopt (a sandbox hands over two)
 
 // Stable reason tokens of a refused admin request.
+// The per-(host, port, kind, verdict, reason) entries as JSON objects with the keys host, port,
+// kind, verdict, reason, count, bytes_up, bytes_down (the admin reply and run's --report).
+boost::json::array trafficEntriesToJson(const std::vector<TrafficEntry>& entries);
+
 namespace admin_reason {
 inline constexpr std::string_view kBadRequest = "bad_request";
 inline constexpr std::string_view kUnsupportedVersion = "unsupported_version";

@@ -7,16 +7,6 @@
 #include "broker/encoding.h"
 
 namespace sandgate::proxy {
-namespace {
-
-int hexValue(char c) {
-  if (c >= '0' && c <= '9') return c - '0';
-  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-  return -1;
-}
-
-}  // namespace
 
 std::optional<BasicCredentials> parseBasicAuth(std::string_view value) {
   auto sp = value.find(' ');
@@ -41,7 +31,7 @@ std::optional<TokenHash> parseTokenHash(std::string_view hex) {
   if (hex.size() != 64) return std::nullopt;
   TokenHash out{};
   for (size_t i = 0; i < 32; ++i) {
-    int hi = hexValue(hex[2 * i]), lo = hexValue(hex[2 * i + 1]);
+    int hi = broker::hexValue(hex[2 * i]), lo = broker::hexValue(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
     out[i] = static_cast<uint8_t>(hi * 16 + lo);
   }

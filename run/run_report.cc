@@ -3,6 +3,8 @@
 
 #include <boost/json.hpp>
 
+#include "proxy/admin_protocol.h"
+
 namespace sandgate::run {
 
 namespace {
@@ -42,18 +44,7 @@ std::string formatReport(const ReportInput& in) {
                    {"other", t.other},
                    {"bytes_up", t.bytesUp},
                    {"bytes_down", t.bytesDown}};
-  boost::json::array hosts;
-  for (const auto& e : t.entries) {
-    hosts.push_back({{"host", e.host},
-                     {"port", e.port},
-                     {"kind", e.kind},
-                     {"verdict", e.verdict},
-                     {"reason", e.reason},
-                     {"count", e.count},
-                     {"bytes_up", e.bytesUp},
-                     {"bytes_down", e.bytesDown}});
-  }
-  o["by_host"] = std::move(hosts);
+  o["by_host"] = proxy::trafficEntriesToJson(t.entries);
   o["credentials_used"] = strings(t.credentials);
   if (in.dns) {
     const auto& d = *in.dns;

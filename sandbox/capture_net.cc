@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "sandbox/network.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
@@ -40,30 +41,6 @@ void addAttr(nlmsghdr* h, size_t cap, unsigned short type, const void* data, siz
   if (at + RTA_SPACE(len) > cap) return;  // cannot happen: the buffer is sized for two attrs
   std::memcpy(RTA_DATA(rta), data, len);
   h->nlmsg_len = static_cast<uint32_t>(at + RTA_SPACE(len));
-}
-
-int bindSocket(int type, const sockaddr* addr, socklen_t len, bool listenToo, std::string* call) {
-  int s = socket(addr->sa_family, type | SOCK_CLOEXEC, 0);
-  if (s < 0) {
-    *call = "socket";
-    return -1;
-  }
-  int one = 1;
-  setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  if (addr->sa_family == AF_INET6 &&
-      setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) {
-    *call = "setsockopt(IPV6_V6ONLY)";
-  } else if (bind(s, addr, len) != 0) {
-    *call = "bind";
-  } else if (listenToo && listen(s, SOMAXCONN) != 0) {
-    *call = "listen";
-  } else {
-    return s;
-  }
-  int err = errno;
-  close(s);
-  errno = err;
-  return -1;
 }
 
 }  // namespace

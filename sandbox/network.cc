@@ -33,22 +33,24 @@ void bringLoopbackUp() {
   close(s);
 }
 
-// Returns the listening socket, or -1 with errno (the caller decides whether that is fatal).
-int listenOn(const sockaddr* addr, socklen_t len, std::string* failedCall) {
-  int s = socket(addr->sa_family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+
+}  // namespace
+
+int bindSocket(int type, const sockaddr* addr, socklen_t len, bool listenToo, std::string* call) {
+  int s = socket(addr->sa_family, type | SOCK_CLOEXEC, 0);
   if (s < 0) {
-    *failedCall = "socket";
+    *call = "socket";
     return -1;
   }
   int one = 1;
   setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   if (addr->sa_family == AF_INET6 &&
       setsockopt(s, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof one) != 0) {
-    *failedCall = "setsockopt(IPV6_V6ONLY)";
+    *call = "setsockopt(IPV6_V6ONLY)";
   } else if (bind(s, addr, len) != 0) {
-    *failedCall = "bind";
-  } else if (listen(s, SOMAXCONN) != 0) {
-    *failedCall = "listen";
+    *call = "bind";
+  } else if (listenToo && listen(s, SOMAXCONN) != 0) {
+    *call = "listen";
   } else {
     return s;
   }
@@ -58,8 +60,6 @@ int listenOn(const sockaddr* addr, socklen_t len, std::string* failedCall) {
   return -1;
 }
 
-}  // namespace
-
 std::vector<int> setUpNetwork(uint16_t port, std::vector<std::string>* warnings) {
   bringLoopbackUp();
   std::vector<int> fds;
@@ -68,14 +68,14 @@ std::vector<int> setUpNetwork(uint16_t port, std::vector<std::string>* warnings)
   v4.sin_family = AF_INET;
   v4.sin_port = htons(port);
   v4.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  int s4 = listenOn(reinterpret_cast<sockaddr*>(&v4), sizeof v4, &call);
+  int s4 = bindSocket(SOCK_STREAM, reinterpret_cast<sockaddr*>(&v4), sizeof v4, true, &call);
   if (s4 < 0) throwSys("listen on 127.0.0.1:" + std::to_string(port), call);
   fds.push_back(s4);
   sockaddr_in6 v6{};
   v6.sin6_family = AF_INET6;
   v6.sin6_port = htons(port);
   v6.sin6_addr = in6addr_loopback;
-  int s6 = listenOn(reinterpret_cast<sockaddr*>(&v6), sizeof v6, &call);
+  int s6 = bindSocket(SOCK_STREAM, reinterpret_cast<sockaddr*>(&v6), sizeof v6, true, &call);
   if (s6 >= 0) {
     fds.push_back(s6);
   } else if (errno == EAFNOSUPPORT || errno == EADDRNOTAVAIL) {
