@@ -46,6 +46,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from pki import test_pki  # noqa: E402  (runtime test CA and a leaf for api.test, other.test)
+from proxy_bench import find_binary, listen_socket  # noqa: E402  (same helpers, bench/)
 
 LOOPBACK = "127.0.0.1"
 TASK = "bench"
@@ -98,14 +99,6 @@ def upstream_server(sock, pki_dir, close_after):
     proto = UpstreamClose if close_after else Upstream
     loop.run_until_complete(loop.create_server(proto, sock=sock, ssl=ctx, backlog=4096))
     loop.run_forever()
-
-
-def listen_socket():
-    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-    s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    s.bind((LOOPBACK, 0))
-    s.listen(4096)
-    return s
 
 
 # ---------------------------------------------------------------------------------------------
@@ -261,14 +254,6 @@ def run_load(t, kind, conns, seconds, procs=2):
 
 # ---------------------------------------------------------------------------------------------
 # sandgate
-
-def find_binary(explicit):
-    if explicit:
-        return explicit
-    found = [p for p in glob.glob(os.path.join(ROOT, "build*", "cli", "sandgate"))
-             if os.access(p, os.X_OK)]
-    return max(found, key=os.path.getmtime) if found else None
-
 
 def wait_for(predicate, timeout, what):
     deadline = time.monotonic() + timeout
