@@ -326,6 +326,13 @@ Server::~Server() {
     shutdown();
     wait();
   }
+  // Destroying the signal_set restores the default actions, so a repeated SIGTERM (a
+  // supervisor repeating itself) arriving while the process exits would kill it and turn a
+  // clean exit into death by signal. The shutdown is done: ignore them from here on.
+  if (impl_->signalSet) {
+    impl_->signalSet.reset();
+    for (int sig : {SIGINT, SIGTERM, SIGHUP}) std::signal(sig, SIG_IGN);
+  }
 }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {

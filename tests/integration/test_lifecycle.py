@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import threading
+import time
 import unittest
 
 from clients import curl
@@ -115,6 +116,19 @@ class StartupTest(unittest.TestCase):
             self.assertIn("missing-policy", p.stderr.decode())
         finally:
             sg.cleanup()
+
+    def test_repeated_sigterm_still_exits_cleanly(self):
+        # A supervisor may repeat SIGTERM while sandgate is already exiting; the second one
+        # must not turn the clean exit into death by signal. Bounded: 8 starts, 0-7 ms apart.
+        for i in range(8):
+            sg = Sandgate({"p": {"allow": [{"host": "a.test"}]}}, [{"name": "t", "policy": "p"}])
+            try:
+                sg.start()
+                os.kill(sg.proc.pid, signal.SIGTERM)
+                time.sleep(i / 1000)
+                self.assertEqual(sg.stop(timeout=15), 0, "second SIGTERM %d ms after the first" % i)
+            finally:
+                sg.cleanup()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ ends. Runs as root (the admin socket is root-only)."""
 
 import json
 import os
+import shutil
 import socket
 import stat
 import subprocess
@@ -61,8 +62,8 @@ class RunServeTest(unittest.TestCase):
         subprocess.run(["rm", "-rf", cls.work], check=False)
 
     @classmethod
-    def sandgate(cls, *args, preexec_fn=None, timeout=60):
-        cmd = [binary(), "run", "--workspace", cls.workspace, *args]
+    def sandgate(cls, *args, preexec_fn=None, timeout=60, exe=None):
+        cmd = [exe or binary(), "run", "--workspace", cls.workspace, *args]
         return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
                               preexec_fn=preexec_fn)
 
@@ -146,8 +147,13 @@ class RunServeTest(unittest.TestCase):
         self.assertNotIn("socket-visible", r.stdout)  # ...the socket is not
 
     def test_non_root_client_is_refused(self):
+        # A copy nobody can execute: the build tree may sit in a directory only root can enter
+        # (a clone into `mktemp -d`), which would fail before the socket is ever tried.
+        exe = os.path.join(self.work, "sandgate")
+        shutil.copy(binary(), exe)
+        os.chmod(exe, 0o755)
         r = self.sandgate("--proxy", "unix:" + self.sock, "--task", "t1", "--", "true",
-                          preexec_fn=_as_nobody)
+                          preexec_fn=_as_nobody, exe=exe)
         self.assertEqual(r.returncode, 125, r.stderr)
         self.assertIn(self.sock, r.stderr)
         self.assertIn("Permission denied (errno 13)", r.stderr)
