@@ -220,8 +220,57 @@ def _client_proc(t, kind, conns, seconds, q):
         q.put((b"", 1, float(seconds), repr(e)))
 
 
+# The native harness (bench/tls_load.cc): set by main() when the tool is used.
+TLS_LOAD = {"path": None}
+
+
+def run_load_native(t, kind, conns, seconds):
+    """The same load through `tls_load client` (a thread per connection, OpenSSL)."""
+    cmd = [TLS_LOAD["path"], "client", "--host", t.host, "--cafile", t.cafile,
+           "--auth", t.auth_value, "--mode", kind, "--conns", str(conns),
+           "--seconds", str(seconds)]
+    if t.proxy is None:
+        cmd += ["--connect", "%s:%d" % (LOOPBACK, t.port)]
+    else:
+        cmd += ["--connect", "%s:%d" % t.proxy, "--proxy-connect", t.connect_to]
+        if t.proxy_auth:
+            cmd += ["--proxy-auth", t.proxy_auth]
+    out = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 2 * IO_TIMEOUT)
+    if out.returncode != 0:
+        return {"rps": 0.0, "p50_us": float("nan"), "p99_us": float("nan"), "errors": 1, "n": 0,
+                "first_error": out.stderr.strip()[-300:]}
+    r = json.loads(out.stdout)
+    r["rps"] = r["n"] / r["elapsed"] if r["elapsed"] else 0.0
+    if not r["n"]:
+        r["p50_us"] = r["p99_us"] = float("nan")
+    return r
+
+
+def start_native_upstream(pki, close_after):
+    """`tls_load serve`: returns (process, port)."""
+    cmd = [TLS_LOAD["path"], "serve", "--cert", os.path.join(pki.dir, "leaf.pem"),
+           "--key", os.path.join(pki.dir, "leaf.key"), "--secret", SECRET]
+    if close_after:
+        cmd.append("--close")
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True)
+    port = proc.stdout.readline().strip()
+    if not port.isdigit():
+        proc.kill()
+        raise RuntimeError("tls_load serve did not start")
+    return proc, int(port)
+
+
+def find_tls_load(binary, given):
+    """bench/tls_load of the build that `binary` (build*/cli/sandgate) comes from, or `given`."""
+    path = given or os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(binary))),
+                                 "bench", "tls_load")
+    return path if os.access(path, os.X_OK) else None
+
+
 def run_load(t, kind, conns, seconds, procs=2):
     """Runs `conns` connections (or workers) split over `procs` processes for `seconds`."""
+    if TLS_LOAD["path"]:
+        return run_load_native(t, kind, conns, seconds)
     procs = max(1, min(conns, procs))
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
@@ -440,6 +489,9 @@ def main():
     ap.add_argument("--mitmdump", default=shutil.which("mitmdump"), help="mitmdump executable")
     ap.add_argument("--no-mitmproxy", action="store_true")
     ap.add_argument("--quick", action="store_true", help="1 s runs: a smoke run")
+    ap.add_argument("--harness", choices=("native", "python"), default="native",
+                    help="client and upstream: bench/tls_load (default, when built) or Python")
+    ap.add_argument("--tls-load", help="the tls_load binary (default: BUILD/bench/tls_load)")
     args = ap.parse_args()
     if args.quick:
         args.seconds = 1
@@ -453,19 +505,34 @@ def main():
                        (hard if hard != resource.RLIM_INFINITY else 65536, hard))
 
     pki = test_pki()
-    ctx = multiprocessing.get_context("fork")
     servers = []
-    keep_sock, close_sock = listen_socket(), listen_socket()
-    keep_port, close_port = keep_sock.getsockname()[1], close_sock.getsockname()[1]
-    for _ in range(2):  # two processes share the accept queue
-        servers.append(ctx.Process(target=upstream_server, args=(keep_sock, pki.dir, False),
+    if args.harness == "native":
+        TLS_LOAD["path"] = find_tls_load(binary, args.tls_load)
+        if not TLS_LOAD["path"]:
+            print("note: no bench/tls_load next to %s (build the tls_load target); using the "
+                  "Python client and upstream, which cost more CPU than sandgate itself"
+                  % binary)
+    if TLS_LOAD["path"]:
+        keep, keep_port = start_native_upstream(pki, False)
+        servers.append(keep)
+        close, close_port = start_native_upstream(pki, True)
+        servers.append(close)
+        harness = "the upstream and the client (tls_load: C++, OpenSSL, a thread per connection)"
+    else:
+        ctx = multiprocessing.get_context("fork")
+        keep_sock, close_sock = listen_socket(), listen_socket()
+        keep_port, close_port = keep_sock.getsockname()[1], close_sock.getsockname()[1]
+        for _ in range(2):  # two processes share the accept queue
+            servers.append(ctx.Process(target=upstream_server, args=(keep_sock, pki.dir, False),
+                                       daemon=True))
+        servers.append(ctx.Process(target=upstream_server, args=(close_sock, pki.dir, True),
                                    daemon=True))
-    servers.append(ctx.Process(target=upstream_server, args=(close_sock, pki.dir, True),
-                               daemon=True))
-    for p in servers:
-        p.start()
-    keep_sock.close()
-    close_sock.close()
+        for p in servers:
+            p.start()
+        keep_sock.close()
+        close_sock.close()
+        harness = ("the upstream (3 Python processes) and the client (2 Python asyncio "
+                   "processes)")
 
     tmp = tempfile.mkdtemp(prefix="sandgate-ibench-")
     sg = mitm = None
@@ -481,9 +548,8 @@ def main():
         if not probe["n"] or probe["errors"]:
             raise RuntimeError("no request through sandgate succeeded (%d errors: %s)\n%s"
                                % (probe["errors"], probe["first_error"], sg.log_tail()))
-        print("sandgate %s (pid %d); %d cores shared by sandgate, the upstream (3 Python "
-              "processes) and the client (2 Python asyncio processes); load: %s"
-              % (binary, sg.proc.pid, os.cpu_count(), os.getloadavg()))
+        print("sandgate %s (pid %d); %d cores shared by sandgate, %s; load: %s"
+              % (binary, sg.proc.pid, os.cpu_count(), harness, os.getloadavg()))
 
         if not args.no_mitmproxy and args.mitmdump:
             try:
@@ -523,7 +589,7 @@ def main():
                 print("    sandgate / mitmproxy: %.1fx req/s (target >= 20x: %s)"
                       % (ratio, "met" if ratio >= 20 else "MISSED"))
             if s["rps"] > 0.8 * d["rps"]:
-                print("    note: sandgate reaches >80% of the direct rate: the Python client or "
+                print("    note: sandgate reaches >80% of the direct rate: the client or "
                       "upstream is the limit here, not sandgate")
 
         print("\n(b) new connections: CONNECT + TLS to the proxy + one request + close; the "
@@ -551,8 +617,15 @@ def main():
         for proc in (mitm, sg):
             if proc:
                 proc.stop()
-        for p in servers:
+        for p in servers:  # multiprocessing.Process or subprocess.Popen, both started here
             p.terminate()
+            if isinstance(p, subprocess.Popen):
+                try:
+                    p.wait(timeout=5)
+                except subprocess.TimeoutExpired:
+                    p.kill()
+                    p.wait(timeout=5)
+                continue
             p.join(timeout=5)
             if p.is_alive():
                 p.kill()

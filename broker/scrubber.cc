@@ -31,6 +31,11 @@ Scrubber::Scrubber(std::vector<ScrubRule> rules) {
 
 Scrubber::~Scrubber() { wipe(work_); }
 
+bool Scrubber::preservesLength() const {
+  return std::all_of(rules_.begin(), rules_.end(),
+                     [](const ScrubRule& r) { return r.replacement.size() == r.needle->size(); });
+}
+
 bool Scrubber::couldStartNeedle(std::string_view tail) const {
   for (const auto& r : rules_) {
     // reveal(): compared with response bytes to decide whether they may be a secret's start.

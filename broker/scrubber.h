@@ -54,6 +54,9 @@ class Scrubber {
   const std::map<std::string, uint64_t>& countByCredential() const { return byCredential_; }
   size_t maxHoldBack() const { return maxLen_ == 0 ? 0 : maxLen_ - 1; }
   bool empty() const { return rules_.empty(); }
+  // Every replacement is as long as what it replaces (placeholders are), so a body keeps its
+  // length and its Content-Length.
+  bool preservesLength() const;
 
  private:
   // Emits the replaced, final part of `buffer` into `out` and leaves the held-back tail in it;

@@ -6,6 +6,7 @@
 #include <boost/asio/buffer.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/ssl/stream.hpp>
+#include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/tcp_stream.hpp>
 #include <utility>
@@ -54,7 +55,10 @@ class PrefixedStream {
   boost::beast::flat_buffer prefix_;
 };
 
-using ClientTls = boost::asio::ssl::stream<PrefixedStream>;
-using UpstreamTlsStream = boost::asio::ssl::stream<boost::beast::tcp_stream>;
+// Beast's ssl_stream, not asio's: asio's TLS stream encrypts one buffer of a sequence per
+// write, so a response's head and body would leave as separate records and sends; the flat
+// stream inside beast::ssl_stream coalesces a sequence into one record first.
+using ClientTls = boost::beast::ssl_stream<PrefixedStream>;
+using UpstreamTlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
 
 }  // namespace sandgate::proxy

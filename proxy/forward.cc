@@ -130,7 +130,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   }
   req.version(11);
 
-  const auto poolKey = ConnectionPool::key(c.snap->generation, task.name, target.name, head.port);
+  const auto key = poolKey(c.snap->generation, task.name, target.name, head.port);
   std::optional<beast::tcp_stream> up;
   beast::flat_buffer upBuf;
   std::optional<http::response_parser<http::buffer_body>> rp;
@@ -141,8 +141,8 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   for (int attempt = 0; attempt < 2 && !requestSent; ++attempt) {
     bool pooled = false;
     if (attempt == 0) {
-      if (auto idle = c.worker.pool.take(poolKey)) {
-        up.emplace(std::move(idle->socket));
+      if (auto idle = c.worker.pool.take(key)) {
+        up.emplace(std::move(idle->conn));
         rec.upstream = std::move(idle->upstream);
         pooled = true;
       }
@@ -218,7 +218,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   // arrived: leftover bytes would be read as the next request's response.
   if (upstreamKeepAlive && rp->is_done() && !rp->need_eof() && parser.is_done() &&
       upBuf.size() == 0) {
-    c.worker.pool.put(poolKey, up->release_socket(), rec.upstream);
+    c.worker.pool.put(key, up->release_socket(), rec.upstream);
   }
   co_return keepAlive&& parser.is_done() && !c.state.draining.load(std::memory_order_relaxed);
 }

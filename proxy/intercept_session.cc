@@ -41,17 +41,27 @@ namespace http = beast::http;
 namespace ssl = asio::ssl;
 using asio::ip::tcp;
 
-namespace {
-
-constexpr std::string_view kHostMismatch421 = "host_mismatch";
-
-struct UpstreamConn {
-  UpstreamConn(tcp::socket s, ssl::context& ctx) : tls(beast::tcp_stream(std::move(s)), ctx) {}
+struct UpstreamTlsConnection {
+  UpstreamTlsConnection(tcp::socket s, ssl::context& ctx)
+      : tls(beast::tcp_stream(std::move(s)), ctx) {}
   UpstreamTlsStream tls;
-  beast::flat_buffer buf;
+  beast::flat_buffer buf;  // read but not yet parsed: empty between responses
   std::string credential;  // the context it was verified with
   std::string address;
 };
+
+// Reusable: nothing buffered here or inside OpenSSL, nothing unread on the socket (a
+// close_notify or any stray byte from the upstream ends it).
+bool PooledConnection<std::shared_ptr<UpstreamTlsConnection>>::quiet(
+    std::shared_ptr<UpstreamTlsConnection>& c) {
+  if (!c || c->buf.size() != 0 || SSL_pending(c->tls.native_handle()) != 0) return false;
+  auto& socket = beast::get_lowest_layer(c->tls).socket();
+  return socket.is_open() && socketIsQuiet(socket.native_handle());
+}
+
+namespace {
+
+constexpr std::string_view kHostMismatch421 = "host_mismatch";
 
 broker::Headers toBrokerHeaders(const http::fields& f) {
   broker::Headers out;
@@ -116,9 +126,16 @@ class InterceptSession {
   std::optional<Refusal> prepare(http::request<http::buffer_body>& req, std::string& target,
                                  const policy::Decision& decision, bool websocket, RequestLog& log);
   asio::awaitable<void> refuseInside(RequestLog& log, const Refusal& r, std::string_view verdict);
+  // Makes up_ a verified connection for `credential`: the one this session holds, else an
+  // idle one of the worker's pool, else a new one (always new when !mayReuse). `reused` says
+  // whether it had carried requests before (the upstream may have closed it since).
   asio::awaitable<std::optional<Refusal>> connectUpstream(const policy::Decision& d,
                                                           const std::string& credential,
-                                                          RequestLog& log);
+                                                          RequestLog& log, bool mayReuse,
+                                                          bool& reused);
+  std::string poolKeyFor(const std::string& credential) const;
+  // Hands up_ to the worker's pool (when it may be reused) and lets go of it.
+  void releaseUpstream();
   void scrubHeaders(http::fields& res, std::optional<broker::Scrubber>& scrubber);
   void countScrubs(const std::optional<broker::Scrubber>& scrubber);
   asio::awaitable<void> switchToWebsocket(RequestLog& log, ResponseParser& rp);
@@ -129,7 +146,7 @@ class InterceptSession {
   uint16_t port_;
   Interception& icpt_;
   beast::flat_buffer in_;  // decrypted client bytes not consumed yet
-  std::unique_ptr<UpstreamConn> up_;
+  std::shared_ptr<UpstreamTlsConnection> up_;
   std::optional<broker::Injector> injector_;
   std::vector<broker::ScrubRule> scrubRules_;
 };
@@ -159,20 +176,46 @@ asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refu
   finishRequest(c_, log);
 }
 
-asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
-    const policy::Decision& d, const std::string& credential, RequestLog& log) {
-  auto& rec = log.record;
-  const auto& limits = c_.limits();
-  if (up_ && up_->credential == credential) {
-    rec.upstream = up_->address;
-    co_return std::nullopt;
+std::string InterceptSession::poolKeyFor(const std::string& credential) const {
+  return poolKey(c_.snap->generation, c_.task->name, target_.name, port_, credential);
+}
+
+void InterceptSession::releaseUpstream() {
+  if (!up_) return;
+  if (!c_.state.draining.load(std::memory_order_relaxed)) {
+    std::string key = poolKeyFor(up_->credential);
+    std::string address = up_->address;
+    c_.worker.tlsPool.put(key, std::move(up_), std::move(address));
   }
   up_.reset();
+}
+
+asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
+    const policy::Decision& d, const std::string& credential, RequestLog& log, bool mayReuse,
+    bool& reused) {
+  auto& rec = log.record;
+  const auto& limits = c_.limits();
+  reused = false;
+  if (up_ && (!mayReuse || up_->credential != credential)) {
+    if (mayReuse) {
+      releaseUpstream();  // verified for another credential: another request may want it
+    } else {
+      up_.reset();
+    }
+  }
+  if (!up_ && mayReuse) {
+    if (auto idle = c_.worker.tlsPool.take(poolKeyFor(credential))) up_ = std::move(idle->conn);
+  }
+  if (up_) {
+    rec.upstream = up_->address;
+    reused = true;
+    co_return std::nullopt;
+  }
   Refusal dialRefusal;
   auto dialed = co_await dialForClient(c_, d, target_, port_, log, &dialRefusal);
   if (!dialed) co_return dialRefusal;
-  auto conn = std::make_unique<UpstreamConn>(std::move(*dialed),
-                                             c_.snap->upstreamTls->contextFor(credential));
+  auto conn = std::make_shared<UpstreamTlsConnection>(
+      std::move(*dialed), c_.snap->upstreamTls->contextFor(credential));
   conn->credential = credential;
   conn->address = rec.upstream;
   SSL* ssl = conn->tls.native_handle();
@@ -399,28 +442,41 @@ asio::awaitable<bool> InterceptSession::one() {
     co_await refuseInside(log, *refusal, refusal->status == 502 ? "error" : "deny");
     co_return false;
   }
-  if (auto refusal = co_await connectUpstream(decision, decision.credential, log)) {
-    co_await refuseInside(log, *refusal, refusal->status == 403 ? "deny" : "error");
-    co_return false;
-  }
-
-  http::request_serializer<http::buffer_body> sr(req);
-  auto sent = co_await relayMessage(tls_, in_, parser, up_->tls, sr, nullptr, limits.bodyTimeout,
-                                    limits.bodyTimeout, rec.bytesUp);
-  if (sent.error == RelayError::kRead) {
-    noteClientReadFailure(sent, rec);
-    finishRequest(c_, log);
-    co_return false;
-  }
-  if (sent.error == RelayError::kWrite) {
-    up_.reset();
-    Refusal r = upstreamSendRefusal(sent, rec);
-    co_await refuseInside(log, r, "error");
-    co_return false;
-  }
+  // A reused upstream connection may have been closed by the upstream a moment ago: a request
+  // without a body that fails on one before any response byte is sent again on a new one.
+  const bool bodyless = parser.is_done();
   std::optional<ResponseParser> rp;
-  auto rec_ec = co_await readResponseHead(up_->tls, up_->buf, rp, req.method() == http::verb::head,
-                                          limits.maxHeaderBytes, limits.idleTimeout);
+  beast::error_code rec_ec;
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    bool reused = false;
+    if (auto refusal = co_await connectUpstream(decision, decision.credential, log, attempt == 0,
+                                                reused)) {
+      co_await refuseInside(log, *refusal, refusal->status == 403 ? "deny" : "error");
+      co_return false;
+    }
+    http::request_serializer<http::buffer_body> sr(req);
+    auto sent = co_await relayMessage(tls_, in_, parser, up_->tls, sr, nullptr,
+                                      limits.bodyTimeout, limits.bodyTimeout, rec.bytesUp);
+    if (sent.error == RelayError::kRead) {
+      noteClientReadFailure(sent, rec);
+      finishRequest(c_, log);
+      co_return false;
+    }
+    if (sent.error == RelayError::kWrite) {
+      up_.reset();
+      if (reused && bodyless) continue;
+      Refusal r = upstreamSendRefusal(sent, rec);
+      co_await refuseInside(log, r, "error");
+      co_return false;
+    }
+    rec_ec = co_await readResponseHead(up_->tls, up_->buf, rp, req.method() == http::verb::head,
+                                       limits.maxHeaderBytes, limits.idleTimeout);
+    if (rec_ec && reused && bodyless && isPeerClosed(rec_ec) && up_->buf.size() == 0) {
+      up_.reset();
+      continue;
+    }
+    break;  // the second attempt is on a new connection (never reused): up_ is set here
+  }
   const bool switched = !rec_ec && rp->get().result_int() == 101;
   if (rec_ec || (switched && !(isWebsocket && upgradesToWebsocket(rp->get())))) {
     up_.reset();
@@ -442,8 +498,9 @@ asio::awaitable<bool> InterceptSession::one() {
   stripHopByHop(res);
   std::optional<broker::Scrubber> scrubber;
   scrubHeaders(res, scrubber);
-  // A scrubbed body may change length: frame it ourselves.
-  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive, scrubber.has_value());
+  // A body scrubbed with replacements of another length changes length: frame it ourselves.
+  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
+                                       scrubber && !scrubber->preservesLength());
   rec.status = res.result_int();
 
   auto back = co_await relayResponse(up_->tls, up_->buf, *rp, tls_, scrubber ? &*scrubber : nullptr,
@@ -500,9 +557,9 @@ asio::awaitable<void> InterceptSession::run() {
     bool more = co_await one();
     if (!more) break;
   }
-  // The upstream connection is simply closed: nothing is pending on it, and waiting for its
-  // close_notify would only hold the client's connection open.
-  up_.reset();
+  // A connection that ended its last response cleanly goes to the worker's pool for the
+  // task's next connection to this host; its TLS session is not shut down.
+  releaseUpstream();
 }
 
 }  // namespace

@@ -53,9 +53,16 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     broker::Scrubber* scrub, config::Seconds readTimeout, config::Seconds writeTimeout,
     uint64_t& bytes) {
   namespace http = boost::beast::http;
-  boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
-  if (auto [ec, n] = co_await http::async_write_header(out, sr, kUse); ec) {
-    co_return RelayOutcome{RelayError::kWrite, ec};
+  // A body that has arrived whole with the head (a small response, usually) leaves with the
+  // head in one write: one TLS record, one send. Any other head goes out at once, so that the
+  // receiver of a streaming body (server-sent events) is not kept waiting for its first piece.
+  const auto remaining = p.content_length_remaining();
+  const bool bodyBuffered = p.is_done() || (remaining && inBuf.size() >= *remaining);
+  if (!bodyBuffered) {
+    boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
+    if (auto [ec, n] = co_await http::async_write_header(out, sr, kUse); ec) {
+      co_return RelayOutcome{RelayError::kWrite, ec};
+    }
   }
   std::array<char, 16 * 1024> buf;
   std::string emitted;

@@ -291,6 +291,7 @@ struct Server::Impl {
         for (auto& a : w->acceptors) a->close(ec);
         for (auto* s : w->idle) s->cancel(ec);
         w->pool.clear();
+        w->tlsPool.clear();
       });
     }
     {

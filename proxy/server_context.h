@@ -57,6 +57,23 @@ struct OwnEndpoint {
 
 class Interception;
 
+// Plain TCP upstream connections of forwarded requests.
+template <>
+struct PooledConnection<boost::asio::ip::tcp::socket> {
+  static bool quiet(boost::asio::ip::tcp::socket& s) {
+    return s.is_open() && socketIsQuiet(s.native_handle());
+  }
+};
+using TcpPool = IdlePool<boost::asio::ip::tcp::socket>;
+
+// A verified TLS connection to an upstream with its read buffer (intercept_session.cc).
+struct UpstreamTlsConnection;
+template <>
+struct PooledConnection<std::shared_ptr<UpstreamTlsConnection>> {
+  static bool quiet(std::shared_ptr<UpstreamTlsConnection>& c);
+};
+using TlsPool = IdlePool<std::shared_ptr<UpstreamTlsConnection>>;
+
 struct ServerState {
   std::atomic<std::shared_ptr<const Snapshot>> snapshot;
   std::atomic<std::shared_ptr<const std::vector<OwnEndpoint>>> ownEndpoints{
@@ -76,7 +93,8 @@ struct Worker {
   // keep-alive connections do not hold the shutdown grace period open.
   std::unordered_set<boost::asio::ip::tcp::socket*> idle;
   boost::asio::io_context io{1};
-  ConnectionPool pool;
+  TcpPool pool;     // forwarded requests' upstream connections
+  TlsPool tlsPool;  // intercepted requests' upstream connections
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors;
 };
 

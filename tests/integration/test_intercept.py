@@ -13,6 +13,7 @@ import json
 import os
 import socket
 import ssl
+import time
 import unittest
 
 import artifacts
@@ -22,6 +23,7 @@ from sandgate_fixture import Sandgate, wait_until
 from upstreams import HttpUpstream
 
 TOKEN = "t0ken"
+TOKEN2 = "t0ken-two"  # task demo2: the same policy, its own upstream connections
 SECRET = "sk-realsecretvalue-0123456789abcdef"
 SECRET2 = "sk-rotatedsecretvalue-9876543210fedcba"
 ENV_SECRET = "ghp_envsourcedsecret+/=?&%0123456789"  # reserved characters: URL/base64 forms
@@ -60,7 +62,8 @@ class InterceptTest(unittest.TestCase):
                          "inject": {"header": "X-Api-Key", "value": "{secret}"}},
         }
         cls.sg.config = cls.sg.make_config(
-            policies, [{"name": "demo", "policy": "agent", "token": TOKEN}],
+            policies, [{"name": "demo", "policy": "agent", "token": TOKEN},
+                       {"name": "demo2", "policy": "agent", "token": TOKEN2}],
             resolve={"api.test": "127.0.0.1:%d" % cls.https.port,
                      "bad.test": "127.0.0.1:%d" % cls.https.port,
                      "gone.test": "127.0.0.1:%d" % cls.https.port,
@@ -85,6 +88,74 @@ class InterceptTest(unittest.TestCase):
     def tunnel(self, host, sni=None):
         """A TLS connection to `host` through a CONNECT tunnel (Python ssl, our CA)."""
         return self.sg.tls_tunnel(host, "demo", TOKEN, self.ca_out, sni=sni)
+
+    def get_once(self, path, task="demo", token=TOKEN):
+        """GET `path` of api.test on a client connection of its own; returns the status."""
+        conn = http.client.HTTPSConnection("api.test", 443)
+        conn.sock = self.sg.tls_tunnel("api.test", task, token, self.ca_out)
+        try:
+            conn.request("GET", path)
+            r = conn.getresponse()
+            artifacts.record_response(path, r.status, r.getheaders(), r.read())
+            return r.status
+        finally:
+            conn.close()
+
+    def upstream_port(self, path):
+        """The client port the upstream saw the (one) request for `path` come from."""
+        seen = self.requests_to(path)
+        self.assertEqual(len(seen), 1, path)
+        return seen[0]["client_port"]
+
+    def wait_no_connections(self):
+        for task in ("demo", "demo2"):
+            wait_until(lambda: not self.sg.metric("sandgate_connections_active", task=task),
+                       what="task %s's client connections to end" % task)
+
+    def test_upstream_connection_pooled_per_task(self):
+        # Client connections one after another reuse the task's verified upstream connections.
+        # Pools are per worker thread, so after as many connections as there are workers each
+        # later one finds an idle upstream connection on its worker: the upstream sees at most
+        # one TCP connection per worker. Another task never gets them.
+        paths = ["/echo/pool%d" % i for i in range(self.sg.threads + 2)]
+        for path in paths:
+            self.wait_no_connections()  # the last session ended and gave its connection back
+            self.assertEqual(self.get_once(path), 200)
+        ports = {self.upstream_port(p) for p in paths}
+        self.assertLessEqual(len(ports), self.sg.threads, ports)
+        self.wait_no_connections()
+        self.assertEqual(self.get_once("/echo/pool-other", "demo2", TOKEN2), 200)
+        self.assertNotIn(self.upstream_port("/echo/pool-other"), ports)
+        # Each request carried the credential, whichever connection it went over.
+        for path in paths + ["/echo/pool-other"]:
+            auth = [v for k, v in self.requests_to(path)[0]["headers"]
+                    if k.lower() == "authorization"]
+            self.assertEqual(auth, ["Bearer " + SECRET], path)
+
+    def test_upstream_closed_kept_connection(self):
+        # The upstream closes a connection that looked keep-alive: the next request of the
+        # client connection goes out again on a new upstream connection, no 502.
+        conn = http.client.HTTPSConnection("api.test", 443)
+        conn.sock = self.tunnel("api.test")
+        try:
+            conn.request("GET", "/drop")
+            r1 = conn.getresponse()
+            self.assertEqual((r1.status, r1.read()), (200, b"dropped"))
+            time.sleep(0.3)  # the upstream's FIN reaches sandgate
+            conn.request("GET", "/echo/after-drop")
+            r2 = conn.getresponse()
+            artifacts.record_response("after-drop", r2.status, r2.getheaders(), r2.read())
+            self.assertEqual(r2.status, 200)
+        finally:
+            conn.close()
+        self.assertNotEqual(self.upstream_port("/echo/after-drop"),
+                            [r for r in self.https.requests if r["path"] == "/drop"][-1]["client_port"])
+        # A pooled connection the upstream has closed since is never handed out either.
+        self.wait_no_connections()
+        self.assertEqual(self.get_once("/drop"), 200)
+        self.wait_no_connections()
+        time.sleep(0.3)
+        self.assertEqual(self.get_once("/echo/after-pooled-drop"), 200)
 
     def test_injects_and_scrubs(self):
         r = curl("https://api.test/echo/inject", "--cacert", self.ca_out,

@@ -9,6 +9,8 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /garbage        answers with bytes that are not HTTP
   /eof-body       HTTP/1.0-style body delimited by closing the connection
   /status?code=C  an empty response with status C
+  /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
+                  the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
                   text/event-stream: N events ("tick-<i>"; the second also echoes the request's
                   Authorization) S seconds apart, chunked or ended by closing; the
@@ -109,6 +111,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                       q.get("mode", "chunked") == "chunked")
         elif p == "/status":
             self._send(int(q.get("code", "200")), b"")
+        elif p == "/drop":
+            self._send(200, b"dropped")
+            self.close_connection = True
         else:
             self._send(404, b"not found")
 

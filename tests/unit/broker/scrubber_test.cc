@@ -183,6 +183,24 @@ TEST(Scrubber, NoRulesPassesThrough) {
   EXPECT_TRUE(s.empty());
 }
 
+// Same-length replacements (placeholders) keep a body's length, so its Content-Length stands;
+// one redaction marker of another length is enough to make the proxy re-frame the body.
+TEST(Scrubber, PreservesLengthOnlyWithSameLengthReplacements) {
+  EXPECT_TRUE(Scrubber({}).preservesLength());
+  EXPECT_TRUE(Scrubber(rules({{"sk-REAL", "sk-FAKE"}, {"c2stUkVBTA==", "c2stRkFLRQ=="}}))
+                  .preservesLength());
+  EXPECT_FALSE(Scrubber(rules({{"sk-REAL", "sk-FAKE"}, {"secret", "[REDACTED:x]"}}))
+                   .preservesLength());
+  Scrubber s(rules({{"sk-REAL", "sk-FAKE"}}));
+  std::string out;
+  const std::string body = "echo: sk-REAL and sk-RE";
+  s.feed(body, out);
+  s.feed("AL.", out);
+  s.finish(out);
+  EXPECT_EQ(out, "echo: sk-FAKE and sk-FAKE.");
+  EXPECT_EQ(out.size(), body.size() + 3);
+}
+
 TEST(Scrubber, Headers) {
   Scrubber s(rules({{"sk-REAL", "sk-FAKE"}, {"c2stUkVBTA==", "c2stRkFLRQ=="}}));
   Headers h = {{"X-Echo-Authorization", "Bearer sk-REAL"},
