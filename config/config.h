@@ -165,7 +165,8 @@ struct Tls {
 // `sandgate run`'s transparent capture (issue #6).
 struct Transparent {
   std::vector<uint16_t> ports;  // captured in addition to 80 and 443
-  // The synthetic address pools (CIDR text; checked by `sandgate run`, which owns them):
+  // The synthetic address pools (CIDR text; checked by proxy::captureConfig, for an embedded
+  // proxy and for serve alike):
   // unset means 198.18.0.0/15 and fd53:4744:4e53::/64.
   std::optional<Located<std::string>> ipv4Range, ipv6Range;
 };

@@ -116,10 +116,23 @@ Result<bool> AdminClient::adopt(const std::string& task, const std::vector<int>&
   return true;
 }
 
-Result<TrafficSummary> AdminClient::release() {
+Result<bool> AdminClient::adoptCapture(const std::string& task, const std::vector<uint16_t>& ports,
+                                       bool ipv6, int dnsUdp, int dnsTcp,
+                                       const std::vector<int>& listeners) {
+  AdminRequest req(AdminOp::kAdoptCapture, task);
+  req.ports = ports;
+  req.ipv6 = ipv6;
+  std::vector<int> fds = {dnsUdp, dnsTcp};
+  fds.insert(fds.end(), listeners.begin(), listeners.end());
+  auto r = exchange(req, fds);
+  if (!r) return r.errors();
+  return true;
+}
+
+Result<ReleaseSummary> AdminClient::release() {
   auto r = exchange(AdminRequest{AdminOp::kRelease, ""}, {});
   if (!r) return r.errors();
-  return r->traffic.value_or(TrafficSummary{});
+  return ReleaseSummary{r->traffic.value_or(TrafficSummary{}), r->dns};
 }
 
 }  // namespace sandgate::proxy

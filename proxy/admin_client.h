@@ -13,6 +13,12 @@
 
 namespace sandgate::proxy {
 
+// What serve says a run did when it releases the run's sockets.
+struct ReleaseSummary {
+  TrafficSummary traffic;
+  std::optional<CaptureCounts> dns;  // after adoptCapture
+};
+
 // Errors are Diagnostics whose keyPath is the server's reason token (admin_reason::…) for a
 // refused request, and empty for a connection that failed (the message names the system
 // call, the path and errno).
@@ -28,8 +34,15 @@ class AdminClient {
   Result<TaskEnvironment> taskEnvironment(const std::string& task);
   // Hands the listening sockets over (they stay open here: the caller closes its copies).
   Result<bool> adopt(const std::string& task, const std::vector<int>& fds);
-  // Asks serve to close the adopted listeners and say what the run's connections did.
-  Result<TrafficSummary> release();
+  // Hands the transparent capture over: the DNS stub's UDP and TCP sockets and the capture
+  // listeners on `ports`; `ipv6`: the sandbox routes and listens on the IPv6 range. Served
+  // with the ranges of this connection's taskEnvironment() (call it first). The descriptors
+  // stay open here, as for adopt().
+  Result<bool> adoptCapture(const std::string& task, const std::vector<uint16_t>& ports, bool ipv6,
+                            int dnsUdp, int dnsTcp, const std::vector<int>& listeners);
+  // Asks serve to close everything adopted and say what the run's connections (and its DNS
+  // stub) did.
+  Result<ReleaseSummary> release();
 
   const std::string& path() const { return path_; }
 

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <grp.h>
+#include <netinet/in.h>
 #include <pwd.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <boost/json.hpp>
 #include <cerrno>
 #include <cstring>
+#include <utility>
 
 namespace sandgate::proxy {
 
@@ -33,6 +35,24 @@ json::array trafficEntriesToJson(const std::vector<TrafficEntry>& entries) {
 
 namespace {
 
+// The keys of CaptureCounts in its JSON form (one table for both directions).
+constexpr std::pair<const char*, uint64_t CaptureCounts::*> kCountKeys[] = {
+    {"answered", &CaptureCounts::answered},   {"nodata", &CaptureCounts::nodata},
+    {"nxdomain", &CaptureCounts::nxdomain},   {"refused", &CaptureCounts::refused},
+    {"notimp", &CaptureCounts::notimp},       {"pool_exhausted", &CaptureCounts::exhausted},
+    {"malformed", &CaptureCounts::malformed}, {"names", &CaptureCounts::names},
+};
+
+}  // namespace
+
+json::object captureCountsToJson(const CaptureCounts& counts) {
+  json::object o;
+  for (const auto& [key, member] : kCountKeys) o[key] = counts.*member;
+  return o;
+}
+
+namespace {
+
 Diagnostic refusal(std::string_view reason, std::string message) {
   return Diagnostic{"", 0, 0, std::string(reason), std::move(message)};
 }
@@ -43,6 +63,8 @@ const char* opName(AdminOp op) {
       return "task_env";
     case AdminOp::kAdopt:
       return "adopt";
+    case AdminOp::kAdoptCapture:
+      return "adopt_capture";
     case AdminOp::kRelease:
       return "release";
   }
@@ -104,6 +126,32 @@ json::object trafficToJson(const TrafficSummary& t) {
           {"credentials", std::move(credentials)}};
 }
 
+CaptureCounts captureCountsFromJson(const json::object& o) {
+  CaptureCounts counts;
+  for (const auto& [key, member] : kCountKeys) counts.*member = numberOf(o, key);
+  return counts;
+}
+
+json::array portsToJson(const std::vector<uint16_t>& ports) {
+  json::array out;
+  for (uint16_t p : ports) out.emplace_back(p);
+  return out;
+}
+
+// A JSON array of port numbers (1..65535, none twice); nullopt when it is anything else.
+std::optional<std::vector<uint16_t>> portsFromJson(const json::value* v) {
+  if (!v || !v->is_array()) return std::nullopt;
+  std::vector<uint16_t> out;
+  for (const auto& p : v->as_array()) {
+    int64_t n = p.is_int64() ? p.as_int64() : p.is_uint64() ? 65536 : 0;
+    if (n < 1 || n > 65535) return std::nullopt;
+    auto port = static_cast<uint16_t>(n);
+    if (std::find(out.begin(), out.end(), port) != out.end()) return std::nullopt;
+    out.push_back(port);
+  }
+  return out;
+}
+
 TrafficSummary trafficFromJson(const json::object& o) {
   TrafficSummary t;
   t.allowed = numberOf(o, "allowed");
@@ -140,6 +188,10 @@ TrafficSummary trafficFromJson(const json::object& o) {
 std::string encodeRequest(const AdminRequest& request) {
   json::object o{{"v", kAdminProtocolVersion}, {"op", opName(request.op)}};
   if (request.op != AdminOp::kRelease) o["task"] = request.task;
+  if (request.op == AdminOp::kAdoptCapture) {
+    o["ports"] = portsToJson(request.ports);
+    o["ipv6"] = request.ipv6;
+  }
   return json::serialize(o);
 }
 
@@ -153,13 +205,16 @@ Result<AdminRequest> parseRequest(std::string_view message) {
     out.op = AdminOp::kTaskEnv;
   } else if (op == "adopt") {
     out.op = AdminOp::kAdopt;
+  } else if (op == "adopt_capture") {
+    out.op = AdminOp::kAdoptCapture;
   } else if (op == "release") {
     out.op = AdminOp::kRelease;
     return out;
   } else {
     return refusal(
         admin_reason::kBadRequest,
-        fmt::format("unknown op '{}' (expected task_env, adopt or release)", op.substr(0, 40)));
+        fmt::format("unknown op '{}' (expected task_env, adopt, adopt_capture or release)",
+                    op.substr(0, 40)));
   }
   out.task = stringOf(o, "task");
   if (!isTaskName(out.task)) {
@@ -167,6 +222,20 @@ Result<AdminRequest> parseRequest(std::string_view message) {
         admin_reason::kBadRequest,
         fmt::format("op {} needs \"task\": a task name (letters, digits, '.', '_', '-')", op));
   }
+  if (out.op != AdminOp::kAdoptCapture) return out;
+  auto ports = portsFromJson(o.if_contains("ports"));
+  if (!ports || ports->empty() || ports->size() > kMaxCapturePorts ||
+      std::find(ports->begin(), ports->end(), 53) != ports->end()) {
+    return refusal(admin_reason::kBadRequest,
+                   fmt::format("adopt_capture needs \"ports\": 1 to {} distinct ports, not 53",
+                               kMaxCapturePorts));
+  }
+  out.ports = std::move(*ports);
+  const json::value* ipv6 = o.if_contains("ipv6");
+  if (ipv6 && !ipv6->is_bool()) {
+    return refusal(admin_reason::kBadRequest, "adopt_capture: \"ipv6\" must be true or false");
+  }
+  out.ipv6 = ipv6 && ipv6->as_bool();
   return out;
 }
 
@@ -186,8 +255,14 @@ std::string encodeReply(const AdminReply& reply) {
     json::array hidden;
     for (const auto& p : e.hiddenPaths) hidden.emplace_back(p);
     o["hidden_paths"] = std::move(hidden);
+    if (e.capture) {
+      o["capture"] = {{"ports", portsToJson(e.capture->ports)},
+                      {"ipv4_range", e.capture->ipv4Range},
+                      {"ipv6_range", e.capture->ipv6Range}};
+    }
   }
   if (reply.traffic) o["traffic"] = trafficToJson(*reply.traffic);
+  if (reply.dns) o["dns"] = captureCountsToJson(*reply.dns);
   return json::serialize(o);
 }
 
@@ -228,10 +303,24 @@ Result<AdminReply> parseReply(std::string_view message) {
         if (v.is_string()) e.hiddenPaths.emplace_back(v.as_string());
       }
     }
+    if (const json::value* c = o.if_contains("capture"); c && c->is_object()) {
+      const auto& co = c->as_object();
+      auto ports = portsFromJson(co.if_contains("ports"));
+      CaptureOffer offer{ports.value_or(std::vector<uint16_t>{}), stringOf(co, "ipv4_range"),
+                         stringOf(co, "ipv6_range")};
+      if (offer.ports.empty() || offer.ipv4Range.empty()) {
+        return refusal(admin_reason::kBadRequest,
+                       "reply with a \"capture\" lacking ports or an IPv4 range");
+      }
+      e.capture = std::move(offer);
+    }
     r.environment = std::move(e);
   }
   if (const json::value* t = o.if_contains("traffic"); t && t->is_object()) {
     r.traffic = trafficFromJson(t->as_object());
+  }
+  if (const json::value* d = o.if_contains("dns"); d && d->is_object()) {
+    r.dns = captureCountsFromJson(d->as_object());
   }
   return r;
 }
@@ -270,6 +359,26 @@ std::vector<gid_t> groupsOfUser(uid_t uid, gid_t primary) {
   return {};
 }
 
+namespace {
+
+// The bound address of an IPv4/IPv6 socket, or nullopt.
+std::optional<sockaddr_storage> boundAddress(int fd) {
+  sockaddr_storage addr{};
+  socklen_t addrLen = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
+      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+    return std::nullopt;
+  }
+  return addr;
+}
+
+uint16_t portOf(const sockaddr_storage& a) {
+  return ntohs(a.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(a).sin_port
+                                      : reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+}
+
+}  // namespace
+
 std::optional<std::string> checkListenerFd(int fd) {
   int type = 0, listening = 0;
   socklen_t len = sizeof(type);
@@ -281,11 +390,38 @@ std::optional<std::string> checkListenerFd(int fd) {
   if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) {
     return std::string("socket is not listening");
   }
-  sockaddr_storage addr{};
-  socklen_t addrLen = sizeof(addr);
-  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
-      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
-    return std::string("socket is not IPv4 or IPv6");
+  if (!boundAddress(fd)) return std::string("socket is not IPv4 or IPv6");
+  return std::nullopt;
+}
+
+std::optional<std::string> checkDatagramFd(int fd) {
+  int type = 0;
+  socklen_t len = sizeof(type);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+    return fmt::format("descriptor is not a socket ({})", std::strerror(errno));
+  }
+  if (type != SOCK_DGRAM) return fmt::format("socket type {} is not SOCK_DGRAM", type);
+  auto addr = boundAddress(fd);
+  if (!addr) return std::string("socket is not IPv4 or IPv6");
+  if (portOf(*addr) == 0) return std::string("socket is not bound");
+  return std::nullopt;
+}
+
+std::optional<std::string> checkCaptureFds(const std::vector<int>& fds,
+                                           const std::vector<uint16_t>& ports) {
+  if (fds.size() < 3 || fds.size() > 2 + 2 * ports.size()) {
+    return fmt::format(
+        "{} descriptors attached; expected the DNS UDP and TCP sockets and 1 to {} listeners",
+        fds.size(), 2 * ports.size());
+  }
+  if (auto bad = checkDatagramFd(fds[0])) return "the DNS UDP socket: " + *bad;
+  if (auto bad = checkListenerFd(fds[1])) return "the DNS TCP socket: " + *bad;
+  for (size_t i = 2; i < fds.size(); ++i) {
+    if (auto bad = checkListenerFd(fds[i])) return "a capture listener: " + *bad;
+    uint16_t port = portOf(*boundAddress(fds[i]));  // checkListenerFd saw IPv4 or IPv6
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+      return fmt::format("a capture listener is on port {}, which is not a capture port", port);
+    }
   }
   return std::nullopt;
 }

@@ -1,20 +1,36 @@
 // The admin socket's protocol between `sandgate run --proxy unix:PATH` and `sandgate serve`:
-// message encoding and decoding, the peer check and the listener check. No I/O loop here.
+// message encoding and decoding, the peer check and the descriptor checks. No I/O loop here.
 //
 // Transport: a SOCK_SEQPACKET Unix socket, one JSON object per packet (at most
 // kMaxAdminMessage bytes), every message carrying "v": kAdminProtocolVersion. The launcher
 // sends a request and waits for its reply; requests on one connection are answered in order.
 //
 //   {"v":1,"op":"task_env","task":"T"}  → {"v":1,"ok":true,"policy":"P","ca_pem":"…",
-//                                          "env":{"VAR":"placeholder"},"hidden_paths":[…]}
+//                                          "env":{"VAR":"placeholder"},"hidden_paths":[…],
+//                                          "capture":{"ports":[80,443],"ipv4_range":"…",
+//                                                     "ipv6_range":"…"}}
 //   {"v":1,"op":"adopt","task":"T"} + SCM_RIGHTS listening sockets → {"v":1,"ok":true}
-//   {"v":1,"op":"release"}               → {"v":1,"ok":true,"traffic":{…}}
+//   {"v":1,"op":"adopt_capture","task":"T","ports":[80,443],"ipv6":true}
+//       + SCM_RIGHTS [DNS UDP, DNS TCP listening, capture listeners…] → {"v":1,"ok":true}
+//   {"v":1,"op":"release"}               → {"v":1,"ok":true,"traffic":{…},"dns":{…}}
 //   any failure                          → {"v":1,"ok":false,"reason":"token","error":"…"}
 //
-// The adopted listeners belong to the connection that handed them over: serve closes them on
+// Transparent capture: serve's config decides the synthetic ranges, and the launcher must
+// route them before the sandbox exists, so task_env says which (and serve's capture ports);
+// adopt_capture then hands over the sandbox's DNS stub sockets and capture listeners, served
+// with the ranges that this connection's task_env named ("ports": the ports listened on, serve's
+// and the launcher's own; "ipv6": whether AAAA is answered). "dns" in the release reply counts
+// the stub's answers (present after an adopt_capture).
+//
+// Everything adopted belongs to the connection that handed it over: serve closes it on
 // `release` or when the connection closes, whichever comes first (a launcher that dies cannot
 // leave a sandbox's listeners — and with them its network namespace — open in serve).
 // Nothing secret is ever sent: placeholders and the CA certificate are what the sandbox sees.
+//
+// Version 1 grows only by optional fields and new ops: a task_env reply without "capture"
+// (an older serve) makes the launcher run without transparent capture, and an older serve
+// refuses adopt_capture as an unknown op. A change that an older peer would misread needs a
+// new version.
 #pragma once
 
 #include <sys/types.h>
@@ -25,22 +41,30 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "common/result.h"
+#include "proxy/capture.h"
 #include "proxy/embedded.h"
 
 namespace sandgate::proxy {
 
 inline constexpr int kAdminProtocolVersion = 1;
 inline constexpr size_t kMaxAdminMessage = 256 * 1024;
-inline constexpr size_t kMaxAdminFds = 8;  // listeners per adopt (a sandbox hands over two)
+inline constexpr size_t kMaxCapturePorts = 15;  // as sandbox::run allows
+// Descriptors per message: adopt hands over two listeners, adopt_capture two DNS sockets and
+// two listeners (IPv4, IPv6) per capture port.
+inline constexpr size_t kMaxAdminFds = 2 + 2 * kMaxCapturePorts;
 
-// Stable reason tokens of a refused admin request.
 // The per-(host, port, kind, verdict, reason) entries as JSON objects with the keys host, port,
 // kind, verdict, reason, count, bytes_up, bytes_down (the admin reply and run's --report).
 boost::json::array trafficEntriesToJson(const std::vector<TrafficEntry>& entries);
+// The DNS stub's counts as {answered, nodata, nxdomain, refused, notimp, pool_exhausted,
+// malformed, names} (the release reply and run's --report).
+boost::json::object captureCountsToJson(const CaptureCounts& counts);
 
+// Stable reason tokens of a refused admin request.
 namespace admin_reason {
 inline constexpr std::string_view kBadRequest = "bad_request";
 inline constexpr std::string_view kUnsupportedVersion = "unsupported_version";
@@ -50,11 +74,25 @@ inline constexpr std::string_view kNotAListener = "not_a_listener";
 inline constexpr std::string_view kUnavailable = "unavailable";  // shutting down, server error
 }  // namespace admin_reason
 
-enum class AdminOp { kTaskEnv, kAdopt, kRelease };
+enum class AdminOp { kTaskEnv, kAdopt, kAdoptCapture, kRelease };
 
 struct AdminRequest {
-  AdminOp op = AdminOp::kTaskEnv;
-  std::string task;  // task_env, adopt
+  AdminRequest(AdminOp op = AdminOp::kTaskEnv, std::string task = {})
+      : op(op), task(std::move(task)) {}
+
+  AdminOp op;
+  std::string task;  // task_env, adopt, adopt_capture
+  // adopt_capture: the capture ports (1 to kMaxCapturePorts, none 0, 53 or repeated) and
+  // whether the sandbox listens on its IPv6 range (then AAAA queries are answered).
+  std::vector<uint16_t> ports;
+  bool ipv6 = false;
+};
+
+// What serve's config says a sandbox must set up for transparent capture.
+struct CaptureOffer {
+  std::vector<uint16_t> ports;  // 80, 443 and transparent.ports
+  std::string ipv4Range;        // the synthetic pools, CIDR
+  std::string ipv6Range;
 };
 
 // What a sandbox of the task needs from serve: never a secret.
@@ -63,6 +101,7 @@ struct TaskEnvironment {
   std::string caPem;                       // sandgate's CA; empty without interception
   std::map<std::string, std::string> env;  // credential placeholders, VARIABLE → value
   std::vector<std::string> hiddenPaths;    // secret files, CA key, admin socket: hide them
+  std::optional<CaptureOffer> capture;     // absent: serve cannot capture (an older serve)
 };
 
 struct AdminReply {
@@ -71,11 +110,12 @@ struct AdminReply {
   std::string error;                           // human-readable, when !ok
   std::optional<TaskEnvironment> environment;  // task_env
   std::optional<TrafficSummary> traffic;       // release
+  std::optional<CaptureCounts> dns;            // release, after adopt_capture
 };
 
 std::string encodeRequest(const AdminRequest& request);
 // Errors (message only, keyPath = reason token): not JSON, wrong version, unknown op,
-// missing or invalid task name.
+// missing or invalid task name, adopt_capture without valid ports.
 Result<AdminRequest> parseRequest(std::string_view message);
 
 std::string encodeReply(const AdminReply& reply);
@@ -101,5 +141,12 @@ std::vector<gid_t> groupsOfUser(uid_t uid, gid_t primary);
 // Why `fd` cannot be adopted (not a socket, not SOCK_STREAM, not listening, not IPv4/IPv6),
 // or nullopt when it is a listening TCP socket.
 std::optional<std::string> checkListenerFd(int fd);
+// Same for the DNS stub's UDP socket: a SOCK_DGRAM IPv4/IPv6 socket bound to a port.
+std::optional<std::string> checkDatagramFd(int fd);
+// The descriptors of adopt_capture, in order: the DNS UDP socket, the DNS TCP listener, then
+// at least one and at most two (IPv4, IPv6) listeners per port of `ports`, each listening on
+// one of them. Why not, or nullopt.
+std::optional<std::string> checkCaptureFds(const std::vector<int>& fds,
+                                           const std::vector<uint16_t>& ports);
 
 }  // namespace sandgate::proxy

@@ -1,5 +1,5 @@
 // The admin socket: file creation and permissions, peer checks, one poll() thread serving
-// task_env / adopt / release (see admin_socket.h).
+// task_env / adopt / adopt_capture / release (see admin_socket.h).
 #include "proxy/admin_socket.h"
 
 #include <fcntl.h>
@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "policy/ip.h"
 #include "proxy/listener_tally.h"
 
 namespace sandgate::proxy {
@@ -51,8 +52,13 @@ bool someoneListens(const std::string& path) {
 struct Connection {
   int fd = -1;
   PeerCredentials peer;
-  std::vector<uint64_t> handles;         // adopted listener groups
-  std::shared_ptr<ListenerTally> tally;  // created by the first adopt
+  std::vector<uint64_t> handles;         // adopted listener and capture groups
+  std::shared_ptr<ListenerTally> tally;  // created by the first adopt or adopt_capture
+  // What this connection's last task_env said about capture: the ranges the launcher routes
+  // in the sandbox, and so the pools adopt_capture serves (a reload in between changes
+  // nothing for this run).
+  std::optional<CaptureOffer> offer;
+  std::shared_ptr<CaptureContext> capture;  // adopted: its DNS counts go into release's reply
   // Set for a refused peer: the answer to its first request, after which it is closed. Not
   // sent at once: closing with its request unread would reset the connection, and the
   // launcher would see ECONNRESET instead of the reason.
@@ -145,30 +151,74 @@ struct AdminSocket::Impl {
     }
   }
 
-  TrafficSummary release(Connection& c) {
+  // The reply to release: closes what the connection adopted, then says what the run did.
+  AdminReply release(Connection& c) {
     for (uint64_t h : c.handles) backend.release(h);
     c.handles.clear();
-    if (!c.tally) return {};
+    AdminReply r;
+    r.ok = true;
+    r.traffic = TrafficSummary{};
+    if (c.capture) r.dns = c.capture->counts();
+    c.capture.reset();
+    if (!c.tally) return r;
     // The sandbox is gone by now, so its connections end at their next read or write; give
     // their last audit records a bounded moment to arrive.
     auto deadline = std::chrono::steady_clock::now() + options.releaseWait;
     while (c.tally->activeSessions() > 0 && std::chrono::steady_clock::now() < deadline) {
       std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a bounded drain poll
     }
-    auto summary = c.tally->summary();
+    r.traffic = c.tally->summary();
     c.tally.reset();
-    return summary;
+    return r;
   }
 
   void closeConnection(Connection& c) {
     if (!c.handles.empty()) {
-      spdlog::info("admin socket {}: pid {} closed; releasing its listeners", options.path,
-                   c.peer.pid);
+      spdlog::info("admin socket {}: pid {} closed; releasing its listeners{}", options.path,
+                   c.peer.pid, c.capture ? " and its capture" : "");
     }
     for (uint64_t h : c.handles) backend.release(h);
     c.handles.clear();
+    c.capture.reset();
     ::close(c.fd);
     c.fd = -1;
+  }
+
+  AdminReply adoptCapture(Connection& c, const AdminRequest& req, std::vector<int>& fds) {
+    if (!c.offer || !backend.adoptCapture) {
+      return errorReply(admin_reason::kBadRequest,
+                        "adopt_capture needs a task_env reply with \"capture\" on this connection "
+                        "first (it names the ranges the sandbox routes)");
+    }
+    if (c.capture) {
+      return errorReply(admin_reason::kBadRequest, "this connection has adopted a capture already");
+    }
+    if (auto bad = checkCaptureFds(fds, req.ports)) {
+      return errorReply(admin_reason::kNotAListener,
+                        fmt::format("cannot adopt the capture: {}", *bad));
+    }
+    auto v4 = policy::parseCidr(c.offer->ipv4Range), v6 = policy::parseCidr(c.offer->ipv6Range);
+    if (!v4 || !v6) {  // serve wrote them itself: cannot happen
+      return errorReply(admin_reason::kUnavailable, "this connection's capture ranges are invalid");
+    }
+    if (!c.tally) c.tally = std::make_shared<ListenerTally>();
+    CaptureSockets sockets{fds[0], fds[1], std::vector<int>(fds.begin() + 2, fds.end())};
+    size_t listeners = sockets.listeners.size();
+    fds.clear();  // owned by adoptCapture now, closed by it on error
+    auto adopted = backend.adoptCapture(
+        std::move(sockets), CaptureOptions{req.task, req.ports, *v4, *v6, req.ipv6}, c.tally);
+    if (!adopted) {
+      return errorReply(adopted.errors().front().keyPath, adopted.errors().front().message);
+    }
+    c.handles.push_back(adopted->group);
+    c.capture = adopted->context;
+    spdlog::info(
+        "admin socket {}: serving the DNS stub and {} capture listener(s) for task {} (pid {}, "
+        "uid {})",
+        options.path, listeners, req.task, c.peer.pid, c.peer.uid);
+    AdminReply r;
+    r.ok = true;
+    return r;
   }
 
   AdminReply handle(Connection& c, const AdminRequest& req, std::vector<int>& fds) {
@@ -178,6 +228,7 @@ struct AdminSocket::Impl {
         if (!env) return errorReply(env.errors().front().keyPath, env.errors().front().message);
         AdminReply r;
         r.ok = true;
+        c.offer = env->capture;
         r.environment = std::move(env.value());
         return r;
       }
@@ -206,12 +257,10 @@ struct AdminSocket::Impl {
         r.ok = true;
         return r;
       }
-      case AdminOp::kRelease: {
-        AdminReply r;
-        r.ok = true;
-        r.traffic = release(c);
-        return r;
-      }
+      case AdminOp::kAdoptCapture:
+        return adoptCapture(c, req, fds);
+      case AdminOp::kRelease:
+        return release(c);
     }
     return errorReply(admin_reason::kBadRequest, "unknown op");
   }
@@ -262,7 +311,7 @@ struct AdminSocket::Impl {
       if (!req) {
         reply = errorReply(req.errors().front().keyPath, req.errors().front().message);
       } else {
-        if (req->op != AdminOp::kAdopt && !fds.empty()) closeFds();
+        if (req->op != AdminOp::kAdopt && req->op != AdminOp::kAdoptCapture) closeFds();
         reply = handle(c, req.value(), fds);
       }
     }

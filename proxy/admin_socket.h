@@ -1,5 +1,6 @@
 // `listen.admin`: the Unix socket through which `sandgate run --proxy unix:PATH` hands a
-// sandbox's listeners to a running server (protocol in admin_protocol.h). One thread, poll().
+// sandbox's listeners (and its transparent capture) to a running server (protocol in
+// admin_protocol.h). One thread, poll().
 //
 // Access: the socket file is 0600 (root only), or 0660 and owned by `listen.admin_group`; and
 // every connection's peer (SO_PEERCRED) must be root or a member of that group, so that a
@@ -33,7 +34,13 @@ struct AdminBackend {
   std::function<Result<uint64_t>(std::vector<int> fds, const std::string& task,
                                  std::shared_ptr<ListenerTally> tally)>
       adopt;
-  // Closes the listeners of an adopt handle (connections already accepted go on).
+  // adopt_capture: serves a sandbox's DNS stub sockets and capture listeners (owned: closed on
+  // error too) with `options`, counting into `tally`. The group is a handle for release.
+  // Error keyPath: an admin_reason token.
+  std::function<Result<AdoptedCapture>(CaptureSockets sockets, CaptureOptions options,
+                                       std::shared_ptr<ListenerTally> tally)>
+      adoptCapture;
+  // Closes what an adopt or adopt_capture handle holds (connections already accepted go on).
   std::function<void(uint64_t handle)> release;
 };
 
@@ -61,7 +68,7 @@ class AdminSocket {
   AdminSocket& operator=(const AdminSocket&) = delete;
 
   void start();  // serves on its own thread
-  // Stops serving, releases every adopted listener, closes the connections and removes the
+  // Stops serving, releases everything adopted, closes the connections and removes the
   // socket file (if it is still ours). Idempotent; thread-safe with respect to start().
   void stop();
 

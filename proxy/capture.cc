@@ -3,9 +3,13 @@
 
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <algorithm>
 
 #include "capture/answer_policy.h"
 #include "proxy/audit.h"
+#include "proxy/listener_tally.h"
 #include "proxy/metrics.h"
 #include "proxy/server_context.h"
 
@@ -32,6 +36,60 @@ std::string typeName(uint16_t t) {
 
 }  // namespace
 
+Result<CaptureConfig> captureConfig(const config::Config& cfg) {
+  CaptureConfig out;
+  out.ports = {80, 443};
+  addCapturePorts(out.ports, cfg.transparent.ports);
+  out.v4 = capture::defaultPoolV4();
+  out.v6 = capture::defaultPoolV6();
+  out.v4Text = std::string(capture::kDefaultPoolV4);
+  out.v6Text = std::string(capture::kDefaultPoolV6);
+  struct Range {
+    const std::optional<config::Located<std::string>>& value;
+    const char* key;
+    bool v6;
+    policy::Cidr& cidr;
+    std::string& text;
+  };
+  for (const Range& r :
+       {Range{cfg.transparent.ipv4Range, "transparent.ipv4_range", false, out.v4, out.v4Text},
+        Range{cfg.transparent.ipv6Range, "transparent.ipv6_range", true, out.v6, out.v6Text}}) {
+    if (!r.value) continue;
+    std::string error;
+    auto cidr = policy::parseCidr(r.value->value, &error);
+    if (cidr && cidr->base.v6 != r.v6) error = r.v6 ? "not an IPv6 range" : "not an IPv4 range";
+    if (!error.empty() || !cidr) {
+      return Diagnostic{cfg.file, r.value->mark.line, r.value->mark.col, r.key,
+                        error.empty() ? "not a CIDR" : error};
+    }
+    r.cidr = *cidr;
+    r.text = r.value->value;
+  }
+  if (auto e = capture::checkPoolRanges(out.v4, out.v6)) {
+    return Diagnostic{cfg.file, 0, 0, "transparent", *e};
+  }
+  return out;
+}
+
+void addCapturePorts(std::vector<uint16_t>& ports, const std::vector<uint16_t>& extra) {
+  for (uint16_t port : extra) {
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
+  }
+}
+
+void CaptureSockets::close() {
+  for (int* fd : {&dnsUdp, &dnsTcp}) {
+    if (*fd >= 0) ::close(*fd);
+    *fd = -1;
+  }
+  for (int fd : listeners) ::close(fd);
+  listeners.clear();
+}
+
+uint64_t CaptureCounts::queries() const {
+  return answered + nodata + nxdomain + refused + notimp + exhausted + malformed;
+}
+
 std::string CaptureCounts::summary() const {
   return fmt::format(
       "{} answered, {} nodata, {} nxdomain, {} refused, {} notimp, {} pool_exhausted, {} "
@@ -39,9 +97,11 @@ std::string CaptureCounts::summary() const {
       answered, nodata, nxdomain, refused, notimp, exhausted, malformed, names);
 }
 
-CaptureContext::CaptureContext(CaptureOptions options, ServerState& state)
+CaptureContext::CaptureContext(CaptureOptions options, ServerState& state,
+                               std::shared_ptr<ListenerTally> tally)
     : options_(std::move(options)),
       state_(state),
+      tally_(std::move(tally)),
       pool_(std::make_shared<capture::SyntheticPool>(options_.v4, options_.v6)),
       responder_(
           pool_,
@@ -96,6 +156,7 @@ capture::DnsOutcome CaptureContext::answer(std::span<const uint8_t> message, boo
   rec.durationSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (state_.audit) state_.audit->write(rec);
+  if (tally_) tally_->add(rec);
   return out;
 }
 

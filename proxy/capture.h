@@ -10,10 +10,29 @@
 
 #include "capture/address_pool.h"
 #include "capture/dns_responder.h"
+#include "common/result.h"
+#include "config/config.h"
 
 namespace sandgate::proxy {
 
 struct ServerState;
+class ListenerTally;
+
+// What a config says about capture: the ports (80, 443, then transparent.ports) and the
+// synthetic pools (transparent.ipv4_range / ipv6_range, else the defaults), as CIDRs and as
+// the text the launcher routes. The same for an embedded proxy and for serve.
+struct CaptureConfig {
+  std::vector<uint16_t> ports;
+  policy::Cidr v4, v6;
+  std::string v4Text, v6Text;
+};
+
+// Errors (file:line:col, key transparent.ipv4_range / ipv6_range / transparent): a range that
+// is not a CIDR of its family, or ranges that cannot make a pool (checkPoolRanges).
+Result<CaptureConfig> captureConfig(const config::Config& cfg);
+
+// Appends every port of `extra` that `ports` does not hold yet (order kept).
+void addCapturePorts(std::vector<uint16_t>& ports, const std::vector<uint16_t>& extra);
 
 struct CaptureOptions {
   std::string task;
@@ -28,6 +47,16 @@ struct CaptureSockets {
   int dnsUdp = -1;
   int dnsTcp = -1;
   std::vector<int> listeners;  // listening TCP sockets on the capture ports
+
+  void close();  // closes every descriptor still held (error paths)
+};
+
+class CaptureContext;
+
+// A capture as a server serves it (Server::adoptCapture).
+struct AdoptedCapture {
+  std::shared_ptr<CaptureContext> context;
+  uint64_t group = 0;  // for Server::releaseListeners
 };
 
 // Queries by result (the dns_result tokens) since the context was created.
@@ -35,13 +64,17 @@ struct CaptureCounts {
   uint64_t answered = 0, nodata = 0, nxdomain = 0, refused = 0, notimp = 0, exhausted = 0,
            malformed = 0;
   uint64_t names = 0;           // synthetic addresses handed out
+  uint64_t queries() const;     // every query, whatever its result
   std::string summary() const;  // "3 answered, 1 nxdomain, ..." for the run's stderr
 };
 
 // Shared by the DNS servers and the capture listeners of one sandbox; thread-safe.
 class CaptureContext {
  public:
-  CaptureContext(CaptureOptions options, ServerState& state);
+  // `tally` set: the DNS audit records are counted there too (a run served by `sandgate
+  // serve`, whose report sums the run's records like the embedded proxy's does).
+  CaptureContext(CaptureOptions options, ServerState& state,
+                 std::shared_ptr<ListenerTally> tally = nullptr);
 
   const CaptureOptions& options() const { return options_; }
   capture::SyntheticPool& pool() { return *pool_; }
@@ -55,6 +88,7 @@ class CaptureContext {
 
   CaptureOptions options_;
   ServerState& state_;
+  std::shared_ptr<ListenerTally> tally_;
   std::shared_ptr<capture::SyntheticPool> pool_;
   capture::DnsResponder responder_;
   std::atomic<uint64_t> answered_{0}, nodata_{0}, nxdomain_{0}, refused_{0}, notimp_{0},

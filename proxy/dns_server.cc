@@ -73,44 +73,45 @@ asio::awaitable<void> serveDnsTcpConnection(tcp::socket socket,
 
 }  // namespace
 
-asio::awaitable<void> serveDnsUdp(udp::socket socket, std::shared_ptr<CaptureContext> capture) {
+asio::awaitable<void> serveDnsUdp(std::shared_ptr<udp::socket> socket,
+                                  std::shared_ptr<CaptureContext> capture) {
   boost::system::error_code ec;
-  auto local = socket.local_endpoint(ec);
+  auto local = socket->local_endpoint(ec);
   const std::string listener = (ec ? std::string("unknown") : udpText(local)) + "/udp";
   // One byte more than any query we accept: a datagram that fills it is oversized (malformed).
   std::array<uint8_t, capture::dns::kMaxMessageBytes + 1> buf;
   udp::endpoint from;
-  while (socket.is_open()) {
+  while (socket->is_open()) {
     auto in = asio::buffer(buf);
-    auto [rec, n] = co_await socket.async_receive_from(in, from, kUse);
-    if (rec == asio::error::operation_aborted || !socket.is_open()) co_return;
+    auto [rec, n] = co_await socket->async_receive_from(in, from, kUse);
+    if (rec == asio::error::operation_aborted || !socket->is_open()) co_return;
     if (rec) continue;  // e.g. ECONNREFUSED from an earlier reply's ICMP: nothing to do
     auto out =
         capture->answer(std::span<const uint8_t>(buf.data(), n), false, udpText(from), listener);
     if (out.response.empty()) continue;
     // A reply to a sender that is gone is simply lost, as UDP replies are.
     auto reply = asio::buffer(out.response);
-    auto [sec, sn] = co_await socket.async_send_to(reply, from, kUse);
+    auto [sec, sn] = co_await socket->async_send_to(reply, from, kUse);
     (void)sec;
   }
 }
 
-asio::awaitable<void> serveDnsTcp(tcp::acceptor& acceptor,
+asio::awaitable<void> serveDnsTcp(std::shared_ptr<tcp::acceptor> acceptor,
                                   std::shared_ptr<CaptureContext> capture) {
   auto open = std::make_shared<std::atomic<size_t>>(0);
-  while (acceptor.is_open()) {
-    auto [ec, socket] = co_await acceptor.async_accept(kUse);
-    if (ec == asio::error::operation_aborted || !acceptor.is_open()) co_return;
+  while (acceptor->is_open()) {
+    auto [ec, socket] = co_await acceptor->async_accept(kUse);
+    if (ec == asio::error::operation_aborted || !acceptor->is_open()) co_return;
     if (ec) {
-      asio::steady_timer backoff(acceptor.get_executor());
+      asio::steady_timer backoff(acceptor->get_executor());
       backoff.expires_after(std::chrono::milliseconds(100));
       co_await backoff.async_wait(kUse);
       continue;
     }
     if (open->load() >= kMaxTcpConnections) continue;  // closes it: the stub retries or uses UDP
     open->fetch_add(1);
-    asio::co_spawn(acceptor.get_executor(), serveDnsTcpConnection(std::move(socket), capture, open),
-                   asio::detached);
+    asio::co_spawn(acceptor->get_executor(),
+                   serveDnsTcpConnection(std::move(socket), capture, open), asio::detached);
   }
 }
 

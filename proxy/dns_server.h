@@ -10,13 +10,16 @@
 
 namespace sandgate::proxy {
 
-// One datagram in, at most one out, until the socket is closed or the io_context stops.
-boost::asio::awaitable<void> serveDnsUdp(boost::asio::ip::udp::socket socket,
+// One datagram in, at most one out, until the socket is closed (a release closes it on its
+// io_context's thread; the frame keeps the socket alive until the loop has seen it) or the
+// io_context stops.
+boost::asio::awaitable<void> serveDnsUdp(std::shared_ptr<boost::asio::ip::udp::socket> socket,
                                          std::shared_ptr<CaptureContext> capture);
 
 // Accepts DNS-over-TCP connections (RFC 1035 4.2.2 / RFC 7766): each carries length-prefixed
 // queries, answered in order, within a per-read deadline and a per-connection query limit.
-boost::asio::awaitable<void> serveDnsTcp(boost::asio::ip::tcp::acceptor& acceptor,
+// Ends when the acceptor is closed (as serveDnsUdp); connections already accepted go on.
+boost::asio::awaitable<void> serveDnsTcp(std::shared_ptr<boost::asio::ip::tcp::acceptor> acceptor,
                                          std::shared_ptr<CaptureContext> capture);
 
 }  // namespace sandgate::proxy

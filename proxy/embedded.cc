@@ -176,7 +176,9 @@ Result<SandboxEnvironment> EmbeddedProxy::sandboxEnvironment(const std::string& 
 
 Result<std::shared_ptr<CaptureContext>> EmbeddedProxy::adoptCapture(CaptureSockets sockets,
                                                                     CaptureOptions options) {
-  return impl_->server->adoptCapture(std::move(sockets), std::move(options));
+  auto adopted = impl_->server->adoptCapture(std::move(sockets), std::move(options));
+  if (!adopted) return adopted.errors();
+  return adopted->context;  // never released: the server lives as long as the run
 }
 
 TrafficSummary EmbeddedProxy::stop() {

@@ -1,8 +1,6 @@
 // The proxy server: listeners, workers, snapshots, reload and shutdown (see server.h).
 #include "proxy/server.h"
 
-#include "proxy/intercept.h"
-
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
@@ -26,10 +24,12 @@
 
 #include "broker/store.h"
 #include "common/host_port.h"
+#include "proxy/admin_protocol.h"
 #include "proxy/admin_socket.h"
 #include "proxy/audit.h"
-#include "proxy/listener_tally.h"
 #include "proxy/dns_server.h"
+#include "proxy/intercept.h"
+#include "proxy/listener_tally.h"
 #include "proxy/metrics.h"
 #include "proxy/metrics_endpoint.h"
 #include "proxy/server_context.h"
@@ -120,6 +120,37 @@ Result<tcp::endpoint> listenEndpoint(const config::Config& cfg,
   return tcp::endpoint(addr, hp->port);
 }
 
+// The sockets of one adopted group: listeners (one acceptor per worker and socket; a capture's
+// DNS TCP socket on one worker) and a capture's DNS UDP socket.
+struct AdoptedGroup {
+  std::vector<std::pair<Worker*, std::shared_ptr<tcp::acceptor>>> acceptors;
+  std::vector<std::pair<Worker*, std::shared_ptr<asio::ip::udp::socket>>> datagrams;
+
+  // Each is closed on the worker that uses it: its loop ends with operation_aborted and its
+  // frame drops the last reference.
+  void close() const {
+    for (const auto& [w, acc] : acceptors) {
+      asio::post(w->io, [acc = acc] {
+        boost::system::error_code ec;
+        acc->close(ec);
+      });
+    }
+    for (const auto& [w, sock] : datagrams) {
+      asio::post(w->io, [sock = sock] {
+        boost::system::error_code ec;
+        sock->close(ec);
+      });
+    }
+  }
+};
+
+int socketFamily(int fd) {
+  sockaddr_storage addr{};
+  socklen_t len = sizeof addr;
+  return ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0 ? addr.ss_family
+                                                                          : AF_UNSPEC;
+}
+
 }  // namespace
 
 struct Server::Impl {
@@ -142,11 +173,11 @@ struct Server::Impl {
   bool started = false;
   bool stopping = false;  // control thread only
   struct stat lastStat {};
-  // Adopted listeners by group (adoptListeners), one acceptor per worker and socket. Declared
-  // after `workers`: destroyed first, while their io_contexts still exist.
+  // Adopted sockets by group (adoptListeners, adoptCapture). Declared after `workers`:
+  // destroyed first, while their io_contexts still exist.
   std::mutex adoptMu;
   uint64_t nextGroup = 1;
-  std::map<uint64_t, std::vector<std::pair<Worker*, std::shared_ptr<tcp::acceptor>>>> adopted;
+  std::map<uint64_t, AdoptedGroup> adopted;
   // Declared last, destroyed first: its thread calls into everything above.
   std::unique_ptr<AdminSocket> admin;
 
@@ -296,14 +327,7 @@ struct Server::Impl {
     }
     {
       std::lock_guard lock(adoptMu);
-      for (auto& [group, acceptors] : adopted) {
-        for (auto& [w, acc] : acceptors) {
-          asio::post(w->io, [acc] {
-            boost::system::error_code ec;
-            acc->close(ec);
-          });
-        }
-      }
+      for (auto& [id, group] : adopted) group.close();
     }
     auto deadline = std::chrono::steady_clock::now() + grace;
     while (state.activeSessions.load() > 0 && std::chrono::steady_clock::now() < deadline) {
@@ -458,6 +482,8 @@ AdminBackend Server::adminBackend() {
     out.caPem = env->caPem;
     for (const auto& [name, value] : env->variables) out.env[name] = value;
     out.hiddenPaths = snap->config.secretPaths();
+    // Serve's config decides the pools: the launcher routes them before the sandbox exists.
+    out.capture = CaptureOffer{snap->capture.ports, snap->capture.v4Text, snap->capture.v6Text};
     return out;
   };
   b.adopt = [this, unknownTask](std::vector<int> fds, const std::string& task,
@@ -473,6 +499,21 @@ AdminBackend Server::adminBackend() {
                         group.errors().front().message};
     }
     return group.value();
+  };
+  b.adoptCapture = [this, unknownTask](
+                       CaptureSockets sockets, CaptureOptions options,
+                       std::shared_ptr<ListenerTally> tally) -> Result<AdoptedCapture> {
+    auto snap = impl_->state.snapshot.load();
+    if (!snap->config.findTask(options.task)) {
+      sockets.close();
+      return unknownTask(snap->config, options.task);
+    }
+    auto adopted = adoptCapture(std::move(sockets), std::move(options), std::move(tally));
+    if (!adopted) {
+      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
+                        adopted.errors().front().message};
+    }
+    return adopted.value();
   };
   b.release = [this](uint64_t group) { releaseListeners(group); };
   return b;
@@ -516,8 +557,8 @@ Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
     tcp::endpoint local;
     std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
     local.resize(addrLen);
-    auto info =
-        std::make_shared<const ListenerInfo>(ListenerInfo{endpointText(local), task, tally, capture});
+    auto info = std::make_shared<const ListenerInfo>(
+        ListenerInfo{endpointText(local), task, tally, capture});
     // Every worker accepts on its own duplicate of the descriptor (one shared queue). The
     // acceptors are registered here (the reactor is thread-safe) and used only on their worker.
     for (auto& w : im.workers) {
@@ -552,7 +593,7 @@ Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
     std::lock_guard lock(im.adoptMu);
     group = im.nextGroup++;
     auto& entry = im.adopted[group];
-    for (const auto& p : pending) entry.emplace_back(p.worker, p.acceptor);
+    for (const auto& p : pending) entry.acceptors.emplace_back(p.worker, p.acceptor);
   }
   for (auto& p : pending) {
     asio::post(p.worker->io, [w = p.worker, state = &im.state, acc = p.acceptor, info = p.info] {
@@ -568,22 +609,15 @@ Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
 }
 
 void Server::releaseListeners(uint64_t group) {
-  std::vector<std::pair<Worker*, std::shared_ptr<tcp::acceptor>>> acceptors;
+  AdoptedGroup sockets;
   {
     std::lock_guard lock(impl_->adoptMu);
     auto it = impl_->adopted.find(group);
     if (it == impl_->adopted.end()) return;
-    acceptors = std::move(it->second);
+    sockets = std::move(it->second);
     impl_->adopted.erase(it);
   }
-  // Closed on the worker that uses it: the accept loop ends with operation_aborted and its
-  // frame drops the last reference.
-  for (auto& [w, acc] : acceptors) {
-    asio::post(w->io, [acc = acc] {
-      boost::system::error_code ec;
-      acc->close(ec);
-    });
-  }
+  sockets.close();
 }
 
 namespace {
@@ -621,71 +655,71 @@ Result<SandboxEnvironment> Server::sandboxEnvironment(const std::string& task) {
   return env;
 }
 
-Result<std::shared_ptr<CaptureContext>> Server::adoptCapture(CaptureSockets sockets,
-                                                             CaptureOptions options) {
-  auto closeAll = [&] {
-    for (int fd : {sockets.dnsUdp, sockets.dnsTcp}) {
-      if (fd >= 0) ::close(fd);
-    }
-    for (int fd : sockets.listeners) ::close(fd);
+Result<AdoptedCapture> Server::adoptCapture(CaptureSockets sockets, CaptureOptions options,
+                                            std::shared_ptr<ListenerTally> tally) {
+  auto& im = *impl_;
+  auto fail = [&](std::string message) {
+    sockets.close();
+    return Diagnostic{"", 0, 0, "", std::move(message)};
   };
-  if (auto e = capture::checkPoolRanges(options.v4, options.v6)) {
-    closeAll();
-    return Diagnostic{"", 0, 0, "", *e};
-  }
-  int type = 0;
-  socklen_t len = sizeof type;
-  if (sockets.dnsUdp >= 0 &&
-      (::getsockopt(sockets.dnsUdp, SOL_SOCKET, SO_TYPE, &type, &len) != 0 || type != SOCK_DGRAM)) {
-    closeAll();
-    return Diagnostic{"", 0, 0, "", "the DNS UDP descriptor is not a datagram socket"};
-  }
-  const std::string task = options.task;
-  auto ctx = std::make_shared<CaptureContext>(std::move(options), impl_->state);
-  // The DNS stub is light (one datagram, one answer): both sockets live on the first worker.
-  Worker* w = impl_->workers.front().get();
+  if (auto e = capture::checkPoolRanges(options.v4, options.v6)) return fail(*e);
   if (sockets.dnsUdp >= 0) {
-    asio::post(w->io, [w, fd = sockets.dnsUdp, ctx, this] {
-      asio::ip::udp::socket sock(w->io);
-      sockaddr_storage addr{};
-      socklen_t addrLen = sizeof addr;
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen);
-      boost::system::error_code ec;
-      sock.assign(addr.ss_family == AF_INET6 ? asio::ip::udp::v6() : asio::ip::udp::v4(), fd, ec);
-      if (ec) {
-        ::close(fd);
-        spdlog::error("adopting the DNS UDP socket: {}", ec.message());
-        return;
-      }
-      if (impl_->state.draining.load()) return;
-      asio::co_spawn(w->io, serveDnsUdp(std::move(sock), ctx), logException);
-    });
+    if (auto bad = checkDatagramFd(sockets.dnsUdp)) return fail("the DNS UDP socket: " + *bad);
   }
   if (sockets.dnsTcp >= 0) {
-    asio::post(w->io, [w, fd = sockets.dnsTcp, ctx, this] {
-      auto acc = std::make_unique<tcp::acceptor>(w->io);
-      sockaddr_storage addr{};
-      socklen_t addrLen = sizeof addr;
-      ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen);
-      boost::system::error_code ec;
-      acc->assign(addr.ss_family == AF_INET6 ? tcp::v6() : tcp::v4(), fd, ec);
-      if (ec) {
-        ::close(fd);
-        spdlog::error("adopting the DNS TCP socket: {}", ec.message());
-        return;
-      }
-      if (impl_->state.draining.load()) return;
-      asio::co_spawn(w->io, serveDnsTcp(*acc, ctx), logException);
-      w->acceptors.push_back(std::move(acc));  // closed with the others at shutdown
-    });
+    if (auto bad = checkListenerFd(sockets.dnsTcp)) return fail("the DNS TCP socket: " + *bad);
   }
-  // The capture listeners are never released on their own: they live as long as the server
-  // (the embedded proxy of one run).
-  if (!sockets.listeners.empty()) {
-    auto group = adoptListeners(std::move(sockets.listeners), task, nullptr, ctx);
-    if (!group) return group.errors();
+  const std::string task = options.task;
+  auto ctx = std::make_shared<CaptureContext>(std::move(options), im.state, tally);
+  // The capture listeners make the group (and are checked there); the DNS sockets join it.
+  auto group = adoptListeners(std::move(sockets.listeners), task, tally, ctx);
+  sockets.listeners.clear();  // adoptListeners owns them, on error too
+  if (!group) {
+    sockets.close();
+    return group.errors();
   }
-  return ctx;
+  // The DNS stub is light (one datagram, one answer): both sockets live on the first worker.
+  // Assigned here (the reactor is thread-safe), served from its thread.
+  Worker* w = im.workers.front().get();
+  std::shared_ptr<asio::ip::udp::socket> udp;
+  std::shared_ptr<tcp::acceptor> acc;
+  boost::system::error_code ec;
+  if (sockets.dnsUdp >= 0) {
+    udp = std::make_shared<asio::ip::udp::socket>(w->io);
+    bool v6 = socketFamily(sockets.dnsUdp) == AF_INET6;
+    udp->assign(v6 ? asio::ip::udp::v6() : asio::ip::udp::v4(), sockets.dnsUdp, ec);
+    if (!ec) sockets.dnsUdp = -1;  // the socket object owns it
+  }
+  if (!ec && sockets.dnsTcp >= 0) {
+    acc = std::make_shared<tcp::acceptor>(w->io);
+    bool v6 = socketFamily(sockets.dnsTcp) == AF_INET6;
+    acc->assign(v6 ? tcp::v6() : tcp::v4(), sockets.dnsTcp, ec);
+    if (!ec) sockets.dnsTcp = -1;
+  }
+  if (ec) {
+    releaseListeners(group.value());
+    sockets.close();
+    return Diagnostic{"", 0, 0, "", fmt::format("adopting the DNS stub: {}", ec.message())};
+  }
+  {
+    std::lock_guard lock(im.adoptMu);
+    auto& entry = im.adopted[group.value()];
+    if (udp) entry.datagrams.emplace_back(w, udp);
+    if (acc) entry.acceptors.emplace_back(w, acc);
+  }
+  // Posted after the group's listeners: a release posts its closes after this, so the loops
+  // always start on an open socket and see it closed.
+  asio::post(w->io, [w, state = &im.state, udp, acc, ctx] {
+    boost::system::error_code ignored;
+    if (state->draining.load()) {
+      if (udp) udp->close(ignored);
+      if (acc) acc->close(ignored);
+      return;
+    }
+    if (udp) asio::co_spawn(w->io, serveDnsUdp(udp, ctx), logException);
+    if (acc) asio::co_spawn(w->io, serveDnsTcp(acc, ctx), logException);
+  });
+  return AdoptedCapture{ctx, group.value()};
 }
 
 void Server::start() {

@@ -59,14 +59,19 @@ class Server {
   Result<uint64_t> adoptListeners(std::vector<int> fds, std::string task,
                                   std::shared_ptr<ListenerTally> tally = nullptr,
                                   std::shared_ptr<CaptureContext> capture = nullptr);
-  // Stops accepting on a group's listeners and closes them (connections already accepted go
-  // on). Unknown or already released groups are ignored. Thread-safe.
+  // Stops accepting on a group's listeners (and, for a capture group, stops its DNS stub) and
+  // closes them (connections already accepted go on). Unknown or already released groups are
+  // ignored. Thread-safe.
   void releaseListeners(uint64_t group);
-  // Transparent capture of one sandbox (takes ownership of every descriptor): serves its DNS
-  // stub sockets and its capture listeners, all bound to options.task, sharing one synthetic
-  // address pool. The returned context counts the DNS answers. Callable before or after start().
-  Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,
-                                                       CaptureOptions options);
+  // Transparent capture of one sandbox (takes ownership of every descriptor, closed on error
+  // too): serves its DNS stub sockets and its capture listeners, all bound to options.task,
+  // sharing one synthetic address pool, as one group that releaseListeners() closes (an
+  // embedded proxy never releases it: the server lives as long as the run). The context counts
+  // the DNS answers; `tally` as for adoptListeners (the DNS audit records included). Errors: a
+  // descriptor of the wrong kind, pool ranges that cannot make a pool, shutting down. Callable
+  // before or after start().
+  Result<AdoptedCapture> adoptCapture(CaptureSockets sockets, CaptureOptions options,
+                                      std::shared_ptr<ListenerTally> tally = nullptr);
 
   void start();  // starts worker threads and returns
   void wait();   // blocks until a shutdown has completed

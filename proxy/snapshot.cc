@@ -43,6 +43,11 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     }
     snap->resolve[r.name] = ResolveOverride{*addr, r.port};
   }
+  if (auto capture = captureConfig(cfgRef)) {
+    snap->capture = std::move(capture.value());
+  } else {
+    errors.insert(errors.end(), capture.errors().begin(), capture.errors().end());
+  }
   if (!errors.empty()) return errors;
   auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file);
   if (!secrets) return secrets.errors();

@@ -14,6 +14,7 @@
 #include "config/config.h"
 #include "policy/engine.h"
 #include "policy/ip.h"
+#include "proxy/capture.h"
 #include "proxy/proxy_auth.h"
 #include "proxy/task_limits.h"
 
@@ -44,6 +45,7 @@ struct Snapshot {
   config::EffectiveLimits defaults;  // before a connection's task is known
   std::unordered_map<std::string, TaskEntry> tasks;
   std::unordered_map<std::string, ResolveOverride> resolve;
+  CaptureConfig capture;  // transparent.*: what a sandbox handed to this server captures
   // The credentials' current secrets, and the verified TLS contexts intercepted requests
   // go upstream with. Built with the snapshot: a new config brings its own sources.
   std::shared_ptr<const broker::SecretStore> secrets;
@@ -55,8 +57,8 @@ struct Snapshot {
   }
 };
 
-// Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes or
-// resolve addresses. Task states come from `registry` so counters survive reloads.
+// Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes, resolve
+// addresses or transparent ranges. Task states come from `registry` so counters survive reloads.
 Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
                                                       uint64_t generation);
 

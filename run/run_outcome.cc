@@ -18,6 +18,8 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
     return kExitSetupFailed;
   }
   const auto& rr = result.value();
+  // Said only when the stub was used: most runs that honour the proxy variables never ask.
+  if (dns && dns->queries() > 0) fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
   for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
   for (const auto& u : rr.unenforced) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
   if (rr.end == sandbox::RunResult::End::kSetupFailed) {

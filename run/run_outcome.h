@@ -23,8 +23,9 @@ int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
   return status;
 }
 
-// Prints warnings and how the sandbox ended to stderr, writes --report if asked, and returns
-// the exit status of `sandgate run` (the command's, or kExitSetupFailed).
+// Prints the DNS stub's counts (when it was asked), warnings and how the sandbox ended to
+// stderr, writes --report if asked, and returns the exit status of `sandgate run` (the
+// command's, or kExitSetupFailed).
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
               const std::optional<proxy::CaptureCounts>& dns = std::nullopt);

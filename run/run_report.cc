@@ -47,10 +47,7 @@ std::string formatReport(const ReportInput& in) {
   o["by_host"] = proxy::trafficEntriesToJson(t.entries);
   o["credentials_used"] = strings(t.credentials);
   if (in.dns) {
-    const auto& d = *in.dns;
-    o["dns"] = {{"answered", d.answered}, {"nodata", d.nodata},       {"nxdomain", d.nxdomain},
-                {"refused", d.refused},   {"notimp", d.notimp},       {"pool_exhausted", d.exhausted},
-                {"malformed", d.malformed}, {"names", d.names}};
+    o["dns"] = proxy::captureCountsToJson(*in.dns);
   } else {
     o["dns"] = nullptr;
   }

@@ -6,12 +6,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <stdexcept>
-#include <tuple>
 
-#include "capture/address_pool.h"
 #include "config/config.h"
 #include "config/default_config.h"
-#include "policy/ip.h"
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/run_outcome.h"
@@ -109,34 +106,12 @@ int runTask(const RunRequest& req) {
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
   options.hiddenPaths = cfg.secretPaths();
-  std::vector<uint16_t> extraPorts = cfg.transparent.ports;  // config, then --capture-port
-  extraPorts.insert(extraPorts.end(), req.capturePorts.begin(), req.capturePorts.end());
-  for (uint16_t port : extraPorts) {
-    auto& ports = options.capture.ports;
-    if (std::find(ports.begin(), ports.end(), port) == ports.end()) ports.push_back(port);
-  }
-  // The synthetic pools: the config's transparent.ipv4_range / ipv6_range, else the defaults.
-  policy::Cidr poolV4 = capture::defaultPoolV4(), poolV6 = capture::defaultPoolV6();
-  for (auto [range, key, pool, text, v6] :
-       {std::tuple{&cfg.transparent.ipv4Range, "ipv4_range", &poolV4, &options.capture.rangeV4,
-                   false},
-        std::tuple{&cfg.transparent.ipv6Range, "ipv6_range", &poolV6, &options.capture.rangeV6,
-                   true}}) {
-    if (!*range) continue;
-    const auto& r = **range;
-    std::string error;
-    auto cidr = policy::parseCidr(r.value, &error);
-    if (cidr && cidr->base.v6 != v6) error = v6 ? "not an IPv6 range" : "not an IPv4 range";
-    if (!error.empty() || !cidr) {
-      return fail(kExitUsage, "{}:{}:{}: transparent.{}: {}", cfg.file, r.mark.line, r.mark.col,
-                  key, error.empty() ? "not a CIDR" : error);
-    }
-    *pool = *cidr;
-    *text = r.value;
-  }
-  if (auto e = capture::checkPoolRanges(poolV4, poolV6)) {
-    return fail(kExitUsage, "{}: transparent: {}", cfg.file, *e);
-  }
+  auto capture = proxy::captureConfig(cfg);  // ports and pools: 80, 443, transparent.*
+  if (!capture) return fail(kExitUsage, "{}", capture.errors().front().str());
+  options.capture.ports = capture->ports;
+  proxy::addCapturePorts(options.capture.ports, req.capturePorts);
+  options.capture.rangeV4 = capture->v4Text;
+  options.capture.rangeV6 = capture->v6Text;
 
   proxy::EmbeddedOptions proxyOptions;
   proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
@@ -157,13 +132,13 @@ int runTask(const RunRequest& req) {
   options.extraCaPem = sandboxEnv.value().caPem;
   for (const auto& [name, value] : sandboxEnv.value().variables) options.env.emplace(name, value);
 
-  std::shared_ptr<proxy::CaptureContext> capture;
+  std::shared_ptr<proxy::CaptureContext> adopted;
   auto onCapture = [&](sandbox::CaptureSockets s) {
     auto r = embedded.adoptCapture(
         proxy::CaptureSockets{s.dnsUdp, s.dnsTcp, std::move(s.listeners)},
-        proxy::CaptureOptions{taskName, options.capture.ports, poolV4, poolV6, s.ipv6});
+        proxy::CaptureOptions{taskName, options.capture.ports, capture->v4, capture->v6, s.ipv6});
     if (!r) throw std::runtime_error("proxy: " + r.errors().front().str());
-    capture = r.value();
+    adopted = r.value();
   };
   auto result = sandbox::run(
       options,
@@ -178,14 +153,7 @@ int runTask(const RunRequest& req) {
       onCapture);
   auto traffic = embedded.stop();
   std::optional<proxy::CaptureCounts> dns;
-  if (capture) {
-    dns = capture->counts();
-    // Said only when the stub was used: most runs that honour the proxy variables never ask.
-    if (dns->answered + dns->nodata + dns->nxdomain + dns->refused + dns->notimp +
-            dns->exhausted + dns->malformed > 0) {
-      fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
-    }
-  }
+  if (adopted) dns = adopted->counts();
   return finishRun(req, taskName, policyName, result, traffic, dns);
 }
 

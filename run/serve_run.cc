@@ -56,34 +56,55 @@ int runWithServe(const RunRequest& req, sandbox::Options options) {
     options.hiddenPaths.push_back(path);  // the socket this launcher used, however it is named
   }
 
-  if (options.transparent) {
-    // The admin protocol hands over proxy listeners only, not a DNS stub and capture listeners.
+  if (options.transparent && env->capture) {
+    // Serve's ports and pools (its config decides them), then --capture-port.
+    options.capture.ports = env->capture->ports;
+    proxy::addCapturePorts(options.capture.ports, req.capturePorts);
+    options.capture.rangeV4 = env->capture->ipv4Range;
+    options.capture.rangeV6 = env->capture->ipv6Range;
+  } else if (options.transparent) {
     fmt::print(stderr,
-               "sandgate run: note: transparent capture is not available with --proxy yet; "
-               "the sandbox reaches serve through its proxy variables only\n");
+               "sandgate run: note: sandgate serve at {} offers no transparent capture (an older "
+               "version); the sandbox reaches it through its proxy variables only\n",
+               path);
     options.transparent = false;
   }
-  auto result = sandbox::run(options, [&](std::vector<int> fds) {
-    auto adopted = admin.adopt(task, fds);
-    for (int fd : fds) ::close(fd);  // serve holds its own copies now
+  auto onCapture = [&](sandbox::CaptureSockets s) {
+    auto adopted =
+        admin.adoptCapture(task, options.capture.ports, s.ipv6, s.dnsUdp, s.dnsTcp, s.listeners);
+    for (int fd : {s.dnsUdp, s.dnsTcp}) ::close(fd);  // serve holds its own copies now
+    for (int fd : s.listeners) ::close(fd);
     if (!adopted) {
-      throw std::runtime_error(fmt::format("sandgate serve at {} did not adopt the listeners: {}",
-                                           path, adopted.errors().front().message));
+      throw std::runtime_error(
+          fmt::format("sandgate serve at {} did not adopt the transparent capture: {}", path,
+                      adopted.errors().front().message));
     }
-  });
-  // The command has ended: serve closes the run's listeners and says what the run did.
-  auto traffic = admin.release();
-  proxy::TrafficSummary summary;
-  if (traffic) {
-    summary = std::move(traffic.value());
+  };
+  auto result = sandbox::run(
+      options,
+      [&](std::vector<int> fds) {
+        auto adopted = admin.adopt(task, fds);
+        for (int fd : fds) ::close(fd);  // serve holds its own copies now
+        if (!adopted) {
+          throw std::runtime_error(
+              fmt::format("sandgate serve at {} did not adopt the listeners: {}", path,
+                          adopted.errors().front().message));
+        }
+      },
+      onCapture);
+  // The command has ended: serve closes the run's sockets and says what the run did.
+  auto released = admin.release();
+  proxy::ReleaseSummary summary;
+  if (released) {
+    summary = std::move(released.value());
   } else if (req.reportPath) {
     fmt::print(stderr,
                "sandgate run: warning: no traffic summary from {} ({}); the report counts no "
                "requests, serve's audit log has them\n",
-               path, traffic.errors().front().message);
+               path, released.errors().front().message);
   }
   connected.value().reset();
-  return finishRun(req, task, env->policy, result, summary);
+  return finishRun(req, task, env->policy, result, summary.traffic, summary.dns);
 }
 
 }  // namespace sandgate::run

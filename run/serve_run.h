@@ -7,10 +7,12 @@
 
 namespace sandgate::run {
 
-// `options` holds what the flags asked for (limits, --env, workspace, argv). Asks serve for
-// the task's CA and placeholders, runs the sandbox with its listeners handed to serve, keeps
-// the admin connection open until the command has ended (serve closes the listeners when it
-// ends), and reports with the traffic summary serve sends back. Exit statuses as runTask().
+// `options` holds what the flags asked for (limits, --env, workspace, argv, transparent).
+// Asks serve for the task's CA and placeholders and for its capture ports and pools, runs the
+// sandbox with its listeners (and its DNS stub and capture listeners) handed to serve, keeps
+// the admin connection open until the command has ended (serve closes them all when it ends),
+// and reports with the traffic summary and DNS counts serve sends back. Exit statuses as
+// runTask().
 int runWithServe(const RunRequest& req, sandbox::Options options);
 
 }  // namespace sandgate::run

@@ -17,17 +17,12 @@ import unittest
 
 import artifacts
 from pki import test_pki
+from run_support import namespaces_refused
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
 
 SECRET_VAR = "SANDGATE_RUN_TEST_SECRET"
 SECRET = "sk-run-sandbox-secret-4d5e6f708192a3b4"
-
-
-def _namespaces_refused(stderr):
-    s = stderr.lower()
-    return ("operation not permitted" in s or "permission denied" in s) and any(
-        w in s for w in ("unshare", "clone", "namespace", "uid_map", "setgroups"))
 
 
 class RunCliTest(unittest.TestCase):
@@ -67,7 +62,7 @@ class RunCliTest(unittest.TestCase):
         with open(cls.config, "w") as f:
             json.dump(cfg, f)
         probe = cls.sandgate("--task", "t1", "--", "true")
-        if probe.returncode == 125 and _namespaces_refused(probe.stderr):
+        if probe.returncode == 125 and namespaces_refused(probe.stderr):
             cls.upstream.close()
             cls.https.close()
             raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())

@@ -13,16 +13,11 @@ import unittest
 
 import artifacts
 from pki import test_pki
+from run_support import namespaces_refused
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
 
 SECRET = "sk-sandboxsecret-5f0c2a9e7b13d4c68e21"
-
-
-def _namespaces_refused(stderr):
-    s = stderr.lower()
-    return ("operation not permitted" in s or "permission denied" in s) and any(
-        w in s for w in ("unshare", "clone", "namespace", "uid_map", "setgroups"))
 
 
 def _authorizations(requests):
@@ -67,7 +62,7 @@ class RunCredentialsTest(unittest.TestCase):
         with open(cls.config, "w") as f:
             json.dump(cfg, f)
         probe = cls.sandgate("keyed", "true")
-        if probe.returncode == 125 and _namespaces_refused(probe.stderr):
+        if probe.returncode == 125 and namespaces_refused(probe.stderr):
             cls.https.close()
             raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
 

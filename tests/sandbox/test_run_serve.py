@@ -1,21 +1,30 @@
 """`sandgate run --proxy unix:PATH` end to end: the sandbox's listeners are handed to a running
 `sandgate serve` over its admin socket (listen.admin), which serves them for the named task,
 audits the traffic, refuses peers that are not root, and closes the listeners when the run
-ends. Runs as root (the admin socket is root-only)."""
+ends. Transparent capture works the same way: the DNS stub's sockets and the capture
+listeners go to serve, with the synthetic ranges of serve's config (10.77.0.0/16 here), and
+are closed with the run, or when its launcher dies. Runs as root (the admin socket is
+root-only). What `sandgate run` prints and reports is recorded for the leak check."""
 
 import json
 import os
+import re
 import shutil
+import signal
 import socket
 import stat
 import subprocess
 import tempfile
 import unittest
 
+import artifacts
+from run_support import NO_PROXY_ENV, namespaces_refused
 from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
-from test_run_cli import _namespaces_refused
+# serve's transparent ranges: the sandbox's synthetic addresses must come from these.
+POOL_V4, POOL_V6 = "10.77.0.0/16", "fd00:77:1::/64"
+SYNTHETIC = r"(10\.77\.\d+\.\d+|fd00:77:1::[0-9a-f]+)"
 
 
 def _open_fds(pid):
@@ -48,10 +57,11 @@ class RunServeTest(unittest.TestCase):
             tasks=[{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "api"}],
             resolve={"api.test": "127.0.0.1:%d" % cls.upstream.port},
             extra={"listen": {"proxy": "127.0.0.1:0", "metrics": "127.0.0.1:0",
-                              "admin": cls.sock}})
+                              "admin": cls.sock},
+                   "transparent": {"ipv4_range": POOL_V4, "ipv6_range": POOL_V6}})
         cls.serve.start()
         probe = cls.run_cmd("true")
-        if probe.returncode == 125 and _namespaces_refused(probe.stderr):
+        if probe.returncode == 125 and namespaces_refused(probe.stderr):
             cls.tearDownClass()
             raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
 
@@ -64,8 +74,11 @@ class RunServeTest(unittest.TestCase):
     @classmethod
     def sandgate(cls, *args, preexec_fn=None, timeout=60, exe=None):
         cmd = [exe or binary(), "run", "--workspace", cls.workspace, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                              preexec_fn=preexec_fn)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                           preexec_fn=preexec_fn)
+        artifacts.record("run", "stdout", r.stdout)
+        artifacts.record("log", "run-stderr", r.stderr)
+        return r
 
     @classmethod
     def run_cmd(cls, script, *flags, task="t1"):
@@ -85,7 +98,8 @@ class RunServeTest(unittest.TestCase):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "x" * 11)
         self.assertEqual(len(self.upstream.requests), before + 1)
-        line = self.serve.wait_audit(task="t1", host="api.test", verdict="allow")
+        line = self.serve.wait_audit(task="t1", host="api.test", verdict="allow", kind="forward",
+                                     mode="proxy")
         self.assertEqual(line["listener"], "127.0.0.1:3128")  # the sandbox's own listener
         with open(report) as f:
             rep = json.load(f)
@@ -111,26 +125,45 @@ class RunServeTest(unittest.TestCase):
         wait_until(lambda: _open_fds(pid) <= before, timeout=10,
                    what="serve's descriptor count back to %d" % before)
 
-    def test_listeners_are_held_during_the_run(self):
-        pid = self.serve.proc.pid
-        before = _open_fds(pid)
-        marker = os.path.join(self.workspace, "started")
-        release = os.path.join(self.workspace, "release")
+    def held_run(self, first=""):
+        """Starts `sandgate run --proxy` with a command that runs `first`, creates `started` in
+        the workspace and then waits (at most 30 s) for `release`; returns the process once
+        `started` exists. End it with end_held_run."""
         p = subprocess.Popen(
             [binary(), "run", "--workspace", self.workspace, "--proxy", "unix:" + self.sock,
              "--task", "t1", "--", "sh", "-c",
-             "touch started; i=0; while [ ! -e release ] && [ $i -lt 300 ]; do "
+             first + "touch started; i=0; while [ ! -e release ] && [ $i -lt 300 ]; do "
              "sleep 0.1; i=$((i+1)); done"],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         try:
-            wait_until(lambda: os.path.exists(marker), timeout=30, what="the command to start")
+            wait_until(lambda: os.path.exists(os.path.join(self.workspace, "started")),
+                       timeout=30, what="the command to start")
+        except BaseException:
+            self.end_held_run(p)
+            raise
+        return p
+
+    def end_held_run(self, p):
+        """Lets the command of held_run end (if it still runs) and returns the run's stderr."""
+        release = os.path.join(self.workspace, "release")
+        open(release, "w").close()
+        _, err = p.communicate(timeout=60)
+        artifacts.record("log", "held-run-stderr", err)
+        for name in ("started", "release"):
+            path = os.path.join(self.workspace, name)
+            if os.path.exists(path):
+                os.unlink(path)
+        return err
+
+    def test_listeners_are_held_during_the_run(self):
+        pid = self.serve.proc.pid
+        before = _open_fds(pid)
+        p = self.held_run()
+        try:
             # two listeners (or one without IPv6) x two worker threads, plus the connection
             self.assertGreaterEqual(_open_fds(pid), before + 3)
         finally:
-            open(release, "w").close()
-            _, err = p.communicate(timeout=60)
-            os.unlink(release)
-            os.unlink(marker)
+            err = self.end_held_run(p)
         self.assertEqual(p.returncode, 0, err)
         wait_until(lambda: _open_fds(pid) <= before, timeout=10,
                    what="serve's descriptor count back to %d" % before)
@@ -195,10 +228,102 @@ class RunServeTest(unittest.TestCase):
             socket.send_fds(s, [b'{"v":1,"op":"adopt","task":"t1"}'], [a.fileno()])
             rep = json.loads(s.recv(1 << 20))
             self.assertEqual(rep["reason"], "not_a_listener")
+            # serve's config decides the capture ranges; the launcher hears them in task_env.
+            s.send(b'{"v":1,"op":"task_env","task":"t1"}')
+            rep = json.loads(s.recv(1 << 20))
+            self.assertEqual(rep["capture"], {"ports": [80, 443], "ipv4_range": POOL_V4,
+                                              "ipv6_range": POOL_V6})
+            socket.send_fds(s, [b'{"v":1,"op":"adopt_capture","task":"t1","ports":[80]}'],
+                            [a.fileno(), a.fileno(), b.fileno()])
+            rep = json.loads(s.recv(1 << 20))
+            self.assertEqual(rep["reason"], "not_a_listener")
+            self.assertIn("the DNS UDP socket", rep["error"])
+            s.send(b'{"v":1,"op":"adopt_capture","task":"t1","ports":[80,80]}')
+            rep = json.loads(s.recv(1 << 20))
+            self.assertEqual(rep["reason"], "bad_request")
             a.close()
             b.close()
         finally:
             s.close()
+
+    def test_transparent_capture_goes_through_serve(self):
+        before = len(self.upstream.requests)
+        report = os.path.join(self.work, "capture-report.json")
+        r = self.run_cmd("getent hosts api.test; echo rc=$?; getent hosts denied.test; "
+                         "echo rc=$?; " + NO_PROXY_ENV + "curl -sS http://api.test/bytes?n=5",
+                         "--report", report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("not available with --proxy", r.stderr)
+        lines = r.stdout.splitlines()
+        self.assertRegex(lines[0], "^" + SYNTHETIC + r"\s+api\.test")
+        self.assertEqual(lines[1:], ["rc=0", "rc=2", "x" * 5])  # 2: getent's "not found"
+        self.assertEqual(len(self.upstream.requests), before + 1)
+        # serve audited the captured request, and the stub's answers, as transparent.
+        fwd = self.serve.wait_audit(task="t1", host="api.test", kind="forward",
+                                    mode="transparent")
+        self.assertEqual(fwd["verdict"], "allow")
+        self.assertRegex(fwd["listener"], r"^(10\.77\.|\[fd00:77:1::)")
+        self.serve.wait_audit(task="t1", kind="dns", host="denied.test", reason="nxdomain",
+                              mode="transparent")
+        artifacts.record_file("report", "capture-report.json", report)
+        with open(report) as f:
+            rep = json.load(f)
+        dns = rep["dns"]
+        self.assertGreaterEqual(dns["answered"], 1, dns)
+        self.assertGreaterEqual(dns["nxdomain"], 1, dns)
+        self.assertEqual(dns["names"], 1, dns)  # api.test only: a denied name gets none
+        summary = re.search(r"^sandgate run: dns: (\d+) answered, .* (\d+) names$", r.stderr,
+                            re.M)
+        self.assertTrue(summary, r.stderr)
+        self.assertEqual((int(summary[1]), int(summary[2])), (dns["answered"], dns["names"]))
+        fwd = [e for e in rep["by_host"] if e["kind"] == "forward"]
+        self.assertEqual([(e["host"], e["port"], e["verdict"]) for e in fwd],
+                         [("api.test", 80, "allow")])
+        self.assertTrue(any(e["kind"] == "dns" for e in rep["by_host"]), rep["by_host"])
+
+    def test_serve_releases_the_capture_after_the_run(self):
+        pid = self.serve.proc.pid
+        before = _open_fds(pid)
+        # A captured connection that policy refuses (api.test is allowed on port 80 only): no
+        # upstream connection that serve's pool could keep open.
+        r = self.run_cmd("getent hosts api.test >/dev/null; " + NO_PROXY_ENV +
+                         "curl -s -o /dev/null --max-time 5 https://api.test/; true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("sandgate run: dns: ", r.stderr)
+        self.serve.wait_audit(task="t1", host="api.test", port=443, mode="transparent")
+        wait_until(lambda: _open_fds(pid) <= before, timeout=10,
+                   what="serve's descriptor count back to %d" % before)
+
+    def test_killed_launcher_makes_serve_close_the_capture(self):
+        pid = self.serve.proc.pid
+        before = _open_fds(pid)
+        resolved = os.path.join(self.workspace, "resolved")
+        p = self.held_run("getent hosts api.test > resolved; ")
+        try:
+            with open(resolved) as f:
+                self.assertRegex(f.read(), "^" + SYNTHETIC)  # serve's stub answered
+            # At least: a proxy and two capture listeners (80, 443) per worker thread, the
+            # DNS stub's two sockets and the admin connection.
+            self.assertGreaterEqual(_open_fds(pid), before + 2 * 3 + 2 + 1)
+            os.kill(p.pid, signal.SIGKILL)
+            p.wait(timeout=30)
+        finally:
+            self.end_held_run(p)  # ends the command too if it outlived its launcher
+            os.unlink(resolved)
+        self.assertEqual(p.returncode, -signal.SIGKILL)
+        wait_until(lambda: _open_fds(pid) <= before, timeout=10,
+                   what="serve's descriptor count back to %d" % before)
+        self.assertIn("releasing its listeners and its capture", self.serve.stderr())
+
+    def test_no_transparent_turns_capture_off(self):
+        report = os.path.join(self.work, "proxy-only-report.json")
+        r = self.run_cmd("getent hosts api.test; echo rc=$?", "--no-transparent",
+                         "--report", report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.splitlines(), ["rc=2"])
+        self.assertNotIn("sandgate run: dns:", r.stderr)
+        with open(report) as f:
+            self.assertIsNone(json.load(f)["dns"])
 
     def test_errors(self):
         r = self.sandgate("--proxy", "unix:" + self.sock, "--task", "nope", "--", "true")

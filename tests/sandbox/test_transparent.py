@@ -15,18 +15,12 @@ import textwrap
 import unittest
 
 from pki import test_pki
+from run_support import NO_PROXY_ENV, namespaces_refused
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
 
 SECRET = "sk-transparent-secret-0123456789"
 PY = "/usr/bin/python3"  # the host's interpreter; /root (pyenv shims) is hidden in the sandbox
-NO_PROXY_ENV = "env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy "
-
-
-def _namespaces_refused(stderr):
-    s = stderr.lower()
-    return ("operation not permitted" in s or "permission denied" in s) and any(
-        w in s for w in ("unshare", "clone", "namespace", "uid_map", "setgroups", "rtnetlink"))
 
 
 # Helpers run inside the sandbox (written to the workspace: /tmp is private there).
@@ -152,7 +146,7 @@ class TransparentTest(unittest.TestCase):
         with open(cls.config, "w") as f:
             json.dump(cfg, f)
         probe = cls.sandgate("--", "true")
-        if probe.returncode == 125 and _namespaces_refused(probe.stderr):
+        if probe.returncode == 125 and namespaces_refused(probe.stderr):
             cls.close()
             raise unittest.SkipTest("this host refuses namespaces or routes: " +
                                     probe.stderr.strip())

@@ -8,6 +8,8 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <boost/json.hpp>
+
 namespace sandgate::proxy {
 namespace {
 
@@ -30,6 +32,24 @@ TEST(AdminProtocol, RequestsRoundTrip) {
     EXPECT_EQ(back->op, c.request.op);
     EXPECT_EQ(back->task, c.request.task);
   }
+}
+
+TEST(AdminProtocol, AdoptCaptureRoundTrips) {
+  AdminRequest req(AdminOp::kAdoptCapture, "t1");
+  req.ports = {80, 443, 8443};
+  req.ipv6 = true;
+  const std::string wire = R"({"v":1,"op":"adopt_capture","task":"t1","ports":[80,443,8443],)"
+                           R"("ipv6":true})";
+  EXPECT_EQ(encodeRequest(req), wire);
+  auto back = parseRequest(wire);
+  ASSERT_TRUE(back.ok()) << back.errorText();
+  EXPECT_EQ(back->op, AdminOp::kAdoptCapture);
+  EXPECT_EQ(back->task, "t1");
+  EXPECT_EQ(back->ports, (std::vector<uint16_t>{80, 443, 8443}));
+  EXPECT_TRUE(back->ipv6);
+  auto noIpv6 = parseRequest(R"({"v":1,"op":"adopt_capture","task":"t1","ports":[443]})");
+  ASSERT_TRUE(noIpv6.ok()) << noIpv6.errorText();
+  EXPECT_FALSE(noIpv6->ipv6);
 }
 
 TEST(AdminProtocol, BadRequestsNameTheirReason) {
@@ -56,6 +76,27 @@ TEST(AdminProtocol, BadRequestsNameTheirReason) {
       {"task not string", R"({"v":1,"op":"task_env","task":7})", admin_reason::kBadRequest,
        "needs \"task\""},
       {"too long", std::string(kMaxAdminMessage + 1, ' '), admin_reason::kBadRequest, "exceeds"},
+      {"capture without ports", R"({"v":1,"op":"adopt_capture","task":"t"})",
+       admin_reason::kBadRequest, "adopt_capture needs \"ports\": 1 to 15 distinct ports"},
+      {"capture with no port", R"({"v":1,"op":"adopt_capture","task":"t","ports":[]})",
+       admin_reason::kBadRequest, "needs \"ports\""},
+      {"capture port 0", R"({"v":1,"op":"adopt_capture","task":"t","ports":[0]})",
+       admin_reason::kBadRequest, "needs \"ports\""},
+      {"capture port too big", R"({"v":1,"op":"adopt_capture","task":"t","ports":[65536]})",
+       admin_reason::kBadRequest, "needs \"ports\""},
+      {"capture port 53", R"({"v":1,"op":"adopt_capture","task":"t","ports":[443,53]})",
+       admin_reason::kBadRequest, "not 53"},
+      {"capture port twice", R"({"v":1,"op":"adopt_capture","task":"t","ports":[443,443]})",
+       admin_reason::kBadRequest, "distinct"},
+      {"capture port text", R"({"v":1,"op":"adopt_capture","task":"t","ports":["443"]})",
+       admin_reason::kBadRequest, "needs \"ports\""},
+      {"capture 16 ports",
+       R"({"v":1,"op":"adopt_capture","task":"t","ports":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16]})",
+       admin_reason::kBadRequest, "1 to 15"},
+      {"capture ipv6 not bool", R"({"v":1,"op":"adopt_capture","task":"t","ports":[80],"ipv6":1})",
+       admin_reason::kBadRequest, "\"ipv6\" must be true or false"},
+      {"capture without task", R"({"v":1,"op":"adopt_capture","ports":[80]})",
+       admin_reason::kBadRequest, "op adopt_capture needs \"task\""},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -73,7 +114,8 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   env.environment = TaskEnvironment{"agent",
                                     "-----BEGIN CERTIFICATE-----\nMII\n",
                                     {{"OPENAI_API_KEY", "sk-placeholder"}},
-                                    {"/run/secret"}};
+                                    {"/run/secret"},
+                                    std::nullopt};
   auto e = parseReply(encodeReply(env));
   ASSERT_TRUE(e.ok()) << e.errorText();
   ASSERT_TRUE(e->ok);
@@ -82,7 +124,23 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   EXPECT_EQ(e->environment->caPem, "-----BEGIN CERTIFICATE-----\nMII\n");
   EXPECT_EQ(e->environment->env.at("OPENAI_API_KEY"), "sk-placeholder");
   EXPECT_EQ(e->environment->hiddenPaths, std::vector<std::string>{"/run/secret"});
+  EXPECT_FALSE(e->environment->capture.has_value());  // an older serve's reply reads the same
   EXPECT_FALSE(e->traffic.has_value());
+  EXPECT_FALSE(e->dns.has_value());
+
+  env.environment->capture = CaptureOffer{{80, 443, 8443}, "10.77.0.0/16", "fd00:77::/64"};
+  auto c = parseReply(encodeReply(env));
+  ASSERT_TRUE(c.ok()) << c.errorText();
+  ASSERT_TRUE(c->environment && c->environment->capture);
+  EXPECT_EQ(c->environment->capture->ports, (std::vector<uint16_t>{80, 443, 8443}));
+  EXPECT_EQ(c->environment->capture->ipv4Range, "10.77.0.0/16");
+  EXPECT_EQ(c->environment->capture->ipv6Range, "fd00:77::/64");
+  EXPECT_NE(encodeReply(env).find(R"("capture":{"ports":[80,443,8443],"ipv4_range":"10.77.0.0/16",)"
+                                  R"("ipv6_range":"fd00:77::/64"})"),
+            std::string::npos)
+      << encodeReply(env);
+  EXPECT_FALSE(
+      parseReply(R"({"v":1,"ok":true,"policy":"p","ca_pem":"","capture":{"ports":[]}})").ok());
 
   AdminReply rel;
   rel.ok = true;
@@ -94,6 +152,7 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   t.entries.push_back(TrafficEntry{"api.test", 80, "forward", "allow", "rule_allow", 2, 10, 200});
   t.credentials = {"openai"};
   rel.traffic = t;
+  rel.dns = CaptureCounts{3, 1, 2, 0, 0, 0, 4, 3};
   auto r = parseReply(encodeReply(rel));
   ASSERT_TRUE(r.ok()) << r.errorText();
   ASSERT_TRUE(r->traffic.has_value());
@@ -106,6 +165,11 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   EXPECT_EQ(r->traffic->entries[0].count, 2u);
   EXPECT_EQ(r->traffic->credentials, std::vector<std::string>{"openai"});
   EXPECT_FALSE(r->environment.has_value());
+  ASSERT_TRUE(r->dns.has_value());
+  EXPECT_EQ(r->dns->summary(), rel.dns->summary());
+  EXPECT_EQ(boost::json::serialize(captureCountsToJson(*r->dns)),
+            R"({"answered":3,"nodata":1,"nxdomain":2,"refused":0,"notimp":0,)"
+            R"("pool_exhausted":0,"malformed":4,"names":3})");
 
   auto err = parseReply(encodeReply(errorReply(admin_reason::kUnknownTask, "no task 'x'")));
   ASSERT_TRUE(err.ok());
@@ -193,6 +257,87 @@ TEST(AdminProtocol, ListenerCheck) {
   for (int fd : {listening, bound, udp, pair[0], pair[1], unixListener, pipeFds[0], pipeFds[1]}) {
     ::close(fd);
   }
+}
+
+// A loopback socket on an ephemeral port; listening when asked (-1 on failure).
+int boundSocket(int type, bool listening) {
+  int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
+      (listening && ::listen(fd, 4) != 0)) {
+    if (fd >= 0) ::close(fd);
+    return -1;
+  }
+  return fd;
+}
+
+uint16_t portOf(int fd) {
+  sockaddr_in a{};
+  socklen_t len = sizeof(a);
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  return ntohs(a.sin_port);
+}
+
+TEST(AdminProtocol, DatagramCheck) {
+  int udp = boundSocket(SOCK_DGRAM, false);
+  ASSERT_GE(udp, 0);
+  EXPECT_EQ(checkDatagramFd(udp), std::nullopt);
+  int unbound = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  EXPECT_EQ(checkDatagramFd(unbound), "socket is not bound");
+  int tcp = boundSocket(SOCK_STREAM, true);
+  EXPECT_NE(checkDatagramFd(tcp)->find("is not SOCK_DGRAM"), std::string::npos);
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0, pair), 0);
+  EXPECT_EQ(checkDatagramFd(pair[0]), "socket is not IPv4 or IPv6");
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  EXPECT_NE(checkDatagramFd(pipeFds[0])->find("not a socket"), std::string::npos);
+  for (int fd : {udp, unbound, tcp, pair[0], pair[1], pipeFds[0], pipeFds[1]}) ::close(fd);
+}
+
+TEST(AdminProtocol, CaptureDescriptorsCheck) {
+  int udp = boundSocket(SOCK_DGRAM, false);
+  int dnsTcp = boundSocket(SOCK_STREAM, true);
+  int l1 = boundSocket(SOCK_STREAM, true);
+  int l2 = boundSocket(SOCK_STREAM, true);
+  int notListening = boundSocket(SOCK_STREAM, false);
+  for (int fd : {udp, dnsTcp, l1, l2, notListening}) ASSERT_GE(fd, 0);
+  const std::vector<uint16_t> ports = {portOf(l1), portOf(l2)};
+  struct Case {
+    const char* name;
+    std::vector<int> fds;
+    std::vector<uint16_t> ports;
+    std::string why;  // substring; empty: accepted
+  };
+  const Case cases[] = {
+      {"dns and two listeners", {udp, dnsTcp, l1, l2}, ports, ""},
+      {"one listener", {udp, dnsTcp, l1}, ports, ""},
+      {"no listener", {udp, dnsTcp}, ports, "2 descriptors attached"},
+      {"more than two per port", {udp, dnsTcp, l1, l1, l1}, {portOf(l1)}, "1 to 2 listeners"},
+      {"udp and tcp swapped", {dnsTcp, udp, l1}, ports, "the DNS UDP socket: socket type"},
+      {"dns tcp not listening",
+       {udp, notListening, l1},
+       ports,
+       "the DNS TCP socket: socket is not listening"},
+      {"listener not listening",
+       {udp, dnsTcp, notListening},
+       {portOf(notListening)},
+       "a capture listener: socket is not listening"},
+      {"listener on another port", {udp, dnsTcp, l2}, {portOf(l1)}, "is not a capture port"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto why = checkCaptureFds(c.fds, c.ports);
+    if (c.why.empty()) {
+      EXPECT_EQ(why, std::nullopt) << *why;
+    } else {
+      ASSERT_TRUE(why.has_value());
+      EXPECT_NE(why->find(c.why), std::string::npos) << *why;
+    }
+  }
+  for (int fd : {udp, dnsTcp, l1, l2, notListening}) ::close(fd);
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "proxy/admin_client.h"
 #include "proxy/listener_tally.h"
 #include "proxy/server.h"
+#include "tests/unit/proxy/test_server.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -81,7 +82,7 @@ struct FakeBackend {
     AdminBackend b;
     b.environment = [](const std::string& task) -> Result<TaskEnvironment> {
       if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
-      return TaskEnvironment{"p", "PEM", {{"KEY", "placeholder"}}, {"/secret"}};
+      return TaskEnvironment{"p", "PEM", {{"KEY", "placeholder"}}, {"/secret"}, std::nullopt};
     };
     b.adopt = [this](std::vector<int> fds, const std::string& task,
                      std::shared_ptr<ListenerTally>) -> Result<uint64_t> {
@@ -221,6 +222,17 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   ASSERT_FALSE(none.ok());
   EXPECT_EQ(none.errors().front().keyPath, "bad_request");
 
+  // No capture was offered on this connection: nothing says which ranges it would serve.
+  EXPECT_FALSE(env->capture.has_value());
+  uint16_t dnsPort = 0;
+  int dnsTcp = listenLoopback(&dnsPort);
+  auto noOffer = client.value()->adoptCapture("t1", {dnsPort}, false, dnsTcp, dnsTcp, {dnsTcp});
+  ::close(dnsTcp);
+  ASSERT_FALSE(noOffer.ok());
+  EXPECT_EQ(noOffer.errors().front().keyPath, "bad_request");
+  EXPECT_NE(noOffer.errorText().find("needs a task_env reply with \"capture\""), std::string::npos)
+      << noOffer.errorText();
+
   uint16_t port = 0;
   int listener = listenLoopback(&port);
   ASSERT_GE(listener, 0);
@@ -242,9 +254,10 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   listener = listenLoopback(&port);
   ASSERT_TRUE(again.value()->adopt("t1", {listener}).ok());
   ::close(listener);
-  auto traffic = again.value()->release();
-  ASSERT_TRUE(traffic.ok()) << traffic.errorText();
-  EXPECT_EQ(traffic->allowed + traffic->denied + traffic->other, 0u);
+  auto released = again.value()->release();
+  ASSERT_TRUE(released.ok()) << released.errorText();
+  EXPECT_EQ(released->traffic.allowed + released->traffic.denied + released->traffic.other, 0u);
+  EXPECT_FALSE(released->dns.has_value());  // no capture was adopted
   EXPECT_EQ(fake.releasedCount(), 2u);
   again.value().reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -325,13 +338,7 @@ TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
                      "tasks: [{name: t1, policy: p}, {name: t2, policy: p}]\n"
                      "audit: {path: " +
                      dir.path() + "/audit.log}\n";
-  auto cfg = config::loadString(yaml, "admin.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.errorText();
-  ServerOptions opts;
-  opts.threads = 2;
-  opts.handleSignals = false;
-  opts.watchConfigFile = false;
-  auto server = Server::create(std::move(cfg.value()), opts);
+  auto server = testServer(yaml, "admin.yaml");
   ASSERT_TRUE(server.ok()) << server.errorText();
   server.value()->start();
 
@@ -374,12 +381,13 @@ TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
   EXPECT_EQ(out.rfind("HTTP/1.1 403 ", 0), 0u) << out;
   EXPECT_NE(out.find("\"task\":\"t1\""), std::string::npos) << out;
 
-  auto traffic = client.value()->release();
-  ASSERT_TRUE(traffic.ok()) << traffic.errorText();
-  EXPECT_EQ(traffic->denied, 1u);
-  ASSERT_EQ(traffic->entries.size(), 1u);
-  EXPECT_EQ(traffic->entries[0].host, "denied.test");
-  EXPECT_EQ(traffic->entries[0].reason, "no_matching_rule");
+  auto released = client.value()->release();
+  ASSERT_TRUE(released.ok()) << released.errorText();
+  const auto& traffic = released->traffic;
+  EXPECT_EQ(traffic.denied, 1u);
+  ASSERT_EQ(traffic.entries.size(), 1u);
+  EXPECT_EQ(traffic.entries[0].host, "denied.test");
+  EXPECT_EQ(traffic.entries[0].reason, "no_matching_rule");
 
   // Released: nobody holds the listener any more, so the port refuses connections.
   EXPECT_TRUE(eventually([&] {

@@ -3,6 +3,7 @@
 // captured-HTTP head check. Synthetic addresses themselves need a network namespace: see
 // tests/sandbox/test_transparent.py.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -16,8 +17,10 @@
 
 #include "capture/dns_message.h"
 #include "config/config.h"
+#include "proxy/admin_client.h"
 #include "proxy/server.h"
 #include "proxy/transparent.h"
+#include "tests/unit/proxy/test_server.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -102,13 +105,7 @@ class CaptureServerTest : public ::testing::Test {
         "audit:\n"
         "  path: " +
         dir_ + "/audit.log\n";
-    auto cfg = config::loadString(yaml, "capture.yaml");
-    ASSERT_TRUE(cfg.ok()) << cfg.errorText();
-    ServerOptions opts;
-    opts.threads = 2;
-    opts.handleSignals = false;
-    opts.watchConfigFile = false;
-    auto server = Server::create(std::move(cfg.value()), opts);
+    auto server = testServer(yaml, "capture.yaml");
     ASSERT_TRUE(server.ok()) << server.errorText();
     server_ = std::move(server.value());
     CaptureSockets s;
@@ -122,7 +119,8 @@ class CaptureServerTest : public ::testing::Test {
     o.task = "boxed";
     auto ctx = server_->adoptCapture(std::move(s), std::move(o));
     ASSERT_TRUE(ctx.ok()) << ctx.errorText();
-    capture_ = ctx.value();
+    capture_ = ctx->context;
+    group_ = ctx->group;
     server_->start();
   }
 
@@ -146,6 +144,7 @@ class CaptureServerTest : public ::testing::Test {
   uint16_t udpPort_ = 0, tcpPort_ = 0, capturePort_ = 0;
   std::unique_ptr<Server> server_;
   std::shared_ptr<CaptureContext> capture_;
+  uint64_t group_ = 0;
 };
 
 TEST_F(CaptureServerTest, UdpAnswersAllowedDeniesOthersDropsMalformed) {
@@ -200,6 +199,179 @@ TEST_F(CaptureServerTest, CaptureListenerClosesConnectionsToUnassignedAddresses)
   auto audit = auditText();
   EXPECT_NE(audit.find("\"reason\":\"not_a_synthetic_address\""), std::string::npos) << audit;
   EXPECT_NE(audit.find("\"task\":\"boxed\""), std::string::npos) << audit;
+}
+
+// What `sandgate serve` does when a run ends (or its launcher dies): the whole capture group
+// goes, the DNS stub's sockets with the capture listeners.
+TEST_F(CaptureServerTest, ReleaseClosesTheDnsStubAndTheCaptureListeners) {
+  ASSERT_FALSE(udpExchange(udpPort_, query("allowed.test", capture::dns::kTypeA)).empty());
+  server_->releaseListeners(group_);
+  auto refused = [](uint16_t port) {
+    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    auto a = loopback(port);
+    bool r = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0;
+    ::close(s);
+    return r;
+  };
+  // Closed on the worker thread: poll (bounded) for the ports to go.
+  bool closed = false;
+  for (int i = 0; i < 500 && !closed; ++i) {
+    closed = refused(tcpPort_) && refused(capturePort_);
+    if (!closed) ::usleep(10 * 1000);
+  }
+  EXPECT_TRUE(closed);
+  // The UDP socket is gone too: its port can be bound again.
+  int again = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  auto a = loopback(udpPort_);
+  bool rebound = false;
+  for (int i = 0; i < 500 && !rebound; ++i) {
+    rebound = ::bind(again, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0;
+    if (!rebound) ::usleep(10 * 1000);
+  }
+  ::close(again);
+  EXPECT_TRUE(rebound);
+  EXPECT_EQ(capture_->counts().answered, 1u);  // the counts outlive the sockets
+  server_->releaseListeners(group_);           // twice: ignored
+}
+
+TEST(CaptureServer, WrongDescriptorsAreRefusedAndClosed) {
+  auto server =
+      testServer("policies: {p: {allow: []}}\ntasks: [{name: t, policy: p}]\n", "c.yaml", 1);
+  ASSERT_TRUE(server.ok()) << server.errorText();
+  uint16_t port = 0;
+  CaptureSockets s;
+  s.dnsUdp = boundLoopback(SOCK_STREAM, &port);  // a TCP listener where UDP belongs
+  s.dnsTcp = boundLoopback(SOCK_STREAM, &port);
+  s.listeners.push_back(boundLoopback(SOCK_STREAM, &port));
+  std::vector<int> fds = {s.dnsUdp, s.dnsTcp, s.listeners[0]};
+  CaptureOptions o;
+  o.task = "t";
+  auto r = server.value()->adoptCapture(std::move(s), std::move(o));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.errorText().find("the DNS UDP socket: socket type 1 is not SOCK_DGRAM"),
+            std::string::npos)
+      << r.errorText();
+  for (int fd : fds) EXPECT_EQ(::fcntl(fd, F_GETFD), -1) << "fd " << fd << " left open";
+}
+
+// `sandgate run --proxy`: the capture handed over the admin socket is served with the ranges
+// serve's config names (said in task_env), counted for the run, and closed with the run.
+TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
+  char tmpl[] = "/tmp/sandgate-capture-admin-XXXXXX";
+  ASSERT_NE(::mkdtemp(tmpl), nullptr);
+  const std::string dir = tmpl;
+  const std::string sock = dir + "/admin.sock";
+  auto created = testServer("listen: {admin: " + sock +
+                                "}\n"
+                                "policies: {p: {allow: [{host: allowed.test}]}}\n"
+                                "tasks: [{name: t1, policy: p}]\n"
+                                "transparent: {ports: [8443], ipv4_range: 10.77.0.0/16}\n"
+                                "audit: {path: " +
+                                dir + "/audit.log}\n",
+                            "admin.yaml");
+  ASSERT_TRUE(created.ok()) << created.errorText();
+  auto& server = *created.value();
+  server.start();
+
+  struct Sandbox {  // loopback stand-ins for a sandbox's DNS stub and capture listener
+    uint16_t udp = 0, tcp = 0, listener = 0;
+    int udpFd = -1, tcpFd = -1, listenerFd = -1;
+    Sandbox() {
+      udpFd = boundLoopback(SOCK_DGRAM, &udp);
+      tcpFd = boundLoopback(SOCK_STREAM, &tcp);
+      listenerFd = boundLoopback(SOCK_STREAM, &listener);
+    }
+    void closeOurCopies() {
+      for (int fd : {udpFd, tcpFd, listenerFd}) ::close(fd);
+    }
+    // Polls (bounded) until serve holds none of them: the ports refuse or can be bound again.
+    bool goneFromServe() const {
+      for (int i = 0; i < 500; ++i) {
+        int t = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        auto a = loopback(tcp), l = loopback(listener);
+        bool gone = ::connect(t, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0;
+        ::close(t);
+        t = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+        gone = gone && ::connect(t, reinterpret_cast<sockaddr*>(&l), sizeof(l)) != 0;
+        ::close(t);
+        int u = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+        auto ua = loopback(udp);
+        gone = gone && ::bind(u, reinterpret_cast<sockaddr*>(&ua), sizeof(ua)) == 0;
+        ::close(u);
+        if (gone) return true;
+        ::usleep(10 * 1000);
+      }
+      return false;
+    }
+  };
+
+  auto client = AdminClient::connect(sock);
+  ASSERT_TRUE(client.ok()) << client.errorText();
+  auto env = client.value()->taskEnvironment("t1");
+  ASSERT_TRUE(env.ok()) << env.errorText();
+  ASSERT_TRUE(env->capture.has_value());
+  EXPECT_EQ(env->capture->ports, (std::vector<uint16_t>{80, 443, 8443}));
+  EXPECT_EQ(env->capture->ipv4Range, "10.77.0.0/16");
+  EXPECT_EQ(env->capture->ipv6Range, "fd53:4744:4e53::/64");
+
+  Sandbox box;
+  auto ports = env->capture->ports;
+  ports.push_back(box.listener);  // the launcher's --capture-port
+  auto wrongPort = client.value()->adoptCapture("t1", env->capture->ports, false, box.udpFd,
+                                                box.tcpFd, {box.listenerFd});
+  ASSERT_FALSE(wrongPort.ok());
+  EXPECT_EQ(wrongPort.errors().front().keyPath, "not_a_listener");
+  auto adopted =
+      client.value()->adoptCapture("t1", ports, false, box.udpFd, box.tcpFd, {box.listenerFd});
+  ASSERT_TRUE(adopted.ok()) << adopted.errorText();
+  auto twice =
+      client.value()->adoptCapture("t1", ports, false, box.udpFd, box.tcpFd, {box.listenerFd});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.errorText().find("adopted a capture already"), std::string::npos)
+      << twice.errorText();
+  box.closeOurCopies();
+
+  auto a = udpExchange(box.udp, query("allowed.test", capture::dns::kTypeA));
+  ASSERT_GE(a.size(), 16u);
+  EXPECT_EQ(std::vector<uint8_t>(a.end() - 4, a.end()), (std::vector<uint8_t>{10, 77, 0, 1}));
+  auto nx = udpExchange(box.udp, query("denied.test", capture::dns::kTypeA));
+  ASSERT_GE(nx.size(), 12u);
+  EXPECT_EQ(nx[3] & 0x0F, capture::dns::kRcodeNxDomain);
+  auto aaaa = udpExchange(box.udp, query("allowed.test", capture::dns::kTypeAaaa));
+  ASSERT_GE(aaaa.size(), 12u);
+  EXPECT_EQ(aaaa[7], 0);  // "ipv6": false: no AAAA record, no data
+
+  auto released = client.value()->release();
+  ASSERT_TRUE(released.ok()) << released.errorText();
+  ASSERT_TRUE(released->dns.has_value());
+  EXPECT_EQ(released->dns->answered + released->dns->nodata, 2u);
+  EXPECT_EQ(released->dns->nxdomain, 1u);
+  EXPECT_EQ(released->dns->names, 1u);
+  // The DNS audit records are the run's traffic too, as in an embedded proxy's report.
+  bool dnsEntry = false;
+  for (const auto& e : released->traffic.entries) {
+    dnsEntry = dnsEntry || (e.kind == "dns" && e.host == "denied.test" && e.reason == "nxdomain");
+  }
+  EXPECT_TRUE(dnsEntry);
+  EXPECT_TRUE(box.goneFromServe());
+
+  // A launcher that dies: its connection closes, and the capture goes with it.
+  Sandbox second;
+  auto other = AdminClient::connect(sock);
+  ASSERT_TRUE(other.ok()) << other.errorText();
+  ASSERT_TRUE(other.value()->taskEnvironment("t1").ok());
+  ASSERT_TRUE(other.value()
+                  ->adoptCapture("t1", {second.listener}, false, second.udpFd, second.tcpFd,
+                                 {second.listenerFd})
+                  .ok());
+  second.closeOurCopies();
+  EXPECT_FALSE(udpExchange(second.udp, query("allowed.test", capture::dns::kTypeA)).empty());
+  other.value().reset();
+  EXPECT_TRUE(second.goneFromServe());
+
+  server.shutdown();
+  server.wait();
+  std::system(("rm -rf " + dir).c_str());
 }
 
 TEST(CapturedHttpHead, HostMustNameTheAddress) {

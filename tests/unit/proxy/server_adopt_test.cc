@@ -15,6 +15,7 @@
 
 #include "config/config.h"
 #include "proxy/server.h"
+#include "tests/unit/proxy/test_server.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -82,13 +83,7 @@ class AdoptListenerTest : public ::testing::Test {
         "audit:\n"
         "  path: " +
         dir_ + "/audit.log\n";
-    auto cfg = config::loadString(yaml, "adopt.yaml");
-    ASSERT_TRUE(cfg.ok()) << cfg.errorText();
-    ServerOptions opts;
-    opts.threads = 2;
-    opts.handleSignals = false;
-    opts.watchConfigFile = false;
-    auto server = Server::create(std::move(cfg.value()), opts);
+    auto server = testServer(yaml, "adopt.yaml");
     ASSERT_TRUE(server.ok()) << server.errorText();
     server_ = std::move(server.value());
     int fd = listenLoopback(&proxyPort_);
@@ -164,12 +159,7 @@ TEST_F(AdoptListenerTest, AllowedRequestReachesUpstreamWithoutProxyAuthorization
 }
 
 TEST(AdoptListener, RefusesANonListeningDescriptor) {
-  auto cfg = config::loadString("tasks: []\n", "empty.yaml");
-  ASSERT_TRUE(cfg.ok()) << cfg.errorText();
-  ServerOptions opts;
-  opts.threads = 1;
-  opts.handleSignals = false;
-  auto server = Server::create(std::move(cfg.value()), opts);
+  auto server = testServer("tasks: []\n", "empty.yaml", 1);
   ASSERT_TRUE(server.ok()) << server.errorText();
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EXPECT_FALSE(server.value()->adoptListener(fd, "t").ok());
