@@ -46,7 +46,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from pki import test_pki  # noqa: E402  (runtime test CA and a leaf for api.test, other.test)
-from proxy_bench import find_binary, listen_socket  # noqa: E402  (same helpers, bench/)
+from proxy_bench import cpu_times, find_binary, listen_socket  # noqa: E402  (bench/)
 
 LOOPBACK = "127.0.0.1"
 TASK = "bench"
@@ -370,10 +370,8 @@ class Sandgate:
         return Target("sandgate", host, 443, self.ca_out, "Bearer " + PLACEHOLDER,
                       proxy=self.proxy, connect_to="%s:443" % host, proxy_auth=self.auth)
 
-    def cpu_seconds(self):
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def cpu_times(self):
+        return cpu_times(self.proc.pid)
 
     def log_tail(self, n=20):
         try:
@@ -434,10 +432,8 @@ class Mitmproxy:
         return Target("mitmproxy", host, 443, self.ca, "Bearer " + PLACEHOLDER,
                       proxy=(LOOPBACK, self.port), connect_to="%s:%d" % (LOOPBACK, upstream_port))
 
-    def cpu_seconds(self):
-        with open("/proc/%d/stat" % self.proc.pid) as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    def cpu_times(self):
+        return cpu_times(self.proc.pid)
 
     def log_tail(self, n=20):
         try:
@@ -466,16 +462,22 @@ def line(label, r, base=None, cpu=None):
         s += "  | added p50 %+6.0f us p99 %+7.0f us" % (r["p50_us"] - base["p50_us"],
                                                         r["p99_us"] - base["p99_us"])
     if cpu is not None and r["n"]:
-        s += "  | proxy CPU %.0f us/req" % (cpu * 1e6 / r["n"])
+        user, kernel = cpu
+        s += "  | proxy CPU %.0f us/req (user %.0f, kernel %.0f)" % (
+            (user + kernel) * 1e6 / r["n"], user * 1e6 / r["n"], kernel * 1e6 / r["n"])
     if r["errors"]:
         s += "  [%d errors%s]" % (r["errors"], ": " + r["first_error"] if r["first_error"] else "")
     return s
 
 
 def measured(proxy, t, kind, conns, seconds):
-    c0 = proxy.cpu_seconds() if proxy else 0
+    """The load's result and the proxy's (user, kernel) CPU seconds spent on it."""
+    c0 = proxy.cpu_times() if proxy else None
     r = run_load(t, kind, conns, seconds)
-    return r, (proxy.cpu_seconds() - c0) if proxy else None
+    if not proxy:
+        return r, None
+    c1 = proxy.cpu_times()
+    return r, (c1[0] - c0[0], c1[1] - c0[1])
 
 
 def main():

@@ -112,6 +112,14 @@ def listen_socket():
 # ---------------------------------------------------------------------------------------------
 # sandgate
 
+def cpu_times(pid):
+    """(user, system) CPU seconds of process `pid` so far, all its threads."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    tick = os.sysconf("SC_CLK_TCK")
+    return int(fields[11]) / tick, int(fields[12]) / tick
+
+
 def find_binary(explicit):
     if explicit:
         return explicit
@@ -216,9 +224,7 @@ class Sandgate:
 
     def cpu_seconds(self):
         """User + system CPU time of sandgate so far (all threads)."""
-        with open(f"/proc/{self.pid}/stat") as f:
-            fields = f.read().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return sum(cpu_times(self.pid))
 
     def fd_count(self):
         return len(os.listdir(f"/proc/{self.pid}/fd"))
@@ -571,14 +577,18 @@ def main():
                 print("    note: the Python load generator is likely the bottleneck; install wrk "
                       "(apt-get install wrk) for meaningful requests/s")
             for conns in (1, 64):
-                c0 = sg.cpu_seconds()
+                u0, k0 = cpu_times(sg.pid)
                 d, p = bench_http(sg, tmp, web_port, conns, args.seconds, use_wrk)
-                cpu_us = (sg.cpu_seconds() - c0) * 1e6 / max(1, p["requests"])
+                u1, k1 = cpu_times(sg.pid)
+                per_req = 1e6 / max(1, p["requests"])
+                cpu_us, user_us, kernel_us = ((u1 - u0 + k1 - k0) * per_req, (u1 - u0) * per_req,
+                                              (k1 - k0) * per_req)
                 print(f"    {conns:>2} conn: direct {d['rps']:>9.0f} req/s p50 {d['p50_us']:>7.0f} us "
                       f"p99 {d['p99_us']:>7.0f} us | sandgate {p['rps']:>9.0f} req/s "
                       f"p50 {p['p50_us']:>7.0f} us p99 {p['p99_us']:>7.0f} us | ratio "
                       f"{p['rps'] / d['rps']:.2f}, added p50 {p['p50_us'] - d['p50_us']:.0f} us "
-                      f"p99 {p['p99_us'] - d['p99_us']:.0f} us; sandgate CPU {cpu_us:.0f} us/req")
+                      f"p99 {p['p99_us'] - d['p99_us']:.0f} us; sandgate CPU {cpu_us:.0f} us/req "
+                      f"(user {user_us:.0f}, kernel {kernel_us:.0f})")
                 if d["errors"] or p["errors"]:
                     print(f"    errors: direct {d['errors']}, sandgate {p['errors']} "
                           f"(see {sg.log} and {tmp}/audit.log)")

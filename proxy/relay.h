@@ -5,6 +5,7 @@
 // Internal to proxy/ (forward.cc, intercept_session.cc).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
@@ -65,6 +66,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     }
   }
   std::array<char, 16 * 1024> buf;
+  size_t used = 0;  // how much of buf has ever held upstream bytes
   std::string emitted;
   bool finished = false;
   RelayOutcome result;
@@ -83,6 +85,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
         break;
       }
       n = buf.size() - body.size;
+      used = std::max(used, n);
       bytes += n;
     }
     const bool last = p.is_done();
@@ -110,7 +113,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     }
   }
   // The raw upstream bytes may hold a secret the scrubber just replaced.
-  if (scrub) cleanseBuffer(buf.data(), buf.size());
+  if (scrub) cleanseBuffer(buf.data(), used);
   co_return result;
 }
 

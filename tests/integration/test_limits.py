@@ -3,6 +3,7 @@ at its limit gets 429 with the reason; another task is served meanwhile. The tun
 is a TCP echo on 127.0.0.1 (opened with cidrs on purpose).
 """
 
+import os
 import socket
 import unittest
 
@@ -97,6 +98,10 @@ class DescriptorExhaustionTest(unittest.TestCase):
     """Out of file descriptors (accept gets EMFILE): sandgate backs off, keeps the connections
     it has, and serves again once descriptors are free."""
 
+    @unittest.skipIf(os.environ.get("SANDGATE_SANITIZED") == "1",
+                     "sanitizer build: the sanitizer runtime needs free descriptors itself (its "
+                     "vptr check opens a pipe), so it misreports once they run out; descriptor "
+                     "exhaustion is tested in the regular build")
     def test_emfile_backoff_then_recovery(self):
         echo = TcpEcho()
         sg = Sandgate({"p": {"allow": [{"host": "echo.test", "ports": [echo.port],

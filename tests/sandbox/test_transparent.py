@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 import unittest
 
+import artifacts
 from pki import test_pki
 from run_support import NO_PROXY_ENV, namespaces_refused
 from sandgate_fixture import binary
@@ -21,6 +22,14 @@ from upstreams import HttpUpstream
 
 SECRET = "sk-transparent-secret-0123456789"
 PY = "/usr/bin/python3"  # the host's interpreter; /root (pyenv shims) is hidden in the sandbox
+
+
+def run_recorded(cmd, timeout=90):
+    """Runs `sandgate run ...`; its output (audit lines are on stderr) goes to the leak check."""
+    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    artifacts.record("run", "transparent-stdout", r.stdout)
+    artifacts.record("log", "transparent-stderr", r.stderr)
+    return r
 
 
 # Helpers run inside the sandbox (written to the workspace: /tmp is private there).
@@ -122,6 +131,7 @@ class TransparentTest(unittest.TestCase):
         cls.secret_file = os.path.join(cls.dir, "api.key")
         with open(cls.secret_file, "w") as f:
             f.write(SECRET + "\n")
+        artifacts.register_secret("transparent-api", SECRET)
         cls.ca_out = os.path.join(cls.workspace, "sandgate-ca.pem")
         lo = {"cidrs": ["127.0.0.0/8"]}
         cfg = {
@@ -165,7 +175,7 @@ class TransparentTest(unittest.TestCase):
     @classmethod
     def sandgate(cls, *args, timeout=90):
         cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        return run_recorded(cmd, timeout=timeout)
 
     def sh(self, script, *flags):
         r = self.sandgate(*flags, "--", "sh", "-c", script)
@@ -197,7 +207,7 @@ class TransparentTest(unittest.TestCase):
             json.dump(cfg, f)
         cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--",
                "sh", "-c", "getent ahostsv4 api.test | head -1; getent ahostsv6 api.test | head -1"]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        r = run_recorded(cmd)
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.splitlines()
         self.assertRegex(lines[0], r"^10\.99\.\d+\.\d+\s")
@@ -207,7 +217,7 @@ class TransparentTest(unittest.TestCase):
         cfg["transparent"] = {"ipv4_range": "fd00::/64"}
         with open(path, "w") as f:
             json.dump(cfg, f)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=90)
+        r = run_recorded(cmd)
         self.assertEqual(r.returncode, 2, r.stderr)
         self.assertIn("transparent.ipv4_range: not an IPv4 range", r.stderr)
 
