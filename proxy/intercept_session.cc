@@ -147,6 +147,9 @@ class InterceptSession {
   Interception& icpt_;
   beast::flat_buffer in_;  // decrypted client bytes not consumed yet
   std::shared_ptr<UpstreamTlsConnection> up_;
+  // up_ ended its last exchange cleanly: the whole request sent, the whole response read,
+  // nothing left over. Only then may it carry another request, here or from the pool.
+  bool upClean_ = false;
   std::optional<broker::Injector> injector_;
   std::vector<broker::ScrubRule> scrubRules_;
 };
@@ -182,12 +185,13 @@ std::string InterceptSession::poolKeyFor(const std::string& credential) const {
 
 void InterceptSession::releaseUpstream() {
   if (!up_) return;
-  if (!c_.state.draining.load(std::memory_order_relaxed)) {
+  if (upClean_ && !c_.state.draining.load(std::memory_order_relaxed)) {
     std::string key = poolKeyFor(up_->credential);
     std::string address = up_->address;
     c_.worker.tlsPool.put(key, std::move(up_), std::move(address));
   }
   up_.reset();
+  upClean_ = false;
 }
 
 asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
@@ -196,12 +200,8 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
   auto& rec = log.record;
   const auto& limits = c_.limits();
   reused = false;
-  if (up_ && (!mayReuse || up_->credential != credential)) {
-    if (mayReuse) {
-      releaseUpstream();  // verified for another credential: another request may want it
-    } else {
-      up_.reset();
-    }
+  if (up_ && (!mayReuse || !upClean_ || up_->credential != credential)) {
+    releaseUpstream();  // a clean one verified for another credential goes to the pool
   }
   if (!up_ && mayReuse) {
     if (auto idle = c_.worker.tlsPool.take(poolKeyFor(credential))) up_ = std::move(idle->conn);
@@ -209,6 +209,7 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
   if (up_) {
     rec.upstream = up_->address;
     reused = true;
+    upClean_ = false;  // until this exchange ends cleanly
     co_return std::nullopt;
   }
   Refusal dialRefusal;
@@ -238,6 +239,7 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
         ""};
   }
   up_ = std::move(conn);
+  upClean_ = false;
   co_return std::nullopt;
 }
 
@@ -507,10 +509,12 @@ asio::awaitable<bool> InterceptSession::one() {
                                      limits, rec);
   countScrubs(scrubber);
   finishRequest(c_, log);
+  // Reused later only when both messages ended cleanly and nothing else arrived: leftover
+  // bytes (or a half-read body, when the client went away) would be read as the next answer.
+  upClean_ = back.error == RelayError::kNone && upstreamKeepAlive && rp->is_done() &&
+             !rp->need_eof() && parser.is_done() && up_->buf.size() == 0;
+  if (!upClean_) up_.reset();
   if (back.error != RelayError::kNone) co_return false;
-  if (!(upstreamKeepAlive && rp->is_done() && !rp->need_eof() && up_->buf.size() == 0)) {
-    up_.reset();
-  }
   co_return keepAlive&& parser.is_done() && !c_.state.draining.load(std::memory_order_relaxed);
 }
 

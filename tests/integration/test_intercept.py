@@ -89,10 +89,15 @@ class InterceptTest(unittest.TestCase):
         """A TLS connection to `host` through a CONNECT tunnel (Python ssl, our CA)."""
         return self.sg.tls_tunnel(host, "demo", TOKEN, self.ca_out, sni=sni)
 
-    def get_once(self, path, task="demo", token=TOKEN):
-        """GET `path` of api.test on a client connection of its own; returns the status."""
+    def api_connection(self, task="demo", token=TOKEN):
+        """An HTTPS client connection to api.test through its own intercepted CONNECT."""
         conn = http.client.HTTPSConnection("api.test", 443)
         conn.sock = self.sg.tls_tunnel("api.test", task, token, self.ca_out)
+        return conn
+
+    def get_once(self, path, task="demo", token=TOKEN):
+        """GET `path` of api.test on a client connection of its own; returns the status."""
+        conn = self.api_connection(task, token)
         try:
             conn.request("GET", path)
             r = conn.getresponse()
@@ -100,6 +105,10 @@ class InterceptTest(unittest.TestCase):
             return r.status
         finally:
             conn.close()
+
+    def sent_authorization(self, path):
+        """The Authorization values the upstream received with the (first) request for `path`."""
+        return [v for k, v in self.requests_to(path)[0]["headers"] if k.lower() == "authorization"]
 
     def upstream_port(self, path):
         """The client port the upstream saw the (one) request for `path` come from."""
@@ -128,15 +137,12 @@ class InterceptTest(unittest.TestCase):
         self.assertNotIn(self.upstream_port("/echo/pool-other"), ports)
         # Each request carried the credential, whichever connection it went over.
         for path in paths + ["/echo/pool-other"]:
-            auth = [v for k, v in self.requests_to(path)[0]["headers"]
-                    if k.lower() == "authorization"]
-            self.assertEqual(auth, ["Bearer " + SECRET], path)
+            self.assertEqual(self.sent_authorization(path), ["Bearer " + SECRET], path)
 
     def test_upstream_closed_kept_connection(self):
         # The upstream closes a connection that looked keep-alive: the next request of the
         # client connection goes out again on a new upstream connection, no 502.
-        conn = http.client.HTTPSConnection("api.test", 443)
-        conn.sock = self.tunnel("api.test")
+        conn = self.api_connection()
         try:
             conn.request("GET", "/drop")
             r1 = conn.getresponse()
@@ -202,8 +208,7 @@ class InterceptTest(unittest.TestCase):
         self.sg.wait_audit(reason="sni_mismatch")
 
     def test_method_rule_inside_tunnel(self):
-        conn = http.client.HTTPSConnection("api.test", 443)
-        conn.sock = self.tunnel("api.test")
+        conn = self.api_connection()
         conn.request("GET", "/echo/m1")
         r1 = conn.getresponse()
         artifacts.record_response("m1", r1.status, r1.getheaders(), r1.read())
@@ -216,8 +221,7 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(self.requests_to("/echo/m2"), [])
 
     def test_rotation_on_open_connection(self):
-        conn = http.client.HTTPSConnection("api.test", 443)
-        conn.sock = self.tunnel("api.test")
+        conn = self.api_connection()
         try:
             conn.request("GET", "/echo/rot1")
             r1 = conn.getresponse()
@@ -230,10 +234,8 @@ class InterceptTest(unittest.TestCase):
             self.assertNotIn(SECRET2.encode(), body)
         finally:
             self.sg.secret_file("openai", SECRET)
-        a1 = [v for k, v in self.requests_to("/echo/rot1")[0]["headers"] if k.lower() == "authorization"]
-        a2 = [v for k, v in self.requests_to("/echo/rot2")[0]["headers"] if k.lower() == "authorization"]
-        self.assertEqual(a1, ["Bearer " + SECRET])
-        self.assertEqual(a2, ["Bearer " + SECRET2])
+        self.assertEqual(self.sent_authorization("/echo/rot1"), ["Bearer " + SECRET])
+        self.assertEqual(self.sent_authorization("/echo/rot2"), ["Bearer " + SECRET2])
 
     def test_env_and_exec_sources(self):
         for host, path, header, value, secret in (
