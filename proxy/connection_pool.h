@@ -75,6 +75,25 @@ class IdlePool {
     ++total_;
   }
 
+  // Closes every entry that has expired or is no longer quiet (the upstream closed it or sent
+  // something): the server calls this every second, so that a closed connection does not sit
+  // in the pool until its key is asked for again.
+  void dropStale() {
+    const auto now = std::chrono::steady_clock::now();
+    for (auto it = idle_.begin(); it != idle_.end();) {
+      auto& q = it->second;
+      for (auto e = q.begin(); e != q.end();) {
+        if (now - e->since > maxIdle_ || !PooledConnection<Conn>::quiet(e->conn.conn)) {
+          e = q.erase(e);
+          --total_;
+        } else {
+          ++e;
+        }
+      }
+      it = q.empty() ? idle_.erase(it) : std::next(it);
+    }
+  }
+
   void clear() {
     idle_.clear();
     total_ = 0;

@@ -249,6 +249,12 @@ struct Server::Impl {
       auto [ec] = co_await timer.async_wait(kUse);
       if (ec || stopping) co_return;
       if (state.metrics) state.metrics->sweep(std::chrono::steady_clock::now());
+      for (auto& w : workers) {  // each pool is only touched on its worker's thread
+        asio::post(w->io, [w = w.get()] {
+          w->pool.dropStale();
+          w->tlsPool.dropStale();
+        });
+      }
       if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
         spdlog::info("config file {} changed; reloading", options.configPath);
         reloadNow();

@@ -96,6 +96,26 @@ TEST(IdlePool, ExpiredConnectionsAreDropped) {
   EXPECT_EQ(pool.size(), 0u);
 }
 
+TEST(IdlePool, DropStaleClosesBrokenAndExpiredEntriesOnly) {
+  IdlePool<FakeConn> pool;
+  FakeConn a{1}, b{2}, c{3};
+  auto bQuiet = b.quiet;
+  pool.put("k", a, "x");
+  pool.put("k", b, "x");
+  pool.put("j", c, "x");
+  *bQuiet = false;  // the upstream closed it while it sat in the pool
+  pool.dropStale();
+  EXPECT_EQ(pool.size(), 2u);
+  EXPECT_EQ(pool.take("k")->conn.id, 1);
+  EXPECT_EQ(pool.take("j")->conn.id, 3);
+
+  IdlePool<FakeConn> expiring(std::chrono::seconds(0));
+  expiring.put("k", FakeConn{4}, "x");
+  std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  expiring.dropStale();
+  EXPECT_EQ(expiring.size(), 0u);
+}
+
 TEST(IdlePool, BoundedPerKeyAndInTotal) {
   IdlePool<FakeConn> pool(std::chrono::seconds(30), 2, 3);
   for (int i = 0; i < 5; ++i) pool.put("k", FakeConn{i}, "a");
