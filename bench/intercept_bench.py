@@ -35,7 +35,6 @@ import os
 import re
 import resource
 import shutil
-import signal
 import socket
 import ssl
 import subprocess
@@ -46,7 +45,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 from pki import test_pki  # noqa: E402  (runtime test CA and a leaf for api.test, other.test)
-from proxy_bench import cpu_times, find_binary, listen_socket  # noqa: E402  (bench/)
+from proxy_bench import LoggedProcess, find_binary, listen_socket, stop_child  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 TASK = "bench"
@@ -314,7 +313,7 @@ def wait_for(predicate, timeout, what):
     raise RuntimeError("timed out after %ss waiting for %s" % (timeout, what))
 
 
-class Sandgate:
+class Sandgate(LoggedProcess):
     def __init__(self, binary, tmp, pki, keep_port, close_port, threads):
         self.tmp = tmp
         self.ca_out = os.path.join(tmp, "sandgate-ca.pem")
@@ -323,7 +322,6 @@ class Sandgate:
             f.write(SECRET + "\n")
         config = os.path.join(tmp, "sandgate.yaml")
         ready = os.path.join(tmp, "ready.json")
-        self.log = os.path.join(tmp, "sandgate.log")
         rule = {"credential": "bench", "cidrs": ["127.0.0.0/8"]}
         cfg = {
             "listen": {"proxy": LOOPBACK + ":0", "metrics": LOOPBACK + ":0"},
@@ -348,9 +346,7 @@ class Sandgate:
         cmd = [binary, "serve", "--config", config, "--ready-file", ready]
         if threads:
             cmd += ["--threads", str(threads)]
-        self.logf = open(self.log, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+        super().__init__(cmd, os.path.join(tmp, "sandgate.log"))
 
         def is_ready():
             if self.proc.poll() is not None:
@@ -370,26 +366,6 @@ class Sandgate:
         return Target("sandgate", host, 443, self.ca_out, "Bearer " + PLACEHOLDER,
                       proxy=self.proxy, connect_to="%s:443" % host, proxy_auth=self.auth)
 
-    def cpu_times(self):
-        return cpu_times(self.proc.pid)
-
-    def log_tail(self, n=20):
-        try:
-            with open(self.log, "rb") as f:
-                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.logf.close()
-
 
 # ---------------------------------------------------------------------------------------------
 # mitmproxy
@@ -398,22 +374,19 @@ MITM_HINT = ("apt-get install mitmproxy (Debian 12: mitmproxy 8.1), or pip insta
              "or pass --mitmdump PATH")
 
 
-class Mitmproxy:
+class Mitmproxy(LoggedProcess):
     """`mitmdump` on 127.0.0.1 port 0, setting the Authorization header on every request."""
 
     def __init__(self, exe, tmp, pki):
         self.confdir = os.path.join(tmp, "mitmproxy")
         os.makedirs(self.confdir)
-        self.log = os.path.join(tmp, "mitmdump.log")
-        self.logf = open(self.log, "wb")
         cmd = [exe, "--mode", "regular", "--listen-host", LOOPBACK, "--listen-port", "0",
                "--set", "confdir=" + self.confdir,
                "--set", "ssl_verify_upstream_trusted_ca=" + pki.ca_cert,
                "--set", "modify_headers=/~q/Authorization/Bearer " + SECRET,
                "--set", "flow_detail=0", "--set", "termlog_verbosity=info",
                "--set", "http2=false"]
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
+        super().__init__(cmd, os.path.join(tmp, "mitmdump.log"))
 
         def listening():
             if self.proc.poll() is not None:
@@ -431,26 +404,6 @@ class Mitmproxy:
         # verifies the upstream certificate against the client's SNI (the upstream's name).
         return Target("mitmproxy", host, 443, self.ca, "Bearer " + PLACEHOLDER,
                       proxy=(LOOPBACK, self.port), connect_to="%s:%d" % (LOOPBACK, upstream_port))
-
-    def cpu_times(self):
-        return cpu_times(self.proc.pid)
-
-    def log_tail(self, n=20):
-        try:
-            with open(self.log, "rb") as f:
-                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
-        except OSError:
-            return ""
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.logf.close()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -619,19 +572,8 @@ def main():
         for proc in (mitm, sg):
             if proc:
                 proc.stop()
-        for p in servers:  # multiprocessing.Process or subprocess.Popen, both started here
-            p.terminate()
-            if isinstance(p, subprocess.Popen):
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=5)
-                continue
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
+        for p in servers:
+            stop_child(p)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 

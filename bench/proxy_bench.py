@@ -120,6 +120,53 @@ def cpu_times(pid):
     return int(fields[11]) / tick, int(fields[12]) / tick
 
 
+class LoggedProcess:
+    """A child started here whose stdout and stderr go to a log file; stop() signals only it."""
+
+    def __init__(self, cmd, log):
+        self.log = log
+        self.logf = open(log, "wb")
+        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
+                                     stdin=subprocess.DEVNULL)
+        self.pid = self.proc.pid
+
+    def cpu_times(self):
+        return cpu_times(self.pid)
+
+    def log_tail(self, n=30):
+        try:
+            with open(self.log, "rb") as f:
+                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
+        except OSError:
+            return ""
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=5)
+        self.logf.close()
+
+
+def stop_child(p):
+    """Ends a server started here: a multiprocessing.Process or a subprocess.Popen."""
+    p.terminate()
+    if isinstance(p, subprocess.Popen):
+        try:
+            p.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            p.wait(timeout=5)
+        return
+    p.join(timeout=5)
+    if p.is_alive():
+        p.kill()
+        p.join(timeout=5)
+
+
 def find_binary(explicit):
     if explicit:
         return explicit
@@ -173,20 +220,16 @@ tasks:
         f.write(config)
 
 
-class Sandgate:
+class Sandgate(LoggedProcess):
     def __init__(self, binary, tmp, ports, threads, listen_ports=(0, 0)):
         self.tmp = tmp
         self.config = os.path.join(tmp, "sandgate.yaml")
         self.ready = os.path.join(tmp, "ready.json")
-        self.log = os.path.join(tmp, "sandgate.log")
         write_config(self.config, tmp, ports, listen_ports)
         cmd = [binary, "serve", "--config", self.config, "--ready-file", self.ready]
         if threads:
             cmd += ["--threads", str(threads)]
-        self.logf = open(self.log, "wb")
-        self.proc = subprocess.Popen(cmd, stdout=self.logf, stderr=subprocess.STDOUT,
-                                     stdin=subprocess.DEVNULL)
-        self.pid = self.proc.pid
+        super().__init__(cmd, os.path.join(tmp, "sandgate.log"))
         deadline = time.monotonic() + 20
         info = None
         while time.monotonic() < deadline:
@@ -207,13 +250,6 @@ class Sandgate:
         if info.get("metrics"):
             mhost, mport = info["metrics"].rsplit(":", 1)
             self.metrics = (mhost.strip("[]"), int(mport))
-
-    def log_tail(self, n=30):
-        try:
-            with open(self.log, "rb") as f:
-                return b"\n".join(f.read().splitlines()[-n:]).decode(errors="replace")
-        except OSError:
-            return ""
 
     def rss_kib(self):
         with open(f"/proc/{self.pid}/status") as f:
@@ -243,16 +279,6 @@ class Sandgate:
             if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
                 return float(line.rsplit(" ", 1)[1])
         return None
-
-    def stop(self):
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=5)
-        self.logf.close()
 
 
 def open_tunnel(proxy, host, port, timeout=IO_TIMEOUT):
@@ -604,11 +630,7 @@ def main():
         if sg:
             sg.stop()
         for p in servers:
-            p.terminate()
-            p.join(timeout=5)
-            if p.is_alive():
-                p.kill()
-                p.join(timeout=5)
+            stop_child(p)
         shutil.rmtree(tmp, ignore_errors=True)
     return 0
 
