@@ -25,29 +25,6 @@
 namespace sandgate::proxy {
 namespace {
 
-int boundLoopback(int type, uint16_t* port) {
-  int fd = ::socket(AF_INET, type | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      (type == SOCK_STREAM && ::listen(fd, 16) != 0)) {
-    return -1;
-  }
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-sockaddr_in loopback(uint16_t port) {
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  return a;
-}
-
 std::vector<uint8_t> query(const std::string& name, uint16_t type) {
   std::vector<uint8_t> q = {0xAB, 0xCD, 0x01, 0x00, 0, 1, 0, 0, 0, 0, 0, 0};
   auto n = capture::encodeName(name);
@@ -70,30 +47,10 @@ std::vector<uint8_t> udpExchange(uint16_t port, const std::vector<uint8_t>& q, i
   return out;
 }
 
-// Sends `bytes` over TCP and returns everything received until EOF (5 s cap).
-std::string tcpExchange(uint16_t port, const std::string& bytes) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  auto a = loopback(port);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0) {
-    ::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL);
-    ::shutdown(fd, SHUT_WR);
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-class CaptureServerTest : public ::testing::Test {
+class CaptureServerTest : public ServerFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sandgate-capture-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ServerFixture::SetUp();
     std::string yaml =
         "policies:\n"
         "  p:\n"
@@ -101,10 +58,8 @@ class CaptureServerTest : public ::testing::Test {
         "      - host: allowed.test\n"
         "tasks:\n"
         "  - name: boxed\n"
-        "    policy: p\n"
-        "audit:\n"
-        "  path: " +
-        dir_ + "/audit.log\n";
+        "    policy: p\n" +
+        auditConfig();
     auto server = testServer(yaml, "capture.yaml");
     ASSERT_TRUE(server.ok()) << server.errorText();
     server_ = std::move(server.value());
@@ -124,25 +79,7 @@ class CaptureServerTest : public ::testing::Test {
     server_->start();
   }
 
-  void TearDown() override {
-    if (server_) {
-      server_->shutdown();
-      server_->wait();
-      server_.reset();
-    }
-    std::system(("rm -rf " + dir_).c_str());
-  }
-
-  std::string auditText() {
-    std::ifstream in(dir_ + "/audit.log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  std::string dir_;
   uint16_t udpPort_ = 0, tcpPort_ = 0, capturePort_ = 0;
-  std::unique_ptr<Server> server_;
   std::shared_ptr<CaptureContext> capture_;
   uint64_t group_ = 0;
 };
@@ -182,20 +119,21 @@ TEST_F(CaptureServerTest, TcpAnswersInOrderAndClosesOnGarbage) {
     wire.push_back(static_cast<char>(q->size()));
     wire.append(q->begin(), q->end());
   }
-  std::string out = tcpExchange(tcpPort_, wire);
+  std::string out = tcpExchange(tcpPort_, wire, true);
   ASSERT_GE(out.size(), 4u);
   size_t first = static_cast<uint8_t>(out[0]) << 8 | static_cast<uint8_t>(out[1]);
   ASSERT_GE(out.size(), 2 + first + 2 + 12);
   EXPECT_EQ(out[2 + 3] & 0x0F, capture::dns::kRcodeNoError);
   EXPECT_EQ(out[2 + first + 2 + 3] & 0x0F, capture::dns::kRcodeNxDomain);
   // A length prefix larger than any query: counted and closed without an answer.
-  EXPECT_EQ(tcpExchange(tcpPort_, std::string("\xff\xff", 2) + std::string(100, 'x')), "");
+  EXPECT_EQ(tcpExchange(tcpPort_, std::string("\xff\xff", 2) + std::string(100, 'x'), true), "");
   EXPECT_EQ(capture_->counts().malformed, 1u);
 }
 
 TEST_F(CaptureServerTest, CaptureListenerClosesConnectionsToUnassignedAddresses) {
   // 127.0.0.1 was never handed out: closed at once, nothing sent, nothing dialled.
-  EXPECT_EQ(tcpExchange(capturePort_, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n"), "");
+  EXPECT_EQ(
+      tcpExchange(capturePort_, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", true), "");
   auto audit = auditText();
   EXPECT_NE(audit.find("\"reason\":\"not_a_synthetic_address\""), std::string::npos) << audit;
   EXPECT_NE(audit.find("\"task\":\"boxed\""), std::string::npos) << audit;

@@ -20,49 +20,10 @@
 namespace sandgate::proxy {
 namespace {
 
-// A loopback listening socket on an ephemeral port.
-int listenLoopback(uint16_t* port) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0 ||
-      ::listen(fd, 16) != 0) {
-    return -1;
-  }
-  socklen_t len = sizeof(a);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  *port = ntohs(a.sin_port);
-  return fd;
-}
-
-// Sends `request` to 127.0.0.1:port and returns everything received until EOF (5 s cap).
-std::string exchange(uint16_t port, const std::string& request) {
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  std::string out;
-  if (::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) ==
-          static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    ssize_t n;
-    while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  }
-  ::close(fd);
-  return out;
-}
-
-class AdoptListenerTest : public ::testing::Test {
+class AdoptListenerTest : public ServerFixture {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/sandgate-adopt-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
+    ServerFixture::SetUp();
     upstreamFd_ = listenLoopback(&upstreamPort_);
     ASSERT_GE(upstreamFd_, 0);
     // The upstream is on loopback, so the allowing rule must open 127.0.0.0/8 on purpose.
@@ -78,11 +39,7 @@ class AdoptListenerTest : public ::testing::Test {
         "    policy: p\n"
         "resolve:\n"
         "  allowed.test: 127.0.0.1:" +
-        std::to_string(upstreamPort_) +
-        "\n"
-        "audit:\n"
-        "  path: " +
-        dir_ + "/audit.log\n";
+        std::to_string(upstreamPort_) + "\n" + auditConfig();
     auto server = testServer(yaml, "adopt.yaml");
     ASSERT_TRUE(server.ok()) << server.errorText();
     server_ = std::move(server.value());
@@ -94,31 +51,18 @@ class AdoptListenerTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    if (server_) {
-      server_->shutdown();
-      server_->wait();
-      server_.reset();
-    }
+    ServerFixture::TearDown();
     if (upstreamFd_ >= 0) ::close(upstreamFd_);
-    std::system(("rm -rf " + dir_).c_str());
   }
 
-  std::string auditText() {
-    std::ifstream in(dir_ + "/audit.log");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    return ss.str();
-  }
-
-  std::string dir_;
   int upstreamFd_ = -1;
   uint16_t upstreamPort_ = 0;
   uint16_t proxyPort_ = 0;
-  std::unique_ptr<Server> server_;
 };
 
 TEST_F(AdoptListenerTest, DeniedRequestIsAttributedToTheListenersTask) {
-  auto r = exchange(proxyPort_, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n");
+  auto r = tcpExchange(proxyPort_,
+                     "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n", false);
   EXPECT_EQ(r.rfind("HTTP/1.1 403 ", 0), 0u) << r;  // not 407: no token is needed here
   EXPECT_NE(r.find("X-Sandgate-Reason: no_matching_rule"), std::string::npos) << r;
   EXPECT_NE(r.find("\"task\":\"bound\""), std::string::npos) << r;
@@ -142,9 +86,10 @@ TEST_F(AdoptListenerTest, AllowedRequestReachesUpstreamWithoutProxyAuthorization
     ::send(c, resp.data(), resp.size(), MSG_NOSIGNAL);
     ::close(c);
   });
-  auto r = exchange(proxyPort_,
-                    "GET http://allowed.test/x?y=1 HTTP/1.1\r\nHost: allowed.test\r\n"
-                    "Proxy-Authorization: Basic Zm9vOmJhcg==\r\nConnection: close\r\n\r\n");
+  auto r = tcpExchange(proxyPort_,
+                       "GET http://allowed.test/x?y=1 HTTP/1.1\r\nHost: allowed.test\r\n"
+                       "Proxy-Authorization: Basic Zm9vOmJhcg==\r\nConnection: close\r\n\r\n",
+                       false);
   upstream.join();
   EXPECT_EQ(r.rfind("HTTP/1.1 200 OK\r\n", 0), 0u) << r;
   EXPECT_EQ(r.substr(r.size() - 5), "hello") << r;
