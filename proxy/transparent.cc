@@ -7,6 +7,7 @@
 
 #include "policy/host.h"
 #include "proxy/capture.h"
+#include "proxy/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -18,17 +19,7 @@ std::optional<CapturedTarget> capturedTarget(ClientConnection& c) {
   CapturedTarget t;
   t.local = ec ? std::string("unknown") : endpointText(local);
   std::optional<std::string> name;
-  if (!ec) {
-    policy::IpAddress a;
-    if (local.address().is_v4()) {
-      a = policy::IpAddress::v4(local.address().to_v4().to_uint());
-    } else {
-      a.v6 = true;
-      auto b = local.address().to_v6().to_bytes();
-      std::copy(b.begin(), b.end(), a.bytes.begin());
-    }
-    name = c.listener->capture->pool().nameOf(a);
-  }
+  if (!ec) name = c.listener->capture->pool().nameOf(toIpAddress(local.address()));
   if (!name) {
     RequestLog log;
     log.record.time = std::chrono::system_clock::now();
