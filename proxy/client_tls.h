@@ -8,23 +8,24 @@
 #include <boost/asio/ssl/stream.hpp>
 #include <boost/beast/ssl/ssl_stream.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <utility>
+
+#include "proxy/deadline_stream.h"
 
 namespace sandgate::proxy {
 
-// The client's tcp_stream, read through the bytes that arrived with the CONNECT head first:
+// The client's stream, read through the bytes that arrived with the CONNECT head first:
 // the start of the ClientHello must not be lost when the stream changes protocol.
 class PrefixedStream {
  public:
-  using executor_type = boost::beast::tcp_stream::executor_type;
-  using next_layer_type = boost::beast::tcp_stream;
-  using lowest_layer_type = boost::beast::tcp_stream;
+  using executor_type = DeadlineStream::executor_type;
+  using next_layer_type = DeadlineStream;
+  using lowest_layer_type = DeadlineStream;
 
-  explicit PrefixedStream(boost::beast::tcp_stream& s) : s_(s) {}
+  explicit PrefixedStream(DeadlineStream& s) : s_(s) {}
   executor_type get_executor() { return s_.get_executor(); }
-  boost::beast::tcp_stream& next_layer() { return s_; }
-  boost::beast::tcp_stream& lowest_layer() { return s_; }
+  DeadlineStream& next_layer() { return s_; }
+  DeadlineStream& lowest_layer() { return s_; }
   boost::beast::flat_buffer& prefix() { return prefix_; }
 
   template <class MutableBuffers, class Token>
@@ -51,7 +52,7 @@ class PrefixedStream {
   }
 
  private:
-  boost::beast::tcp_stream& s_;
+  DeadlineStream& s_;
   boost::beast::flat_buffer prefix_;
 };
 
@@ -59,6 +60,6 @@ class PrefixedStream {
 // write, so a response's head and body would leave as separate records and sends; the flat
 // stream inside beast::ssl_stream coalesces a sequence into one record first.
 using ClientTls = boost::beast::ssl_stream<PrefixedStream>;
-using UpstreamTlsStream = boost::beast::ssl_stream<boost::beast::tcp_stream>;
+using UpstreamTlsStream = boost::beast::ssl_stream<DeadlineStream>;
 
 }  // namespace sandgate::proxy

@@ -192,7 +192,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
 
   // Early bytes first (the ClientHello, or whatever followed the CONNECT head).
   if (c.buffer.size() > 0) {
-    beast::tcp_stream up(std::move(upstream));
+    DeadlineStream up(std::move(upstream));
     up.expires_after(toDuration(limits.bodyTimeout));
     auto [ec, n] = co_await asio::async_write(up, c.buffer.data(), kUse);
     rec.bytesUp += n;

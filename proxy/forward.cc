@@ -131,7 +131,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   req.version(11);
 
   const auto key = poolKey(c.snap->generation, task.name, target.name, head.port);
-  std::optional<beast::tcp_stream> up;
+  std::optional<DeadlineStream> up;
   beast::flat_buffer upBuf;
   std::optional<http::response_parser<http::buffer_body>> rp;
   bool sentContinue = false;

@@ -43,7 +43,7 @@ using asio::ip::tcp;
 
 struct UpstreamTlsConnection {
   UpstreamTlsConnection(tcp::socket s, ssl::context& ctx)
-      : tls(beast::tcp_stream(std::move(s)), ctx) {}
+      : tls(std::move(s), ctx) {}
   UpstreamTlsStream tls;
   beast::flat_buffer buf;  // read but not yet parsed: empty between responses
   std::string credential;  // the context it was verified with

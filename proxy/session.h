@@ -4,7 +4,6 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
-#include <boost/beast/core/tcp_stream.hpp>
 #include <boost/beast/http/fields.hpp>
 #include <chrono>
 #include <memory>
@@ -12,6 +11,7 @@
 #include <string>
 
 #include "proxy/audit.h"
+#include "proxy/deadline_stream.h"
 #include "proxy/http_validation.h"
 #include "proxy/refusal.h"
 #include "proxy/server_context.h"
@@ -26,7 +26,7 @@ struct ClientConnection {
 
   Worker& worker;
   ServerState& state;
-  boost::beast::tcp_stream stream;
+  DeadlineStream stream;
   // Bytes read from the client and not consumed yet: the rest of a request, a pipelined
   // request, or what followed a CONNECT head. Bounded by the head limit.
   boost::beast::flat_buffer buffer;

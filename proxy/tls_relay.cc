@@ -26,11 +26,11 @@ constexpr size_t kChunk = 16 * 1024;
 // cancelling every operation on both sockets and the timer: the TLS layers then complete their
 // pending operations with operation_aborted.
 class Relay {
-  beast::tcp_stream& client_;
-  beast::tcp_stream& upstream_;
+  DeadlineStream& client_;
+  DeadlineStream& upstream_;
 
  public:
-  Relay(beast::tcp_stream& client, beast::tcp_stream& upstream, const asio::any_io_executor& ex)
+  Relay(DeadlineStream& client, DeadlineStream& upstream, const asio::any_io_executor& ex)
       : client_(client), upstream_(upstream), timer(ex) {}
 
   void touch() { last = Clock::now(); }
