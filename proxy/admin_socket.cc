@@ -63,6 +63,11 @@ struct Connection {
   // sent at once: closing with its request unread would reset the connection, and the
   // launcher would see ECONNRESET instead of the reason.
   std::optional<AdminReply> refusal;
+  // A release waiting for the run's last sessions to finish their audit records: its reply
+  // (without the traffic yet) and until when it waits. The serving thread goes on serving
+  // the other launchers meanwhile.
+  std::optional<AdminReply> pendingRelease;
+  std::chrono::steady_clock::time_point releaseDeadline;
 };
 
 }  // namespace
@@ -151,8 +156,10 @@ struct AdminSocket::Impl {
     }
   }
 
-  // The reply to release: closes what the connection adopted, then says what the run did.
-  AdminReply release(Connection& c) {
+  // Release: closes what the connection adopted; the reply, which says what the run did, is
+  // sent by finishRelease(). The sandbox is gone by now, so its connections end at their next
+  // read or write; their last audit records get a bounded moment (releaseWait) to arrive.
+  void startRelease(Connection& c) {
     for (uint64_t h : c.handles) backend.release(h);
     c.handles.clear();
     AdminReply r;
@@ -160,16 +167,21 @@ struct AdminSocket::Impl {
     r.traffic = TrafficSummary{};
     if (c.capture) r.dns = c.capture->counts();
     c.capture.reset();
-    if (!c.tally) return r;
-    // The sandbox is gone by now, so its connections end at their next read or write; give
-    // their last audit records a bounded moment to arrive.
-    auto deadline = std::chrono::steady_clock::now() + options.releaseWait;
-    while (c.tally->activeSessions() > 0 && std::chrono::steady_clock::now() < deadline) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(5));  // a bounded drain poll
+    c.pendingRelease = std::move(r);
+    c.releaseDeadline = std::chrono::steady_clock::now() + options.releaseWait;
+  }
+
+  // Sends the release reply once the run's sessions have finished or the wait is over.
+  void finishRelease(Connection& c) {
+    if (c.tally && c.tally->activeSessions() > 0 &&
+        std::chrono::steady_clock::now() < c.releaseDeadline) {
+      return;
     }
-    r.traffic = c.tally->summary();
+    AdminReply r = std::move(*c.pendingRelease);
+    c.pendingRelease.reset();
+    if (c.tally) r.traffic = c.tally->summary();
     c.tally.reset();
-    return r;
+    if (!send(c, r)) closeConnection(c);
   }
 
   void closeConnection(Connection& c) {
@@ -260,7 +272,8 @@ struct AdminSocket::Impl {
       case AdminOp::kAdoptCapture:
         return adoptCapture(c, req, fds);
       case AdminOp::kRelease:
-        return release(c);
+        startRelease(c);
+        return *c.pendingRelease;  // not sent: see serve()
     }
     return errorReply(admin_reason::kBadRequest, "unknown op");
   }
@@ -316,6 +329,10 @@ struct AdminSocket::Impl {
       }
     }
     closeFds();  // whatever was not adopted
+    if (c.pendingRelease) {
+      finishRelease(c);  // at once when the run's sessions are done already
+      return true;
+    }
     if (!reply.ok) {
       spdlog::warn("admin socket {}: pid {} uid {}: {}: {}", options.path, c.peer.pid, c.peer.uid,
                    reply.reason, reply.error);
@@ -329,8 +346,15 @@ struct AdminSocket::Impl {
       pfds.clear();
       pfds.push_back({wakeFd, POLLIN, 0});
       pfds.push_back({listenFd, POLLIN, 0});
-      for (const auto& c : connections) pfds.push_back({c.fd, POLLIN, 0});
-      int n = ::poll(pfds.data(), pfds.size(), -1);
+      bool releasing = false;
+      for (const auto& c : connections) {
+        // A connection waiting for its release reply is not polled meanwhile (a hang-up would
+        // be reported at every poll); it is served again once the reply is out.
+        pfds.push_back({c.pendingRelease ? -1 : c.fd, POLLIN, 0});
+        releasing = releasing || c.pendingRelease.has_value();
+      }
+      // While a release waits, look at its sessions every 5 ms.
+      int n = ::poll(pfds.data(), pfds.size(), releasing ? 5 : -1);
       if (n < 0) {
         if (errno == EINTR) continue;
         spdlog::error("admin socket {}: poll: {}", options.path, std::strerror(errno));
@@ -339,6 +363,11 @@ struct AdminSocket::Impl {
       if (pfds[0].revents) break;
       // Connections first: acceptAll() may append to `connections`.
       for (size_t i = 0; i < connections.size(); ++i) {
+        auto& c = connections[i];
+        if (c.pendingRelease) {
+          finishRelease(c);
+          continue;
+        }
         short ev = pfds[i + 2].revents;
         if (!ev) continue;
         // POLLHUP with data still queued: read it first; recvmsg returns 0 once it is drained.

@@ -62,6 +62,7 @@ struct FakeBackend {
   std::vector<std::string> adoptedTasks;  // guarded by mu
   std::vector<uint64_t> released;         // guarded by mu
   std::vector<int> heldFds;               // guarded by mu
+  std::shared_ptr<ListenerTally> tally;   // the last adopt's; guarded by mu
 
   AdminBackend backend() {
     AdminBackend b;
@@ -70,8 +71,9 @@ struct FakeBackend {
       return TaskEnvironment{"p", "PEM", {{"KEY", "placeholder"}}, {"/secret"}, std::nullopt};
     };
     b.adopt = [this](std::vector<int> fds, const std::string& task,
-                     std::shared_ptr<ListenerTally>) -> Result<uint64_t> {
+                     std::shared_ptr<ListenerTally> t) -> Result<uint64_t> {
       std::lock_guard lock(mu);
+      tally = std::move(t);
       adoptedTasks.push_back(task);
       heldFds.insert(heldFds.end(), fds.begin(), fds.end());
       return uint64_t{adoptedTasks.size()};
@@ -247,6 +249,61 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   again.value().reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(fake.releasedCount(), 2u);
+}
+
+// A release waiting for its run's last session to finish holds up neither the other
+// launchers nor itself once the session is done.
+TEST(AdminSocket, WaitingReleaseDoesNotHoldUpOtherLaunchers) {
+  using Clock = std::chrono::steady_clock;
+  TempDir dir;
+  FakeBackend fake;
+  AdminSocketOptions o;
+  o.path = dir.path() + "/admin.sock";
+  o.releaseWait = std::chrono::seconds(4);
+  auto admin = AdminSocket::open(o, fake.backend());
+  ASSERT_TRUE(admin.ok()) << admin.errorText();
+  admin.value()->start();
+
+  auto run = AdminClient::connect(o.path);
+  ASSERT_TRUE(run.ok()) << run.errorText();
+  uint16_t port = 0;
+  int listener = listenLoopback(&port);
+  ASSERT_GE(listener, 0);
+  ASSERT_TRUE(run.value()->adopt("t1", {listener}).ok());
+  ::close(listener);
+  std::shared_ptr<ListenerTally> tally;
+  {
+    std::lock_guard lock(fake.mu);
+    tally = fake.tally;
+  }
+  ASSERT_TRUE(tally);
+  tally->sessionStarted();  // one of the run's connections has not written its record yet
+
+  std::atomic<bool> released{false};
+  Clock::time_point releasedAt;
+  std::thread releaser([&] {
+    auto r = run.value()->release();
+    EXPECT_TRUE(r.ok()) << r.errorText();
+    releasedAt = Clock::now();
+    released = true;
+  });
+  // The release has been received (its listeners are closed at once) and is waiting.
+  EXPECT_TRUE(eventually([&] { return fake.releasedCount() == 1; }));
+
+  auto other = AdminClient::connect(o.path);
+  ASSERT_TRUE(other.ok()) << other.errorText();
+  const auto asked = Clock::now();
+  auto env = other.value()->taskEnvironment("t1");
+  const auto took = Clock::now() - asked;
+  ASSERT_TRUE(env.ok()) << env.errorText();
+  EXPECT_LT(took, std::chrono::seconds(1));
+  EXPECT_FALSE(released.load());  // still waiting for the session
+
+  const auto ended = Clock::now();
+  tally->sessionEnded();
+  releaser.join();
+  ASSERT_TRUE(released.load());
+  EXPECT_LT(releasedAt - ended, std::chrono::seconds(1));  // not the 4 s limit
 }
 
 TEST(AdminSocket, ConnectErrorsNameThePathAndErrno) {
