@@ -18,9 +18,10 @@ namespace {
 // runs on the same one.
 DeadlineSweeper& sweeperFor(const asio::any_io_executor& ex) {
   using Untracked = asio::io_context::executor_type;
-  using Tracked = decltype(asio::require(std::declval<Untracked>(),
-                                         asio::execution::outstanding_work.tracked));
-  if (const auto* e = ex.target<Untracked>()) return asio::use_service<DeadlineSweeper>(e->context());
+  using Tracked =
+      decltype(asio::require(std::declval<Untracked>(), asio::execution::outstanding_work.tracked));
+  if (const auto* e = ex.target<Untracked>())
+    return asio::use_service<DeadlineSweeper>(e->context());
   if (const auto* e = ex.target<Tracked>()) return asio::use_service<DeadlineSweeper>(e->context());
   throw std::logic_error("DeadlineStream needs a socket on an io_context");
 }

@@ -132,30 +132,33 @@ class DeadlineStream {
 
   template <class MutableBuffers, class Token>
   auto async_read_some(const MutableBuffers& buffers, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [](auto handler, std::shared_ptr<detail::DeadlineState> s, const MutableBuffers& b) {
-          s->started();
-          socket_type& socket = s->socket;
-          socket.async_read_some(b, detail::DeadlineHandler<std::decay_t<decltype(handler)>>{
-                                        std::move(s), std::move(handler)});
-        },
-        token, state_, buffers);
+    return start(buffers, std::forward<Token>(token),
+                 [](socket_type& s, const auto& b, auto h) { s.async_read_some(b, std::move(h)); });
   }
 
   template <class ConstBuffers, class Token>
   auto async_write_some(const ConstBuffers& buffers, Token&& token) {
-    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
-        [](auto handler, std::shared_ptr<detail::DeadlineState> s, const ConstBuffers& b) {
-          s->started();
-          socket_type& socket = s->socket;
-          socket.async_write_some(b, detail::DeadlineHandler<std::decay_t<decltype(handler)>>{
-                                         std::move(s), std::move(handler)});
-        },
-        token, state_, buffers);
+    return start(buffers, std::forward<Token>(token), [](socket_type& s, const auto& b, auto h) {
+      s.async_write_some(b, std::move(h));
+    });
   }
 
  private:
   void setDeadline(DeadlineSweeper::Clock::time_point at);
+
+  // Starts `op` (a read or write on the socket) as one more pending operation of this stream.
+  template <class Buffers, class Token, class Op>
+  auto start(const Buffers& buffers, Token&& token, Op op) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code, std::size_t)>(
+        [op](auto handler, std::shared_ptr<detail::DeadlineState> s, const Buffers& b) {
+          s->started();
+          socket_type& socket = s->socket;
+          op(socket, b,
+             detail::DeadlineHandler<std::decay_t<decltype(handler)>>{std::move(s),
+                                                                      std::move(handler)});
+        },
+        token, state_, buffers);
+  }
 
   std::shared_ptr<detail::DeadlineState> state_;
 };
@@ -171,7 +174,8 @@ struct boost::asio::associator<Associator, sandgate::proxy::detail::DeadlineHand
     return Associator<Handler, Default>::get(h.handler);
   }
   static auto get(const sandgate::proxy::detail::DeadlineHandler<Handler>& h,
-                  const Default& d) noexcept -> decltype(Associator<Handler, Default>::get(h.handler, d)) {
+                  const Default& d) noexcept
+      -> decltype(Associator<Handler, Default>::get(h.handler, d)) {
     return Associator<Handler, Default>::get(h.handler, d);
   }
 };

@@ -56,145 +56,130 @@ void startRead(DeadlineStream& s, char* byte, std::optional<Outcome>& out) {
   });
 }
 
-TEST(DeadlineStream, PendingReadPastItsDeadlineTimesOutAndClosesTheSocket) {
+// One io_context and one connected pair; reads of one byte under a deadline.
+class DeadlineStreamTest : public ::testing::Test {
+ protected:
+  // A read on `s` (default: the pair's stream) that must end within `deadline`.
+  void read(std::chrono::milliseconds deadline, DeadlineStream* s = nullptr,
+            std::optional<Outcome>* out = nullptr) {
+    s = s ? s : &p.stream;
+    s->expires_after(deadline);
+    startRead(*s, &byte, out ? *out : result);
+  }
+  // Runs the loop until the read has ended (at most 5 s).
+  bool ended(std::optional<Outcome>* out = nullptr) {
+    auto& r = out ? *out : result;
+    runUntil(
+        io, [&] { return r.has_value(); }, 5s);
+    return r.has_value();
+  }
+  size_t watched() { return asio::use_service<DeadlineSweeper>(io).watched(); }
+
   asio::io_context io;
-  Pair p(io);
+  Pair p{io};
   char byte = 0;
-  std::optional<Outcome> read;
-  p.stream.expires_after(100ms);
-  startRead(p.stream, &byte, read);
-  runUntil(io, [&] { return read.has_value(); }, 5s);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->ec, boost::beast::error::timeout) << read->ec.message();
-  EXPECT_GE(read->after, 100ms);
-  EXPECT_LT(read->after, 2s);
+  std::optional<Outcome> result;
+};
+
+TEST_F(DeadlineStreamTest, PendingReadPastItsDeadlineTimesOutAndClosesTheSocket) {
+  read(100ms);
+  ASSERT_TRUE(ended());
+  EXPECT_EQ(result->ec, boost::beast::error::timeout) << result->ec.message();
+  EXPECT_GE(result->after, 100ms);
+  EXPECT_LT(result->after, 2s);
   EXPECT_FALSE(p.stream.socket().is_open());
-  EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 0u);
+  EXPECT_EQ(watched(), 0u);
 }
 
-TEST(DeadlineStream, DeadlineOnlyCountsWhileAnOperationIsPending) {
-  asio::io_context io;
-  Pair p(io);
-  char byte = 0;
-  std::optional<Outcome> read;
-  p.stream.expires_after(100ms);
-  startRead(p.stream, &byte, read);
+TEST_F(DeadlineStreamTest, DeadlineOnlyCountsWhileAnOperationIsPending) {
+  read(100ms);
   asio::write(p.peer, asio::buffer("x", 1));
-  runUntil(io, [&] { return read.has_value(); }, 5s);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_FALSE(read->ec) << read->ec.message();
+  ASSERT_TRUE(ended());
+  EXPECT_FALSE(result->ec) << result->ec.message();
   // The deadline passes with nothing pending: the connection is left alone.
   io.restart();
   io.run_for(300ms);
   EXPECT_TRUE(p.stream.socket().is_open());
-  EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 0u);
+  EXPECT_EQ(watched(), 0u);
 }
 
-TEST(DeadlineStream, ExpiresNeverLiftsTheDeadlineOfAPendingRead) {
-  asio::io_context io;
-  Pair p(io);
-  char byte = 0;
-  std::optional<Outcome> read;
-  p.stream.expires_after(100ms);
-  startRead(p.stream, &byte, read);
+TEST_F(DeadlineStreamTest, ExpiresNeverLiftsTheDeadlineOfAPendingRead) {
+  read(100ms);
   p.stream.expires_never();
   io.run_for(400ms);
-  EXPECT_FALSE(read.has_value());
+  EXPECT_FALSE(result.has_value());
   asio::write(p.peer, asio::buffer("y", 1));
-  runUntil(io, [&] { return read.has_value(); }, 5s);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_FALSE(read->ec) << read->ec.message();
+  ASSERT_TRUE(ended());
+  EXPECT_FALSE(result->ec) << result->ec.message();
   EXPECT_EQ(byte, 'y');
 }
 
-TEST(DeadlineStream, AnEarlierDeadlineOnAnotherStreamIsNotDelayedByALaterOne) {
-  asio::io_context io;
-  Pair slow(io), fast(io);
-  char b1 = 0, b2 = 0;
-  std::optional<Outcome> slowRead, fastRead;
-  slow.stream.expires_after(30s);  // the sweeper's timer is set for this one first
-  startRead(slow.stream, &b1, slowRead);
-  fast.stream.expires_after(100ms);
-  startRead(fast.stream, &b2, fastRead);
-  runUntil(io, [&] { return fastRead.has_value(); }, 5s);
-  ASSERT_TRUE(fastRead.has_value());
-  EXPECT_EQ(fastRead->ec, boost::beast::error::timeout);
-  EXPECT_LT(fastRead->after, 1s);
+TEST_F(DeadlineStreamTest, AnEarlierDeadlineOnAnotherStreamIsNotDelayedByALaterOne) {
+  Pair slow(io);
+  std::optional<Outcome> slowRead;
+  read(30s, &slow.stream, &slowRead);  // the sweeper's timer is set for this one first
+  read(100ms);
+  ASSERT_TRUE(ended());
+  EXPECT_EQ(result->ec, boost::beast::error::timeout);
+  EXPECT_LT(result->after, 1s);
   EXPECT_FALSE(slowRead.has_value());
   EXPECT_TRUE(slow.stream.socket().is_open());
-  EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 1u);  // the slow one
+  EXPECT_EQ(watched(), 1u);  // the slow one
 }
 
-TEST(DeadlineStream, DeadlineAlreadyPassedWhenTheReadStarts) {
-  asio::io_context io;
-  Pair p(io);
-  char byte = 0;
-  std::optional<Outcome> read;
-  p.stream.expires_after(0ms);
-  startRead(p.stream, &byte, read);
-  runUntil(io, [&] { return read.has_value(); }, 5s);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->ec, boost::beast::error::timeout);
+TEST_F(DeadlineStreamTest, DeadlineAlreadyPassedWhenTheReadStarts) {
+  read(0ms);
+  ASSERT_TRUE(ended());
+  EXPECT_EQ(result->ec, boost::beast::error::timeout);
 }
 
-TEST(DeadlineStream, WritesAreUnderTheDeadlineToo) {
-  asio::io_context io;
-  Pair p(io);
+TEST_F(DeadlineStreamTest, WritesAreUnderTheDeadlineToo) {
   // The peer never reads: once both socket buffers are full the write stays pending.
   std::vector<char> big(64 << 20, 'z');
-  std::optional<Outcome> write;
   p.stream.expires_after(200ms);
-  asio::async_write(p.stream, asio::buffer(big), [&write](boost::system::error_code ec, size_t n) {
-    write = Outcome{ec, n, {}};
+  asio::async_write(p.stream, asio::buffer(big), [this](boost::system::error_code ec, size_t n) {
+    result = Outcome{ec, n, {}};
   });
-  runUntil(io, [&] { return write.has_value(); }, 5s);
-  ASSERT_TRUE(write.has_value());
-  EXPECT_EQ(write->ec, boost::beast::error::timeout);
-  EXPECT_LT(write->n, big.size());
+  ASSERT_TRUE(ended());
+  EXPECT_EQ(result->ec, boost::beast::error::timeout);
+  EXPECT_LT(result->n, big.size());
 }
 
-TEST(DeadlineStream, DestroyingTheStreamEndsItsPendingRead) {
-  asio::io_context io;
-  std::optional<Outcome> read;
-  char byte = 0;
+TEST_F(DeadlineStreamTest, DestroyingTheStreamEndsItsPendingRead) {
   {
-    Pair p(io);
-    p.stream.expires_after(10s);
-    startRead(p.stream, &byte, read);
+    Pair other(io);
+    read(10s, &other.stream);
   }
-  runUntil(io, [&] { return read.has_value(); }, 5s);
-  ASSERT_TRUE(read.has_value());
-  EXPECT_EQ(read->ec, asio::error::operation_aborted) << read->ec.message();
-  EXPECT_EQ(asio::use_service<DeadlineSweeper>(io).watched(), 0u);
+  ASSERT_TRUE(ended());
+  EXPECT_EQ(result->ec, asio::error::operation_aborted) << result->ec.message();
+  EXPECT_EQ(watched(), 0u);
 }
 
 // The caller's cancellation slot reaches the socket operation: `||` cancels the read that
 // lost the race, and that is not reported as a timeout.
-TEST(DeadlineStream, CancellationSlotOfTheCallerStillWorks) {
+TEST_F(DeadlineStreamTest, CancellationSlotOfTheCallerStillWorks) {
   using namespace asio::experimental::awaitable_operators;
-  asio::io_context io;
-  Pair p(io);
   std::optional<size_t> winner;
   std::optional<boost::system::error_code> readError;
   p.stream.expires_after(10s);
   asio::co_spawn(
       io,
       [&]() -> asio::awaitable<void> {
-        char byte = 0;
         asio::steady_timer timer(io, 100ms);
-        auto read = [&]() -> asio::awaitable<void> {
+        auto readOne = [&]() -> asio::awaitable<void> {
           try {
             co_await p.stream.async_read_some(asio::buffer(&byte, 1), asio::use_awaitable);
           } catch (const boost::system::system_error& e) {
             readError = e.code();
           }
         };
-        auto race = read() || timer.async_wait(asio::use_awaitable);
+        auto race = readOne() || timer.async_wait(asio::use_awaitable);
         auto r = co_await std::move(race);
         winner = r.index();
       },
       asio::detached);
-  runUntil(io, [&] { return winner.has_value(); }, 5s);
+  runUntil(
+      io, [&] { return winner.has_value(); }, 5s);
   ASSERT_TRUE(winner.has_value());
   EXPECT_EQ(*winner, 1u);
   ASSERT_TRUE(readError.has_value());
