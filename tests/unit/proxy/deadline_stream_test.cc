@@ -134,8 +134,11 @@ TEST_F(DeadlineStreamTest, DeadlineAlreadyPassedWhenTheReadStarts) {
 }
 
 TEST_F(DeadlineStreamTest, WritesAreUnderTheDeadlineToo) {
-  // The peer never reads: once both socket buffers are full the write stays pending.
-  std::vector<char> big(64 << 20, 'z');
+  // The peer never reads: once both socket buffers (kept small, so that no autotuning can
+  // make room for all of it) are full, the write stays pending.
+  p.peer.set_option(asio::socket_base::receive_buffer_size(64 * 1024));
+  p.stream.socket().set_option(asio::socket_base::send_buffer_size(64 * 1024));
+  std::vector<char> big(16 << 20, 'z');
   p.stream.expires_after(200ms);
   asio::async_write(p.stream, asio::buffer(big), [this](boost::system::error_code ec, size_t n) {
     result = Outcome{ec, n, {}};
