@@ -64,11 +64,12 @@ struct DeadlineHandler {
   std::shared_ptr<DeadlineState> state;
   Handler handler;
 
-  void operator()(boost::system::error_code ec, std::size_t n) {
+  template <class... Rest>
+  void operator()(boost::system::error_code ec, Rest&&... rest) {
     std::shared_ptr<DeadlineState> s = std::move(state);
     --s->pending;
     if (ec && s->timedOut) ec = boost::beast::error::timeout;
-    std::move(handler)(ec, n);
+    std::move(handler)(ec, std::forward<Rest>(rest)...);
   }
 };
 
@@ -117,6 +118,8 @@ class DeadlineStream {
   executor_type get_executor() { return state_->socket.get_executor(); }
   socket_type& socket() { return state_->socket; }
   socket_type& lowest_layer() { return state_->socket; }
+  // The deadline passed with an operation pending and closed the socket.
+  bool timedOut() const { return state_->timedOut; }
   // Hands the socket over; the stream keeps a closed one.
   socket_type release_socket();
 
@@ -141,6 +144,19 @@ class DeadlineStream {
     return start(buffers, std::forward<Token>(token), [](socket_type& s, const auto& b, auto h) {
       s.async_write_some(b, std::move(h));
     });
+  }
+
+  // Waits until the socket is readable or writable, under the deadline like a read or write.
+  template <class Token>
+  auto async_wait(socket_type::wait_type w, Token&& token) {
+    return boost::asio::async_initiate<Token, void(boost::system::error_code)>(
+        [w](auto handler, std::shared_ptr<detail::DeadlineState> s) {
+          s->started();
+          socket_type& socket = s->socket;
+          socket.async_wait(w, detail::DeadlineHandler<std::decay_t<decltype(handler)>>{
+                                   std::move(s), std::move(handler)});
+        },
+        token, state_);
   }
 
  private:

@@ -11,13 +11,14 @@
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/buffer.hpp>
-#include <boost/asio/ssl/stream.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <boost/beast/core/error.hpp>
 
 #include "policy/host.h"
-#include "proxy/client_tls.h"
 #include "proxy/intercept_session.h"
 #include "proxy/metrics.h"
 #include "proxy/session.h"
+#include "proxy/tls_channel.h"
 
 namespace sandgate::proxy {
 
@@ -110,23 +111,21 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   // A TLS record starts with 0x16 (handshake); anything else is plaintext in a TLS tunnel.
   const bool plaintext =
       c.buffer.size() > 0 && static_cast<const unsigned char*>(c.buffer.data().data())[0] != 0x16;
-  ClientTls tls(c.stream, icpt.serverContext());
+  TlsChannel tls(c.stream, icpt.serverContext().native_handle(), TlsChannel::Role::kServer);
   // The bytes that followed the CONNECT head are the start of the ClientHello.
-  if (c.buffer.size() > 0) {
-    auto& pre = tls.next_layer().prefix();
-    size_t n = asio::buffer_copy(pre.prepare(c.buffer.size()), c.buffer.data());
-    pre.commit(n);
-    c.buffer.consume(c.buffer.size());
-  }
-  if (!leaf->applyTo(tls.native_handle())) {
+  const bool fed = tls.feed(c.buffer.data());
+  c.buffer.consume(c.buffer.size());
+  const bool ready = tls.ok() && fed;
+  if (!ready || !leaf->applyTo(tls.native_handle())) {
     rec.verdict = "error";
     rec.reason = reason::kInterceptionUnavailable;
-    rec.error = "cannot install the leaf certificate";
+    rec.error = ready ? "cannot install the leaf certificate"
+                      : "cannot set up TLS with the client (out of memory)";
     finishRequest(c, log);
     co_return;
   }
   c.stream.expires_after(toDuration(limits.headerTimeout));
-  auto [hec] = co_await tls.async_handshake(ssl::stream_base::server, kUse);
+  auto hec = co_await tls.handshake();
   if (hec) {
     // Plaintext (or anything else) sent into an intercepted tunnel ends it.
     rec.verdict = "deny";
@@ -154,8 +153,8 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   }
   if (c.metrics) c.metrics->tlsIntercepted();
   co_await serveIntercepted(c, tls, target, port, icpt);
-  beast::get_lowest_layer(tls).expires_after(std::chrono::seconds(1));
-  co_await tls.async_shutdown(kUse);
+  c.stream.expires_after(std::chrono::seconds(1));
+  co_await tls.shutdown();
   finishRequest(c, log);
 }
 

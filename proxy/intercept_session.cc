@@ -15,9 +15,8 @@
 #include <fmt/format.h>
 #include <openssl/ssl.h>
 #include <openssl/x509.h>
+#include <openssl/x509v3.h>
 
-#include <boost/asio/ssl/host_name_verification.hpp>
-#include <boost/asio/write.hpp>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -38,13 +37,13 @@ namespace sandgate::proxy {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace http = beast::http;
-namespace ssl = asio::ssl;
 using asio::ip::tcp;
 
 struct UpstreamTlsConnection {
-  UpstreamTlsConnection(tcp::socket s, ssl::context& ctx)
-      : tls(std::move(s), ctx) {}
-  UpstreamTlsStream tls;
+  UpstreamTlsConnection(tcp::socket s, SSL_CTX* ctx)
+      : stream(std::move(s)), tls(stream, ctx, TlsChannel::Role::kClient) {}
+  DeadlineStream stream;
+  TlsChannel tls;
   beast::flat_buffer buf;  // read but not yet parsed: empty between responses
   std::string credential;  // the context it was verified with
   std::string address;
@@ -54,8 +53,8 @@ struct UpstreamTlsConnection {
 // close_notify or any stray byte from the upstream ends it).
 bool PooledConnection<std::shared_ptr<UpstreamTlsConnection>>::quiet(
     std::shared_ptr<UpstreamTlsConnection>& c) {
-  if (!c || c->buf.size() != 0 || SSL_pending(c->tls.native_handle()) != 0) return false;
-  auto& socket = beast::get_lowest_layer(c->tls).socket();
+  if (!c || c->buf.size() != 0 || !c->tls.quiet()) return false;
+  auto& socket = c->stream.socket();
   return socket.is_open() && socketIsQuiet(socket.native_handle());
 }
 
@@ -110,8 +109,8 @@ bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint
 
 class InterceptSession {
  public:
-  InterceptSession(ClientConnection& c, ClientTls& tls, const policy::Target& target, uint16_t port,
-                   Interception& icpt)
+  InterceptSession(ClientConnection& c, TlsChannel& tls, const policy::Target& target,
+                   uint16_t port, Interception& icpt)
       : c_(c), tls_(tls), target_(target), port_(port), icpt_(icpt) {}
 
   // Serves requests until the connection ends.
@@ -141,7 +140,7 @@ class InterceptSession {
   asio::awaitable<void> switchToWebsocket(RequestLog& log, ResponseParser& rp);
 
   ClientConnection& c_;
-  ClientTls& tls_;
+  TlsChannel& tls_;
   const policy::Target& target_;
   uint16_t port_;
   Interception& icpt_;
@@ -175,7 +174,8 @@ asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refu
   if (rec.error.empty() && verdict == "error") rec.error = r.detail;
   std::string bytes = renderRefusal(r);
   beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
-  co_await asio::async_write(tls_, asio::buffer(bytes), kUse);
+  const asio::const_buffer out(bytes.data(), bytes.size());
+  co_await tls_.write(out);
   finishRequest(c_, log);
 }
 
@@ -216,19 +216,33 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
   auto dialed = co_await dialForClient(c_, d, target_, port_, log, &dialRefusal);
   if (!dialed) co_return dialRefusal;
   auto conn = std::make_shared<UpstreamTlsConnection>(
-      std::move(*dialed), c_.snap->upstreamTls->contextFor(credential));
+      std::move(*dialed), c_.snap->upstreamTls->contextFor(credential).native_handle());
   conn->credential = credential;
   conn->address = rec.upstream;
   SSL* ssl = conn->tls.native_handle();
-  SSL_set_min_proto_version(ssl, TLS1_2_VERSION);
-  // SNI only for names (RFC 6066 forbids IP literals there); the name is verified either way.
-  if (!target_.isAddress) {
-    SSL_set_tlsext_host_name(ssl, target_.name.c_str());
+  bool prepared = ssl != nullptr && SSL_set_min_proto_version(ssl, TLS1_2_VERSION) == 1;
+  if (prepared) {
+    // Always verified: the chain against the context's roots, and the name (or address) the
+    // client asked for. SNI only for names (RFC 6066 forbids IP literals there).
+    SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
+    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+    if (target_.isAddress) {
+      prepared = X509_VERIFY_PARAM_set1_ip_asc(param, target_.name.c_str()) == 1;
+    } else {
+      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      prepared = X509_VERIFY_PARAM_set1_host(param, target_.name.c_str(), 0) == 1 &&
+                 SSL_set_tlsext_host_name(ssl, target_.name.c_str()) == 1;
+    }
   }
-  conn->tls.set_verify_mode(ssl::verify_peer);
-  conn->tls.set_verify_callback(ssl::host_name_verification(target_.name));
-  beast::get_lowest_layer(conn->tls).expires_after(toDuration(limits.connectTimeout));
-  auto [ec] = co_await conn->tls.async_handshake(ssl::stream_base::client, kUse);
+  if (!prepared) {
+    co_return Refusal{
+        502,      reason::kUpstreamTlsFailed,
+        rec.task, rec.host,
+        rec.rule, fmt::format("TLS to {} ({}) could not be set up", rec.host, rec.upstream),
+        ""};
+  }
+  conn->stream.expires_after(toDuration(limits.connectTimeout));
+  auto ec = co_await conn->tls.handshake();
   if (ec) {
     long vr = SSL_get_verify_result(ssl);
     std::string why = vr != X509_V_OK ? X509_verify_cert_error_string(vr) : ec.message();
@@ -256,7 +270,7 @@ asio::awaitable<std::optional<long>> InterceptSession::readHead() {
     if (view.size() >= limit) co_return -2;
     size_t room = std::min<size_t>(limit + 4 - view.size(), 16 * 1024);
     auto into = in_.prepare(room);
-    auto [ec, n] = co_await tls_.async_read_some(into, kUse);
+    auto [ec, n] = co_await tls_.readSome(into);
     in_.commit(n);
     if (ec) co_return std::nullopt;
   }
@@ -451,14 +465,14 @@ asio::awaitable<bool> InterceptSession::one() {
   beast::error_code rec_ec;
   for (int attempt = 0; attempt < 2; ++attempt) {
     bool reused = false;
-    if (auto refusal = co_await connectUpstream(decision, decision.credential, log, attempt == 0,
-                                                reused)) {
+    if (auto refusal =
+            co_await connectUpstream(decision, decision.credential, log, attempt == 0, reused)) {
       co_await refuseInside(log, *refusal, refusal->status == 403 ? "deny" : "error");
       co_return false;
     }
     http::request_serializer<http::buffer_body> sr(req);
-    auto sent = co_await relayMessage(tls_, in_, parser, up_->tls, sr, nullptr,
-                                      limits.bodyTimeout, limits.bodyTimeout, rec.bytesUp);
+    auto sent = co_await relayMessage(tls_, in_, parser, up_->tls, sr, nullptr, limits.bodyTimeout,
+                                      limits.bodyTimeout, rec.bytesUp);
     if (sent.error == RelayError::kRead) {
       noteClientReadFailure(sent, rec);
       finishRequest(c_, log);
@@ -501,8 +515,8 @@ asio::awaitable<bool> InterceptSession::one() {
   std::optional<broker::Scrubber> scrubber;
   scrubHeaders(res, scrubber);
   // A body scrubbed with replacements of another length changes length: frame it ourselves.
-  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
-                                       scrubber && !scrubber->preservesLength());
+  const bool keepAlive =
+      frameResponse(*rp, clientVersion, clientKeepAlive, scrubber && !scrubber->preservesLength());
   rec.status = res.result_int();
 
   auto back = co_await relayResponse(up_->tls, up_->buf, *rp, tls_, scrubber ? &*scrubber : nullptr,
@@ -535,7 +549,7 @@ asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, Respo
   rec.status = 101;
   http::response_serializer<http::buffer_body> sr(res);
   beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
-  auto [ec, n] = co_await http::async_write_header(tls_, sr, kUse);
+  auto [ec, n] = co_await httpWriteHeader(tls_, sr);
   if (ec) {
     rec.error = fmt::format("client: {}", ec.message());
   } else {
@@ -568,7 +582,7 @@ asio::awaitable<void> InterceptSession::run() {
 
 }  // namespace
 
-asio::awaitable<void> serveIntercepted(ClientConnection& c, ClientTls& tls,
+asio::awaitable<void> serveIntercepted(ClientConnection& c, TlsChannel& tls,
                                        const policy::Target& target, uint16_t port,
                                        Interception& icpt) {
   InterceptSession session(c, tls, target, port, icpt);

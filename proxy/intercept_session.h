@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "policy/engine.h"
-#include "proxy/client_tls.h"
+#include "proxy/tls_channel.h"
 
 namespace sandgate::proxy {
 
@@ -16,7 +16,7 @@ class Interception;
 
 // Serves requests on `tls` (handshake done, SNI checked) until the client is done, a request
 // is refused, or a WebSocket on it ends. Each request gets its own audit line.
-boost::asio::awaitable<void> serveIntercepted(ClientConnection& c, ClientTls& tls,
+boost::asio::awaitable<void> serveIntercepted(ClientConnection& c, TlsChannel& tls,
                                               const policy::Target& target, uint16_t port,
                                               Interception& icpt);
 

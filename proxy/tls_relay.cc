@@ -5,7 +5,6 @@
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
-#include <boost/asio/write.hpp>
 #include <string>
 
 #include "proxy/relay.h"
@@ -54,12 +53,11 @@ class Relay {
   std::string error;
 };
 
-template <class From, class To>
-asio::awaitable<void> pump(From& from, beast::flat_buffer& early, To& to, uint64_t& bytes,
-                           Relay& r) {
+asio::awaitable<void> pump(TlsChannel& from, beast::flat_buffer& early, TlsChannel& to,
+                           uint64_t& bytes, Relay& r) {
   if (early.size() > 0) {
-    auto pending = early.data();
-    auto [ec, n] = co_await asio::async_write(to, pending, kUse);
+    const asio::const_buffer pending = early.data();
+    auto [ec, n] = co_await to.write(pending);
     bytes += n;
     early.consume(early.size());
     r.touch();
@@ -72,11 +70,11 @@ asio::awaitable<void> pump(From& from, beast::flat_buffer& early, To& to, uint64
   std::array<char, kChunk> buf;
   while (!r.ended) {
     auto into = asio::buffer(buf);
-    auto [ec, n] = co_await from.async_read_some(into, kUse);
+    auto [ec, n] = co_await from.readSome(into);
     if (n > 0) {
       r.touch();
-      auto out = asio::buffer(buf.data(), n);
-      auto [wec, wn] = co_await asio::async_write(to, out, kUse);
+      const asio::const_buffer out(buf.data(), n);
+      auto [wec, wn] = co_await to.write(out);
       bytes += wn;
       r.touch();
       if (wec) {
@@ -106,9 +104,8 @@ asio::awaitable<void> watchIdle(Relay& r, Clock::duration idle) {
 
 }  // namespace
 
-asio::awaitable<TunnelResult> relayTls(ClientTls& client, beast::flat_buffer& clientEarly,
-                                       UpstreamTlsStream& upstream,
-                                       beast::flat_buffer& upstreamEarly,
+asio::awaitable<TunnelResult> relayTls(TlsChannel& client, beast::flat_buffer& clientEarly,
+                                       TlsChannel& upstream, beast::flat_buffer& upstreamEarly,
                                        Clock::duration idleTimeout) {
   auto& clientTcp = beast::get_lowest_layer(client);
   auto& upstreamTcp = beast::get_lowest_layer(upstream);

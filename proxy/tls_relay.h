@@ -7,7 +7,7 @@
 #include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
 
-#include "proxy/client_tls.h"
+#include "proxy/tls_channel.h"
 #include "proxy/tunnel.h"
 
 namespace sandgate::proxy {
@@ -17,9 +17,9 @@ namespace sandgate::proxy {
 // (EOF, close_notify, error) ends both directions: WebSocket closes in-band (Close frames pass
 // like any other bytes), so nothing is lost that either peer still expects. The TLS shutdown
 // of each side is the caller's.
-boost::asio::awaitable<TunnelResult> relayTls(ClientTls& client,
+boost::asio::awaitable<TunnelResult> relayTls(TlsChannel& client,
                                               boost::beast::flat_buffer& clientEarly,
-                                              UpstreamTlsStream& upstream,
+                                              TlsChannel& upstream,
                                               boost::beast::flat_buffer& upstreamEarly,
                                               std::chrono::steady_clock::duration idleTimeout);
 

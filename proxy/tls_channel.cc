@@ -1,0 +1,219 @@
+// TLS on memory BIOs, driven from the session's coroutine (see tls_channel.h).
+#include "proxy/tls_channel.h"
+
+#include <openssl/err.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <boost/asio/error.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/beast/core/error.hpp>
+#include <cerrno>
+#include <climits>
+
+#include "proxy/server_context.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+using boost::system::error_code;
+using Wait = asio::ip::tcp::socket::wait_type;
+
+namespace {
+
+constexpr size_t kRecord = 16 * 1024;         // the most plaintext one TLS record carries
+constexpr size_t kFlushAt = 64 * 1024;        // a long write sends after this much
+constexpr size_t kKeepOutBuffer = 64 * 1024;  // a bigger send buffer is freed once empty
+
+}  // namespace
+
+TlsChannel::TlsChannel(DeadlineStream& tcp, SSL_CTX* ctx, Role role)
+    : tcp_(tcp), flushed_(tcp.get_executor()) {
+  flushed_.expires_at(asio::steady_timer::time_point::max());
+  ssl_ = SSL_new(ctx);
+  in_ = BIO_new(BIO_s_mem());
+  out_ = BIO_new(BIO_s_mem());
+  if (ssl_ == nullptr || in_ == nullptr || out_ == nullptr) {
+    BIO_free(in_);
+    BIO_free(out_);
+    SSL_free(ssl_);
+    ssl_ = nullptr;
+    in_ = out_ = nullptr;
+    return;
+  }
+  // An empty BIO means "nothing yet", never end of file: the socket says when the peer is done.
+  BIO_set_mem_eof_return(in_, -1);
+  BIO_set_mem_eof_return(out_, -1);
+  SSL_set_bio(ssl_, in_, out_);  // owned by ssl_ from here
+  if (role == Role::kServer) {
+    SSL_set_accept_state(ssl_);
+  } else {
+    SSL_set_connect_state(ssl_);
+  }
+}
+
+TlsChannel::~TlsChannel() { SSL_free(ssl_); }
+
+bool TlsChannel::feed(asio::const_buffer bytes) {
+  return bytes.size() == 0 ||
+         (in_ != nullptr && BIO_write(in_, bytes.data(), static_cast<int>(bytes.size())) ==
+                                static_cast<int>(bytes.size()));
+}
+
+bool TlsChannel::quiet() const {
+  return ssl_ != nullptr && SSL_has_pending(ssl_) == 0 && BIO_ctrl_pending(in_) == 0 &&
+         BIO_ctrl_pending(out_) == 0 && sentOffset_ == sent_.size();
+}
+
+error_code TlsChannel::sslError(int ret) {
+  const int err = SSL_get_error(ssl_, ret);
+  if (err == SSL_ERROR_ZERO_RETURN) return asio::error::eof;
+  const unsigned long e = ERR_get_error();
+  ERR_clear_error();
+  if (e != 0) return error_code(static_cast<int>(e), asio::error::get_ssl_category());
+  // No OpenSSL error queued: the records ended where they should not have.
+  return asio::ssl::error::stream_truncated;
+}
+
+error_code TlsChannel::receive(size_t& got) {
+  got = 0;
+  char buf[kRecord + 512];
+  while (true) {
+    ssize_t n = ::recv(tcp_.socket().native_handle(), buf, sizeof buf, MSG_DONTWAIT);
+    if (n > 0) {
+      if (BIO_write(in_, buf, static_cast<int>(n)) != n) return asio::error::no_memory;
+      got = static_cast<size_t>(n);
+      return {};
+    }
+    if (n == 0) {
+      peerEof_ = true;
+      return {};
+    }
+    if (errno == EINTR) continue;
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
+    if (tcp_.timedOut()) return boost::beast::error::timeout;
+    return error_code(errno, asio::error::get_system_category());
+  }
+}
+
+asio::awaitable<error_code> TlsChannel::fill() {
+  while (true) {
+    size_t got = 0;
+    error_code ec = receive(got);
+    if (ec) co_return ec;
+    if (got > 0) co_return error_code{};
+    if (peerEof_) co_return error_code(asio::ssl::error::stream_truncated);
+    auto [wec] = co_await tcp_.async_wait(Wait::wait_read, kUse);
+    if (wec) co_return wec;
+  }
+}
+
+asio::awaitable<error_code> TlsChannel::flush() {
+  // The other direction is sending: its loop takes our records too; wait until it is done
+  // (or failed), then send whatever is left.
+  while (flushing_) {
+    co_await flushed_.async_wait(kUse);  // ends when cancelled: the other flush is over
+  }
+  flushing_ = true;
+  error_code ec;
+  const int fd = tcp_.socket().native_handle();
+  while (true) {
+    if (sentOffset_ == sent_.size()) {
+      sent_.clear();
+      sentOffset_ = 0;
+      const size_t pending = BIO_ctrl_pending(out_);
+      if (pending == 0) break;
+      sent_.resize(pending);
+      BIO_read(out_, sent_.data(), static_cast<int>(pending));
+    }
+    ssize_t n = ::send(fd, sent_.data() + sentOffset_, sent_.size() - sentOffset_,
+                       MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n > 0) {
+      sentOffset_ += static_cast<size_t>(n);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      auto [wec] = co_await tcp_.async_wait(Wait::wait_write, kUse);
+      if (wec) {
+        ec = wec;
+        break;
+      }
+      continue;
+    }
+    ec = tcp_.timedOut() ? error_code(boost::beast::error::timeout)
+                         : error_code(errno, asio::error::get_system_category());
+    break;
+  }
+  if (sentOffset_ == sent_.size() && sent_.capacity() > kKeepOutBuffer) {
+    std::string().swap(sent_);
+    sentOffset_ = 0;
+  }
+  flushing_ = false;
+  flushed_.cancel();
+  co_return ec;
+}
+
+asio::awaitable<error_code> TlsChannel::handshake() {
+  if (ssl_ == nullptr) co_return error_code(asio::error::no_memory);
+  while (true) {
+    ERR_clear_error();
+    const int r = SSL_do_handshake(ssl_);
+    if (BIO_ctrl_pending(out_) > 0) {
+      error_code fec = co_await flush();
+      if (fec) co_return fec;
+    }
+    if (r == 1) co_return error_code{};
+    if (SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) co_return sslError(r);
+    error_code ec = co_await fill();
+    if (ec) co_return ec;
+  }
+}
+
+asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::readSome(asio::mutable_buffer into) {
+  if (into.size() == 0) co_return std::tuple{error_code{}, size_t{0}};
+  const int want = static_cast<int>(std::min<size_t>(into.size(), INT_MAX));
+  while (true) {
+    ERR_clear_error();
+    const int r = SSL_read(ssl_, into.data(), want);
+    // Whatever reading made OpenSSL write (an alert, a key update's answer) goes out now,
+    // unless the writer is sending already: then its loop takes it.
+    if (BIO_ctrl_pending(out_) > 0 && !flushing_) {
+      error_code fec = co_await flush();
+      if (fec && r <= 0) co_return std::tuple{fec, size_t{0}};
+    }
+    if (r > 0) co_return std::tuple{error_code{}, static_cast<size_t>(r)};
+    if (SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) co_return std::tuple{sslError(r), size_t{0}};
+    error_code ec = co_await fill();
+    if (ec) co_return std::tuple{ec, size_t{0}};
+  }
+}
+
+asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::write(asio::const_buffer bytes) {
+  const char* p = static_cast<const char*>(bytes.data());
+  size_t done = 0;
+  while (done < bytes.size()) {
+    const int chunk = static_cast<int>(std::min(bytes.size() - done, kRecord));
+    ERR_clear_error();
+    const int r = SSL_write(ssl_, p + done, chunk);
+    // On memory BIOs a write never waits for the socket. It may ask to read first (a TLS 1.2
+    // renegotiation the peer started): not supported, the connection ends.
+    if (r <= 0) co_return std::tuple{sslError(r), done};
+    done += static_cast<size_t>(r);
+    if (done == bytes.size() || BIO_ctrl_pending(out_) >= kFlushAt) {
+      error_code ec = co_await flush();
+      if (ec) co_return std::tuple{ec, done};
+    }
+  }
+  co_return std::tuple{error_code{}, done};
+}
+
+asio::awaitable<void> TlsChannel::shutdown() {
+  if (ssl_ == nullptr) co_return;
+  ERR_clear_error();
+  SSL_shutdown(ssl_);
+  ERR_clear_error();
+  co_await flush();
+}
+
+}  // namespace sandgate::proxy

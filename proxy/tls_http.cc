@@ -1,0 +1,143 @@
+// HTTP messages over a TlsChannel (see tls_http.h).
+#include "proxy/tls_http.h"
+
+#include <openssl/crypto.h>
+
+#include <boost/asio/error.hpp>
+#include <boost/beast/core/buffers_range.hpp>
+#include <boost/beast/core/read_size.hpp>
+#include <boost/beast/http/error.hpp>
+#include <string>
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+namespace http = boost::beast::http;
+using boost::system::error_code;
+
+namespace {
+
+// Beast's read_some_op: parse what is buffered; read only when the parser needs more.
+template <bool isRequest>
+asio::awaitable<TlsIoResult> readSome(TlsChannel& s, boost::beast::flat_buffer& b,
+                                      http::parser<isRequest, http::buffer_body>& p) {
+  error_code ec;
+  size_t used = 0;
+  bool parse = b.size() > 0;
+  while (true) {
+    if (parse) {
+      const size_t n = p.put(b.data(), ec);
+      used += n;
+      b.consume(n);
+      if (ec != http::error::need_more) break;
+      ec = {};
+    }
+    parse = true;
+    const size_t size = boost::beast::read_size(b, 65536);
+    if (size == 0) {
+      ec = http::error::buffer_overflow;
+      break;
+    }
+    auto into = b.prepare(size);
+    auto [rec, n] = co_await s.readSome(into);
+    b.commit(n);
+    if (rec == asio::error::eof) {
+      if (p.got_some()) {
+        // As Beast does: the message ends here; the caller sees the EOF on its next read.
+        ec = {};
+        p.put_eof(ec);
+      } else {
+        ec = http::error::end_of_stream;
+      }
+      break;
+    }
+    if (rec) {
+      ec = rec;
+      break;
+    }
+  }
+  co_return TlsIoResult{ec, used};
+}
+
+// Beast's write_some_op in a loop: each piece the serializer offers is flattened (one TLS
+// record for a head and a small body) and sent whole.
+template <bool isRequest>
+asio::awaitable<TlsIoResult> write(TlsChannel& s,
+                                   http::serializer<isRequest, http::buffer_body>& sr,
+                                   bool headerOnly) {
+  sr.split(headerOnly);  // as async_write_header and async_write do
+  size_t total = 0;
+  error_code result;
+  std::string flat;
+  while (headerOnly ? !sr.is_header_done() : !sr.is_done()) {
+    error_code ec;
+    flat.clear();
+    sr.next(ec, [&flat](error_code&, const auto& buffers) {
+      for (auto piece : boost::beast::buffers_range_ref(buffers)) {
+        flat.append(static_cast<const char*>(piece.data()), piece.size());
+      }
+    });
+    if (ec) {  // need_buffer: the body piece is used up
+      result = ec;
+      break;
+    }
+    const asio::const_buffer out(flat.data(), flat.size());
+    auto [wec, n] = co_await s.write(out);
+    if (wec) {
+      result = wec;
+      break;
+    }
+    sr.consume(flat.size());
+    total += flat.size();
+  }
+  // A request head holds the injected credential.
+  OPENSSL_cleanse(flat.data(), flat.size());
+  co_return TlsIoResult{result, total};
+}
+
+}  // namespace
+
+asio::awaitable<TlsIoResult> httpReadSome(TlsChannel& s, boost::beast::flat_buffer& b,
+                                          RequestParser& p) {
+  auto r = co_await readSome(s, b, p);
+  co_return r;
+}
+
+asio::awaitable<TlsIoResult> httpReadSome(TlsChannel& s, boost::beast::flat_buffer& b,
+                                          ResponseParser& p) {
+  auto r = co_await readSome(s, b, p);
+  co_return r;
+}
+
+asio::awaitable<TlsIoResult> httpReadHeader(TlsChannel& s, boost::beast::flat_buffer& b,
+                                            ResponseParser& p) {
+  size_t total = 0;
+  while (!p.is_header_done()) {
+    auto [ec, n] = co_await readSome(s, b, p);
+    total += n;
+    if (ec) co_return TlsIoResult{ec, total};
+  }
+  co_return TlsIoResult{error_code{}, total};
+}
+
+asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s, RequestSerializer& sr) {
+  auto r = co_await write(s, sr, false);
+  co_return r;
+}
+
+asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s, ResponseSerializer& sr) {
+  auto r = co_await write(s, sr, false);
+  co_return r;
+}
+
+asio::awaitable<TlsIoResult> httpWriteHeader(TlsChannel& s, RequestSerializer& sr) {
+  auto r = co_await write(s, sr, true);
+  co_return r;
+}
+
+asio::awaitable<TlsIoResult> httpWriteHeader(TlsChannel& s, ResponseSerializer& sr) {
+  auto r = co_await write(s, sr, true);
+  co_return r;
+}
+
+}  // namespace sandgate::proxy
