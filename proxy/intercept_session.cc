@@ -549,7 +549,7 @@ asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, Respo
   rec.status = 101;
   http::response_serializer<http::buffer_body> sr(res);
   beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
-  auto [ec, n] = co_await httpWriteHeader(tls_, sr);
+  auto [ec, n] = co_await httpWrite(tls_, sr, HttpStep::kHeader);
   if (ec) {
     rec.error = fmt::format("client: {}", ec.message());
   } else {

@@ -38,27 +38,26 @@ struct RelayOutcome {
 // The HTTP steps of a relay on a stream with Asio's interface (TCP): Beast's own operations.
 // For a TlsChannel, the overloads in tls_http.h are chosen instead.
 template <class Stream, class Parser>
-boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> httpReadSome(
-    Stream& s, boost::beast::flat_buffer& b, Parser& p) {
-  auto r = co_await boost::beast::http::async_read_some(s, b, p, kUse);
-  co_return r;
-}
-template <class Stream, class Parser>
-boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> httpReadHeader(
-    Stream& s, boost::beast::flat_buffer& b, Parser& p) {
-  auto r = co_await boost::beast::http::async_read_header(s, b, p, kUse);
+boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> httpRead(
+    Stream& s, boost::beast::flat_buffer& b, Parser& p, HttpStep step) {
+  namespace http = boost::beast::http;
+  if (step == HttpStep::kHeader) {
+    auto r = co_await http::async_read_header(s, b, p, kUse);
+    co_return r;
+  }
+  auto r = co_await http::async_read_some(s, b, p, kUse);
   co_return r;
 }
 template <class Stream, class Serializer>
 boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> httpWrite(Stream& s,
-                                                                               Serializer& sr) {
-  auto r = co_await boost::beast::http::async_write(s, sr, kUse);
-  co_return r;
-}
-template <class Stream, class Serializer>
-boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> httpWriteHeader(
-    Stream& s, Serializer& sr) {
-  auto r = co_await boost::beast::http::async_write_header(s, sr, kUse);
+                                                                               Serializer& sr,
+                                                                               HttpStep step) {
+  namespace http = boost::beast::http;
+  if (step == HttpStep::kHeader) {
+    auto r = co_await http::async_write_header(s, sr, kUse);
+    co_return r;
+  }
+  auto r = co_await http::async_write(s, sr, kUse);
   co_return r;
 }
 
@@ -87,7 +86,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
   const bool bodyBuffered = p.is_done() || (remaining && inBuf.size() >= *remaining);
   if (!bodyBuffered) {
     boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
-    if (auto [ec, n] = co_await httpWriteHeader(out, sr); ec) {
+    if (auto [ec, n] = co_await httpWrite(out, sr, HttpStep::kHeader); ec) {
       co_return RelayOutcome{RelayError::kWrite, ec};
     }
   }
@@ -104,7 +103,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       body.data = buf.data();
       body.size = buf.size();
       boost::beast::get_lowest_layer(in).expires_after(toDuration(readTimeout));
-      auto [ec, r] = co_await httpReadSome(in, inBuf, p);
+      auto [ec, r] = co_await httpRead(in, inBuf, p, HttpStep::kSome);
       if (ec == http::error::need_buffer) ec = {};
       if (ec) {
         result = RelayOutcome{RelayError::kRead, ec};
@@ -131,7 +130,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     }
     body.more = !last;
     boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
-    auto [ec, w] = co_await httpWrite(out, sr);
+    auto [ec, w] = co_await httpWrite(out, sr, HttpStep::kWhole);
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       result = RelayOutcome{RelayError::kWrite, ec};
@@ -156,7 +155,7 @@ boost::asio::awaitable<boost::beast::error_code> readResponseHead(
     rp->body_limit(boost::none);
     if (headRequest) rp->skip(true);
     boost::beast::get_lowest_layer(in).expires_after(toDuration(timeout));
-    auto [ec, n] = co_await httpReadHeader(in, buf, *rp);
+    auto [ec, n] = co_await httpRead(in, buf, *rp, HttpStep::kHeader);
     if (ec) co_return ec;
     int status = rp->get().result_int();
     if (status >= 100 && status < 200 && status != 101) continue;
@@ -199,7 +198,7 @@ boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_bu
   RelayOutcome back;
   if (rp.is_done()) {
     boost::beast::get_lowest_layer(client).expires_after(toDuration(limits.bodyTimeout));
-    auto [ec, n] = co_await httpWriteHeader(client, sr);
+    auto [ec, n] = co_await httpWrite(client, sr, HttpStep::kHeader);
     if (ec) back = RelayOutcome{RelayError::kWrite, ec};
   } else {
     back = co_await relayMessage(up, upBuf, rp, client, sr, scrub, limits.idleTimeout,

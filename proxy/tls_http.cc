@@ -15,12 +15,12 @@ namespace asio = boost::asio;
 namespace http = boost::beast::http;
 using boost::system::error_code;
 
-namespace {
-
-// Beast's read_some_op: parse what is buffered; read only when the parser needs more.
+// Beast's read_some_op: parse what is buffered; read only when the parser needs more. For the
+// head, again until it is parsed.
 template <bool isRequest>
-asio::awaitable<TlsIoResult> readSome(TlsChannel& s, boost::beast::flat_buffer& b,
-                                      http::parser<isRequest, http::buffer_body>& p) {
+asio::awaitable<TlsIoResult> httpRead(TlsChannel& s, boost::beast::flat_buffer& b,
+                                      http::parser<isRequest, http::buffer_body>& p,
+                                      HttpStep step) {
   error_code ec;
   size_t used = 0;
   bool parse = b.size() > 0;
@@ -29,7 +29,9 @@ asio::awaitable<TlsIoResult> readSome(TlsChannel& s, boost::beast::flat_buffer& 
       const size_t n = p.put(b.data(), ec);
       used += n;
       b.consume(n);
-      if (ec != http::error::need_more) break;
+      if (ec != http::error::need_more && (ec || step != HttpStep::kHeader || p.is_header_done())) {
+        break;
+      }
       ec = {};
     }
     parse = true;
@@ -62,9 +64,10 @@ asio::awaitable<TlsIoResult> readSome(TlsChannel& s, boost::beast::flat_buffer& 
 // Beast's write_some_op in a loop: each piece the serializer offers is flattened (one TLS
 // record for a head and a small body) and sent whole.
 template <bool isRequest>
-asio::awaitable<TlsIoResult> write(TlsChannel& s,
-                                   http::serializer<isRequest, http::buffer_body>& sr,
-                                   bool headerOnly) {
+asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s,
+                                       http::serializer<isRequest, http::buffer_body>& sr,
+                                       HttpStep step) {
+  const bool headerOnly = step == HttpStep::kHeader;
   sr.split(headerOnly);  // as async_write_header and async_write do
   size_t total = 0;
   error_code result;
@@ -95,49 +98,17 @@ asio::awaitable<TlsIoResult> write(TlsChannel& s,
   co_return TlsIoResult{result, total};
 }
 
-}  // namespace
-
-asio::awaitable<TlsIoResult> httpReadSome(TlsChannel& s, boost::beast::flat_buffer& b,
-                                          RequestParser& p) {
-  auto r = co_await readSome(s, b, p);
-  co_return r;
-}
-
-asio::awaitable<TlsIoResult> httpReadSome(TlsChannel& s, boost::beast::flat_buffer& b,
-                                          ResponseParser& p) {
-  auto r = co_await readSome(s, b, p);
-  co_return r;
-}
-
-asio::awaitable<TlsIoResult> httpReadHeader(TlsChannel& s, boost::beast::flat_buffer& b,
-                                            ResponseParser& p) {
-  size_t total = 0;
-  while (!p.is_header_done()) {
-    auto [ec, n] = co_await readSome(s, b, p);
-    total += n;
-    if (ec) co_return TlsIoResult{ec, total};
-  }
-  co_return TlsIoResult{error_code{}, total};
-}
-
-asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s, RequestSerializer& sr) {
-  auto r = co_await write(s, sr, false);
-  co_return r;
-}
-
-asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s, ResponseSerializer& sr) {
-  auto r = co_await write(s, sr, false);
-  co_return r;
-}
-
-asio::awaitable<TlsIoResult> httpWriteHeader(TlsChannel& s, RequestSerializer& sr) {
-  auto r = co_await write(s, sr, true);
-  co_return r;
-}
-
-asio::awaitable<TlsIoResult> httpWriteHeader(TlsChannel& s, ResponseSerializer& sr) {
-  auto r = co_await write(s, sr, true);
-  co_return r;
-}
+template asio::awaitable<TlsIoResult> httpRead<true>(TlsChannel&, boost::beast::flat_buffer&,
+                                                     http::parser<true, http::buffer_body>&,
+                                                     HttpStep);
+template asio::awaitable<TlsIoResult> httpRead<false>(TlsChannel&, boost::beast::flat_buffer&,
+                                                      http::parser<false, http::buffer_body>&,
+                                                      HttpStep);
+template asio::awaitable<TlsIoResult> httpWrite<true>(TlsChannel&,
+                                                      http::serializer<true, http::buffer_body>&,
+                                                      HttpStep);
+template asio::awaitable<TlsIoResult> httpWrite<false>(TlsChannel&,
+                                                       http::serializer<false, http::buffer_body>&,
+                                                       HttpStep);
 
 }  // namespace sandgate::proxy
