@@ -109,10 +109,13 @@ asio::awaitable<error_code> TlsChannel::fill() {
 }
 
 asio::awaitable<error_code> TlsChannel::flush() {
-  // The other direction is sending: its loop takes our records too; wait until it is done
-  // (or failed), then send whatever is left.
-  while (flushing_) {
-    co_await flushed_.async_wait(kUse);  // ends when cancelled: the other flush is over
+  if (flushing_) {
+    // The other direction is sending, and its loop sends our records too (they are in out_
+    // already, and it stops only once out_ is empty): wait for it and share its outcome.
+    while (flushing_) {
+      co_await flushed_.async_wait(kUse);  // ends when cancelled: that flush is over
+    }
+    co_return lastFlush_;
   }
   flushing_ = true;
   error_code ec;
@@ -150,6 +153,7 @@ asio::awaitable<error_code> TlsChannel::flush() {
     sentOffset_ = 0;
   }
   flushing_ = false;
+  lastFlush_ = ec;
   flushed_.cancel();
   co_return ec;
 }

@@ -82,6 +82,7 @@ class TlsChannel {
   size_t sentOffset_ = 0;
   bool peerEof_ = false;
   bool flushing_ = false;
+  boost::system::error_code lastFlush_;  // how the last flush ended
   boost::asio::steady_timer flushed_;  // cancelled when a flush ends: wakes a waiting writer
 };
 
