@@ -83,7 +83,7 @@ class TlsChannel {
   bool peerEof_ = false;
   bool flushing_ = false;
   boost::system::error_code lastFlush_;  // how the last flush ended
-  boost::asio::steady_timer flushed_;  // cancelled when a flush ends: wakes a waiting writer
+  boost::asio::steady_timer flushed_;    // cancelled when a flush ends: wakes a waiting writer
 };
 
 }  // namespace sandgate::proxy

@@ -1,0 +1,216 @@
+// TlsChannel (proxy/tls_channel.h): a client and a server channel on a loopback TCP pair, with
+// a leaf minted by an ephemeral CA: handshake and verification, data both ways, close_notify,
+// a connection cut without one, the deadline, and a reader and a writer on one channel at once.
+#include "proxy/tls_channel.h"
+
+#include <gtest/gtest.h>
+#include <openssl/ssl.h>
+#include <openssl/x509_vfy.h>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/ssl/error.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/beast/core/error.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "proxy/tls_ca.h"
+
+namespace sandgate::proxy {
+namespace {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using boost::system::error_code;
+using namespace std::chrono_literals;
+
+struct SslCtxFree {
+  void operator()(SSL_CTX* c) const { SSL_CTX_free(c); }
+};
+using SslCtxPtr = std::unique_ptr<SSL_CTX, SslCtxFree>;
+
+class TlsChannelTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto ca = CertificateAuthority::createEphemeral();
+    ASSERT_TRUE(ca.ok()) << ca.errorText();
+    ca_ = ca.value();
+    std::string error;
+    leaf_ = ca_->mint("api.test", &error);
+    ASSERT_TRUE(leaf_) << error;
+    serverCtx_.reset(SSL_CTX_new(TLS_server_method()));
+    ASSERT_TRUE(leaf_->applyTo(serverCtx_.get()));
+    clientCtx_.reset(SSL_CTX_new(TLS_client_method()));
+    X509_STORE_add_cert(SSL_CTX_get_cert_store(clientCtx_.get()), ca_->certificate());
+    SSL_CTX_set_verify(clientCtx_.get(), SSL_VERIFY_PEER, nullptr);
+
+    tcp::acceptor acceptor(io_, tcp::endpoint(asio::ip::address_v4::loopback(), 0));
+    tcp::socket c(io_), s(io_);
+    c.connect(acceptor.local_endpoint());
+    acceptor.accept(s);
+    clientTcp_.emplace(std::move(c));
+    serverTcp_.emplace(std::move(s));
+    client_.emplace(*clientTcp_, clientCtx_.get(), TlsChannel::Role::kClient);
+    server_.emplace(*serverTcp_, serverCtx_.get(), TlsChannel::Role::kServer);
+  }
+
+  // Runs `f` as a coroutine on the loop until it returns (at most 10 s).
+  template <class F>
+  void run(F f) {
+    bool done = false;
+    asio::co_spawn(
+        io_,
+        [&]() -> asio::awaitable<void> {
+          co_await f();
+          done = true;
+        },
+        asio::detached);
+    const auto end = std::chrono::steady_clock::now() + 10s;
+    while (!done && std::chrono::steady_clock::now() < end) {
+      io_.restart();
+      io_.run_for(5ms);
+    }
+    ASSERT_TRUE(done) << "timed out";
+  }
+
+  // Both handshakes, the client verifying `name`.
+  void handshake(const char* name, error_code& clientEc, error_code& serverEc) {
+    SSL_set_tlsext_host_name(client_->native_handle(), name);
+    X509_VERIFY_PARAM_set1_host(SSL_get0_param(client_->native_handle()), name, 0);
+    std::optional<error_code> s;
+    asio::co_spawn(
+        io_, [&]() -> asio::awaitable<void> { s = co_await server_->handshake(); }, asio::detached);
+    run([&]() -> asio::awaitable<void> { clientEc = co_await client_->handshake(); });
+    run([&]() -> asio::awaitable<void> {
+      while (!s) co_await asio::post(io_, asio::use_awaitable);
+    });
+    serverEc = *s;
+  }
+
+  // Reads from `ch` until `want` bytes or an error.
+  static asio::awaitable<std::pair<error_code, std::string>> readAll(TlsChannel& ch, size_t want) {
+    std::string got;
+    char buf[4096];
+    while (got.size() < want) {
+      const asio::mutable_buffer into(buf, sizeof buf);
+      auto [ec, n] = co_await ch.readSome(into);
+      got.append(buf, n);
+      if (ec) co_return std::pair{ec, got};
+    }
+    co_return std::pair{error_code{}, got};
+  }
+
+  asio::io_context io_;
+  std::shared_ptr<const CertificateAuthority> ca_;
+  std::shared_ptr<const Leaf> leaf_;
+  SslCtxPtr serverCtx_, clientCtx_;
+  std::optional<DeadlineStream> clientTcp_, serverTcp_;
+  std::optional<TlsChannel> client_, server_;
+};
+
+TEST_F(TlsChannelTest, DataBothWaysThenCloseNotify) {
+  error_code c, s;
+  handshake("api.test", c, s);
+  ASSERT_FALSE(c) << c.message();
+  ASSERT_FALSE(s) << s.message();
+  const std::string big(200 * 1024, 'x');  // many records, more than a socket buffer may hold
+  run([&]() -> asio::awaitable<void> {
+    const asio::const_buffer hello("hello", 5);
+    auto [wec, wn] = co_await client_->write(hello);
+    EXPECT_FALSE(wec);
+    EXPECT_EQ(wn, 5u);
+    auto [rec, got] = co_await readAll(*server_, 5);
+    EXPECT_FALSE(rec);
+    EXPECT_EQ(got, "hello");
+  });
+  std::optional<std::pair<error_code, std::string>> received;
+  asio::co_spawn(
+      io_, [&]() -> asio::awaitable<void> { received = co_await readAll(*client_, big.size()); },
+      asio::detached);
+  run([&]() -> asio::awaitable<void> {
+    const asio::const_buffer out(big.data(), big.size());
+    auto [ec, n] = co_await server_->write(out);
+    EXPECT_FALSE(ec) << ec.message();
+    EXPECT_EQ(n, big.size());
+    co_await server_->shutdown();
+  });
+  run([&]() -> asio::awaitable<void> {
+    while (!received) co_await asio::post(io_, asio::use_awaitable);
+  });
+  EXPECT_FALSE(received->first) << received->first.message();
+  EXPECT_EQ(received->second, big);
+  run([&]() -> asio::awaitable<void> {
+    char b[16];
+    const asio::mutable_buffer into(b, sizeof b);
+    auto [ec, n] = co_await client_->readSome(into);
+    EXPECT_EQ(ec, asio::error::eof) << ec.message();  // the server's close_notify
+    EXPECT_EQ(n, 0u);
+  });
+  EXPECT_TRUE(client_->quiet());
+}
+
+TEST_F(TlsChannelTest, WrongNameFailsTheClientHandshake) {
+  error_code c, s;
+  handshake("other.test", c, s);
+  EXPECT_TRUE(c);
+  EXPECT_EQ(SSL_get_verify_result(client_->native_handle()), X509_V_ERR_HOSTNAME_MISMATCH);
+  EXPECT_TRUE(s);  // the server got the client's alert (or the cut)
+}
+
+TEST_F(TlsChannelTest, CutWithoutCloseNotifyIsTruncation) {
+  error_code c, s;
+  handshake("api.test", c, s);
+  ASSERT_FALSE(c);
+  serverTcp_->close();
+  run([&]() -> asio::awaitable<void> {
+    char b[16];
+    const asio::mutable_buffer into(b, sizeof b);
+    auto [ec, n] = co_await client_->readSome(into);
+    EXPECT_EQ(ec, asio::ssl::error::stream_truncated) << ec.message();
+  });
+}
+
+TEST_F(TlsChannelTest, ReadPastTheDeadlineTimesOut) {
+  error_code c, s;
+  handshake("api.test", c, s);
+  ASSERT_FALSE(c);
+  clientTcp_->expires_after(100ms);
+  run([&]() -> asio::awaitable<void> {
+    char b[16];
+    const asio::mutable_buffer into(b, sizeof b);
+    auto [ec, n] = co_await client_->readSome(into);
+    EXPECT_EQ(ec, boost::beast::error::timeout) << ec.message();
+  });
+}
+
+// The WebSocket relay reads and writes one channel at the same time.
+TEST_F(TlsChannelTest, AReaderAndAWriterOnOneChannel) {
+  error_code c, s;
+  handshake("api.test", c, s);
+  ASSERT_FALSE(c);
+  std::optional<std::pair<error_code, std::string>> clientGot;
+  asio::co_spawn(
+      io_, [&]() -> asio::awaitable<void> { clientGot = co_await readAll(*client_, 3); },
+      asio::detached);
+  run([&]() -> asio::awaitable<void> {
+    const asio::const_buffer ping("ping", 4);
+    auto [wec, wn] = co_await client_->write(ping);  // while the client's read waits
+    EXPECT_FALSE(wec);
+    auto [rec, got] = co_await readAll(*server_, 4);
+    EXPECT_EQ(got, "ping");
+    const asio::const_buffer pong("pon", 3);
+    auto [w2, n2] = co_await server_->write(pong);
+    EXPECT_FALSE(w2);
+    while (!clientGot) co_await asio::post(io_, asio::use_awaitable);
+  });
+  EXPECT_FALSE(clientGot->first);
+  EXPECT_EQ(clientGot->second, "pon");
+}
+
+}  // namespace
+}  // namespace sandgate::proxy
