@@ -7,6 +7,7 @@
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
+#include <iterator>
 #include <string>
 
 namespace sandgate::proxy {
@@ -61,8 +62,9 @@ asio::awaitable<TlsIoResult> httpRead(TlsChannel& s, boost::beast::flat_buffer& 
   co_return TlsIoResult{ec, used};
 }
 
-// Beast's write_some_op in a loop: each piece the serializer offers is flattened (one TLS
-// record for a head and a small body) and sent whole.
+// Beast's write_some_op in a loop. What the serializer offers in several buffers (a head and
+// a small body, a chunk and its framing) is flattened first, so that it leaves as one TLS
+// record; a single buffer (a body piece) is sent as it is.
 template <bool isRequest>
 asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s,
                                        http::serializer<isRequest, http::buffer_body>& sr,
@@ -74,24 +76,31 @@ asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s,
   std::string flat;
   while (headerOnly ? !sr.is_header_done() : !sr.is_done()) {
     error_code ec;
-    flat.clear();
-    sr.next(ec, [&flat](error_code&, const auto& buffers) {
-      for (auto piece : boost::beast::buffers_range_ref(buffers)) {
-        flat.append(static_cast<const char*>(piece.data()), piece.size());
+    asio::const_buffer out;
+    sr.next(ec, [&flat, &out](error_code&, const auto& buffers) {
+      auto range = boost::beast::buffers_range_ref(buffers);
+      auto first = range.begin();
+      if (first != range.end() && std::next(first) == range.end()) {
+        out = *first;
+        return;
       }
+      // A head may hold the injected credential: wiped before the buffer is reused.
+      OPENSSL_cleanse(flat.data(), flat.size());
+      flat.clear();
+      for (auto piece : range) flat.append(static_cast<const char*>(piece.data()), piece.size());
+      out = asio::const_buffer(flat.data(), flat.size());
     });
     if (ec) {  // need_buffer: the body piece is used up
       result = ec;
       break;
     }
-    const asio::const_buffer out(flat.data(), flat.size());
     auto [wec, n] = co_await s.write(out);
     if (wec) {
       result = wec;
       break;
     }
-    sr.consume(flat.size());
-    total += flat.size();
+    sr.consume(out.size());
+    total += out.size();
   }
   // A request head holds the injected credential.
   OPENSSL_cleanse(flat.data(), flat.size());

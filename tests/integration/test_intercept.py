@@ -182,6 +182,30 @@ class InterceptTest(unittest.TestCase):
                                                task="demo", credential="openai"), 1)
         self.assertGreaterEqual(self.sg.metric("sandgate_tls_intercepted_total", task="demo"), 1)
 
+    def test_large_bodies_arrive_whole(self):
+        # Many reads and writes of the relay each way: every piece must arrive once, in order.
+        # The upload keeps its Content-Length (its pieces go upstream as they are read); the
+        # download is re-chunked (scrubbing with a marker of another length).
+        upload = bytes(range(256)) * (12 * 1024) + b"tail"
+        n = 3 * 1024 * 1024 + 17
+        conn = self.api_connection()
+        try:
+            conn.request("POST", "/echo/upload", body=upload,
+                         headers={"Content-Type": "application/octet-stream"})
+            r = conn.getresponse()
+            r.read()
+            self.assertEqual(r.status, 200)
+            conn.request("GET", "/bytes?n=%d" % n)
+            r = conn.getresponse()
+            body = r.read()
+        finally:
+            conn.close()
+        self.assertEqual(self.requests_to("/echo/upload")[0]["body"], upload)
+        self.assertEqual(r.status, 200)
+        self.assertEqual(len(body), n)
+        self.assertEqual(body, b"x" * n)
+        self.sg.wait_audit(path="/bytes", credential="openai", injected=True)
+
     def test_upstream_tls_failure(self):
         before = len(self.https.requests)
         r = curl("https://bad.test/echo/bad", "--cacert", self.ca_out, proxy=self.proxy())
