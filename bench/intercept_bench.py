@@ -9,6 +9,10 @@ against the same requests sent directly to the upstream, and against mitmproxy, 
       needs a new verified TLS handshake as well
   (c) the same keep-alive runs through mitmproxy (`mitmdump`, header set with modify_headers)
                                                            target: >= 20x mitmproxy's req/s
+  (d) the idle spin (`serve --idle-spin`, default 100 us): the keep-alive runs and a paced run
+      (1 connection, a pause after every response, as from an agent that thinks between calls)
+      through a second sandgate started with `--idle-spin 0`, to show what the spin buys and
+      what CPU it costs when the load is sparse (native harness only)
 
 Everything runs on 127.0.0.1: a runtime test CA (tests/support/pki.py) signs the upstream's
 certificate and is given to sandgate as `tls.upstream_ca` (and to mitmproxy as
@@ -223,11 +227,11 @@ def _client_proc(t, kind, conns, seconds, q):
 TLS_LOAD = {"path": None}
 
 
-def run_load_native(t, kind, conns, seconds):
+def run_load_native(t, kind, conns, seconds, pause_us=0):
     """The same load through `tls_load client` (a thread per connection, OpenSSL)."""
     cmd = [TLS_LOAD["path"], "client", "--host", t.host, "--cafile", t.cafile,
            "--auth", t.auth_value, "--mode", kind, "--conns", str(conns),
-           "--seconds", str(seconds)]
+           "--seconds", str(seconds), "--pause-us", str(pause_us)]
     if t.proxy is None:
         cmd += ["--connect", "%s:%d" % (LOOPBACK, t.port)]
     else:
@@ -266,10 +270,13 @@ def find_tls_load(binary, given):
     return path if os.access(path, os.X_OK) else None
 
 
-def run_load(t, kind, conns, seconds, procs=2):
-    """Runs `conns` connections (or workers) split over `procs` processes for `seconds`."""
+def run_load(t, kind, conns, seconds, procs=2, pause_us=0):
+    """Runs `conns` connections (or workers) split over `procs` processes for `seconds`.
+    `pause_us`: a pause after every response (native harness only)."""
     if TLS_LOAD["path"]:
-        return run_load_native(t, kind, conns, seconds)
+        return run_load_native(t, kind, conns, seconds, pause_us)
+    if pause_us:
+        raise RuntimeError("paced load needs the native harness (bench/tls_load)")
     procs = max(1, min(conns, procs))
     ctx = multiprocessing.get_context("fork")
     q = ctx.Queue()
@@ -314,7 +321,8 @@ def wait_for(predicate, timeout, what):
 
 
 class Sandgate(LoggedProcess):
-    def __init__(self, binary, tmp, pki, keep_port, close_port, threads):
+    def __init__(self, binary, tmp, pki, keep_port, close_port, threads, extra_args=()):
+        os.makedirs(tmp, exist_ok=True)
         self.tmp = tmp
         self.ca_out = os.path.join(tmp, "sandgate-ca.pem")
         secret_file = os.path.join(tmp, "secret")
@@ -346,6 +354,7 @@ class Sandgate(LoggedProcess):
         cmd = [binary, "serve", "--config", config, "--ready-file", ready]
         if threads:
             cmd += ["--threads", str(threads)]
+        cmd += list(extra_args)
         super().__init__(cmd, os.path.join(tmp, "sandgate.log"))
 
         def is_ready():
@@ -423,10 +432,10 @@ def line(label, r, base=None, cpu=None):
     return s
 
 
-def measured(proxy, t, kind, conns, seconds):
+def measured(proxy, t, kind, conns, seconds, pause_us=0):
     """The load's result and the proxy's (user, kernel) CPU seconds spent on it."""
     c0 = proxy.cpu_times() if proxy else None
-    r = run_load(t, kind, conns, seconds)
+    r = run_load(t, kind, conns, seconds, pause_us=pause_us)
     if not proxy:
         return r, None
     c1 = proxy.cpu_times()
@@ -490,7 +499,7 @@ def main():
                    "processes)")
 
     tmp = tempfile.mkdtemp(prefix="sandgate-ibench-")
-    sg = mitm = None
+    sg = sg_nospin = mitm = None
     try:
         direct_keep = Target("direct", KEEP_HOST, keep_port, pki.ca_cert, "Bearer " + SECRET)
         direct_close = Target("direct", CLOSE_HOST, close_port, pki.ca_cert, "Bearer " + SECRET)
@@ -505,6 +514,9 @@ def main():
                                % (probe["errors"], probe["first_error"], sg.log_tail()))
         print("sandgate %s (pid %d); %d cores shared by sandgate, %s; load: %s"
               % (binary, sg.proc.pid, os.cpu_count(), harness, os.getloadavg()))
+        if TLS_LOAD["path"]:
+            sg_nospin = Sandgate(binary, os.path.join(tmp, "nospin"), pki, keep_port, close_port,
+                                 args.threads, ["--idle-spin", "0"])
 
         if not args.no_mitmproxy and args.mitmdump:
             try:
@@ -532,6 +544,10 @@ def main():
             s, cpu = measured(sg, sg.target(KEEP_HOST), "keepalive", conns, args.seconds)
             print(line("sandgate", s, d, cpu))
             summary[conns] = (d, s)
+            if sg_nospin:
+                n, ncpu = measured(sg_nospin, sg_nospin.target(KEEP_HOST), "keepalive", conns,
+                                   args.seconds)
+                print(line("sandgate --idle-spin 0", n, d, ncpu))
             if conns == 1:
                 added = s["p50_us"] - d["p50_us"]
                 print("    sandgate added p50 %.0f us (target < 1000 us: %s)"
@@ -563,13 +579,23 @@ def main():
                   .replace("us/req", "us/conn"))
             if m["rps"]:
                 print("    sandgate / mitmproxy: %.1fx new connections/s" % (s["rps"] / m["rps"]))
+        if sg_nospin:
+            pause_us = 1000
+            print("\n(d) paced: 1 connection, %d us pause after every response, %.0f s: what the "
+                  "idle spin costs when the proxy is mostly idle" % (pause_us, args.seconds))
+            d, _ = measured(None, direct_keep, "keepalive", 1, args.seconds, pause_us)
+            print(line("direct", d))
+            for label, proxy in (("sandgate", sg), ("sandgate --idle-spin 0", sg_nospin)):
+                r, cpu = measured(proxy, proxy.target(KEEP_HOST), "keepalive", 1, args.seconds,
+                                  pause_us)
+                print(line(label, r, d, cpu))
         print("\nsandgate log: %d lines; load after the run: %s"
               % (len(sg.log_tail(10 ** 6).splitlines()), os.getloadavg()))
     except Exception as e:  # a bench reports, it does not crash
         print("\nintercept_bench: %s: %s" % (type(e).__name__, e), file=sys.stderr)
         return 1
     finally:
-        for proc in (mitm, sg):
+        for proc in (mitm, sg, sg_nospin):
             if proc:
                 proc.stop()
         for p in servers:

@@ -8,11 +8,13 @@
 //       "Authorization: Bearer S" (any case), else a 401; --close: close after each response.
 //   tls_load client --connect HOST:PORT --host NAME --cafile F --auth VALUE
 //                   [--proxy-connect AUTHORITY] [--proxy-auth VALUE]
-//                   [--mode keepalive|newconn] [--conns N] [--seconds S]
+//                   [--mode keepalive|newconn] [--conns N] [--seconds S] [--pause-us U]
 //       N threads, each with one connection (keepalive: made before the measured window; newconn:
 //       CONNECT + handshake + one request + close, in a loop). With --proxy-connect, HOST:PORT is
 //       a proxy and the client sends `CONNECT AUTHORITY` first. TLS verifies NAME against
-//       --cafile. Prints one JSON object: n, errors, elapsed, p50_us, p99_us, first_error.
+//       --cafile. --pause-us: each connection sleeps U microseconds after every response (a
+//       sparse load, as from an agent that thinks between calls). Prints one JSON object: n,
+//       errors, elapsed, p50_us, p99_us, first_error.
 //
 // Plain blocking sockets and OpenSSL, one thread per connection: simple, and cheap enough at
 // the 64 connections the benchmark uses. Not a test, not part of sandgate.
@@ -121,8 +123,8 @@ void serveConnection(SSL_CTX* ctx, int fd, const ServeOptions& o, const std::str
     while (true) {
       size_t head = readHead(buf, readSome);
       if (head == 0) break;
-      const bool authorized = (lower(std::string_view(buf).substr(0, head))).find(needle) !=
-                              std::string::npos;
+      const bool authorized =
+          (lower(std::string_view(buf).substr(0, head))).find(needle) != std::string::npos;
       buf.erase(0, head);  // requests carry no body here
       const std::string& out = authorized ? ok : denied;
       if (SSL_write(ssl, out.data(), static_cast<int>(out.size())) <= 0) break;
@@ -169,6 +171,7 @@ struct ClientOptions {
   std::string connect, host, cafile, auth, proxyConnect, proxyAuth, mode = "keepalive";
   int conns = 1;
   double seconds = 5;
+  std::chrono::microseconds pause{0};
 };
 
 // One TLS connection to the upstream, directly or through a CONNECT proxy.
@@ -187,8 +190,8 @@ class Connection {
     }
     setNoDelay(fd_);
     if (!o.proxyConnect.empty()) {
-      std::string req = "CONNECT " + o.proxyConnect + " HTTP/1.1\r\nHost: " + o.proxyConnect +
-                        "\r\n";
+      std::string req =
+          "CONNECT " + o.proxyConnect + " HTTP/1.1\r\nHost: " + o.proxyConnect + "\r\n";
       if (!o.proxyAuth.empty()) req += "Proxy-Authorization: " + o.proxyAuth + "\r\n";
       req += "\r\n";
       if (::send(fd_, req.data(), req.size(), MSG_NOSIGNAL) != static_cast<long>(req.size())) {
@@ -346,12 +349,13 @@ int client(const ClientOptions& o) {
           if (newconn) continue;
           break;  // a kept-alive connection is gone: no point going on with it
         }
-        lat.push_back(std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start)
-                          .count());
+        lat.push_back(
+            std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - start).count());
         if (status != 200) {  // the upstream's 401: the secret did not arrive
           ++errors;
           if (first.empty()) first = "status " + std::to_string(status);
         }
+        if (o.pause.count() > 0) std::this_thread::sleep_for(o.pause);
       }
       results.add(lat, errors, first);
     });
@@ -399,7 +403,8 @@ int main(int argc, char** argv) {
   ::signal(SIGPIPE, SIG_IGN);
   if (cmd == "serve") {
     ServeOptions o{get("--cert"), get("--key"), get("--secret"), opts.count("--close") > 0};
-    if (o.cert.empty() || o.key.empty() || o.secret.empty()) die("serve needs --cert --key --secret");
+    if (o.cert.empty() || o.key.empty() || o.secret.empty())
+      die("serve needs --cert --key --secret");
     return serve(o);
   }
   if (cmd == "client") {
@@ -413,6 +418,7 @@ int main(int argc, char** argv) {
     o.mode = get("--mode", "keepalive");
     o.conns = std::stoi(get("--conns", "1"));
     o.seconds = std::stod(get("--seconds", "5"));
+    o.pause = std::chrono::microseconds(std::stoll(get("--pause-us", "0")));
     if (o.connect.empty() || o.host.empty() || o.cafile.empty()) {
       die("client needs --connect --host --cafile");
     }

@@ -1,4 +1,5 @@
-// `sandgate serve --config F [--threads N] [--ready-file PATH]`: argument parsing only.
+// `sandgate serve --config F [--threads N] [--idle-spin US] [--ready-file PATH]`: argument parsing
+// only.
 #include <fmt/format.h>
 #include <spdlog/sinks/stdout_color_sinks.h>
 #include <spdlog/spdlog.h>
@@ -18,6 +19,7 @@ constexpr int kExitConfigError = 2;
 struct ServeArgs {
   std::string config;
   unsigned threads = 0;
+  unsigned idleSpinUs = 100;
   std::string readyFile;
 };
 }  // namespace
@@ -27,6 +29,11 @@ void addServeCommand(CLI::App& app, Action* action) {
   auto* cmd = app.add_subcommand("serve", "Run the proxy");
   cmd->add_option("--config,-c", args->config, "Configuration file")->required();
   cmd->add_option("--threads", args->threads, "Worker threads (default: one per core)");
+  cmd->add_option("--idle-spin", args->idleSpinUs,
+                  "Microseconds a worker polls for more work before it sleeps; adapts, and stops "
+                  "while idle (0: sleep at once)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, 10000u));
   cmd->add_option("--ready-file", args->readyFile,
                   "Write {\"proxy\":ADDR,\"metrics\":ADDR} here once listening");
   cmd->callback([args, action] {
@@ -35,6 +42,7 @@ void addServeCommand(CLI::App& app, Action* action) {
       proxy::ServerOptions options;
       options.configPath = args->config;
       options.threads = args->threads;
+      options.idleSpin = std::chrono::microseconds(args->idleSpinUs);
       if (!args->readyFile.empty()) options.readyFile = args->readyFile;
       auto server = proxy::Server::create(std::move(options));
       if (!server) {

@@ -35,6 +35,7 @@
 #include "proxy/server_context.h"
 #include "proxy/session.h"
 #include "proxy/upstream.h"
+#include "proxy/worker_loop.h"
 
 namespace sandgate::proxy {
 
@@ -745,10 +746,10 @@ void Server::start() {
                    serveMetrics(std::move(*im.metricsAcceptor), im.state.metrics), logException);
   }
   for (auto& w : im.workers) {
-    im.threads.emplace_back([w = w.get()] {
+    im.threads.emplace_back([w = w.get(), spin = im.options.idleSpin] {
       while (true) {
         try {
-          w->io.run();
+          runWorker(w->io, spin);
           return;
         } catch (const std::exception& e) {
           spdlog::error("worker: {}", e.what());

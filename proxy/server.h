@@ -2,6 +2,7 @@
 // atomically on reload (SIGHUP or a changed file), graceful shutdown (SIGTERM/SIGINT).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -20,6 +21,9 @@ struct ServerOptions {
   // config given to create() is never reloaded.
   std::string configPath;
   unsigned threads = 0;  // 0: one per core
+  // The longest a worker polls for more work before it sleeps (see worker_loop.h); zero: it
+  // sleeps as soon as it has nothing to do. The spin adapts and stops while the proxy is idle.
+  std::chrono::microseconds idleSpin{100};
   // Written (tmp + rename) once the listeners are up:
   // {"proxy":"127.0.0.1:PORT","metrics":"127.0.0.1:PORT"}.
   std::optional<std::string> readyFile;

@@ -117,6 +117,33 @@ class StartupTest(unittest.TestCase):
         finally:
             sg.cleanup()
 
+    def test_idle_spin_off_serves_and_shuts_down(self):
+        # `--idle-spin 0`: the workers sleep as soon as they are idle (io_context::run()); the
+        # rest of the suite runs with the default spin.
+        up = HttpUpstream()
+        sg = Sandgate(policies(["a.test"]), [{"name": "t", "policy": "p", "token": TOKEN}],
+                      resolve={"a.test": "127.0.0.1:%d" % up.port},
+                      serve_args=["--idle-spin", "0"])
+        try:
+            sg.start()
+            for _ in range(3):
+                r = curl("http://a.test/echo", proxy=sg.proxy_url("t", TOKEN))
+                self.assertEqual(r.status, 200, r.stderr)
+            self.assertEqual(sg.stop(timeout=15), 0)
+        finally:
+            sg.cleanup()
+            up.close()
+
+    def test_idle_spin_out_of_range_is_refused(self):
+        sg = Sandgate({"p": {"allow": [{"host": "a.test"}]}}, [{"name": "t", "policy": "p"}])
+        try:
+            p = subprocess.run([binary(), "serve", "--config", sg.config_path,
+                                "--idle-spin", "20000"], capture_output=True, timeout=20)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("--idle-spin", p.stderr.decode() + p.stdout.decode())
+        finally:
+            sg.cleanup()
+
     def test_repeated_sigterm_still_exits_cleanly(self):
         # A supervisor may repeat SIGTERM while sandgate is already exiting; the second one
         # must not turn the clean exit into death by signal. Bounded: 8 starts, 0-7 ms apart.

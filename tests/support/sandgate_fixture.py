@@ -52,14 +52,17 @@ def sha256(token):
 
 
 class Sandgate:
-    def __init__(self, policies, tasks, limits=None, resolve=None, extra=None, threads=2):
-        """`tasks`: list of dicts with name, policy and optionally token (clear text), limits."""
+    def __init__(self, policies, tasks, limits=None, resolve=None, extra=None, threads=2,
+                 serve_args=()):
+        """`tasks`: list of dicts with name, policy and optionally token (clear text), limits.
+        `serve_args`: more `sandgate serve` options."""
         self.dir = tempfile.mkdtemp(prefix="sandgate-it-")
         self.config_path = os.path.join(self.dir, "sandgate.yaml")
         self.audit_path = os.path.join(self.dir, "audit.log")
         self.ready_path = os.path.join(self.dir, "ready.json")
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.threads = threads
+        self.serve_args = list(serve_args)
         self.proc = None
         self.env = None
         self._recorded = True
@@ -155,7 +158,7 @@ class Sandgate:
 
         self.proc = subprocess.Popen(
             [binary(), "serve", "--config", self.config_path, "--threads", str(self.threads),
-             "--ready-file", self.ready_path],
+             "--ready-file", self.ready_path] + self.serve_args,
             stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=limit, env=self.env)
 
         def ready():
