@@ -1,6 +1,8 @@
 // The worker loop and its adaptive spin (see worker_loop.h).
 #include "proxy/worker_loop.h"
 
+#include <sched.h>
+
 #include <boost/asio/io_context.hpp>
 
 namespace sandgate::proxy {
@@ -43,6 +45,9 @@ void runWorker(boost::asio::io_context& io, std::chrono::nanoseconds spinLimit) 
         break;
       }
       if (io.stopped()) return;
+      // Polite: a thread that is runnable on this core (the client or upstream woken here,
+      // a build next to the proxy) gets it now instead of when the spin ends.
+      ::sched_yield();
       idleTo = Clock::now();
     }
     if (!caught) {

@@ -7,8 +7,8 @@
 // the gap itself on many machines (a halted virtual CPU is woken by an inter-processor
 // interrupt through the hypervisor). The spin is adaptive, in the manner of the kernel's
 // haltpoll governor: it grows while the gaps it sees are shorter than the limit and shrinks
-// (to nothing) while it keeps running out without catching anything, so an idle or sparsely
-// used proxy does not burn CPU.
+// (to nothing) while the gaps are longer, so an idle or sparsely used proxy does not burn CPU;
+// and it yields the core at every turn, so it only uses time no other thread there wants.
 #pragma once
 
 #include <chrono>
