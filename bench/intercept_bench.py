@@ -12,7 +12,8 @@ against the same requests sent directly to the upstream, and against mitmproxy, 
   (d) the idle spin (`serve --idle-spin`, default 100 us): the keep-alive runs and a paced run
       (1 connection, a pause after every response, as from an agent that thinks between calls)
       through a second sandgate started with `--idle-spin 0`, to show what the spin buys and
-      what CPU it costs when the load is sparse (native harness only)
+      what CPU it costs when the load is sparse (native harness only); the two run in the
+      order A B B A, each run half as long, and p50/p99 are the means of the two halves
 
 Everything runs on 127.0.0.1: a runtime test CA (tests/support/pki.py) signs the upstream's
 certificate and is given to sandgate as `tls.upstream_ca` (and to mitmproxy as
@@ -442,6 +443,32 @@ def measured(proxy, t, kind, conns, seconds, pause_us=0):
     return r, (c1[0] - c0[0], c1[1] - c0[1])
 
 
+def merged(parts):
+    """One result from runs of the same load: counts and CPU add up, rates are recomputed,
+    p50/p99 are the means of the parts' (an approximation, said where printed)."""
+    rs = [r for r, _ in parts]
+    r = {"n": sum(x["n"] for x in rs), "errors": sum(x["errors"] for x in rs),
+         "elapsed": sum(x.get("elapsed", 0) for x in rs),
+         "first_error": next((x["first_error"] for x in rs if x.get("first_error")), "")}
+    r["rps"] = r["n"] / r["elapsed"] if r["elapsed"] else 0.0
+    for k in ("p50_us", "p99_us"):
+        r[k] = sum(x[k] for x in rs) / len(rs)
+    cpus = [c for _, c in parts]
+    cpu = None if any(c is None for c in cpus) else (sum(c[0] for c in cpus),
+                                                      sum(c[1] for c in cpus))
+    return r, cpu
+
+
+def measured_abba(a, b, kind, conns, seconds, pause_us=0):
+    """Proxies `a` and `b` under the same load in the order a, b, b, a, each run half as long:
+    whatever drifts during the phase (the machine, the order) weighs on both alike."""
+    runs = {id(a): [], id(b): []}
+    for proxy in (a, b, b, a):
+        runs[id(proxy)].append(measured(proxy, proxy.target(KEEP_HOST), kind, conns,
+                                        seconds / 2, pause_us))
+    return merged(runs[id(a)]), merged(runs[id(b)])
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -541,13 +568,15 @@ def main():
             print("  %d connection%s:" % (conns, "s" if conns > 1 else ""))
             d, _ = measured(None, direct_keep, "keepalive", conns, args.seconds)
             print(line("direct", d))
-            s, cpu = measured(sg, sg.target(KEEP_HOST), "keepalive", conns, args.seconds)
-            print(line("sandgate", s, d, cpu))
-            summary[conns] = (d, s)
-            if sg_nospin:
-                n, ncpu = measured(sg_nospin, sg_nospin.target(KEEP_HOST), "keepalive", conns,
-                                   args.seconds)
+            if sg_nospin:  # (d): both in ABBA order, two half-length runs each
+                (s, cpu), (n, ncpu) = measured_abba(sg, sg_nospin, "keepalive", conns,
+                                                    args.seconds)
+                print(line("sandgate", s, d, cpu))
                 print(line("sandgate --idle-spin 0", n, d, ncpu))
+            else:
+                s, cpu = measured(sg, sg.target(KEEP_HOST), "keepalive", conns, args.seconds)
+                print(line("sandgate", s, d, cpu))
+            summary[conns] = (d, s)
             if conns == 1:
                 added = s["p50_us"] - d["p50_us"]
                 print("    sandgate added p50 %.0f us (target < 1000 us: %s)"
@@ -585,10 +614,10 @@ def main():
                   "idle spin costs when the proxy is mostly idle" % (pause_us, args.seconds))
             d, _ = measured(None, direct_keep, "keepalive", 1, args.seconds, pause_us)
             print(line("direct", d))
-            for label, proxy in (("sandgate", sg), ("sandgate --idle-spin 0", sg_nospin)):
-                r, cpu = measured(proxy, proxy.target(KEEP_HOST), "keepalive", 1, args.seconds,
-                                  pause_us)
-                print(line(label, r, d, cpu))
+            (r, cpu), (n, ncpu) = measured_abba(sg, sg_nospin, "keepalive", 1, args.seconds,
+                                                pause_us)
+            print(line("sandgate", r, d, cpu))
+            print(line("sandgate --idle-spin 0", n, d, ncpu))
         print("\nsandgate log: %d lines; load after the run: %s"
               % (len(sg.log_tail(10 ** 6).splitlines()), os.getloadavg()))
     except Exception as e:  # a bench reports, it does not crash

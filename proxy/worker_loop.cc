@@ -11,12 +11,18 @@ namespace {
 // Below limit / kSmallest the window is dropped to zero rather than halved forever; growing
 // starts again from that size.
 constexpr int kSmallest = 8;
+// A sched_yield() that took longer than this let another thread run.
+constexpr std::chrono::microseconds kOtherThreadRan{10};
 }  // namespace
+
+void IdleSpin::shrink() {
+  window_ /= 2;
+  if (window_ < limit_ / kSmallest) window_ = Duration::zero();
+}
 
 void IdleSpin::afterIdle(Duration idle) {
   if (idle > limit_) {
-    window_ /= 2;
-    if (window_ < limit_ / kSmallest) window_ = Duration::zero();
+    shrink();
   } else if (idle > window_) {
     window_ = std::min(limit_, std::max(window_ * 2, limit_ / kSmallest));
   }
@@ -38,7 +44,7 @@ void runWorker(boost::asio::io_context& io, std::chrono::nanoseconds spinLimit) 
     const auto idleFrom = Clock::now();
     const auto spinUntil = idleFrom + spin.window();
     auto idleTo = idleFrom;
-    bool caught = false;
+    bool caught = false, contended = false;
     while (idleTo < spinUntil) {
       if (io.poll() > 0) {
         caught = true;
@@ -46,15 +52,25 @@ void runWorker(boost::asio::io_context& io, std::chrono::nanoseconds spinLimit) 
       }
       if (io.stopped()) return;
       // Polite: a thread that is runnable on this core (the client or upstream woken here,
-      // a build next to the proxy) gets it now instead of when the spin ends.
+      // a build next to the proxy) gets it now instead of when the spin ends; and once one
+      // did, the core is wanted: stop spinning and sleep.
+      const auto yieldFrom = Clock::now();
       ::sched_yield();
       idleTo = Clock::now();
+      if (idleTo - yieldFrom > kOtherThreadRan) {
+        contended = true;
+        break;
+      }
     }
     if (!caught) {
       if (io.run_one() == 0) return;
       idleTo = Clock::now();
     }
-    spin.afterIdle(idleTo - idleFrom);
+    if (contended) {
+      spin.afterContention();
+    } else {
+      spin.afterIdle(idleTo - idleFrom);
+    }
   }
 }
 

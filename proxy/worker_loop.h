@@ -8,7 +8,8 @@
 // interrupt through the hypervisor). The spin is adaptive, in the manner of the kernel's
 // haltpoll governor: it grows while the gaps it sees are shorter than the limit and shrinks
 // (to nothing) while the gaps are longer, so an idle or sparsely used proxy does not burn CPU;
-// and it yields the core at every turn, so it only uses time no other thread there wants.
+// and it yields the core at every turn: a yield that lets another thread run ends the spin
+// (the core is wanted) and shrinks the window like a long gap.
 #pragma once
 
 #include <chrono>
@@ -32,8 +33,12 @@ class IdleSpin {
   // limit shrinks the window (halves it, down to nothing), one longer than the window but
   // within the limit grows it (doubles it, up to the limit), one the spin caught keeps it.
   void afterIdle(Duration idle);
+  // A spin gave the core to another thread that wanted it: shrinks the window like a long gap.
+  void afterContention() { shrink(); }
 
  private:
+  void shrink();
+
   Duration limit_;
   Duration window_;
 };
