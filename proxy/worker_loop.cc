@@ -3,6 +3,7 @@
 
 #include <sched.h>
 
+#include <algorithm>
 #include <boost/asio/io_context.hpp>
 
 namespace sandgate::proxy {
