@@ -12,8 +12,13 @@ against the same requests sent directly to the upstream, and against mitmproxy, 
   (d) the idle spin (`serve --idle-spin`, default 100 us): the keep-alive runs and a paced run
       (1 connection, a pause after every response, as from an agent that thinks between calls)
       through a second sandgate started with `--idle-spin 0`, to show what the spin buys and
-      what CPU it costs when the load is sparse (native harness only); the two run in the
-      order A B B A, each run half as long, and p50/p99 are the means of the two halves
+      what CPU it costs when the load is sparse (native harness only)
+
+Within a phase, the direct runs and every proxy run in mirrored order (direct, sandgate,
+sandgate --idle-spin 0, mitmproxy, then the same backwards), each run half as long, and p50/p99
+are the means of the two halves: this machine's speed drifts by a third from one minute to the
+next, and a ratio of two runs made a minute apart measures the drift as much as the proxies.
+The sandgate/mitmproxy ratio is printed for each half as well.
 
 Everything runs on 127.0.0.1: a runtime test CA (tests/support/pki.py) signs the upstream's
 certificate and is given to sandgate as `tls.upstream_ca` (and to mitmproxy as
@@ -459,14 +464,18 @@ def merged(parts):
     return r, cpu
 
 
-def measured_abba(a, b, kind, conns, seconds, pause_us=0):
-    """Proxies `a` and `b` under the same load in the order a, b, b, a, each run half as long:
-    whatever drifts during the phase (the machine, the order) weighs on both alike."""
-    runs = {id(a): [], id(b): []}
-    for proxy in (a, b, b, a):
-        runs[id(proxy)].append(measured(proxy, proxy.target(KEEP_HOST), kind, conns,
-                                        seconds / 2, pause_us))
-    return merged(runs[id(a)]), merged(runs[id(b)])
+def measured_mirrored(entries, kind, conns, seconds, pause_us=0):
+    """Each (proxy, target) of `entries` under the same load, in the order given and then in
+    reverse (a b c c b a), each run half as long: whatever drifts during the phase (this
+    machine's speed moves by a third from one minute to the next, and the second of two
+    back-to-back runs tends to do better) weighs on all alike. Returns, per entry, the merged
+    result and its two halves."""
+    runs = [[] for _ in entries]
+    order = list(range(len(entries)))
+    for i in order + order[::-1]:
+        proxy, target = entries[i]
+        runs[i].append(measured(proxy, target, kind, conns, seconds / 2, pause_us))
+    return [(merged(parts), parts) for parts in runs]
 
 
 def main():
@@ -566,28 +575,32 @@ def main():
         summary = {}
         for conns in (1, 64):
             print("  %d connection%s:" % (conns, "s" if conns > 1 else ""))
-            d, _ = measured(None, direct_keep, "keepalive", conns, args.seconds)
+            entries = [(None, direct_keep), (sg, sg.target(KEEP_HOST))]
+            if sg_nospin:
+                entries.append((sg_nospin, sg_nospin.target(KEEP_HOST)))
+            if mitm:
+                entries.append((mitm, mitm.target(KEEP_HOST, keep_port)))
+            results = measured_mirrored(entries, "keepalive", conns, args.seconds)
+            (d, _), _ = results[0]
+            (s, cpu), s_halves = results[1]
             print(line("direct", d))
-            if sg_nospin:  # (d): both in ABBA order, two half-length runs each
-                (s, cpu), (n, ncpu) = measured_abba(sg, sg_nospin, "keepalive", conns,
-                                                    args.seconds)
-                print(line("sandgate", s, d, cpu))
+            print(line("sandgate", s, d, cpu))
+            if sg_nospin:
+                (n, ncpu), _ = results[2]
                 print(line("sandgate --idle-spin 0", n, d, ncpu))
-            else:
-                s, cpu = measured(sg, sg.target(KEEP_HOST), "keepalive", conns, args.seconds)
-                print(line("sandgate", s, d, cpu))
             summary[conns] = (d, s)
             if conns == 1:
                 added = s["p50_us"] - d["p50_us"]
                 print("    sandgate added p50 %.0f us (target < 1000 us: %s)"
                       % (added, "met" if added < 1000 else "MISSED"))
             if mitm:
-                m, mcpu = measured(mitm, mitm.target(KEEP_HOST, keep_port), "keepalive", conns,
-                                   args.seconds)
+                (m, mcpu), m_halves = results[-1]
                 print(line("mitmproxy", m, d, mcpu))
                 ratio = s["rps"] / m["rps"] if m["rps"] else float("inf")
-                print("    sandgate / mitmproxy: %.1fx req/s (target >= 20x: %s)"
-                      % (ratio, "met" if ratio >= 20 else "MISSED"))
+                halves = ", ".join("%.1fx" % (x[0]["rps"] / y[0]["rps"]) if y[0]["rps"] else "-"
+                                   for x, y in zip(s_halves, m_halves))
+                print("    sandgate / mitmproxy: %.1fx req/s (target >= 20x: %s; by half: %s)"
+                      % (ratio, "met" if ratio >= 20 else "MISSED", halves))
             if s["rps"] > 0.8 * d["rps"]:
                 print("    note: sandgate reaches >80% of the direct rate: the client or "
                       "upstream is the limit here, not sandgate")
@@ -595,15 +608,17 @@ def main():
         print("\n(b) new connections: CONNECT + TLS to the proxy + one request + close; the "
               "upstream closes each connection (a new upstream TLS handshake each time); "
               "%d workers, %.0f s" % (args.new_conn_workers, args.seconds))
-        d, _ = measured(None, direct_close, "newconn", args.new_conn_workers, args.seconds)
+        entries = [(None, direct_close), (sg, sg.target(CLOSE_HOST))]
+        if mitm:
+            entries.append((mitm, mitm.target(CLOSE_HOST, close_port)))
+        results = measured_mirrored(entries, "newconn", args.new_conn_workers, args.seconds)
+        (d, _), _ = results[0]
+        (s, cpu), _ = results[1]
         print(line("direct (1 handshake)", d).replace("req/s", "conn/s"))
-        s, cpu = measured(sg, sg.target(CLOSE_HOST), "newconn", args.new_conn_workers,
-                          args.seconds)
         print(line("sandgate (2 handshakes)", s, d, cpu).replace("req/s", "conn/s")
               .replace("us/req", "us/conn"))
         if mitm:
-            m, mcpu = measured(mitm, mitm.target(CLOSE_HOST, close_port), "newconn",
-                               args.new_conn_workers, args.seconds)
+            (m, mcpu), _ = results[2]
             print(line("mitmproxy", m, d, mcpu).replace("req/s", "conn/s")
                   .replace("us/req", "us/conn"))
             if m["rps"]:
@@ -612,10 +627,10 @@ def main():
             pause_us = 1000
             print("\n(d) paced: 1 connection, %d us pause after every response, %.0f s: what the "
                   "idle spin costs when the proxy is mostly idle" % (pause_us, args.seconds))
-            d, _ = measured(None, direct_keep, "keepalive", 1, args.seconds, pause_us)
+            ((d, _), _), ((r, cpu), _), ((n, ncpu), _) = measured_mirrored(
+                [(None, direct_keep), (sg, sg.target(KEEP_HOST)),
+                 (sg_nospin, sg_nospin.target(KEEP_HOST))], "keepalive", 1, args.seconds, pause_us)
             print(line("direct", d))
-            (r, cpu), (n, ncpu) = measured_abba(sg, sg_nospin, "keepalive", 1, args.seconds,
-                                                pause_us)
             print(line("sandgate", r, d, cpu))
             print(line("sandgate --idle-spin 0", n, d, ncpu))
         print("\nsandgate log: %d lines; load after the run: %s"
