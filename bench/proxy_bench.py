@@ -324,20 +324,53 @@ def push_bytes(s, total):
     return dt, (struct.unpack("!Q", reply)[0] if len(reply) == 8 else -1)
 
 
-def bench_tunnel(sg, sink_port, total, repeat):
-    direct, proxied, cpu = [], [], 0.0
+def own_cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return r.ru_utime + r.ru_stime
+
+
+def bench_tunnel(sg, sink_pid, sink_port, total, repeat):
+    """Median rates of `repeat` direct and proxied pushes, and the CPU seconds per GiB that
+    each party spent on them: the client (this process), the sink, sandgate."""
+    rates = {"direct": [], "proxied": []}
+    cpu = {k: {"client": 0.0, "sink": 0.0, "sandgate": 0.0, "elapsed": 0.0} for k in rates}
     for _ in range(repeat):
-        dt, got = push_bytes(socket.create_connection((LOOPBACK, sink_port), timeout=IO_TIMEOUT), total)
-        if got != total:
-            raise RuntimeError(f"direct: sink counted {got} of {total} bytes")
-        direct.append(total / dt)
-        c0 = sg.cpu_seconds()
-        dt, got = push_bytes(open_tunnel(sg.proxy, SINK_HOST, sink_port), total)
-        cpu += sg.cpu_seconds() - c0
-        if got != total:
-            raise RuntimeError(f"tunnel: sink counted {got} of {total} bytes")
-        proxied.append(total / dt)
-    return statistics.median(direct), statistics.median(proxied), cpu / (repeat * total / (1 << 30))
+        for kind in ("direct", "proxied"):
+            before = (own_cpu_seconds(), sum(cpu_times(sink_pid)), sg.cpu_seconds())
+            if kind == "direct":
+                s = socket.create_connection((LOOPBACK, sink_port), timeout=IO_TIMEOUT)
+            else:
+                s = open_tunnel(sg.proxy, SINK_HOST, sink_port)
+            dt, got = push_bytes(s, total)
+            after = (own_cpu_seconds(), sum(cpu_times(sink_pid)), sg.cpu_seconds())
+            if got != total:
+                raise RuntimeError(f"{kind}: sink counted {got} of {total} bytes")
+            rates[kind].append(total / dt)
+            c = cpu[kind]
+            c["client"] += after[0] - before[0]
+            c["sink"] += after[1] - before[1]
+            c["sandgate"] += after[2] - before[2]
+            c["elapsed"] += dt
+    gib = repeat * total / (1 << 30)
+    per_gib = {k: {who: v / gib for who, v in c.items() if who != "elapsed"} for k, c in cpu.items()}
+    busy = {k: sum(v for who, v in c.items() if who != "elapsed") / c["elapsed"]
+            for k, c in cpu.items()}
+    return statistics.median(rates["direct"]), statistics.median(rates["proxied"]), per_gib, busy
+
+
+def print_tunnel_cpu(d, per_gib, busy, cores):
+    """Who spent the CPU, and what the proxied run could reach at best when every party shares
+    the same `cores`: all of them busy all the time, the work per byte unchanged."""
+    dg, pg = per_gib["direct"], per_gib["proxied"]
+    dsum, psum = dg["client"] + dg["sink"], sum(pg.values())
+    print(f"    CPU per GiB: direct: client {dg['client']:.2f} + sink {dg['sink']:.2f} = "
+          f"{dsum:.2f} s ({busy['direct']:.2f} cores busy); through sandgate: client "
+          f"{pg['client']:.2f} + sandgate {pg['sandgate']:.2f} + sink {pg['sink']:.2f} = "
+          f"{psum:.2f} s ({busy['proxied']:.2f} cores busy)")
+    if psum > 0:
+        best = cores / psum * (1 << 30)
+        print(f"    ceiling on {cores} shared cores: {fmt_rate(best)} = {best / d:.2f}x this direct "
+              f"rate (every core busy all the time at this CPU per byte)")
 
 
 def set_affinity(pid, cpus):
@@ -360,7 +393,7 @@ def bench_tunnel_pinned(sg, sink_pid, sink_port, total, repeat):
     set_affinity(sink_pid, {0})
     set_affinity(sg.pid, {1})
     try:
-        return bench_tunnel(sg, sink_port, total, repeat)
+        return bench_tunnel(sg, sink_pid, sink_port, total, repeat)
     finally:
         for pid in (0, sink_pid, sg.pid):
             set_affinity(pid, everything)
@@ -574,24 +607,27 @@ def main():
             results.append(("idle_kib_per_tunnel", per))
 
         if "tunnel" in phases:
-            d, p, cpu_per_gib = bench_tunnel(sg, sink_port, args.tunnel_bytes, args.repeat)
+            d, p, per_gib, busy = bench_tunnel(sg, servers[0].pid, sink_port, args.tunnel_bytes,
+                                               args.repeat)
             ratio = p / d
             print(f"\n(a) CONNECT tunnel, {args.tunnel_bytes >> 20} MiB, median of {args.repeat}:")
             print(f"    direct {fmt_rate(d)}   through sandgate {fmt_rate(p)}   ratio {ratio:.2f} "
                   f"(target >= 0.80: {'met' if ratio >= 0.8 else 'MISSED'})")
-            print(f"    sandgate CPU {cpu_per_gib:.2f} s per GiB relayed (comparable across machines "
-                  f"and load; the client and sink use the other cores)")
+            print_tunnel_cpu(d, per_gib, busy, os.cpu_count())
             if d < (1 << 30):
                 print("    note: direct < 1 GiB/s: the Python client/sink is the bottleneck here")
             results.append(("tunnel_ratio", ratio))
             if os.cpu_count() >= 2:
-                d, p, cpu_per_gib = bench_tunnel_pinned(sg, servers[0].pid, sink_port,
-                                                        args.tunnel_bytes, args.repeat)
+                d, p, per_gib, _ = bench_tunnel_pinned(sg, servers[0].pid, sink_port,
+                                                       args.tunnel_bytes, args.repeat)
                 ratio = p / d
+                pg = per_gib["proxied"]
                 print(f"    pinned (client and sink on CPU 0 in both runs, sandgate alone on "
                       f"CPU 1): direct {fmt_rate(d)}   through sandgate {fmt_rate(p)}   ratio "
                       f"{ratio:.3f} (target >= 0.80: {'met' if ratio >= 0.8 else 'MISSED'}); "
-                      f"sandgate CPU {cpu_per_gib:.2f} s per GiB")
+                      f"CPU per GiB, client + sink: direct {sum(per_gib['direct'].values()):.2f} "
+                      f"s, through sandgate {pg['client'] + pg['sink']:.2f} s; sandgate "
+                      f"{pg['sandgate']:.2f} s")
                 results.append(("tunnel_ratio_pinned", ratio))
 
         if "http" in phases:
