@@ -46,12 +46,23 @@ size_t utf8Length(std::string_view s, size_t i) {
   return 0;
 }
 
+// Printable ASCII other than the quote and the backslash: copied as it is.
+constexpr bool plainByte(unsigned char c) { return c >= 0x20 && c < 0x7f && c != '"' && c != '\\'; }
+
 // Appends `s` as a JSON string. Anything a terminal or a log shipper could misread is
 // escaped, so that a hostile Host or path cannot forge lines or fields.
 void appendString(std::string& out, std::string_view s) {
   out += '"';
   size_t i = 0;
   while (i < s.size()) {
+    // The common case, a run of plain bytes, goes in with one append.
+    size_t run = i;
+    while (run < s.size() && plainByte(static_cast<unsigned char>(s[run]))) ++run;
+    if (run > i) {
+      out.append(s.data() + i, run - i);
+      i = run;
+      continue;
+    }
     unsigned char c = static_cast<unsigned char>(s[i]);
     if (c < 0x80) {
       switch (c) {
@@ -122,17 +133,61 @@ std::string_view capped(std::string_view s) {
   return s.size() > AuditLog::kMaxFieldBytes ? s.substr(0, AuditLog::kMaxFieldBytes) : s;
 }
 
-std::string rfc3339Millis(std::chrono::system_clock::time_point t) {
+// Writes `v` (0 <= v < 10^width) as exactly `width` digits.
+char* putDigits(char* p, int v, int width) {
+  for (int k = width - 1; k >= 0; --k) {
+    p[k] = static_cast<char>('0' + v % 10);
+    v /= 10;
+  }
+  return p + width;
+}
+
+// Appends the time as a JSON string, e.g. "2024-05-01T12:00:00.123Z".
+void appendTime(std::string& out, std::chrono::system_clock::time_point t) {
   using namespace std::chrono;
   auto ms = floor<milliseconds>(t).time_since_epoch().count();
   auto secs = static_cast<time_t>(ms >= 0 ? ms / 1000 : (ms - 999) / 1000);
   int millis = static_cast<int>(ms - static_cast<int64_t>(secs) * 1000);
   struct tm tm {};
-  if (gmtime_r(&secs, &tm) == nullptr) return "1970-01-01T00:00:00.000Z";
+  if (gmtime_r(&secs, &tm) == nullptr) {
+    out += "\"1970-01-01T00:00:00.000Z\"";
+    return;
+  }
+  const int year = tm.tm_year + 1900;
   char buf[96];  // room for any int the compiler can imagine in tm
-  snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1,
-           tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
-  return buf;
+  // Past four-digit years: never with 64-bit nanoseconds (1677-2262), but a clock may differ.
+  if (year < 0 || year > 9999) {
+    snprintf(buf, sizeof buf, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", year, tm.tm_mon + 1,
+             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
+    out += buf;
+    return;
+  }
+  // The same digits as the snprintf above, without parsing a format on every line.
+  char* p = buf;
+  *p++ = '"';
+  p = putDigits(p, year, 4);
+  *p++ = '-';
+  p = putDigits(p, tm.tm_mon + 1, 2);
+  *p++ = '-';
+  p = putDigits(p, tm.tm_mday, 2);
+  *p++ = 'T';
+  p = putDigits(p, tm.tm_hour, 2);
+  *p++ = ':';
+  p = putDigits(p, tm.tm_min, 2);
+  *p++ = ':';
+  p = putDigits(p, tm.tm_sec, 2);
+  *p++ = '.';
+  p = putDigits(p, millis, 3);
+  *p++ = 'Z';
+  *p++ = '"';
+  out.append(buf, p);
+}
+
+template <class Int>
+void appendInt(std::string& out, Int v) {
+  char buf[24];
+  auto [end, ec] = std::to_chars(buf, buf + sizeof buf, v);
+  out.append(buf, ec == std::errc() ? end : buf);
 }
 
 // Opens (creating with 0640 if needed) `path` for appending; errno-based Diagnostic on failure.
@@ -173,10 +228,10 @@ Result<int> openAppend(const std::string& path) {
 
 std::string AuditLog::format(const AuditRecord& r) {
   std::string out;
-  out.reserve(384 + r.path.size() + r.host.size() + r.error.size());
+  out.reserve(512 + r.path.size() + r.host.size() + r.error.size());
   out += '{';
   appendKey(out, field::kTime, true);
-  appendString(out, rfc3339Millis(r.time));
+  appendTime(out, r.time);
   appendKey(out, field::kKind);
   appendOptional(out, r.kind);
   appendKey(out, field::kTask);
@@ -194,7 +249,7 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendKey(out, field::kHost);
   appendOptional(out, capped(r.host));
   appendKey(out, field::kPort);
-  out += std::to_string(r.port);
+  appendInt(out, r.port);
   appendKey(out, field::kPath);
   appendOptional(out, capped(r.path));
   appendKey(out, field::kVerdict);
@@ -208,11 +263,11 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendKey(out, field::kInjected);
   out += r.injected ? "true" : "false";
   appendKey(out, field::kStatus);
-  out += std::to_string(r.status);
+  appendInt(out, r.status);
   appendKey(out, field::kBytesUp);
-  out += std::to_string(r.bytesUp);
+  appendInt(out, r.bytesUp);
   appendKey(out, field::kBytesDown);
-  out += std::to_string(r.bytesDown);
+  appendInt(out, r.bytesDown);
   appendKey(out, field::kDuration);
   // JSON has no NaN or infinity; a clock that went backwards is not a negative duration.
   double ms =

@@ -153,6 +153,13 @@ TEST(AuditFormat, TimeIsUtcWithMillisecondsFlooredEvenBeforeTheEpoch) {
   EXPECT_EQ(parseLine(AuditLog::format(r)).at(field::kTime), "1969-12-31T23:59:59.999Z");
   r.time = sys_days{2038y / 1 / 19} + 3h + 14min + 8s + 999ms + 999us;
   EXPECT_EQ(parseLine(AuditLog::format(r)).at(field::kTime), "2038-01-19T03:14:08.999Z");
+  r.time = sys_days{2026y / 3 / 4} + 5h + 6min + 7s + 8ms;
+  EXPECT_EQ(parseLine(AuditLog::format(r)).at(field::kTime), "2026-03-04T05:06:07.008Z");
+  // The ends of the clock's range (64-bit nanoseconds here).
+  r.time = system_clock::time_point::min();
+  EXPECT_EQ(parseLine(AuditLog::format(r)).at(field::kTime), "1677-09-21T00:12:43.145Z");
+  r.time = system_clock::time_point::max();
+  EXPECT_EQ(parseLine(AuditLog::format(r)).at(field::kTime), "2262-04-11T23:47:16.854Z");
 }
 
 TEST(AuditFormat, DurationIsNeverNegativeOrNonFinite) {
