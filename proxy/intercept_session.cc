@@ -62,6 +62,12 @@ namespace {
 
 constexpr std::string_view kHostMismatch421 = "host_mismatch";
 
+// Cleanses a request head when the request is done (see cleanseRequestHead).
+struct CleanseOnExit {
+  http::request_header<>& head;
+  ~CleanseOnExit() { cleanseRequestHead(head); }
+};
+
 broker::Headers toBrokerHeaders(const http::fields& f) {
   broker::Headers out;
   for (const auto& field : f) {
@@ -458,6 +464,8 @@ asio::awaitable<bool> InterceptSession::one() {
     co_await refuseInside(log, *refusal, refusal->status == 502 ? "error" : "deny");
     co_return false;
   }
+  // From here the head may carry the injected credential (a header, the query).
+  CleanseOnExit cleanseHead{req};
   // A reused upstream connection may have been closed by the upstream a moment ago: a request
   // without a body that fails on one before any response byte is sent again on a new one.
   const bool bodyless = parser.is_done();

@@ -23,6 +23,15 @@ bool isPeerClosed(const beast::error_code& ec) {
 
 void cleanseBuffer(void* data, size_t size) { OPENSSL_cleanse(data, size); }
 
+void cleanseRequestHead(http::request_header<>& head) {
+  // The views point into the fields' own storage, which the head owns and may overwrite.
+  auto cleanse = [](std::string_view v) {
+    if (!v.empty()) OPENSSL_cleanse(const_cast<char*>(v.data()), v.size());
+  };
+  cleanse(head.target());
+  for (const auto& field : head) cleanse(field.value());
+}
+
 bool frameResponse(ResponseParser& rp, unsigned clientVersion, bool clientKeepAlive,
                    bool lengthMayChange) {
   auto& res = rp.get();

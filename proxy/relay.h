@@ -67,6 +67,9 @@ bool isPeerClosed(const boost::beast::error_code& ec);
 
 // Overwrites relay buffers that may have held a secret the scrubber replaced.
 void cleanseBuffer(void* data, size_t size);
+// Overwrites the target and every field value of a request head in place, before its memory is
+// freed: once a credential was injected, they may hold it. The head is unusable afterwards.
+void cleanseRequestHead(boost::beast::http::request_header<>& head);
 
 // Streams the message whose head `p` has parsed from `in` to `out` through serializer `sr`:
 // the head first, then the body one buffer at a time as it arrives. With `scrub`, every piece

@@ -4,6 +4,7 @@
 #include <openssl/crypto.h>
 
 #include <boost/asio/error.hpp>
+#include <boost/beast/core/buffer_traits.hpp>
 #include <boost/beast/core/buffers_range.hpp>
 #include <boost/beast/core/read_size.hpp>
 #include <boost/beast/http/error.hpp>
@@ -84,9 +85,11 @@ asio::awaitable<TlsIoResult> httpWrite(TlsChannel& s,
         out = *first;
         return;
       }
-      // A head may hold the injected credential: wiped before the buffer is reused.
+      // A head may hold the injected credential: wiped before the buffer is reused, and room
+      // made at once, so that no growth frees a partly filled copy without wiping it.
       OPENSSL_cleanse(flat.data(), flat.size());
       flat.clear();
+      flat.reserve(boost::beast::buffer_bytes(buffers));
       for (auto piece : range) flat.append(static_cast<const char*>(piece.data()), piece.size());
       out = asio::const_buffer(flat.data(), flat.size());
     });
