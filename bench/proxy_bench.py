@@ -324,11 +324,6 @@ def push_bytes(s, total):
     return dt, (struct.unpack("!Q", reply)[0] if len(reply) == 8 else -1)
 
 
-def own_cpu_seconds():
-    r = resource.getrusage(resource.RUSAGE_SELF)
-    return r.ru_utime + r.ru_stime
-
-
 def bench_tunnel(sg, sink_pid, sink_port, total, repeat):
     """Median rates of `repeat` direct and proxied pushes, and the CPU seconds per GiB that
     each party spent on them: the client (this process), the sink, sandgate."""
@@ -336,13 +331,13 @@ def bench_tunnel(sg, sink_pid, sink_port, total, repeat):
     cpu = {k: {"client": 0.0, "sink": 0.0, "sandgate": 0.0, "elapsed": 0.0} for k in rates}
     for _ in range(repeat):
         for kind in ("direct", "proxied"):
-            before = (own_cpu_seconds(), sum(cpu_times(sink_pid)), sg.cpu_seconds())
+            before = (sum(cpu_times(os.getpid())), sum(cpu_times(sink_pid)), sg.cpu_seconds())
             if kind == "direct":
                 s = socket.create_connection((LOOPBACK, sink_port), timeout=IO_TIMEOUT)
             else:
                 s = open_tunnel(sg.proxy, SINK_HOST, sink_port)
             dt, got = push_bytes(s, total)
-            after = (own_cpu_seconds(), sum(cpu_times(sink_pid)), sg.cpu_seconds())
+            after = (sum(cpu_times(os.getpid())), sum(cpu_times(sink_pid)), sg.cpu_seconds())
             if got != total:
                 raise RuntimeError(f"{kind}: sink counted {got} of {total} bytes")
             rates[kind].append(total / dt)
