@@ -65,7 +65,7 @@ FileSource::Identity FileSource::identityOf(const struct stat& st) {
   return Identity{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
 }
 
-FileSource::FileSource(std::string path) : path_(std::move(path)) {}
+FileSource::FileSource(std::string path) : path_(path), watch_(std::move(path)) {}
 
 Fetched FileSource::read(Identity* identity) const {
   // O_NONBLOCK: a FIFO put in place of the secret must not hang the request that reads it.
@@ -111,7 +111,25 @@ Fetched FileSource::read(Identity* identity) const {
 }
 
 Fetched FileSource::get() {
+  constexpr auto kRecheckEvery = std::chrono::seconds(1);
   std::lock_guard lock(mu_);
+  const auto now = std::chrono::steady_clock::now();
+  bool changed = false;  // an event said so: read again even if stat(2) looks the same
+  if (loaded_) {
+    switch (watch_.poll()) {
+      case PathWatch::State::kQuiet:
+        if (now < recheckAt_) return current_;
+        break;
+      case PathWatch::State::kChanged:
+        changed = true;
+        break;
+      case PathWatch::State::kUnavailable:
+        break;
+    }
+  }
+  // Watches first: a change from here on is an event for a later get().
+  watch_.arm();
+  recheckAt_ = now + kRecheckEvery;
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {
     // Gone (revoked, or mid-rotation): fail closed now and re-read once it is back.
@@ -119,7 +137,7 @@ Fetched FileSource::get() {
     current_ = {nullptr, fmt::format("cannot stat {}: {}", path_, errnoText(errno))};
     return current_;
   }
-  if (loaded_ && identityOf(st) == identity_) return current_;
+  if (loaded_ && !changed && identityOf(st) == identity_) return current_;
   // A writer racing with us is retried a few times; after that the request fails closed and
   // the next one tries again.
   for (int attempt = 0; attempt < 3; ++attempt) {

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "broker/path_watch.h"
 #include "broker/secret.h"
 
 namespace sandgate::broker {
@@ -29,10 +30,12 @@ struct Fetched {
   bool ok() const { return secret != nullptr; }
 };
 
-// A secret file (e.g. a mounted Kubernetes Secret). get() costs one stat(2) when nothing
-// changed; a different device, inode, size, mtime or ctime makes it re-read, so a rotated file
-// is picked up by the next request without a restart (Kubernetes swaps a symlink: new inode).
-// Thread-safe.
+// A secret file (e.g. a mounted Kubernetes Secret), kept current without a restart. Changes are
+// noticed through inotify (PathWatch: the file and every directory entry and symbolic link on
+// the way to it, so Kubernetes' `..data` link swap counts), so that get() costs one read(2)
+// when nothing changed and the next request after a rotation reads the new value. Every
+// second, and on every get() where inotify is unavailable, a stat(2) backs it up: a different
+// device, inode, size, mtime or ctime makes it re-read too. Thread-safe.
 class FileSource {
  public:
   explicit FileSource(std::string path);
@@ -55,6 +58,8 @@ class FileSource {
   bool loaded_ = false;
   Identity identity_;
   Fetched current_;
+  PathWatch watch_;
+  std::chrono::steady_clock::time_point recheckAt_{};  // the next stat(2) without an event
 };
 
 // Reads sandgate's own environment variable `name` (never the sandbox's).

@@ -52,7 +52,7 @@ class SecretStore {
       StoreOptions options = {});
 
   // The current secret of `credential`, or credential_unavailable and why. Cheap: a lock and,
-  // for file sources, one stat(2).
+  // for file sources, one read(2) of an inotify descriptor (see FileSource).
   Fetch get(std::string_view credential) const;
 
   // Counters for metrics: background refreshes that succeeded / failed.

@@ -7,6 +7,7 @@
 #include <boost/asio/error.hpp>
 #include <boost/asio/ssl/error.hpp>
 #include <boost/beast/core/error.hpp>
+#include <charconv>
 
 namespace sandgate::proxy {
 
@@ -30,6 +31,76 @@ void cleanseRequestHead(http::request_header<>& head) {
   };
   cleanse(head.target());
   for (const auto& field : head) cleanse(field.value());
+}
+
+namespace {
+
+template <bool isRequest>
+std::string format(const http::header<isRequest>& h, std::string_view body, MessagePart part) {
+  // The start line as Beast's fields writer makes it: "GET /x HTTP/1.1", "HTTP/1.1 200 OK"
+  // (a response without a reason phrase gets the standard one).
+  std::string_view first, second;
+  char status[3];
+  if constexpr (isRequest) {
+    first = h.method_string();
+    second = h.target();
+  } else {
+    const unsigned code = h.result_int();
+    status[0] = static_cast<char>('0' + code / 100 % 10);
+    status[1] = static_cast<char>('0' + code / 10 % 10);
+    status[2] = static_cast<char>('0' + code % 10);
+    first = std::string_view(status, sizeof status);
+    second = h.reason();
+    if (second.empty()) second = http::obsolete_reason(h.result());
+  }
+  char version[] = "HTTP/1.1";
+  version[5] = static_cast<char>('0' + h.version() / 10 % 10);
+  version[7] = static_cast<char>('0' + h.version() % 10);
+  const std::string_view versionText(version, sizeof version - 1);
+  const bool headOnly = part == MessagePart::kHead;
+  const bool chunked = part == MessagePart::kWholeChunked;
+  char hex[2 * sizeof(size_t)];
+  size_t hexLen = 0;
+  if (chunked && !body.empty()) {
+    hexLen = static_cast<size_t>(std::to_chars(hex, hex + sizeof hex, body.size(), 16).ptr - hex);
+  }
+  constexpr std::string_view kLastChunk = "0\r\n\r\n";
+
+  size_t size = versionText.size() + first.size() + second.size() + 4 + 2;
+  for (const auto& f : h) size += f.name_string().size() + f.value().size() + 4;
+  if (!headOnly) {
+    size += !chunked       ? body.size()
+            : body.empty() ? kLastChunk.size()
+                           : hexLen + body.size() + 4 + kLastChunk.size();
+  }
+  std::string out;
+  out.reserve(size);
+  if constexpr (isRequest) {
+    out.append(first).append(" ").append(second).append(" ").append(versionText);
+  } else {
+    out.append(versionText).append(" ").append(first).append(" ").append(second);
+  }
+  out.append("\r\n");
+  for (const auto& f : h) out.append(f.name_string()).append(": ").append(f.value()).append("\r\n");
+  out.append("\r\n");
+  if (!headOnly && !chunked) out.append(body);
+  if (chunked) {
+    if (!body.empty()) out.append(hex, hexLen).append("\r\n").append(body).append("\r\n");
+    out.append(kLastChunk);
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string formatMessage(const http::request_header<>& h, std::string_view body,
+                          MessagePart part) {
+  return format(h, body, part);
+}
+
+std::string formatMessage(const http::response_header<>& h, std::string_view body,
+                          MessagePart part) {
+  return format(h, body, part);
 }
 
 bool frameResponse(ResponseParser& rp, unsigned clientVersion, bool clientKeepAlive,

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <array>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/write.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <boost/beast/core/stream_traits.hpp>
 #include <boost/beast/http/buffer_body.hpp>
@@ -18,6 +19,8 @@
 #include <boost/beast/http/write.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <tuple>
 
 #include "broker/scrubber.h"
 #include "config/config.h"
@@ -71,6 +74,40 @@ void cleanseBuffer(void* data, size_t size);
 // freed: once a credential was injected, they may hold it. The head is unusable afterwards.
 void cleanseRequestHead(boost::beast::http::request_header<>& head);
 
+// What formatMessage writes: the head alone, or the head and the whole body (as one chunk and
+// the last chunk when the message is chunked: http::message::chunked()).
+enum class MessagePart { kHead, kWhole, kWholeChunked };
+
+// The message `h` as it goes on the wire: start line, fields, blank line, then `part` of
+// `body`. The same bytes Beast's serializer writes for it. The string is sized once, so that
+// no growth leaves a partial copy of a head (which may hold a credential) in freed memory.
+std::string formatMessage(const boost::beast::http::request_header<>& h, std::string_view body,
+                          MessagePart part);
+std::string formatMessage(const boost::beast::http::response_header<>& h, std::string_view body,
+                          MessagePart part);
+
+// Writes all of `bytes` to a stream with Asio's interface (TCP); tls_http.h has the TlsChannel
+// overload.
+template <class Stream>
+boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> writeBytes(
+    Stream& s, boost::asio::const_buffer bytes) {
+  auto r = co_await boost::asio::async_write(s, bytes, kUse);
+  co_return r;
+}
+
+// Writes a message whose whole body is in hand (or its head alone) in one write, formatted by
+// formatMessage, then wipes the copy: a request head may hold the injected credential.
+template <class Out, bool isRequest>
+boost::asio::awaitable<boost::beast::error_code> writeMessage(
+    Out& out, const boost::beast::http::header<isRequest>& h, std::string_view body,
+    MessagePart part) {
+  std::string flat = formatMessage(h, body, part);
+  const boost::asio::const_buffer bytes(flat.data(), flat.size());
+  auto [ec, n] = co_await writeBytes(out, bytes);
+  cleanseBuffer(flat.data(), flat.size());
+  co_return ec;
+}
+
 // Streams the message whose head `p` has parsed from `in` to `out` through serializer `sr`:
 // the head first, then the body one buffer at a time as it arrives. With `scrub`, every piece
 // passes through it first (it holds back only a tail that may still become a secret).
@@ -93,6 +130,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       co_return RelayOutcome{RelayError::kWrite, ec};
     }
   }
+  bool headSent = !bodyBuffered;
   std::array<char, 16 * 1024> buf;
   size_t used = 0;  // how much of buf has ever held upstream bytes
   std::string emitted;
@@ -133,7 +171,18 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     }
     body.more = !last;
     boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
+    if (last && !headSent) {
+      // The whole message is in hand (a request without a body, a small response): it is
+      // formatted here rather than walked through the serializer's buffer sequence.
+      const std::string_view whole(static_cast<const char*>(body.data), body.size);
+      const auto& head = p.get().base();
+      const MessagePart part = p.get().chunked() ? MessagePart::kWholeChunked : MessagePart::kWhole;
+      auto ec = co_await writeMessage(out, head, whole, part);
+      if (ec) result = RelayOutcome{RelayError::kWrite, ec};
+      break;
+    }
     auto [ec, w] = co_await httpWrite(out, sr, HttpStep::kWhole);
+    headSent = true;
     if (ec == http::error::need_buffer) ec = {};
     if (ec) {
       result = RelayOutcome{RelayError::kWrite, ec};
@@ -197,13 +246,15 @@ boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_bu
                                                    const config::EffectiveLimits& limits,
                                                    AuditRecord& rec) {
   namespace http = boost::beast::http;
-  http::response_serializer<http::buffer_body> sr(rp.get());
   RelayOutcome back;
   if (rp.is_done()) {
     boost::beast::get_lowest_layer(client).expires_after(toDuration(limits.bodyTimeout));
-    auto [ec, n] = co_await httpWrite(client, sr, HttpStep::kHeader);
+    const auto& head = rp.get().base();
+    const std::string_view noBody;
+    auto ec = co_await writeMessage(client, head, noBody, MessagePart::kHead);
     if (ec) back = RelayOutcome{RelayError::kWrite, ec};
   } else {
+    http::response_serializer<http::buffer_body> sr(rp.get());
     back = co_await relayMessage(up, upBuf, rp, client, sr, scrub, limits.idleTimeout,
                                  limits.bodyTimeout, rec.bytesDown);
   }

@@ -36,6 +36,12 @@ boost::asio::awaitable<TlsIoResult> httpWrite(
     TlsChannel& s, boost::beast::http::serializer<isRequest, boost::beast::http::buffer_body>& sr,
     HttpStep step);
 
+// Writes all of `bytes` (relay.h's writeBytes, for a TlsChannel).
+inline boost::asio::awaitable<TlsIoResult> writeBytes(TlsChannel& s,
+                                                      boost::asio::const_buffer bytes) {
+  return s.write(bytes);
+}
+
 extern template boost::asio::awaitable<TlsIoResult> httpRead<true>(
     TlsChannel&, boost::beast::flat_buffer&,
     boost::beast::http::parser<true, boost::beast::http::buffer_body>&, HttpStep);

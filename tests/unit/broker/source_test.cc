@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 
 #include <cstdlib>
+#include <filesystem>
 
 #include "tests/unit/broker/test_util.h"
 
@@ -48,6 +49,31 @@ TEST(FileSource, RotationByRenameIsSeenByTheNextGet) {
   Fetched f = src.get();
   ASSERT_TRUE(f.ok()) << f.error;
   EXPECT_EQ(f.secret->reveal(), "value-B");
+}
+
+TEST(FileSource, AKubernetesDataLinkSwapIsSeenByTheNextGet) {
+  TempDir dir;
+  std::filesystem::create_directory(dir.file("..2026_a"));
+  writeFile(dir.file("..2026_a/openai"), "sk-value-one\n");
+  std::filesystem::create_directory_symlink("..2026_a", dir.file("..data"));
+  std::filesystem::create_symlink("..data/openai", dir.file("openai"));
+  FileSource src(dir.file("openai"));
+  auto first = src.get().secret;
+  ASSERT_TRUE(first);
+  EXPECT_EQ(first->reveal(), "sk-value-one");
+
+  // Other files of the volume come and go: the cached secret stays.
+  writeFile(dir.file("unrelated"), "x\n");
+  std::filesystem::remove(dir.file("unrelated"));
+  EXPECT_EQ(src.get().secret, first);
+
+  std::filesystem::create_directory(dir.file("..2026_b"));
+  writeFile(dir.file("..2026_b/openai"), "sk-value-two\n");
+  std::filesystem::create_directory_symlink("..2026_b", dir.file("..data_tmp"));
+  std::filesystem::rename(dir.file("..data_tmp"), dir.file("..data"));
+  Fetched f = src.get();
+  ASSERT_TRUE(f.ok()) << f.error;
+  EXPECT_EQ(f.secret->reveal(), "sk-value-two");
 }
 
 TEST(FileSource, RemovedFileFailsClosedAndRecovers) {

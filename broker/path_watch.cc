@@ -1,0 +1,194 @@
+// PathWatch: inotify watches on a path's file and on every directory entry that leads to it
+// (see path_watch.h).
+#include "broker/path_watch.h"
+
+#include <limits.h>
+#include <sys/inotify.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <deque>
+#include <utility>
+
+namespace sandgate::broker {
+
+namespace {
+
+// A directory on the way: its entry for the next step created, removed, renamed in or out or
+// re-permissioned; the directory itself re-permissioned, removed or moved.
+constexpr uint32_t kDirectoryEvents = IN_CREATE | IN_DELETE | IN_MOVED_FROM | IN_MOVED_TO |
+                                      IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_ONLYDIR;
+// The file: its contents or attributes changed, or it went away.
+constexpr uint32_t kFileEvents =
+    IN_MODIFY | IN_CLOSE_WRITE | IN_ATTRIB | IN_DELETE_SELF | IN_MOVE_SELF | IN_DONT_FOLLOW;
+// As the kernel's own limit on links followed in one lookup.
+constexpr int kMaxLinks = 40;
+constexpr auto kRetryAfter = std::chrono::seconds(1);
+
+// One directory entry the lookup passes through: `name` in directory `dir`.
+struct Step {
+  std::string dir;
+  std::string name;
+};
+
+void appendComponents(std::string_view path, std::deque<std::string>& out, bool front) {
+  std::deque<std::string> parts;
+  size_t start = 0;
+  while (start <= path.size()) {
+    size_t slash = path.find('/', start);
+    if (slash == std::string_view::npos) slash = path.size();
+    if (slash > start) parts.emplace_back(path.substr(start, slash - start));
+    start = slash + 1;
+  }
+  if (front) {
+    out.insert(out.begin(), parts.begin(), parts.end());
+  } else {
+    out.insert(out.end(), parts.begin(), parts.end());
+  }
+}
+
+std::string parentOf(const std::string& dir) {
+  size_t slash = dir.rfind('/');
+  return slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
+}
+
+// Walks `path` as a lookup does, following symbolic links, and lists every entry it passes.
+// Returns the resolved path of what it names, or empty when a step is missing (its directory's
+// watch sees it appear) or the links go round.
+std::string resolve(const std::string& path, std::vector<Step>& steps) {
+  std::string done = "/";
+  if (path.empty() || path.front() != '/') {
+    char cwd[PATH_MAX];
+    if (::getcwd(cwd, sizeof cwd) == nullptr) return {};
+    done = cwd;
+  }
+  std::deque<std::string> todo;
+  appendComponents(path, todo, false);
+  int links = 0;
+  while (!todo.empty()) {
+    std::string c = std::move(todo.front());
+    todo.pop_front();
+    if (c == ".") continue;
+    if (c == "..") {
+      done = parentOf(done);
+      continue;
+    }
+    std::string next = done == "/" ? "/" + c : done + "/" + c;
+    steps.push_back({done, c});
+    struct stat st {};
+    if (::lstat(next.c_str(), &st) != 0) return {};
+    if (!S_ISLNK(st.st_mode)) {
+      done = std::move(next);
+      continue;
+    }
+    if (++links > kMaxLinks) return {};
+    char target[PATH_MAX];
+    ssize_t n = ::readlink(next.c_str(), target, sizeof target);
+    if (n <= 0 || static_cast<size_t>(n) >= sizeof target) return {};
+    std::string_view t(target, static_cast<size_t>(n));
+    if (t.front() == '/') done = "/";
+    appendComponents(t, todo, true);
+  }
+  return done;
+}
+
+}  // namespace
+
+PathWatch::PathWatch(std::string path) : path_(std::move(path)) {}
+
+PathWatch::~PathWatch() {
+  if (fd_ >= 0) ::close(fd_);
+}
+
+bool PathWatch::drain(bool& ok) {
+  ok = true;
+  bool relevant = false;
+  alignas(inotify_event) char buf[4096];
+  while (true) {
+    ssize_t n = ::read(fd_, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) break;
+    if (n <= 0) {
+      ok = false;
+      return true;
+    }
+    for (ssize_t off = 0; off + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+      if (ev->mask & IN_Q_OVERFLOW) {
+        relevant = true;  // events were lost
+        continue;
+      }
+      auto it = watches_.find(ev->wd);
+      if (it == watches_.end()) continue;  // a watch removed by arm()
+      // The file's own watch; a directory's own change (no name: chmod, removal, move); a
+      // watch the kernel dropped (IN_IGNORED: its inode is gone).
+      if (it->second.all || ev->len == 0 || (ev->mask & IN_IGNORED)) {
+        relevant = true;
+        continue;
+      }
+      const std::string_view name(ev->name, ::strnlen(ev->name, ev->len));
+      const auto& names = it->second.names;
+      if (std::find(names.begin(), names.end(), name) != names.end()) relevant = true;
+    }
+  }
+  return relevant;
+}
+
+PathWatch::State PathWatch::arm() {
+  armed_ = false;
+  const auto now = std::chrono::steady_clock::now();
+  if (now < retryAt_) return State::kUnavailable;
+  retryAt_ = now + kRetryAfter;  // cleared below on success
+  if (fd_ < 0) {
+    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    if (fd_ < 0) return State::kUnavailable;
+  }
+  bool ok = true;
+  drain(ok);
+  if (!ok) return fail();
+
+  std::vector<Step> steps;
+  const std::string file = resolve(path_, steps);
+  std::map<int, Watch> placed;
+  for (const auto& s : steps) {
+    int wd = ::inotify_add_watch(fd_, s.dir.c_str(), kDirectoryEvents);
+    if (wd < 0) return fail();
+    placed[wd].names.push_back(s.name);
+  }
+  struct stat st {};
+  if (!file.empty() && ::stat(file.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
+    int wd = ::inotify_add_watch(fd_, file.c_str(), kFileEvents);
+    if (wd < 0) return fail();
+    placed[wd].all = true;
+  }
+  for (const auto& [wd, w] : watches_) {
+    if (!placed.contains(wd)) ::inotify_rm_watch(fd_, wd);
+  }
+  watches_ = std::move(placed);
+  armed_ = true;
+  retryAt_ = {};
+  return State::kQuiet;
+}
+
+PathWatch::State PathWatch::fail() {
+  // Closing the instance drops every watch it holds, placed or half placed.
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = -1;
+  watches_.clear();
+  armed_ = false;
+  return State::kUnavailable;
+}
+
+PathWatch::State PathWatch::poll() {
+  if (!armed_) return State::kUnavailable;
+  bool ok = true;
+  const bool relevant = drain(ok);
+  if (!ok) return fail();
+  return relevant ? State::kChanged : State::kQuiet;
+}
+
+}  // namespace sandgate::broker
