@@ -67,14 +67,9 @@ TEST(PathWatch, AMissingFileIsSeenWhenItAppears) {
   EXPECT_EQ(w.poll(), State::kChanged);
 }
 
-// The layout of a Kubernetes Secret volume: <vol>/token -> ..data/token, ..data -> ..<stamp>,
-// and a rotation renames a new ..data link over the old one.
 TEST(PathWatch, AKubernetesDataLinkSwapIsAChange) {
   TempDir dir;
-  fs::create_directory(dir.file("..2026_a"));
-  writeFile(dir.file("..2026_a/token"), "first\n");
-  fs::create_directory_symlink("..2026_a", dir.file("..data"));
-  fs::create_symlink("..data/token", dir.file("token"));
+  testing::makeSecretVolume(dir.path(), "token", "2026_a", "first\n");
   PathWatch w(dir.file("token"));
   ASSERT_EQ(w.arm(), State::kQuiet);
 

@@ -53,10 +53,7 @@ TEST(FileSource, RotationByRenameIsSeenByTheNextGet) {
 
 TEST(FileSource, AKubernetesDataLinkSwapIsSeenByTheNextGet) {
   TempDir dir;
-  std::filesystem::create_directory(dir.file("..2026_a"));
-  writeFile(dir.file("..2026_a/openai"), "sk-value-one\n");
-  std::filesystem::create_directory_symlink("..2026_a", dir.file("..data"));
-  std::filesystem::create_symlink("..data/openai", dir.file("openai"));
+  testing::makeSecretVolume(dir.path(), "openai", "2026_a", "sk-value-one\n");
   FileSource src(dir.file("openai"));
   auto first = src.get().secret;
   ASSERT_TRUE(first);
@@ -67,10 +64,7 @@ TEST(FileSource, AKubernetesDataLinkSwapIsSeenByTheNextGet) {
   std::filesystem::remove(dir.file("unrelated"));
   EXPECT_EQ(src.get().secret, first);
 
-  std::filesystem::create_directory(dir.file("..2026_b"));
-  writeFile(dir.file("..2026_b/openai"), "sk-value-two\n");
-  std::filesystem::create_directory_symlink("..2026_b", dir.file("..data_tmp"));
-  std::filesystem::rename(dir.file("..data_tmp"), dir.file("..data"));
+  testing::rotateSecretVolume(dir.path(), "openai", "2026_b", "sk-value-two\n");
   Fetched f = src.get();
   ASSERT_TRUE(f.ok()) << f.error;
   EXPECT_EQ(f.secret->reveal(), "sk-value-two");

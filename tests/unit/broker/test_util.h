@@ -44,6 +44,26 @@ inline void replaceFile(const std::string& path, const std::string& content) {
   std::filesystem::rename(path + ".new", path);
 }
 
+// A Kubernetes Secret volume in `dir` holding `key`: dir/<key> -> ..data/<key>, and ..data ->
+// ..<stamp>, the directory with the file.
+inline void makeSecretVolume(const std::string& dir, const std::string& key,
+                             const std::string& stamp, const std::string& content) {
+  std::filesystem::create_directory(dir + "/.." + stamp);
+  writeFile(dir + "/.." + stamp + "/" + key, content);
+  std::filesystem::create_directory_symlink(".." + stamp, dir + "/..data");
+  std::filesystem::create_symlink("..data/" + key, dir + "/" + key);
+}
+
+// Kubernetes' update of such a volume: the new files in a new ..<stamp> directory, then a new
+// ..data link renamed over the old one.
+inline void rotateSecretVolume(const std::string& dir, const std::string& key,
+                               const std::string& stamp, const std::string& content) {
+  std::filesystem::create_directory(dir + "/.." + stamp);
+  writeFile(dir + "/.." + stamp + "/" + key, content);
+  std::filesystem::create_directory_symlink(".." + stamp, dir + "/..data_tmp");
+  std::filesystem::rename(dir + "/..data_tmp", dir + "/..data");
+}
+
 inline std::string readFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string(std::istreambuf_iterator<char>(in), {});
