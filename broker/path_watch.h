@@ -18,8 +18,8 @@ namespace sandgate::broker {
 // other entries of those directories are read and ignored.
 //
 // What inotify cannot see — a file system mounted over a directory on the way, a write through
-// a shared mapping — the caller catches with an occasional stat(2) (FileSource does it every
-// second).
+// a shared mapping, a network file system changed from another host — the caller catches with
+// an occasional stat(2) (FileSource does it every second).
 //
 // Not thread-safe: FileSource calls it under its lock.
 class PathWatch {

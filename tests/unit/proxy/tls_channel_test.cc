@@ -164,6 +164,18 @@ TEST_F(TlsChannelTest, DataBothWaysThenCloseNotify) {
   EXPECT_TRUE(client_->quiet());
 }
 
+// The peer sent close_notify and keeps the TCP connection open: every later read ends at once
+// with eof, none waits for bytes that will never come.
+TEST_F(TlsChannelTest, ReadsAfterCloseNotifyEndAtOnce) {
+  ASSERT_TRUE(connected());
+  run([&]() -> asio::awaitable<void> { co_await server_->shutdown(); });
+  clientTcp_->expires_after(5s);
+  EXPECT_EQ(readOnce(*client_), asio::error::eof);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(readOnce(*client_), asio::error::eof);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
 TEST_F(TlsChannelTest, WrongNameFailsTheClientHandshake) {
   error_code c, s;
   handshake("other.test", c, s);
