@@ -12,6 +12,7 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <type_traits>
 
 #include "proxy/audit_fields.h"
 
@@ -153,19 +154,12 @@ void appendTime(std::string& out, std::chrono::system_clock::time_point t) {
     out += "\"1970-01-01T00:00:00.000Z\"";
     return;
   }
-  const int year = tm.tm_year + 1900;
-  char buf[96];  // room for any int the compiler can imagine in tm
-  // Past four-digit years: never with 64-bit nanoseconds (1677-2262), but a clock may differ.
-  if (year < 0 || year > 9999) {
-    snprintf(buf, sizeof buf, "\"%04d-%02d-%02dT%02d:%02d:%02d.%03dZ\"", year, tm.tm_mon + 1,
-             tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, millis);
-    out += buf;
-    return;
-  }
-  // The same digits as the snprintf above, without parsing a format on every line.
+  // Four-digit years always: the clock counts 64-bit nanoseconds, 1677 to 2262.
+  static_assert(std::is_same_v<system_clock::duration, nanoseconds>);
+  char buf[32];
   char* p = buf;
   *p++ = '"';
-  p = putDigits(p, year, 4);
+  p = putDigits(p, tm.tm_year + 1900, 4);
   *p++ = '-';
   p = putDigits(p, tm.tm_mon + 1, 2);
   *p++ = '-';
