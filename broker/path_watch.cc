@@ -2,7 +2,6 @@
 // (see path_watch.h).
 #include "broker/path_watch.h"
 
-#include <limits.h>
 #include <sys/inotify.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -11,11 +10,14 @@
 #include <cerrno>
 #include <cstring>
 #include <deque>
+#include <filesystem>
 #include <utility>
 
 namespace sandgate::broker {
 
 namespace {
+
+namespace fs = std::filesystem;
 
 // A directory on the way: its entry for the next step created, removed, renamed in or out or
 // re-permissioned; the directory itself re-permissioned, removed or moved.
@@ -34,50 +36,35 @@ struct Step {
   std::string name;
 };
 
-void appendComponents(std::string_view path, std::deque<std::string>& out, bool front) {
-  std::deque<std::string> parts;
-  size_t start = 0;
-  while (start <= path.size()) {
-    size_t slash = path.find('/', start);
-    if (slash == std::string_view::npos) slash = path.size();
-    if (slash > start) parts.emplace_back(path.substr(start, slash - start));
-    start = slash + 1;
+// Puts the names of `path` (no root, no empty names) in front of `todo`, in order.
+void prependNames(const fs::path& path, std::deque<fs::path>& todo) {
+  std::vector<fs::path> names;
+  for (const auto& part : path.relative_path()) {
+    if (!part.empty()) names.push_back(part);
   }
-  if (front) {
-    out.insert(out.begin(), parts.begin(), parts.end());
-  } else {
-    out.insert(out.end(), parts.begin(), parts.end());
-  }
-}
-
-std::string parentOf(const std::string& dir) {
-  size_t slash = dir.rfind('/');
-  return slash == 0 || slash == std::string::npos ? "/" : dir.substr(0, slash);
+  todo.insert(todo.begin(), names.begin(), names.end());
 }
 
 // Walks `path` as a lookup does, following symbolic links, and lists every entry it passes.
 // Returns the resolved path of what it names, or empty when a step is missing (its directory's
 // watch sees it appear) or the links go round.
 std::string resolve(const std::string& path, std::vector<Step>& steps) {
-  std::string done = "/";
-  if (path.empty() || path.front() != '/') {
-    char cwd[PATH_MAX];
-    if (::getcwd(cwd, sizeof cwd) == nullptr) return {};
-    done = cwd;
-  }
-  std::deque<std::string> todo;
-  appendComponents(path, todo, false);
+  std::error_code ec;
+  fs::path done = fs::path(path).is_absolute() ? fs::path("/") : fs::current_path(ec);
+  if (ec) return {};
+  std::deque<fs::path> todo;
+  prependNames(path, todo);
   int links = 0;
   while (!todo.empty()) {
-    std::string c = std::move(todo.front());
+    const fs::path name = std::move(todo.front());
     todo.pop_front();
-    if (c == ".") continue;
-    if (c == "..") {
-      done = parentOf(done);
+    if (name == ".") continue;
+    if (name == "..") {
+      done = done.parent_path();
       continue;
     }
-    std::string next = done == "/" ? "/" + c : done + "/" + c;
-    steps.push_back({done, c});
+    fs::path next = done / name;
+    steps.push_back({done.string(), name.string()});
     struct stat st {};
     if (::lstat(next.c_str(), &st) != 0) return {};
     if (!S_ISLNK(st.st_mode)) {
@@ -85,14 +72,12 @@ std::string resolve(const std::string& path, std::vector<Step>& steps) {
       continue;
     }
     if (++links > kMaxLinks) return {};
-    char target[PATH_MAX];
-    ssize_t n = ::readlink(next.c_str(), target, sizeof target);
-    if (n <= 0 || static_cast<size_t>(n) >= sizeof target) return {};
-    std::string_view t(target, static_cast<size_t>(n));
-    if (t.front() == '/') done = "/";
-    appendComponents(t, todo, true);
+    const fs::path target = fs::read_symlink(next, ec);
+    if (ec || target.empty()) return {};
+    if (target.is_absolute()) done = "/";
+    prependNames(target, todo);
   }
-  return done;
+  return done.string();
 }
 
 }  // namespace

@@ -58,6 +58,18 @@ TEST(PathWatch, OtherEntriesOfTheDirectoryAreIgnored) {
   EXPECT_EQ(w.poll(), State::kQuiet);
 }
 
+TEST(PathWatch, DotDotOnTheWayIsFollowedAsALookupDoes) {
+  TempDir dir;
+  fs::create_directory(dir.file("sub"));
+  writeFile(dir.file("s"), "one\n");
+  PathWatch w(dir.file("sub/../s"));
+  ASSERT_EQ(w.arm(), State::kQuiet);
+  writeFile(dir.file("sub/s"), "not the one\n");
+  EXPECT_EQ(w.poll(), State::kQuiet);
+  testing::replaceFile(dir.file("s"), "two\n");
+  EXPECT_EQ(w.poll(), State::kChanged);
+}
+
 TEST(PathWatch, AMissingFileIsSeenWhenItAppears) {
   TempDir dir;
   PathWatch w(dir.file("s"));
