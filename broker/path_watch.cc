@@ -30,6 +30,21 @@ constexpr uint32_t kFileEvents =
 constexpr int kMaxLinks = 40;
 constexpr auto kRetryAfter = std::chrono::seconds(1);
 
+// A failed inotify call, for failure(): the kernel limits behind EMFILE and ENOSPC are named,
+// since "No space left on device" for a watch says nothing about disks.
+std::string callFailed(const char* call, const std::string& path, int err) {
+  std::string why = call;
+  if (!path.empty()) why += " " + path;
+  why += ": ";
+  why += std::strerror(err);
+  if (err == EMFILE) {
+    why += " (limits: sysctl fs.inotify.max_user_instances, and the process's open files)";
+  } else if (err == ENOSPC) {
+    why += " (limit: sysctl fs.inotify.max_user_watches)";
+  }
+  return why;
+}
+
 // One directory entry the lookup passes through: `name` in directory `dir`.
 struct Step {
   std::string dir;
@@ -97,6 +112,7 @@ bool PathWatch::drain(bool& ok) {
     if (n < 0 && errno == EINTR) continue;
     if (n < 0 && errno == EAGAIN) break;
     if (n <= 0) {
+      if (n == 0) errno = EIO;  // not something inotify does: report it as an I/O error
       ok = false;
       return true;
     }
@@ -130,24 +146,24 @@ PathWatch::State PathWatch::arm() {
   retryAt_ = now + kRetryAfter;  // cleared below on success
   if (fd_ < 0) {
     fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd_ < 0) return State::kUnavailable;
+    if (fd_ < 0) return fail(callFailed("inotify_init1", {}, errno));
   }
   bool ok = true;
   drain(ok);
-  if (!ok) return fail();
+  if (!ok) return fail(callFailed("read from inotify", {}, errno));
 
   std::vector<Step> steps;
   const std::string file = resolve(path_, steps);
   std::map<int, Watch> placed;
   for (const auto& s : steps) {
     int wd = ::inotify_add_watch(fd_, s.dir.c_str(), kDirectoryEvents);
-    if (wd < 0) return fail();
+    if (wd < 0) return fail(callFailed("inotify_add_watch", s.dir, errno));
     placed[wd].names.push_back(s.name);
   }
   struct stat st {};
   if (!file.empty() && ::stat(file.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
     int wd = ::inotify_add_watch(fd_, file.c_str(), kFileEvents);
-    if (wd < 0) return fail();
+    if (wd < 0) return fail(callFailed("inotify_add_watch", file, errno));
     placed[wd].all = true;
   }
   for (const auto& [wd, w] : watches_) {
@@ -156,10 +172,12 @@ PathWatch::State PathWatch::arm() {
   watches_ = std::move(placed);
   armed_ = true;
   retryAt_ = {};
+  failure_.clear();
   return State::kQuiet;
 }
 
-PathWatch::State PathWatch::fail() {
+PathWatch::State PathWatch::fail(std::string why) {
+  failure_ = std::move(why);
   // Closing the instance drops every watch it holds, placed or half placed.
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
@@ -172,7 +190,7 @@ PathWatch::State PathWatch::poll() {
   if (!armed_) return State::kUnavailable;
   bool ok = true;
   const bool relevant = drain(ok);
-  if (!ok) return fail();
+  if (!ok) return fail(callFailed("read from inotify", {}, errno));
   return relevant ? State::kChanged : State::kQuiet;
 }
 

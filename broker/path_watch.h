@@ -43,6 +43,10 @@ class PathWatch {
   // Since arm(): kChanged or kQuiet; kUnavailable when not armed. One read(2) when nothing
   // happened.
   State poll();
+  // Why the last attempt to watch failed: the call, the path, the error and, for a kernel
+  // limit, which one (e.g. "inotify_init1: Too many open files (limits: sysctl
+  // fs.inotify.max_user_instances, and the process's open files)"). Empty while armed.
+  const std::string& failure() const { return failure_; }
 
  private:
   struct Watch {
@@ -51,14 +55,16 @@ class PathWatch {
   };
   // Reads what is queued; true when any of it concerns the path. `ok` false on a read error.
   bool drain(bool& ok);
-  // Gives up the instance and its watches (a later arm() starts afresh).
-  State fail();
+  // Gives up the instance and its watches (a later arm() starts afresh); `why` becomes
+  // failure().
+  State fail(std::string why);
 
   std::string path_;
   int fd_ = -1;
   bool armed_ = false;
   std::chrono::steady_clock::time_point retryAt_{};
   std::map<int, Watch> watches_;  // by watch descriptor
+  std::string failure_;
 };
 
 }  // namespace sandgate::broker

@@ -7,10 +7,12 @@
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <spdlog/spdlog.h>
 #include <sys/eventfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
@@ -65,7 +67,19 @@ FileSource::Identity FileSource::identityOf(const struct stat& st) {
   return Identity{st.st_dev, st.st_ino, st.st_size, st.st_mtim, st.st_ctim};
 }
 
+namespace {
+
+std::atomic<size_t> gUnwatched{0};
+
+}  // namespace
+
+size_t unwatchedFileSources() { return gUnwatched.load(std::memory_order_relaxed); }
+
 FileSource::FileSource(std::string path) : path_(path), watch_(std::move(path)) {}
+
+FileSource::~FileSource() {
+  if (unwatched_) gUnwatched.fetch_sub(1, std::memory_order_relaxed);
+}
 
 Fetched FileSource::read(Identity* identity) const {
   // O_NONBLOCK: a FIFO put in place of the secret must not hang the request that reads it.
@@ -128,7 +142,20 @@ Fetched FileSource::get() {
     }
   }
   // Watches first: a change from here on is an event for a later get().
-  watch_.arm();
+  const bool watched = watch_.arm() != PathWatch::State::kUnavailable;
+  if (watched == unwatched_) {
+    unwatched_ = !watched;
+    if (unwatched_) {
+      gUnwatched.fetch_add(1, std::memory_order_relaxed);
+      spdlog::warn(
+          "credential file {}: changes cannot be watched ({}); checking it with stat(2) on "
+          "every request instead, and trying to watch again every second",
+          path_, watch_.failure());
+    } else {
+      gUnwatched.fetch_sub(1, std::memory_order_relaxed);
+      spdlog::info("credential file {}: changes are watched again", path_);
+    }
+  }
   recheckAt_ = now + kRecheckEvery;
   struct stat st {};
   if (::stat(path_.c_str(), &st) != 0) {

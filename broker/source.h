@@ -36,9 +36,17 @@ struct Fetched {
 // when nothing changed and the next request after a rotation reads the new value. Every
 // second, and on every get() where inotify is unavailable, a stat(2) backs it up: a different
 // device, inode, size, mtime or ctime makes it re-read too. Thread-safe.
+//
+// Without inotify (no instance or watch left under the kernel's limits, a directory it may not
+// watch) the source still works, at the cost of a stat(2) per get(): a degraded mode, logged at
+// warn when it starts (with the reason) and at info when a watch is placed again (retried every
+// second), and counted in unwatchedFileSources().
 class FileSource {
  public:
   explicit FileSource(std::string path);
+  ~FileSource();
+  FileSource(const FileSource&) = delete;
+  FileSource& operator=(const FileSource&) = delete;
   Fetched get();
 
  private:
@@ -59,8 +67,12 @@ class FileSource {
   Identity identity_;
   Fetched current_;
   PathWatch watch_;
+  bool unwatched_ = false;                             // counted in unwatchedFileSources()
   std::chrono::steady_clock::time_point recheckAt_{};  // the next stat(2) without an event
 };
+
+// How many FileSources, in the whole process, cannot watch their file now (a metric).
+size_t unwatchedFileSources();
 
 // Reads sandgate's own environment variable `name` (never the sandbox's).
 Fetched readEnv(const std::string& name);

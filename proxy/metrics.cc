@@ -142,6 +142,7 @@ struct Metrics::State {
   prometheus::Counter* reloadOk;
   prometheus::Counter* reloadError;
   prometheus::Histogram* connect;
+  prometheus::Gauge* unwatched;
 
   struct Entry {
     std::shared_ptr<TaskMetrics> core;  // owns the handles
@@ -190,6 +191,13 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                              .Name("sandgate_leaf_cache_lookups")
                              .Help("Leaf certificate cache lookups so far, by result (hit, miss)")
                              .Register(*registry);
+  state_->unwatched = &prometheus::BuildGauge()
+                           .Name("sandgate_credential_files_unwatched")
+                           .Help(
+                               "File credential sources whose changes inotify cannot watch now "
+                               "(each is checked with stat(2) on every request instead)")
+                           .Register(*registry)
+                           .Add({});
   auto& reloads = prometheus::BuildCounter()
                       .Name("sandgate_config_reloads_total")
                       .Help("Configuration reloads by result (ok, error)")
@@ -263,6 +271,8 @@ void Metrics::leafCache(uint64_t hits, uint64_t misses) {
   f->Add({{"result", "hit"}}).Set(static_cast<double>(hits));
   f->Add({{"result", "miss"}}).Set(static_cast<double>(misses));
 }
+
+void Metrics::unwatchedSecretFiles(size_t n) { state_->unwatched->Set(static_cast<double>(n)); }
 
 void Metrics::upstreamConnectSeconds(double s) { state_->connect->Observe(s > 0 ? s : 0); }
 

@@ -249,7 +249,10 @@ struct Server::Impl {
       timer.expires_after(std::chrono::seconds(1));
       auto [ec] = co_await timer.async_wait(kUse);
       if (ec || stopping) co_return;
-      if (state.metrics) state.metrics->sweep(std::chrono::steady_clock::now());
+      if (state.metrics) {
+        state.metrics->sweep(std::chrono::steady_clock::now());
+        state.metrics->unwatchedSecretFiles(broker::unwatchedFileSources());
+      }
       for (auto& w : workers) {  // each pool is only touched on its worker's thread
         asio::post(w->io, [w = w.get()] {
           w->pool.dropStale();

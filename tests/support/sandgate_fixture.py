@@ -142,9 +142,10 @@ class Sandgate:
             if value and value.strip():
                 artifacts.register_secret(name, value)
 
-    def start(self, timeout=15, max_fds=None, env=None):
+    def start(self, timeout=15, max_fds=None, env=None, wrapper=()):
         """`max_fds`: RLIMIT_NOFILE for the process (descriptor-exhaustion tests). `env`: extra
-        environment variables (e.g. for `env` credential sources)."""
+        environment variables (e.g. for `env` credential sources). `wrapper`: a command that
+        ends by exec'ing its arguments (sandgate's command line), so the PID stays sandgate's."""
         if env:
             self.env = dict(os.environ, **env)
         if self.config is not None:
@@ -157,6 +158,7 @@ class Sandgate:
                 resource.setrlimit(resource.RLIMIT_NOFILE, (max_fds, max_fds))
 
         self.proc = subprocess.Popen(
+            list(wrapper) +
             [binary(), "serve", "--config", self.config_path, "--threads", str(self.threads),
              "--ready-file", self.ready_path] + self.serve_args,
             stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=limit, env=self.env)

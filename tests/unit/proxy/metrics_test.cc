@@ -97,6 +97,15 @@ TEST(Metrics, GlobalSeriesExistFromTheStart) {
   EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "ok"}}), 0);
   EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "error"}}), 0);
   EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {}), 0);
+  EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 0);
+}
+
+TEST(Metrics, UnwatchedSecretFilesIsSetNotAdded) {
+  Metrics m(seconds(60));
+  m.unwatchedSecretFiles(3);
+  EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 3);
+  m.unwatchedSecretFiles(1);
+  EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 1);
 }
 
 TEST(Metrics, ConfigReloadsAndConnectTimes) {
