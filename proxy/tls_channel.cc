@@ -24,9 +24,6 @@ namespace {
 constexpr size_t kRecord = 16 * 1024;         // the most plaintext one TLS record carries
 constexpr size_t kFlushAt = 64 * 1024;        // a long write sends after this much
 constexpr size_t kKeepOutBuffer = 64 * 1024;  // a bigger send buffer is freed once empty
-// What fill's waiting read takes: a small record in one piece (a request head, a small
-// response, an event of a stream); receive() takes the rest of anything larger.
-constexpr size_t kFirstRead = 2048;
 
 }  // namespace
 
@@ -100,26 +97,15 @@ error_code TlsChannel::receive(size_t& got) {
 }
 
 asio::awaitable<error_code> TlsChannel::fill() {
-  // Asio's read, not a recv of our own and then a wait for readability: its reactor calls
-  // recv only when bytes may be there (an edge seen since its last short read) and otherwise
-  // queues the read on the socket's standing edge-triggered registration. A recv that can only
-  // fail and the epoll_ctl that re-arms a wait cost two system calls each time the peer has not
-  // answered yet, which on a keep-alive connection is most reads.
-  char first[kFirstRead];  // in the coroutine's frame, which lives while the read is pending
-  auto [ec, n] = co_await tcp_.async_read_some(asio::buffer(first), kUse);
-  if (ec == asio::error::eof) {
-    peerEof_ = true;
-    co_return error_code(asio::ssl::error::stream_truncated);
+  while (true) {
+    size_t got = 0;
+    error_code ec = receive(got);
+    if (ec) co_return ec;
+    if (got > 0) co_return error_code{};
+    if (peerEof_) co_return error_code(asio::ssl::error::stream_truncated);
+    auto [wec] = co_await tcp_.async_wait(Wait::wait_read, kUse);
+    if (wec) co_return wec;
   }
-  if (ec) co_return ec;
-  if (BIO_write(in_, first, static_cast<int>(n)) != static_cast<int>(n)) {
-    co_return error_code(asio::error::no_memory);
-  }
-  if (n < sizeof first) co_return error_code{};
-  // More than the first read held (a large record, a burst): take the rest now, without
-  // waiting; an end of stream found here is for the next fill.
-  size_t more = 0;
-  co_return receive(more);
 }
 
 asio::awaitable<error_code> TlsChannel::flush() {
