@@ -272,7 +272,7 @@ void Metrics::leafCache(uint64_t hits, uint64_t misses) {
   f->Add({{"result", "miss"}}).Set(static_cast<double>(misses));
 }
 
-void Metrics::unwatchedSecretFiles(size_t n) { state_->unwatched->Set(static_cast<double>(n)); }
+void Metrics::unwatchedCredentialFiles(size_t n) { state_->unwatched->Set(static_cast<double>(n)); }
 
 void Metrics::upstreamConnectSeconds(double s) { state_->connect->Observe(s > 0 ? s : 0); }
 

@@ -95,7 +95,7 @@ class Metrics {
   // The leaf cache's running totals (set, not added: the cache counts itself).
   void leafCache(uint64_t hits, uint64_t misses);
   // File credential sources that cannot watch their file now (broker::unwatchedFileSources()).
-  void unwatchedSecretFiles(size_t n);
+  void unwatchedCredentialFiles(size_t n);
 
   // Removes the series of every task that nobody has held for at least taskSeriesTtl. The
   // idle time is measured from the first sweep that finds the task unheld, so the server

@@ -251,7 +251,7 @@ struct Server::Impl {
       if (ec || stopping) co_return;
       if (state.metrics) {
         state.metrics->sweep(std::chrono::steady_clock::now());
-        state.metrics->unwatchedSecretFiles(broker::unwatchedFileSources());
+        state.metrics->unwatchedCredentialFiles(broker::unwatchedFileSources());
       }
       for (auto& w : workers) {  // each pool is only touched on its worker's thread
         asio::post(w->io, [w = w.get()] {

@@ -100,11 +100,11 @@ TEST(Metrics, GlobalSeriesExistFromTheStart) {
   EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 0);
 }
 
-TEST(Metrics, UnwatchedSecretFilesIsSetNotAdded) {
+TEST(Metrics, UnwatchedCredentialFilesIsSetNotAdded) {
   Metrics m(seconds(60));
-  m.unwatchedSecretFiles(3);
+  m.unwatchedCredentialFiles(3);
   EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 3);
-  m.unwatchedSecretFiles(1);
+  m.unwatchedCredentialFiles(1);
   EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 1);
 }
 
