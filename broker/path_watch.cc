@@ -11,6 +11,8 @@
 #include <cstring>
 #include <deque>
 #include <filesystem>
+#include <map>
+#include <mutex>
 #include <utility>
 
 namespace sandgate::broker {
@@ -97,80 +99,166 @@ std::string resolve(const std::string& path, std::vector<Step>& steps) {
 
 }  // namespace
 
+// The process's one inotify instance and, for each of its kernel watches, the PathWatches with
+// an entry on it. Everything here, and the PathWatch fields it writes, is guarded by `mu`.
+struct PathWatch::Hub {
+  struct Entry {
+    PathWatch* owner;
+    uint64_t generation;             // the owner's arm() that placed it
+    bool all = false;                // the file's own watch: every event counts
+    std::vector<std::string> names;  // a directory's: only these entries count
+  };
+
+  static Hub& get() {
+    static Hub* hub = new Hub;  // never destroyed: a PathWatch may outlive static destruction
+    return *hub;
+  }
+
+  // Opens the instance if none is open; false (errno set) if the kernel refuses.
+  bool open() {
+    if (fd < 0) fd = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
+    return fd >= 0;
+  }
+
+  // Reads what is queued and marks the PathWatches each event concerns as changed. A read
+  // error gives up the instance: every PathWatch on it is then unarmed and says why.
+  void drain() {
+    if (fd < 0) return;
+    alignas(inotify_event) char buf[4096];
+    while (true) {
+      ssize_t n = ::read(fd, buf, sizeof buf);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0 && errno == EAGAIN) return;
+      if (n <= 0) {
+        if (n == 0) errno = EIO;  // not something inotify does: report it as an I/O error
+        const std::string why = callFailed("read from inotify", {}, errno);
+        for (auto& [wd, list] : entries) {
+          for (auto& e : list) {
+            e.owner->armed_ = false;
+            e.owner->failure_ = why;
+          }
+        }
+        entries.clear();
+        ::close(fd);
+        fd = -1;
+        return;
+      }
+      for (ssize_t off = 0; off + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
+        const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
+        off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
+        dispatch(*ev);
+      }
+    }
+  }
+
+  void dispatch(const inotify_event& ev) {
+    if (ev.mask & IN_Q_OVERFLOW) {  // events were lost: anyone may have missed one
+      for (auto& [wd, list] : entries) {
+        for (auto& e : list) e.owner->changed_ = true;
+      }
+      return;
+    }
+    auto it = entries.find(ev.wd);
+    if (it == entries.end()) return;  // a watch no one needs any more
+    const std::string_view name(ev.name, ::strnlen(ev.name, ev.len));
+    for (auto& e : it->second) {
+      // The file's own watch; a directory's own change (no name: chmod, removal, move); a
+      // watch the kernel dropped (IN_IGNORED: its inode is gone).
+      if (e.all || ev.len == 0 || (ev.mask & IN_IGNORED) ||
+          std::find(e.names.begin(), e.names.end(), name) != e.names.end()) {
+        e.owner->changed_ = true;
+      }
+    }
+    if (ev.mask & IN_IGNORED) entries.erase(it);  // the kernel has let go of it
+  }
+
+  // Adds `owner`'s entry for `dir`'s entry `name` (empty: the file itself). False (errno set)
+  // if the kernel refuses the watch.
+  bool add(PathWatch& owner, const std::string& path, const std::string& name, bool file) {
+    const int wd = ::inotify_add_watch(fd, path.c_str(), file ? kFileEvents : kDirectoryEvents);
+    if (wd < 0) return false;
+    auto& list = entries[wd];
+    for (auto& e : list) {
+      if (e.owner == &owner && e.generation == owner.generation_) {  // a second name there
+        if (file) e.all = true;
+        if (!name.empty()) e.names.push_back(name);
+        return true;
+      }
+    }
+    Entry e{&owner, owner.generation_, file, {}};
+    if (!name.empty()) e.names.push_back(name);
+    list.push_back(std::move(e));
+    if (std::find(owner.wds_.begin(), owner.wds_.end(), wd) == owner.wds_.end()) {
+      owner.wds_.push_back(wd);
+    }
+    return true;
+  }
+
+  // Drops `owner`'s entries other than those of its current arm() (all of them if `all`); a
+  // kernel watch left without entries is removed, and the instance once no watch is left.
+  void release(PathWatch& owner, bool all) {
+    std::vector<int> kept;
+    for (int wd : owner.wds_) {
+      auto it = entries.find(wd);
+      if (it == entries.end()) continue;  // dropped by the kernel (IN_IGNORED)
+      auto& list = it->second;
+      std::erase_if(list, [&](const Entry& e) {
+        return e.owner == &owner && (all || e.generation != owner.generation_);
+      });
+      const bool mine =
+          std::any_of(list.begin(), list.end(), [&](const Entry& e) { return e.owner == &owner; });
+      if (mine) kept.push_back(wd);
+      if (list.empty()) {
+        ::inotify_rm_watch(fd, wd);
+        entries.erase(it);
+      }
+    }
+    owner.wds_ = std::move(kept);
+    if (entries.empty() && fd >= 0) {
+      ::close(fd);
+      fd = -1;
+    }
+  }
+
+  std::mutex mu;
+  int fd = -1;
+  std::map<int, std::vector<Entry>> entries;  // by watch descriptor
+};
+
 PathWatch::PathWatch(std::string path) : path_(std::move(path)) {}
 
 PathWatch::~PathWatch() {
-  if (fd_ >= 0) ::close(fd_);
-}
-
-bool PathWatch::drain(bool& ok) {
-  ok = true;
-  bool relevant = false;
-  alignas(inotify_event) char buf[4096];
-  while (true) {
-    ssize_t n = ::read(fd_, buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && errno == EAGAIN) break;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;  // not something inotify does: report it as an I/O error
-      ok = false;
-      return true;
-    }
-    for (ssize_t off = 0; off + static_cast<ssize_t>(sizeof(inotify_event)) <= n;) {
-      const auto* ev = reinterpret_cast<const inotify_event*>(buf + off);
-      off += static_cast<ssize_t>(sizeof(inotify_event) + ev->len);
-      if (ev->mask & IN_Q_OVERFLOW) {
-        relevant = true;  // events were lost
-        continue;
-      }
-      auto it = watches_.find(ev->wd);
-      if (it == watches_.end()) continue;  // a watch removed by arm()
-      // The file's own watch; a directory's own change (no name: chmod, removal, move); a
-      // watch the kernel dropped (IN_IGNORED: its inode is gone).
-      if (it->second.all || ev->len == 0 || (ev->mask & IN_IGNORED)) {
-        relevant = true;
-        continue;
-      }
-      const std::string_view name(ev->name, ::strnlen(ev->name, ev->len));
-      const auto& names = it->second.names;
-      if (std::find(names.begin(), names.end(), name) != names.end()) relevant = true;
-    }
-  }
-  return relevant;
+  Hub& hub = Hub::get();
+  std::lock_guard lock(hub.mu);
+  hub.release(*this, true);
 }
 
 PathWatch::State PathWatch::arm() {
+  Hub& hub = Hub::get();
+  std::lock_guard lock(hub.mu);
   armed_ = false;
   const auto now = std::chrono::steady_clock::now();
   if (now < retryAt_) return State::kUnavailable;
   retryAt_ = now + kRetryAfter;  // cleared below on success
-  if (fd_ < 0) {
-    fd_ = ::inotify_init1(IN_NONBLOCK | IN_CLOEXEC);
-    if (fd_ < 0) return fail(callFailed("inotify_init1", {}, errno));
-  }
-  bool ok = true;
-  drain(ok);
-  if (!ok) return fail(callFailed("read from inotify", {}, errno));
+  hub.drain();                   // what happened so far is for the others
+  if (!hub.open()) return fail(callFailed("inotify_init1", {}, errno));
 
+  // The new entries first, then the old ones go: a watch both need is never removed between.
+  ++generation_;
   std::vector<Step> steps;
   const std::string file = resolve(path_, steps);
-  std::map<int, Watch> placed;
   for (const auto& s : steps) {
-    int wd = ::inotify_add_watch(fd_, s.dir.c_str(), kDirectoryEvents);
-    if (wd < 0) return fail(callFailed("inotify_add_watch", s.dir, errno));
-    placed[wd].names.push_back(s.name);
+    if (!hub.add(*this, s.dir, s.name, false)) {
+      return fail(callFailed("inotify_add_watch", s.dir, errno));
+    }
   }
   struct stat st {};
   if (!file.empty() && ::stat(file.c_str(), &st) == 0 && !S_ISDIR(st.st_mode)) {
-    int wd = ::inotify_add_watch(fd_, file.c_str(), kFileEvents);
-    if (wd < 0) return fail(callFailed("inotify_add_watch", file, errno));
-    placed[wd].all = true;
+    if (!hub.add(*this, file, {}, true)) return fail(callFailed("inotify_add_watch", file, errno));
   }
-  for (const auto& [wd, w] : watches_) {
-    if (!placed.contains(wd)) ::inotify_rm_watch(fd_, wd);
-  }
-  watches_ = std::move(placed);
+  hub.release(*this, false);
   armed_ = true;
+  changed_ = false;
   retryAt_ = {};
   failure_.clear();
   return State::kQuiet;
@@ -178,20 +266,18 @@ PathWatch::State PathWatch::arm() {
 
 PathWatch::State PathWatch::fail(std::string why) {
   failure_ = std::move(why);
-  // Closing the instance drops every watch it holds, placed or half placed.
-  if (fd_ >= 0) ::close(fd_);
-  fd_ = -1;
-  watches_.clear();
+  Hub::get().release(*this, true);  // placed or half placed
   armed_ = false;
   return State::kUnavailable;
 }
 
 PathWatch::State PathWatch::poll() {
+  Hub& hub = Hub::get();
+  std::lock_guard lock(hub.mu);
   if (!armed_) return State::kUnavailable;
-  bool ok = true;
-  const bool relevant = drain(ok);
-  if (!ok) return fail(callFailed("read from inotify", {}, errno));
-  return relevant ? State::kChanged : State::kQuiet;
+  hub.drain();
+  if (!armed_) return State::kUnavailable;  // the instance failed while reading
+  return changed_ ? State::kChanged : State::kQuiet;
 }
 
 }  // namespace sandgate::broker

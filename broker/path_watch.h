@@ -3,7 +3,7 @@
 #pragma once
 
 #include <chrono>
-#include <map>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -21,7 +21,15 @@ namespace sandgate::broker {
 // a shared mapping, a network file system changed from another host — the caller catches with
 // an occasional stat(2) (FileSource does it every second).
 //
-// Not thread-safe: FileSource calls it under its lock.
+// Every PathWatch of the process shares one inotify instance, opened while any of them is
+// armed: the kernel allows few instances per user (fs.inotify.max_user_instances, 128 by
+// default, shared with every other program of that user), and each file credential of each
+// configuration snapshot still in use has a PathWatch. Whoever reads the instance's events
+// hands each to the PathWatches it concerns. Two PathWatches watching the same directory share
+// its kernel watch, which stays while either needs it.
+//
+// One PathWatch is used by one thread at a time (FileSource calls it under its lock); different
+// PathWatches may be used from different threads.
 class PathWatch {
  public:
   enum class State {
@@ -40,8 +48,8 @@ class PathWatch {
   // try again for a second (kUnavailable at once), so that a machine out of inotify watches
   // does not pay for a failing attempt on every request.
   State arm();
-  // Since arm(): kChanged or kQuiet; kUnavailable when not armed. One read(2) when nothing
-  // happened.
+  // Since arm(): kChanged or kQuiet; kUnavailable when not armed. One read(2) of the shared
+  // instance when nothing happened.
   State poll();
   // Why the last attempt to watch failed: the call, the path, the error and, for a kernel
   // limit, which one (e.g. "inotify_init1: Too many open files (limits: sysctl
@@ -49,21 +57,19 @@ class PathWatch {
   const std::string& failure() const { return failure_; }
 
  private:
-  struct Watch {
-    bool all = false;                // the file's own watch: every event counts
-    std::vector<std::string> names;  // a directory's: only these entries count
-  };
-  // Reads what is queued; true when any of it concerns the path. `ok` false on a read error.
-  bool drain(bool& ok);
-  // Gives up the instance and its watches (a later arm() starts afresh); `why` becomes
-  // failure().
+  struct Hub;  // the shared instance (path_watch.cc)
+
+  // Gives up this PathWatch's watches (a later arm() starts afresh); `why` becomes failure().
+  // Called with the hub's lock held.
   State fail(std::string why);
 
   std::string path_;
-  int fd_ = -1;
+  // Written by any thread that reads the hub's events, so guarded by the hub's lock.
   bool armed_ = false;
+  bool changed_ = false;
+  uint64_t generation_ = 0;  // of the current arm(): which of this watch's entries are current
+  std::vector<int> wds_;     // the kernel watches this one has entries on
   std::chrono::steady_clock::time_point retryAt_{};
-  std::map<int, Watch> watches_;  // by watch descriptor
   std::string failure_;
 };
 

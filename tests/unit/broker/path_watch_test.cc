@@ -1,5 +1,6 @@
 // Tests for broker/path_watch.cc: which changes on the way to a secret file count, including a
-// Kubernetes-style `..data` link swap, and which do not (other entries of the same directory).
+// Kubernetes-style `..data` link swap, and which do not (other entries of the same directory);
+// the one inotify instance that every PathWatch of the process shares.
 #include "broker/path_watch.h"
 
 #include <gtest/gtest.h>
@@ -117,6 +118,62 @@ TEST(PathWatch, ALinkedDirectoryOnTheWayIsWatchedWhereTheLinkLives) {
   ASSERT_EQ(w.arm(), State::kQuiet);
   fs::permissions(dir.file("real2"), fs::perms::owner_all);
   EXPECT_EQ(w.poll(), State::kChanged) << "a directory on the way re-permissioned";
+}
+
+// The inotify instances this process holds (descriptors that link to "anon_inode:inotify").
+int inotifyInstances() {
+  int n = 0;
+  for (const auto& e : fs::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    if (fs::read_symlink(e.path(), ec).string() == "anon_inode:inotify") ++n;
+  }
+  return n;
+}
+
+TEST(PathWatch, OneInstanceServesTheWholeProcessWhileAnyWatchIsArmed) {
+  TempDir a, b;
+  for (const char* name : {"s1", "s2"}) {
+    writeFile(a.file(name), "x\n");
+    writeFile(b.file(name), "x\n");
+  }
+  ASSERT_EQ(inotifyInstances(), 0);
+  {
+    PathWatch w1(a.file("s1")), w2(a.file("s2")), w3(b.file("s1")), w4(b.file("s2"));
+    for (PathWatch* w : {&w1, &w2, &w3, &w4}) ASSERT_EQ(w->arm(), State::kQuiet);
+    EXPECT_EQ(inotifyInstances(), 1);
+    // Each still hears only about its own path.
+    writeFile(b.file("s1"), "y\n");
+    EXPECT_EQ(w1.poll(), State::kQuiet);
+    EXPECT_EQ(w2.poll(), State::kQuiet);
+    EXPECT_EQ(w3.poll(), State::kChanged);
+    EXPECT_EQ(w4.poll(), State::kQuiet);
+  }
+  EXPECT_EQ(inotifyInstances(), 0) << "the instance is closed with the last watch";
+}
+
+TEST(PathWatch, AWatchOnASharedDirectoryOutlivesTheOtherPathWatch) {
+  // b does not exist: only the directory's watch can see it appear.
+  TempDir dir;
+  writeFile(dir.file("a"), "x\n");
+  PathWatch wb(dir.file("b"));
+  ASSERT_EQ(wb.arm(), State::kQuiet);
+  {
+    PathWatch wa(dir.file("a"));
+    ASSERT_EQ(wa.arm(), State::kQuiet);
+    testing::replaceFile(dir.file("a"), "y\n");
+    EXPECT_EQ(wa.poll(), State::kChanged);
+    EXPECT_EQ(wb.poll(), State::kQuiet) << "the other entry is not b's concern";
+    ASSERT_EQ(wa.arm(), State::kQuiet);  // placed again on the directory both watch
+    EXPECT_EQ(wb.poll(), State::kQuiet) << "a's re-arm is not b's concern";
+    writeFile(dir.file("b"), "x\n");
+    EXPECT_EQ(wb.poll(), State::kChanged) << "a's re-arm kept the directory's watch";
+    EXPECT_EQ(wa.poll(), State::kQuiet);
+    fs::remove(dir.file("b"));
+    ASSERT_EQ(wb.arm(), State::kQuiet);
+  }
+  EXPECT_EQ(wb.poll(), State::kQuiet) << "a's end is not b's concern";
+  writeFile(dir.file("b"), "x\n");
+  EXPECT_EQ(wb.poll(), State::kChanged) << "a's end kept the directory's watch";
 }
 
 }  // namespace
