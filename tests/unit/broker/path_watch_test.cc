@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <atomic>
 #include <filesystem>
+#include <string>
+#include <thread>
+#include <vector>
 
 #include "tests/unit/broker/test_util.h"
 
@@ -174,6 +178,31 @@ TEST(PathWatch, AWatchOnASharedDirectoryOutlivesTheOtherPathWatch) {
   EXPECT_EQ(wb.poll(), State::kQuiet) << "a's end is not b's concern";
   writeFile(dir.file("b"), "x\n");
   EXPECT_EQ(wb.poll(), State::kChanged) << "a's end kept the directory's watch";
+}
+
+TEST(PathWatch, EventsReadByAnotherThreadReachTheirWatch) {
+  // Four threads, each with its own watch on its own file in one directory; whichever thread
+  // reads the shared instance hands each event to the watch it concerns.
+  TempDir dir;
+  constexpr int kThreads = 4, kRounds = 200;
+  std::atomic<int> wrong{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) {
+    threads.emplace_back([&, t] {
+      const std::string path = dir.file("s" + std::to_string(t));
+      writeFile(path, "0\n");
+      PathWatch w(path);
+      if (w.arm() != State::kQuiet) ++wrong;
+      for (int i = 0; i < kRounds; ++i) {
+        writeFile(path, std::to_string(i) + "\n");
+        if (w.poll() != State::kChanged) ++wrong;
+        if (w.arm() != State::kQuiet) ++wrong;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(wrong.load(), 0);
+  EXPECT_EQ(inotifyInstances(), 0);
 }
 
 }  // namespace
