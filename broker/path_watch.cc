@@ -179,9 +179,9 @@ struct PathWatch::Hub {
     if (wd < 0) return false;
     auto& list = entries[wd];
     for (auto& e : list) {
-      if (e.owner == &owner && e.generation == owner.generation_) {  // a second name there
-        if (file) e.all = true;
-        if (!name.empty()) e.names.push_back(name);
+      // A second name in a directory already on the way (the file is added once per arm()).
+      if (e.owner == &owner && e.generation == owner.generation_) {
+        e.names.push_back(name);
         return true;
       }
     }

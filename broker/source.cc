@@ -142,10 +142,10 @@ Fetched FileSource::get() {
     }
   }
   // Watches first: a change from here on is an event for a later get().
-  const bool watched = watch_.arm() != PathWatch::State::kUnavailable;
-  if (watched == unwatched_) {
-    unwatched_ = !watched;
-    if (unwatched_) {
+  const bool unwatched = watch_.arm() == PathWatch::State::kUnavailable;
+  if (unwatched != unwatched_) {  // the mode changed: say so once
+    unwatched_ = unwatched;
+    if (unwatched) {
       gUnwatched.fetch_add(1, std::memory_order_relaxed);
       spdlog::warn(
           "credential file {}: changes cannot be watched ({}); checking it with stat(2) on "
