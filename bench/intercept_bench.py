@@ -13,9 +13,13 @@ against the same requests sent directly to the upstream, and against mitmproxy, 
       (1 connection, a pause after every response, as from an agent that thinks between calls)
       through a second sandgate started with `--idle-spin 0`, to show what the spin buys and
       what CPU it costs when the load is sparse (native harness only)
+  (e) the floor (native harness only): the 1-connection keep-alive run through `tls_load
+      relay`, which decrypts, replaces the Authorization value, encrypts, and does nothing
+      else (no HTTP parsing, policy, audit, pool or scrubbing): what the work every
+      intercepting proxy must do (TLS on both legs, two more loopback hops) allows here
 
 Within a phase, the direct runs and every proxy run in mirrored order (direct, sandgate,
-sandgate --idle-spin 0, mitmproxy, then the same backwards), each run half as long, and p50/p99
+sandgate --idle-spin 0, the floor, mitmproxy, then the same backwards), each run half as long, and p50/p99
 are the means of the two halves: this machine's speed drifts by a third from one minute to the
 next, and a ratio of two runs made a minute apart measures the drift as much as the proxies.
 The sandgate/mitmproxy ratio is printed for each half as well.
@@ -383,6 +387,35 @@ class Sandgate(LoggedProcess):
 
 
 # ---------------------------------------------------------------------------------------------
+# The floor: `tls_load relay`, TLS on both legs and the header replaced, nothing else
+
+class Relay(LoggedProcess):
+    """`tls_load relay` in front of the keep-alive upstream (see bench/tls_load.cc): what an
+    intercepting proxy that did no HTTP work at all would reach on this machine."""
+
+    def __init__(self, tmp, pki, upstream_port):
+        cmd = [TLS_LOAD["path"], "relay", "--cert", os.path.join(pki.dir, "leaf.pem"),
+               "--key", os.path.join(pki.dir, "leaf.key"), "--upstream", str(upstream_port),
+               "--cafile", pki.ca_cert, "--host", KEEP_HOST,
+               "--inject", "Authorization: Bearer " + SECRET]
+        super().__init__(cmd, os.path.join(tmp, "relay.log"))
+        self.ca = pki.ca_cert  # it presents the upstream's own certificate
+
+        def port():
+            if self.proc.poll() is not None:
+                raise RuntimeError("tls_load relay exited with %s:\n%s" % (self.proc.returncode,
+                                                                          self.log_tail()))
+            with open(self.log, "rb") as f:
+                first = f.readline().strip()
+            return int(first) if first.isdigit() else None
+        self.port = wait_for(port, 10, "tls_load relay to listen")
+
+    def target(self):
+        return Target("relay", KEEP_HOST, 443, self.ca, "Bearer " + PLACEHOLDER,
+                      proxy=(LOOPBACK, self.port), connect_to="%s:443" % KEEP_HOST)
+
+
+# ---------------------------------------------------------------------------------------------
 # mitmproxy
 
 MITM_HINT = ("apt-get install mitmproxy (Debian 12: mitmproxy 8.1), or pip install mitmproxy; "
@@ -535,7 +568,7 @@ def main():
                    "processes)")
 
     tmp = tempfile.mkdtemp(prefix="sandgate-ibench-")
-    sg = sg_nospin = mitm = None
+    sg = sg_nospin = relay = mitm = None
     try:
         direct_keep = Target("direct", KEEP_HOST, keep_port, pki.ca_cert, "Bearer " + SECRET)
         direct_close = Target("direct", CLOSE_HOST, close_port, pki.ca_cert, "Bearer " + SECRET)
@@ -553,6 +586,11 @@ def main():
         if TLS_LOAD["path"]:
             sg_nospin = Sandgate(binary, os.path.join(tmp, "nospin"), pki, keep_port, close_port,
                                  args.threads, ["--idle-spin", "0"])
+            relay = Relay(tmp, pki, keep_port)
+            probe = run_load(relay.target(), "keepalive", 1, 0.2, procs=1)
+            if not probe["n"] or probe["errors"]:
+                raise RuntimeError("no request through tls_load relay succeeded (%s)\n%s"
+                                   % (probe["first_error"], relay.log_tail()))
 
         if not args.no_mitmproxy and args.mitmdump:
             try:
@@ -578,6 +616,11 @@ def main():
             entries = [(None, direct_keep), (sg, sg.target(KEEP_HOST))]
             if sg_nospin:
                 entries.append((sg_nospin, sg_nospin.target(KEEP_HOST)))
+            # The floor only at 1 connection: 64 relay threads spinning on 2 cores would
+            # measure their contention, not a floor.
+            with_relay = relay is not None and conns == 1
+            if with_relay:
+                entries.append((relay, relay.target()))
             if mitm:
                 entries.append((mitm, mitm.target(KEEP_HOST, keep_port)))
             results = measured_mirrored(entries, "keepalive", conns, args.seconds)
@@ -589,6 +632,13 @@ def main():
                 (n, ncpu), _ = results[2]
                 print(line("sandgate --idle-spin 0", n, d, ncpu))
             summary[conns] = (d, s)
+            floor = None
+            if with_relay:
+                (floor, fcpu), _ = results[3 if sg_nospin else 2]
+                print(line("bare TLS relay (floor)", floor, d, fcpu))
+                if floor["rps"]:
+                    print("    sandgate / floor: %.2f of the rate of a relay that only decrypts, "
+                          "replaces the header and encrypts" % (s["rps"] / floor["rps"]))
             if conns == 1:
                 added = s["p50_us"] - d["p50_us"]
                 print("    sandgate added p50 %.0f us (target < 1000 us: %s)"
@@ -601,6 +651,9 @@ def main():
                                    for x, y in zip(s_halves, m_halves))
                 print("    sandgate / mitmproxy: %.1fx req/s (target >= 20x: %s; by half: %s)"
                       % (ratio, "met" if ratio >= 20 else "MISSED", halves))
+                if floor and m["rps"]:
+                    print("    floor / mitmproxy: %.1fx req/s (what a proxy doing no HTTP work "
+                          "would reach here)" % (floor["rps"] / m["rps"]))
             if s["rps"] > 0.8 * d["rps"]:
                 print("    note: sandgate reaches >80% of the direct rate: the client or "
                       "upstream is the limit here, not sandgate")
@@ -639,7 +692,7 @@ def main():
         print("\nintercept_bench: %s: %s" % (type(e).__name__, e), file=sys.stderr)
         return 1
     finally:
-        for proc in (mitm, sg, sg_nospin):
+        for proc in (mitm, sg, sg_nospin, relay):
             if proc:
                 proc.stop()
         for p in servers:

@@ -15,10 +15,22 @@
 //       --cafile. --pause-us: each connection sleeps U microseconds after every response (a
 //       sparse load, as from an agent that thinks between calls). Prints one JSON object: n,
 //       errors, elapsed, p50_us, p99_us, first_error.
+//   tls_load relay --cert F --key F --upstream PORT --cafile F --host NAME --inject LINE
+//                  [--spin-us U]
+//       The floor for any intercepting proxy: the least one must do per request, with nothing
+//       else. Listens like serve; answers a CONNECT with 200, terminates TLS with the given
+//       certificate, opens one verified TLS connection (--cafile, --host as SNI and name) to
+//       127.0.0.1:PORT, then relays records both ways, replacing the value of the client's
+//       `Authorization` line with LINE's (as in "Authorization: Bearer S"). No HTTP parsing,
+//       no policy, no audit, no pool: it assumes what the benchmark's client does (a request
+//       head inside one record) and is not a proxy for anything else. Non-blocking sockets;
+//       an idle connection polls without sleeping for U microseconds (default 100, as
+//       sandgate's --idle-spin) before it waits in poll().
 //
-// Plain blocking sockets and OpenSSL, one thread per connection: simple, and cheap enough at
-// the 64 connections the benchmark uses. Not a test, not part of sandgate.
+// Plain sockets (blocking, but for the relay) and OpenSSL, one thread per connection: simple,
+// and cheap enough at the 64 connections the benchmark uses. Not a test, not part of sandgate.
 #include <arpa/inet.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <openssl/err.h>
@@ -103,6 +115,22 @@ size_t readHead(std::string& buf, ReadSome&& readSome) {
 // ---------------------------------------------------------------------------------------------
 // serve
 
+// A listening socket on 127.0.0.1, an ephemeral port, printed as the first line of stdout.
+int listenLoopback() {
+  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
+  int one = 1;
+  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+  sockaddr_in sa = parseAddress("127.0.0.1:0");
+  socklen_t len = sizeof sa;
+  if (::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd, 4096) != 0 ||
+      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
+    die(std::string("listening: ") + std::strerror(errno));
+  }
+  std::printf("%u\n", ntohs(sa.sin_port));
+  std::fflush(stdout);
+  return lfd;
+}
+
 struct ServeOptions {
   std::string cert, key, secret;
   bool close = false;
@@ -143,17 +171,7 @@ int serve(const ServeOptions& o) {
     die("loading the certificate: " + sslError());
   }
   const std::string needle = "\r\nauthorization: bearer " + lower(o.secret) + "\r\n";
-  int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
-  int one = 1;
-  ::setsockopt(lfd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  sockaddr_in sa = parseAddress("127.0.0.1:0");
-  socklen_t len = sizeof sa;
-  if (::bind(lfd, reinterpret_cast<sockaddr*>(&sa), sizeof sa) != 0 || ::listen(lfd, 4096) != 0 ||
-      ::getsockname(lfd, reinterpret_cast<sockaddr*>(&sa), &len) != 0) {
-    die(std::string("listening: ") + std::strerror(errno));
-  }
-  std::printf("%u\n", ntohs(sa.sin_port));
-  std::fflush(stdout);
+  int lfd = listenLoopback();
   while (true) {
     int fd = ::accept(lfd, nullptr, nullptr);
     if (fd < 0) {
@@ -161,6 +179,139 @@ int serve(const ServeOptions& o) {
       die(std::string("accept: ") + std::strerror(errno));
     }
     std::thread(serveConnection, ctx, fd, std::cref(o), needle).detach();
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// relay
+
+struct RelayOptions {
+  std::string cert, key, cafile, host, inject;
+  uint16_t upstream = 0;
+  std::chrono::microseconds spin{100};
+};
+
+// The client's `Authorization` value replaced by the injected one, in place in `data`.
+void injectAuthorization(std::string& data, std::string_view name, std::string_view value) {
+  const std::string low = lower(data);
+  const std::string key = "\r\n" + lower(name) + ":";
+  auto at = low.find(key);
+  if (at == std::string::npos) return;
+  const size_t from = at + key.size();
+  const size_t to = data.find("\r\n", from);
+  if (to == std::string::npos) return;
+  data.replace(from, to - from, value);
+}
+
+// Waits until one of `fds` is readable: polls without sleeping for `spin`, then sleeps.
+bool waitReadable(pollfd* fds, nfds_t n, std::chrono::microseconds spin) {
+  const auto until = Clock::now() + spin;
+  while (true) {
+    const bool spinning = Clock::now() < until;
+    int r = ::poll(fds, n, spinning ? 0 : -1);
+    if (r > 0) return true;
+    if (r < 0 && errno != EINTR) return false;
+  }
+}
+
+void relayConnection(SSL_CTX* serverCtx, SSL_CTX* clientCtx, int cfd, const RelayOptions& o) {
+  setNoDelay(cfd);
+  std::string head;
+  auto rawRead = [&](char* p, size_t n) { return static_cast<long>(::recv(cfd, p, n, 0)); };
+  const size_t connectLen = readHead(head, rawRead);
+  int ufd = -1;
+  SSL* client = nullptr;
+  SSL* up = nullptr;
+  const auto colon = o.inject.find(':');
+  const std::string name = o.inject.substr(0, colon);
+  std::string value(1, ' ');
+  const size_t start = o.inject.find_first_not_of(' ', colon + 1);
+  if (start != std::string::npos) value.append(o.inject, start);
+  do {
+    // The client sends nothing after its CONNECT until the answer: the head is all there is.
+    if (connectLen == 0 || head.size() != connectLen) break;
+    constexpr std::string_view ok = "HTTP/1.1 200 Connection established\r\n\r\n";
+    if (::send(cfd, ok.data(), ok.size(), MSG_NOSIGNAL) != static_cast<long>(ok.size())) break;
+    client = SSL_new(serverCtx);
+    SSL_set_fd(client, cfd);
+    if (SSL_accept(client) != 1) break;
+    ufd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to = parseAddress("127.0.0.1:" + std::to_string(o.upstream));
+    if (::connect(ufd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) break;
+    setNoDelay(ufd);
+    up = SSL_new(clientCtx);
+    SSL_set_fd(up, ufd);
+    SSL_set_tlsext_host_name(up, o.host.c_str());
+    SSL_set1_host(up, o.host.c_str());
+    if (SSL_connect(up) != 1) break;
+    // Both sockets non-blocking from here: a read that finds nothing returns to the poll.
+    for (int fd : {cfd, ufd}) ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) | O_NONBLOCK);
+    pollfd fds[2] = {{cfd, POLLIN, 0}, {ufd, POLLIN, 0}};
+    char tmp[16384];
+    std::string data;
+    bool open = true;
+    while (open) {
+      bool moved = false;
+      for (int side = 0; side < 2 && open; ++side) {
+        SSL* from = side == 0 ? client : up;
+        SSL* into = side == 0 ? up : client;
+        int n = SSL_read(from, tmp, sizeof tmp);
+        if (n <= 0) {
+          if (SSL_get_error(from, n) != SSL_ERROR_WANT_READ) open = false;
+          ERR_clear_error();
+          continue;
+        }
+        moved = true;
+        data.assign(tmp, static_cast<size_t>(n));
+        if (side == 0) injectAuthorization(data, name, value);
+        // Blocking in effect: a small record into an empty socket buffer is written at once.
+        size_t off = 0;
+        while (off < data.size()) {
+          int w = SSL_write(into, data.data() + off, static_cast<int>(data.size() - off));
+          if (w > 0) {
+            off += static_cast<size_t>(w);
+            continue;
+          }
+          int e = SSL_get_error(into, w);
+          ERR_clear_error();
+          if (e != SSL_ERROR_WANT_WRITE && e != SSL_ERROR_WANT_READ) {
+            open = false;
+            break;
+          }
+          pollfd wfd{SSL_get_fd(into), POLLOUT, 0};
+          ::poll(&wfd, 1, -1);
+        }
+      }
+      if (open && !moved) open = waitReadable(fds, 2, o.spin);
+    }
+  } while (false);
+  for (SSL* s : {client, up}) {
+    if (s) SSL_free(s);
+  }
+  if (ufd >= 0) ::close(ufd);
+  ::close(cfd);
+}
+
+int relay(const RelayOptions& o) {
+  SSL_CTX* serverCtx = SSL_CTX_new(TLS_server_method());
+  if (SSL_CTX_use_certificate_chain_file(serverCtx, o.cert.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(serverCtx, o.key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    die("loading the certificate: " + sslError());
+  }
+  SSL_CTX* clientCtx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_verify(clientCtx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX_set_min_proto_version(clientCtx, TLS1_2_VERSION);
+  if (SSL_CTX_load_verify_locations(clientCtx, o.cafile.c_str(), nullptr) != 1) {
+    die("loading " + o.cafile + ": " + sslError());
+  }
+  int lfd = listenLoopback();
+  while (true) {
+    int fd = ::accept(lfd, nullptr, nullptr);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE) continue;
+      die(std::string("accept: ") + std::strerror(errno));
+    }
+    std::thread(relayConnection, serverCtx, clientCtx, fd, std::cref(o)).detach();
   }
 }
 
@@ -382,7 +533,7 @@ int client(const ClientOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 2) die("usage: tls_load serve|client [options] (see bench/tls_load.cc)");
+  if (argc < 2) die("usage: tls_load serve|client|relay [options] (see bench/tls_load.cc)");
   const std::string cmd = argv[1];
   std::map<std::string, std::string> opts;
   for (int i = 2; i < argc; ++i) {
@@ -406,6 +557,21 @@ int main(int argc, char** argv) {
     if (o.cert.empty() || o.key.empty() || o.secret.empty())
       die("serve needs --cert --key --secret");
     return serve(o);
+  }
+  if (cmd == "relay") {
+    RelayOptions o;
+    o.cert = get("--cert");
+    o.key = get("--key");
+    o.cafile = get("--cafile");
+    o.host = get("--host");
+    o.inject = get("--inject");
+    o.upstream = static_cast<uint16_t>(std::stoi(get("--upstream", "0")));
+    o.spin = std::chrono::microseconds(std::stoll(get("--spin-us", "100")));
+    if (o.cert.empty() || o.key.empty() || o.cafile.empty() || o.host.empty() ||
+        o.inject.find(':') == std::string::npos || o.upstream == 0) {
+      die("relay needs --cert --key --upstream --cafile --host --inject NAME:VALUE");
+    }
+    return relay(o);
   }
   if (cmd == "client") {
     ClientOptions o;
