@@ -25,6 +25,14 @@ constexpr size_t kRecord = 16 * 1024;         // the most plaintext one TLS reco
 constexpr size_t kFlushAt = 64 * 1024;        // a long write sends after this much
 constexpr size_t kKeepOutBuffer = 64 * 1024;  // a bigger send buffer is freed once empty
 
+// Empties the thread's OpenSSL error queue before a call whose failure SSL_get_error reads
+// from it. It peeks first: ERR_clear_error walks all the queue's slots even when it is empty,
+// some 850 instructions (OpenSSL 3.0), four times per proxied request. SSL_get_error itself
+// looks only at what ERR_peek_error sees.
+void clearErrors() {
+  if (ERR_peek_error() != 0) ERR_clear_error();
+}
+
 }  // namespace
 
 TlsChannel::TlsChannel(DeadlineStream& tcp, SSL_CTX* ctx, Role role)
@@ -161,7 +169,7 @@ asio::awaitable<error_code> TlsChannel::flush() {
 asio::awaitable<error_code> TlsChannel::handshake() {
   if (ssl_ == nullptr) co_return error_code(asio::error::no_memory);
   while (true) {
-    ERR_clear_error();
+    clearErrors();
     const int r = SSL_do_handshake(ssl_);
     if (BIO_ctrl_pending(out_) > 0) {
       error_code fec = co_await flush();
@@ -185,7 +193,7 @@ asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::readSome(asio::mutab
       error_code ec = co_await fill();
       if (ec) co_return std::tuple{ec, size_t{0}};
     }
-    ERR_clear_error();
+    clearErrors();
     const int r = SSL_read(ssl_, into.data(), want);
     // Whatever reading made OpenSSL write (an alert, a key update's answer) goes out now,
     // unless the writer is sending already: then its loop takes it.
@@ -205,7 +213,7 @@ asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::write(asio::const_bu
   size_t done = 0;
   while (done < bytes.size()) {
     const int chunk = static_cast<int>(std::min(bytes.size() - done, kRecord));
-    ERR_clear_error();
+    clearErrors();
     const int r = SSL_write(ssl_, p + done, chunk);
     // On memory BIOs a write never waits for the socket. It may ask to read first (a TLS 1.2
     // renegotiation the peer started): not supported, the connection ends.
@@ -221,9 +229,9 @@ asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::write(asio::const_bu
 
 asio::awaitable<void> TlsChannel::shutdown() {
   if (ssl_ == nullptr) co_return;
-  ERR_clear_error();
+  clearErrors();
   SSL_shutdown(ssl_);
-  ERR_clear_error();
+  clearErrors();
   co_await flush();
 }
 

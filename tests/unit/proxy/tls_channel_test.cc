@@ -4,6 +4,7 @@
 #include "proxy/tls_channel.h"
 
 #include <gtest/gtest.h>
+#include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509_vfy.h>
 
@@ -188,6 +189,31 @@ TEST_F(TlsChannelTest, CutWithoutCloseNotifyIsTruncation) {
   ASSERT_TRUE(connected());
   serverTcp_->close();
   EXPECT_EQ(readOnce(*client_), asio::ssl::error::stream_truncated);
+}
+
+// An error other OpenSSL work on the thread left queued (a failed handshake of another
+// connection, a certificate check) must not be read as this channel's: a read that finds only
+// part of a record goes on waiting for the rest, it does not fail.
+TEST_F(TlsChannelTest, AnErrorLeftQueuedByOtherWorkIsNotThisChannels) {
+  ASSERT_TRUE(connected());
+  // What the server sent after its handshake (session tickets) is read first, with a byte of
+  // data: OpenSSL empties the queue itself when it handles handshake messages. (A read that
+  // times out would close the socket.)
+  run([&]() -> asio::awaitable<void> {
+    const asio::const_buffer one("x", 1);
+    auto [wec, wn] = co_await server_->write(one);
+    EXPECT_FALSE(wec);
+    auto [rec, got] = co_await readAll(*client_, 1);
+    EXPECT_FALSE(rec);
+    EXPECT_EQ(got, "x");
+  });
+  const unsigned char partial[] = {0x17, 0x03, 0x03, 0x00, 0x40, 0x01, 0x02};  // of 69 bytes
+  ASSERT_EQ(serverTcp_->socket().send(asio::buffer(partial)), sizeof partial);
+  ERR_raise(ERR_LIB_USER, 1);
+  ASSERT_NE(ERR_peek_error(), 0u);
+  clientTcp_->expires_after(300ms);
+  EXPECT_EQ(readOnce(*client_), boost::beast::error::timeout);
+  EXPECT_EQ(ERR_peek_error(), 0u);
 }
 
 TEST_F(TlsChannelTest, ReadPastTheDeadlineTimesOut) {
