@@ -47,6 +47,9 @@ class Scrubber {
   // Replaces needles in every header name and value (whole values: no streaming needed).
   // Returns how many replacements were made; they count towards count() as well.
   size_t scrubHeaders(Headers& headers);
+  // Does any needle occur in `text` (a whole header name or value)? Most responses carry no
+  // secret: a caller looks before copying every field out to scrub it.
+  bool occursIn(std::string_view text) const;
 
   // Replacements made so far, headers and body.
   uint64_t count() const { return count_; }

@@ -17,6 +17,7 @@
 #include <openssl/x509.h>
 #include <openssl/x509v3.h>
 
+#include <algorithm>
 #include <charconv>
 #include <memory>
 #include <optional>
@@ -340,6 +341,10 @@ std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body
 void InterceptSession::scrubHeaders(http::fields& res, std::optional<broker::Scrubber>& scrubber) {
   if (scrubRules_.empty()) return;
   scrubber.emplace(scrubRules_);
+  const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
+    return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());
+  });
+  if (!echoed) return;  // nothing to replace: the fields are not copied out and back
   broker::Headers rh = toBrokerHeaders(res);
   if (scrubber->scrubHeaders(rh) > 0) {
     replaceFields(res, rh);

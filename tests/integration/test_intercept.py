@@ -182,6 +182,27 @@ class InterceptTest(unittest.TestCase):
                                                task="demo", credential="openai"), 1)
         self.assertGreaterEqual(self.sg.metric("sandgate_tls_intercepted_total", task="demo"), 1)
 
+    def test_scrubs_a_secret_echoed_in_response_headers(self):
+        # An upstream that reflects the Authorization it received in a response header: the
+        # client sees the redaction marker there, never the secret.
+        before = self.sg.metric("sandgate_secret_scrubs_total", task="demo", credential="openai")
+        r = curl("https://api.test/echo/reflect?reflect=1", "--cacert", self.ca_out,
+                 proxy=self.proxy())
+        self.assertEqual(r.status, 200, r)
+        seen = self.requests_to("/echo/reflect?reflect=1")
+        self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "authorization"],
+                         ["Bearer " + SECRET])
+        self.assertEqual([v for k, v in r.headers if k == "x-echo-authorization"],
+                         ["Bearer [REDACTED:openai]"])
+        self.assertNotIn(SECRET, repr(r.headers))
+        self.assertNotIn(SECRET.encode(), r.body)
+        # One replacement in the header, one in the JSON body's copy of the request headers
+        # (counted before the audit line is written).
+        self.sg.wait_audit(path="/echo/reflect", credential="openai", injected=True)
+        self.assertGreaterEqual(
+            self.sg.metric("sandgate_secret_scrubs_total", task="demo", credential="openai"),
+            (before or 0) + 2)
+
     def test_large_bodies_arrive_whole(self):
         # Many reads and writes of the relay each way: every piece must arrive once, in order.
         # The upload keeps its Content-Length (its pieces go upstream as they are read); the

@@ -1,7 +1,9 @@
 """Upstream servers for integration tests, all on 127.0.0.1 and an ephemeral port.
 
 HttpUpstream serves (plain, or TLS with the runtime test CA):
-  /echo...        request line, headers and body as JSON (any method, CL or chunked bodies)
+  /echo...        request line, headers and body as JSON (any method, CL or chunked bodies);
+                  with ?reflect=1 the request's Authorization also comes back in the response
+                  header X-Echo-Authorization (a debug endpoint leaking what it received)
   /bytes?n=N      N bytes of "x" with Content-Length
   /stream         chunked: "first\\n", then waits for `release` (bounded), then "last\\n"
   /slow?s=S       waits S seconds, then answers
@@ -75,7 +77,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                               "headers": list(self.headers.items()),
                               "body": body.decode("latin-1"),
                               "client_port": self.client_address[1]}).encode()
-            self._send(200, out, "application/json")
+            extra = []
+            if q.get("reflect") == "1" and self.headers.get("Authorization") is not None:
+                extra.append(("X-Echo-Authorization", self.headers["Authorization"]))
+            self._send(200, out, "application/json", extra)
         elif p == "/bytes":
             self._send(200, b"x" * int(q.get("n", "0")))
         elif p == "/stream":

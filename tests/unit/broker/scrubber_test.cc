@@ -189,8 +189,8 @@ TEST(Scrubber, PreservesLengthOnlyWithSameLengthReplacements) {
   EXPECT_TRUE(Scrubber({}).preservesLength());
   EXPECT_TRUE(Scrubber(rules({{"sk-REAL", "sk-FAKE"}, {"c2stUkVBTA==", "c2stRkFLRQ=="}}))
                   .preservesLength());
-  EXPECT_FALSE(Scrubber(rules({{"sk-REAL", "sk-FAKE"}, {"secret", "[REDACTED:x]"}}))
-                   .preservesLength());
+  EXPECT_FALSE(
+      Scrubber(rules({{"sk-REAL", "sk-FAKE"}, {"secret", "[REDACTED:x]"}})).preservesLength());
   Scrubber s(rules({{"sk-REAL", "sk-FAKE"}}));
   std::string out;
   const std::string body = "echo: sk-REAL and sk-RE";
@@ -217,6 +217,21 @@ TEST(Scrubber, Headers) {
   s.finish(out);
   EXPECT_EQ(out, "body sk-FAKE");
   EXPECT_EQ(s.count(), 5u);
+}
+
+// occursIn decides whether a response's fields are copied out to be scrubbed at all: it must
+// see every needle anywhere in a field, and nothing less than a whole one.
+TEST(Scrubber, OccursInSeesWholeNeedlesOnly) {
+  Scrubber s(rules({{"sk-REAL", "sk-FAKE"}, {"c2stUkVBTA==", "c2stRkFLRQ=="}}));
+  EXPECT_TRUE(s.occursIn("sk-REAL"));
+  EXPECT_TRUE(s.occursIn("Bearer sk-REAL; more"));
+  EXPECT_TRUE(s.occursIn("Basic c2stUkVBTA=="));
+  EXPECT_FALSE(s.occursIn("Bearer sk-REA"));
+  EXPECT_FALSE(s.occursIn("text/plain"));
+  EXPECT_FALSE(s.occursIn(""));
+  EXPECT_EQ(s.count(), 0u);  // looking replaces nothing
+  Scrubber none({});
+  EXPECT_FALSE(none.occursIn("sk-REAL"));
 }
 
 TEST(Scrubber, CountsPerCredential) {
