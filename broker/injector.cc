@@ -11,14 +11,12 @@ namespace sandgate::broker {
 
 namespace {
 
-std::string normaliseHost(std::string_view h) {
+// A host without IPv6 brackets or trailing dots; compared ignoring ASCII case. A view, not a
+// copy: this runs for every request that carries a credential.
+std::string_view bareHost(std::string_view h) {
   if (h.size() >= 2 && h.front() == '[' && h.back() == ']') h = h.substr(1, h.size() - 2);
   while (!h.empty() && h.back() == '.') h.remove_suffix(1);
-  std::string out(h);
-  for (char& c : out) {
-    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
-  }
-  return out;
+  return h;
 }
 
 // Replaces every occurrence of `from` in `s` with `to`; returns whether any was replaced.
@@ -61,15 +59,14 @@ struct Involved {
 }  // namespace
 
 bool credentialHostMatches(std::string_view pattern, std::string_view host) {
-  std::string p = normaliseHost(pattern);
-  std::string h = normaliseHost(host);
+  const std::string_view p = bareHost(pattern);
+  const std::string_view h = bareHost(host);
   if (p.empty() || h.empty()) return false;
   if (p.size() > 2 && p[0] == '*' && p[1] == '.') {
-    std::string_view suffix = std::string_view(p).substr(1);  // ".example.com"
-    return h.size() > suffix.size() &&
-           h.compare(h.size() - suffix.size(), suffix.size(), suffix.data(), suffix.size()) == 0;
+    const std::string_view suffix = p.substr(1);  // ".example.com"
+    return h.size() > suffix.size() && iequals(h.substr(h.size() - suffix.size()), suffix);
   }
-  return p == h;
+  return iequals(p, h);
 }
 
 Injector::Injector(std::shared_ptr<const SecretStore> store,

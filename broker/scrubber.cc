@@ -109,6 +109,22 @@ void Scrubber::feed(std::string_view in, std::string& out) {
     out.append(in);
     return;
   }
+  if (work_.empty() && !occursIn(in)) {
+    // Nothing to replace in this slice and nothing held back from the last: what process()
+    // would do, without its copies. Only a tail that may start a needle waits for more.
+    size_t keepFrom = in.size();
+    if (maxLen_ > 1) {
+      for (size_t p = in.size() - std::min(in.size(), maxLen_ - 1); p < in.size(); ++p) {
+        if (couldStartNeedle(in.substr(p))) {
+          keepFrom = p;
+          break;
+        }
+      }
+    }
+    out.append(in.substr(0, keepFrom));
+    work_.assign(in.substr(keepFrom));
+    return;
+  }
   work_.append(in);
   process(work_, out, false);
 }

@@ -109,6 +109,9 @@ bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint
     h = h.substr(0, colon);
   }
   if (hp != port) return false;
+  // The usual case, the name exactly as the CONNECT gave it (already normal), without
+  // normalising it again (a copy per request).
+  if (h == target.name) return true;
   auto n = policy::normalizeHost(h);
   auto* t = std::get_if<policy::Target>(&n);
   return t && t->name == target.name;

@@ -327,6 +327,8 @@ TEST(CredentialHostMatches, Table) {
       {"*.example.com", "example.com", false},
       {"*.example.com", "aexample.com", false},
       {"*.example.com", ".example.com", false},
+      {"*.EXAMPLE.com", "a.example.COM.", true},
+      {"*.example.com", "a.example.co", false},
       {"re:.*", "anything", false},
       {"10.0.0.1", "10.0.0.1", true},
       {"[::1]", "::1", true},
