@@ -7,9 +7,9 @@
 // the gap itself on many machines (a halted virtual CPU is woken by an inter-processor
 // interrupt through the hypervisor). The spin is adaptive, in the manner of the kernel's
 // haltpoll governor: it grows while the gaps it sees are shorter than the limit and shrinks
-// (to nothing) while the gaps are longer, so an idle or sparsely used proxy does not burn CPU;
-// and it yields the core at every turn: a yield that lets another thread run ends the spin
-// (the core is wanted) and shrinks the window like a long gap.
+// (to nothing) while the gaps are longer, so an idle or sparsely used proxy does not burn CPU.
+// It does not yield the core at every turn, nor end when preempted (see runWorker): the
+// scheduler shares the core with whatever else wants it, and the window bounds each spin.
 #pragma once
 
 #include <chrono>
@@ -33,8 +33,6 @@ class IdleSpin {
   // limit shrinks the window (halves it, down to nothing), one longer than the window but
   // within the limit grows it (doubles it, up to the limit), one the spin caught keeps it.
   void afterIdle(Duration idle);
-  // A spin gave the core to another thread that wanted it: shrinks the window like a long gap.
-  void afterContention() { shrink(); }
 
  private:
   void shrink();

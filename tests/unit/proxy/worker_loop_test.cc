@@ -56,18 +56,6 @@ TEST(IdleSpin, GapsWithinTheLimitGrowItBack) {
   EXPECT_EQ(spin.window(), microseconds(100));  // never beyond the limit
 }
 
-TEST(IdleSpin, ContentionShrinksItLikeALongGap) {
-  IdleSpin spin(microseconds(100));
-  spin.afterContention();
-  EXPECT_EQ(spin.window(), microseconds(50));
-  spin.afterContention();
-  spin.afterContention();
-  spin.afterContention();
-  EXPECT_EQ(spin.window(), IdleSpin::Duration::zero());
-  spin.afterIdle(microseconds(60));  // and short gaps grow it back
-  EXPECT_EQ(spin.window(), std::chrono::nanoseconds(12500));
-}
-
 TEST(IdleSpin, ZeroLimitNeverSpins) {
   IdleSpin spin(IdleSpin::Duration::zero());
   spin.afterIdle(microseconds(1));
