@@ -131,6 +131,39 @@ int listenLoopback() {
   return lfd;
 }
 
+// A server context with the certificate chain and key of the PEM files.
+SSL_CTX* serverContext(const std::string& cert, const std::string& key) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
+  if (SSL_CTX_use_certificate_chain_file(ctx, cert.c_str()) != 1 ||
+      SSL_CTX_use_PrivateKey_file(ctx, key.c_str(), SSL_FILETYPE_PEM) != 1) {
+    die("loading the certificate: " + sslError());
+  }
+  return ctx;
+}
+
+// A client context that verifies its peer against the CA certificates of `cafile`.
+SSL_CTX* clientContext(const std::string& cafile) {
+  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
+  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
+  if (SSL_CTX_load_verify_locations(ctx, cafile.c_str(), nullptr) != 1) {
+    die("loading " + cafile + ": " + sslError());
+  }
+  return ctx;
+}
+
+// Accepts on `lfd` forever, a detached thread running `serveOne(fd)` per connection.
+template <class F>
+[[noreturn]] void acceptForever(int lfd, F serveOne) {
+  while (true) {
+    int fd = ::accept(lfd, nullptr, nullptr);
+    if (fd < 0) {
+      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE) continue;
+      die(std::string("accept: ") + std::strerror(errno));
+    }
+    std::thread(serveOne, fd).detach();
+  }
+}
+
 struct ServeOptions {
   std::string cert, key, secret;
   bool close = false;
@@ -165,21 +198,9 @@ void serveConnection(SSL_CTX* ctx, int fd, const ServeOptions& o, const std::str
 }
 
 int serve(const ServeOptions& o) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_server_method());
-  if (SSL_CTX_use_certificate_chain_file(ctx, o.cert.c_str()) != 1 ||
-      SSL_CTX_use_PrivateKey_file(ctx, o.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    die("loading the certificate: " + sslError());
-  }
+  SSL_CTX* ctx = serverContext(o.cert, o.key);
   const std::string needle = "\r\nauthorization: bearer " + lower(o.secret) + "\r\n";
-  int lfd = listenLoopback();
-  while (true) {
-    int fd = ::accept(lfd, nullptr, nullptr);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE) continue;
-      die(std::string("accept: ") + std::strerror(errno));
-    }
-    std::thread(serveConnection, ctx, fd, std::cref(o), needle).detach();
-  }
+  acceptForever(listenLoopback(), [&](int fd) { serveConnection(ctx, fd, o, needle); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -293,26 +314,10 @@ void relayConnection(SSL_CTX* serverCtx, SSL_CTX* clientCtx, int cfd, const Rela
 }
 
 int relay(const RelayOptions& o) {
-  SSL_CTX* serverCtx = SSL_CTX_new(TLS_server_method());
-  if (SSL_CTX_use_certificate_chain_file(serverCtx, o.cert.c_str()) != 1 ||
-      SSL_CTX_use_PrivateKey_file(serverCtx, o.key.c_str(), SSL_FILETYPE_PEM) != 1) {
-    die("loading the certificate: " + sslError());
-  }
-  SSL_CTX* clientCtx = SSL_CTX_new(TLS_client_method());
-  SSL_CTX_set_verify(clientCtx, SSL_VERIFY_PEER, nullptr);
+  SSL_CTX* serverCtx = serverContext(o.cert, o.key);
+  SSL_CTX* clientCtx = clientContext(o.cafile);
   SSL_CTX_set_min_proto_version(clientCtx, TLS1_2_VERSION);
-  if (SSL_CTX_load_verify_locations(clientCtx, o.cafile.c_str(), nullptr) != 1) {
-    die("loading " + o.cafile + ": " + sslError());
-  }
-  int lfd = listenLoopback();
-  while (true) {
-    int fd = ::accept(lfd, nullptr, nullptr);
-    if (fd < 0) {
-      if (errno == EINTR || errno == ECONNABORTED || errno == EMFILE) continue;
-      die(std::string("accept: ") + std::strerror(errno));
-    }
-    std::thread(relayConnection, serverCtx, clientCtx, fd, std::cref(o)).detach();
-  }
+  acceptForever(listenLoopback(), [&](int fd) { relayConnection(serverCtx, clientCtx, fd, o); });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -456,11 +461,7 @@ std::string jsonString(std::string_view s) {
 }
 
 int client(const ClientOptions& o) {
-  SSL_CTX* ctx = SSL_CTX_new(TLS_client_method());
-  SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nullptr);
-  if (SSL_CTX_load_verify_locations(ctx, o.cafile.c_str(), nullptr) != 1) {
-    die("loading " + o.cafile + ": " + sslError());
-  }
+  SSL_CTX* ctx = clientContext(o.cafile);
   const sockaddr_in to = parseAddress(o.connect);
   const bool newconn = o.mode == "newconn";
   const std::string request = "GET /v1/models HTTP/1.1\r\nHost: " + o.host +
