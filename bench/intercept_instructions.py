@@ -30,7 +30,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import intercept_bench as ib  # noqa: E402  (its config, harness and helpers)
 
 
-def dumpTotal(path):
+def dump_total(path):
     """The instruction count of a finished callgrind dump, or None while it is being written."""
     with open(path) as f:
         for line in f:
@@ -63,7 +63,7 @@ def measure(binary, pki, upstream_port, seconds, annotate):
                                capture_output=True, check=True, timeout=60)
                 dump = ib.wait_for(lambda: sorted(set(glob.glob(out + ".*")) - before), 30,
                                    "callgrind's dump")[-1]
-                total = ib.wait_for(lambda: dumpTotal(dump), 30, "callgrind's dump to be written")
+                total = ib.wait_for(lambda: dump_total(dump), 30, "callgrind's dump to be written")
                 if not r["n"] or r["errors"]:
                     raise RuntimeError("requests %d, errors %d: %s"
                                        % (r["n"], r["errors"], r["first_error"]))
