@@ -19,8 +19,8 @@ against the same requests sent directly to the upstream, and against mitmproxy, 
       intercepting proxy must do (TLS on both legs, two more loopback hops) allows here
 
 Within a phase, the direct runs and every proxy run in mirrored order (direct, sandgate,
-sandgate --idle-spin 0, the floor, mitmproxy, then the same backwards), each run half as long, and p50/p99
-are the means of the two halves: this machine's speed drifts by a third from one minute to the
+sandgate --idle-spin 0, the floor, mitmproxy, then the same backwards), each run half as
+long, and p50/p99 are the means of the two halves: this machine's speed drifts by a third from one minute to the
 next, and a ratio of two runs made a minute apart measures the drift as much as the proxies.
 The sandgate/mitmproxy ratio is printed for each half as well.
 
