@@ -116,24 +116,14 @@ asio::awaitable<error_code> TlsChannel::fill() {
   }
 }
 
-asio::awaitable<error_code> TlsChannel::flush() {
-  if (flushing_) {
-    // The other direction is sending, and its loop sends our records too (they are in out_
-    // already, and it stops only once out_ is empty): wait for it and share its outcome.
-    while (flushing_) {
-      co_await flushed_.async_wait(kUse);  // ends when cancelled: that flush is over
-    }
-    co_return lastFlush_;
-  }
-  flushing_ = true;
-  error_code ec;
+bool TlsChannel::sendPending(error_code& ec) {
   const int fd = tcp_.socket().native_handle();
   while (true) {
     if (sentOffset_ == sent_.size()) {
       sent_.clear();
       sentOffset_ = 0;
       const size_t pending = BIO_ctrl_pending(out_);
-      if (pending == 0) break;
+      if (pending == 0) return true;
       sent_.resize(pending);
       BIO_read(out_, sent_.data(), static_cast<int>(pending));
     }
@@ -144,25 +134,55 @@ asio::awaitable<error_code> TlsChannel::flush() {
       continue;
     }
     if (n < 0 && errno == EINTR) continue;
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
-      auto [wec] = co_await tcp_.async_wait(Wait::wait_write, kUse);
-      if (wec) {
-        ec = wec;
-        break;
-      }
-      continue;
-    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) return false;
     ec = tcp_.timedOut() ? error_code(boost::beast::error::timeout)
                          : error_code(errno, asio::error::get_system_category());
-    break;
+    return true;
   }
+}
+
+void TlsChannel::endFlush(error_code ec) {
   if (sentOffset_ == sent_.size() && sent_.capacity() > kKeepOutBuffer) {
     std::string().swap(sent_);
     sentOffset_ = 0;
   }
   flushing_ = false;
   lastFlush_ = ec;
-  flushed_.cancel();
+  if (flushWaiters_ > 0) flushed_.cancel();
+}
+
+bool TlsChannel::tryFlush(error_code& ec) {
+  if (flushing_) return false;
+  flushing_ = true;
+  if (!sendPending(ec)) {
+    flushing_ = false;  // flush() takes it from here, where this left off
+    return false;
+  }
+  endFlush(ec);
+  return true;
+}
+
+asio::awaitable<error_code> TlsChannel::flush() {
+  if (flushing_) {
+    // The other direction is sending, and its loop sends our records too (they are in out_
+    // already, and it stops only once out_ is empty): wait for it and share its outcome.
+    ++flushWaiters_;
+    while (flushing_) {
+      co_await flushed_.async_wait(kUse);  // ends when cancelled: that flush is over
+    }
+    --flushWaiters_;
+    co_return lastFlush_;
+  }
+  flushing_ = true;
+  error_code ec;
+  while (!sendPending(ec)) {
+    auto [wec] = co_await tcp_.async_wait(Wait::wait_write, kUse);
+    if (wec) {
+      ec = wec;
+      break;
+    }
+  }
+  endFlush(ec);
   co_return ec;
 }
 
@@ -185,26 +205,34 @@ asio::awaitable<error_code> TlsChannel::handshake() {
 asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::readSome(asio::mutable_buffer into) {
   if (into.size() == 0) co_return std::tuple{error_code{}, size_t{0}};
   const int want = static_cast<int>(std::min<size_t>(into.size(), INT_MAX));
+  // Nothing for OpenSSL to work on: SSL_read could only ask for more (a call that costs about a
+  // microsecond, twice per proxied request). Wait for bytes first.
+  bool needBytes = !SSL_has_pending(ssl_) && BIO_ctrl_pending(in_) == 0 && !peerEof_ &&
+                   !(SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN);
   while (true) {
-    if (!SSL_has_pending(ssl_) && BIO_ctrl_pending(in_) == 0 && !peerEof_ &&
-        !(SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN)) {
-      // Nothing for OpenSSL to work on: SSL_read could only ask for more (a call that costs
-      // about a microsecond, twice per proxied request). Wait for bytes first.
-      error_code ec = co_await fill();
+    // What fill() does, here rather than in a coroutine of its own: a coroutine frame (an
+    // allocation) and a resumption fewer, twice per proxied request.
+    while (needBytes) {
+      size_t got = 0;
+      error_code ec = receive(got);
       if (ec) co_return std::tuple{ec, size_t{0}};
+      if (got > 0) break;
+      if (peerEof_) co_return std::tuple{error_code(asio::ssl::error::stream_truncated), size_t{0}};
+      auto [wec] = co_await tcp_.async_wait(Wait::wait_read, kUse);
+      if (wec) co_return std::tuple{wec, size_t{0}};
     }
     clearErrors();
     const int r = SSL_read(ssl_, into.data(), want);
     // Whatever reading made OpenSSL write (an alert, a key update's answer) goes out now,
     // unless the writer is sending already: then its loop takes it.
     if (BIO_ctrl_pending(out_) > 0 && !flushing_) {
-      error_code fec = co_await flush();
+      error_code fec;
+      if (!tryFlush(fec)) fec = co_await flush();
       if (fec && r <= 0) co_return std::tuple{fec, size_t{0}};
     }
     if (r > 0) co_return std::tuple{error_code{}, static_cast<size_t>(r)};
     if (SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) co_return std::tuple{sslError(r), size_t{0}};
-    error_code ec = co_await fill();
-    if (ec) co_return std::tuple{ec, size_t{0}};
+    needBytes = true;
   }
 }
 
@@ -220,7 +248,9 @@ asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::write(asio::const_bu
     if (r <= 0) co_return std::tuple{sslError(r), done};
     done += static_cast<size_t>(r);
     if (done == bytes.size() || BIO_ctrl_pending(out_) >= kFlushAt) {
-      error_code ec = co_await flush();
+      // Most sends finish at once: then without flush()'s coroutine frame.
+      error_code ec;
+      if (!tryFlush(ec)) ec = co_await flush();
       if (ec) co_return std::tuple{ec, done};
     }
   }

@@ -69,8 +69,17 @@ class TlsChannel {
   boost::system::error_code receive(size_t& got);
   // Receives at least one byte into in_ (waiting if need be).
   boost::asio::awaitable<boost::system::error_code> fill();
-  // Sends everything OpenSSL has written.
+  // Sends everything OpenSSL has written (or waits for the flush under way and shares its
+  // outcome).
   boost::asio::awaitable<boost::system::error_code> flush();
+  // flush() when it can finish without waiting: true when it did (`ec` its outcome); false,
+  // having sent what the socket took, when no flush may start or the socket is full.
+  bool tryFlush(boost::system::error_code& ec);
+  // Sends what OpenSSL has written until the socket is full: false then; true once all is
+  // sent or on an error (in `ec`).
+  bool sendPending(boost::system::error_code& ec);
+  // Ends a flush with `ec` and wakes the writers waiting for it.
+  void endFlush(boost::system::error_code ec);
   // The error for an SSL call that returned `ret`.
   boost::system::error_code sslError(int ret);
 
@@ -82,6 +91,7 @@ class TlsChannel {
   size_t sentOffset_ = 0;
   bool peerEof_ = false;
   bool flushing_ = false;
+  int flushWaiters_ = 0;                 // coroutines waiting in flush() for the flush under way
   boost::system::error_code lastFlush_;  // how the last flush ended
   boost::asio::steady_timer flushed_;    // cancelled when a flush ends: wakes a waiting writer
 };

@@ -1,6 +1,7 @@
 // TlsChannel (proxy/tls_channel.h): a client and a server channel on a loopback TCP pair, with
 // a leaf minted by an ephemeral CA: handshake and verification, data both ways, close_notify,
-// a connection cut without one, the deadline, and a reader and a writer on one channel at once.
+// a connection cut without one, the deadline, a reader and a writer on one channel at once, and
+// a second write that waits behind a send the socket holds up.
 #include "proxy/tls_channel.h"
 
 #include <gtest/gtest.h>
@@ -242,6 +243,51 @@ TEST_F(TlsChannelTest, AReaderAndAWriterOnOneChannel) {
   });
   EXPECT_FALSE(clientGot->first);
   EXPECT_EQ(clientGot->second, "pon");
+}
+
+// A send the socket holds up (its peer not reading yet) carries the records of what the
+// channel writes meanwhile (here a second write; in the WebSocket relay, the other direction's
+// close_notify): that writer waits for it and shares its outcome, and the bytes arrive whole
+// and in order once the peer reads.
+TEST_F(TlsChannelTest, AWriteWaitsBehindASendTheSocketHoldsUp) {
+  ASSERT_TRUE(connected());
+  // Small socket buffers, so that one write's records (at most 64 KiB are encrypted before a
+  // send) do not fit.
+  serverTcp_->socket().set_option(asio::socket_base::send_buffer_size(4096));
+  clientTcp_->socket().set_option(asio::socket_base::receive_buffer_size(4096));
+  const std::string big(48 * 1024, 'b');
+  std::optional<error_code> first, second;
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        auto [ec, n] = co_await server_->write(asio::buffer(big));
+        first = ec;
+      },
+      asio::detached);
+  io_.restart();
+  io_.run_for(20ms);
+  ASSERT_FALSE(first) << "the socket took the whole write at once: the test needs it to fill";
+  asio::co_spawn(
+      io_,
+      [&]() -> asio::awaitable<void> {
+        auto [ec, n] = co_await server_->write(asio::buffer(std::string_view("tail")));
+        second = ec;
+      },
+      asio::detached);
+  io_.restart();
+  io_.run_for(20ms);
+  ASSERT_FALSE(second) << "the second write did not wait for the send under way";
+  std::pair<error_code, std::string> got;
+  run([&]() -> asio::awaitable<void> { got = co_await readAll(*client_, big.size() + 4); });
+  EXPECT_FALSE(got.first);
+  ASSERT_EQ(got.second.size(), big.size() + 4);
+  EXPECT_TRUE(got.second.compare(0, big.size(), big) == 0);
+  EXPECT_EQ(got.second.substr(big.size()), "tail");
+  run([&]() -> asio::awaitable<void> {
+    while (!first || !second) co_await asio::post(io_, asio::use_awaitable);
+  });
+  EXPECT_FALSE(*first);
+  EXPECT_FALSE(*second);
 }
 
 }  // namespace
