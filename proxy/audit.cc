@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -123,11 +124,30 @@ void appendOptional(std::string& out, std::string_view s) {
   }
 }
 
+// The longest key appendKey() takes: every key of a line is a constant of audit_fields.h.
+constexpr size_t kMaxKey = 32;
+static_assert(
+    std::max({field::kTime.size(),      field::kKind.size(),     field::kTask.size(),
+              field::kClient.size(),    field::kListener.size(), field::kMode.size(),
+              field::kMethod.size(),    field::kScheme.size(),   field::kHost.size(),
+              field::kPort.size(),      field::kPath.size(),     field::kVerdict.size(),
+              field::kReason.size(),    field::kRule.size(),     field::kCredential.size(),
+              field::kInjected.size(),  field::kStatus.size(),   field::kBytesUp.size(),
+              field::kBytesDown.size(), field::kDuration.size(), field::kUpstream.size(),
+              field::kError.size()}) <= kMaxKey);
+
+// `"key":` (after a comma unless `first`) in one append rather than four: a line has 22 keys,
+// and the separate appends cost some 600 instructions per line.
 void appendKey(std::string& out, std::string_view key, bool first = false) {
-  if (!first) out += ',';
-  out += '"';
-  out += key;  // constants from audit_fields.h: plain ASCII, no escaping needed
-  out += "\":";
+  char buf[kMaxKey + 4];
+  size_t n = 0;
+  if (!first) buf[n++] = ',';
+  buf[n++] = '"';
+  // Constants from audit_fields.h: plain ASCII, no escaping needed.
+  n += key.copy(buf + n, std::min(key.size(), kMaxKey));
+  buf[n++] = '"';
+  buf[n++] = ':';
+  out.append(buf, n);
 }
 
 std::string_view capped(std::string_view s) {
