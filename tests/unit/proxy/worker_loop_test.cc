@@ -82,6 +82,8 @@ TEST_P(RunWorker, RunsEverythingAndReturnsWhenOutOfWork) {
   });
   asio::post(io, [&] { ++ran; });
   auto guard = asio::make_work_guard(io);
+  // Before the thread starts: its 40 ms begin after t0, so the loop cannot return sooner.
+  const auto t0 = std::chrono::steady_clock::now();
   std::thread other([&] {
     std::this_thread::sleep_for(std::chrono::milliseconds(40));
     asio::post(io, [&] {
@@ -89,7 +91,6 @@ TEST_P(RunWorker, RunsEverythingAndReturnsWhenOutOfWork) {
       guard.reset();
     });
   });
-  const auto t0 = std::chrono::steady_clock::now();
   runWorker(io, spin());
   other.join();
   EXPECT_EQ(ran.load(), 4);
