@@ -83,37 +83,35 @@ error_code TlsChannel::sslError(int ret) {
   return asio::ssl::error::stream_truncated;
 }
 
-error_code TlsChannel::receive(size_t& got) {
-  got = 0;
+bool TlsChannel::receive(error_code& ec) {
   char buf[kRecord + 512];
   while (true) {
     ssize_t n = ::recv(tcp_.socket().native_handle(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
-      if (BIO_write(in_, buf, static_cast<int>(n)) != n) return asio::error::no_memory;
-      got = static_cast<size_t>(n);
-      return {};
+      if (BIO_write(in_, buf, static_cast<int>(n)) != n) ec = asio::error::no_memory;
+      return true;
     }
     if (n == 0) {
+      // The peer is done, but OpenSSL still wants bytes: the records end where they should not.
       peerEof_ = true;
-      return {};
+      ec = asio::ssl::error::stream_truncated;
+      return true;
     }
     if (errno == EINTR) continue;
-    if (errno == EAGAIN || errno == EWOULDBLOCK) return {};
-    if (tcp_.timedOut()) return boost::beast::error::timeout;
-    return error_code(errno, asio::error::get_system_category());
+    if (errno == EAGAIN || errno == EWOULDBLOCK) return false;
+    ec = tcp_.timedOut() ? error_code(boost::beast::error::timeout)
+                         : error_code(errno, asio::error::get_system_category());
+    return true;
   }
 }
 
 asio::awaitable<error_code> TlsChannel::fill() {
-  while (true) {
-    size_t got = 0;
-    error_code ec = receive(got);
-    if (ec) co_return ec;
-    if (got > 0) co_return error_code{};
-    if (peerEof_) co_return error_code(asio::ssl::error::stream_truncated);
+  error_code ec;
+  while (!receive(ec)) {
     auto [wec] = co_await tcp_.async_wait(Wait::wait_read, kUse);
     if (wec) co_return wec;
   }
+  co_return ec;
 }
 
 bool TlsChannel::sendPending(error_code& ec) {
@@ -210,16 +208,18 @@ asio::awaitable<std::tuple<error_code, size_t>> TlsChannel::readSome(asio::mutab
   bool needBytes = !SSL_has_pending(ssl_) && BIO_ctrl_pending(in_) == 0 && !peerEof_ &&
                    !(SSL_get_shutdown(ssl_) & SSL_RECEIVED_SHUTDOWN);
   while (true) {
-    // What fill() does, here rather than in a coroutine of its own: a coroutine frame (an
-    // allocation) and a resumption fewer, twice per proxied request.
-    while (needBytes) {
-      size_t got = 0;
-      error_code ec = receive(got);
+    if (needBytes) {
+      // fill(), here rather than in a coroutine of its own: a coroutine frame (an allocation)
+      // and a resumption fewer, twice per proxied request.
+      error_code ec;
+      while (!receive(ec)) {
+        auto [wec] = co_await tcp_.async_wait(Wait::wait_read, kUse);
+        if (wec) {
+          ec = wec;
+          break;
+        }
+      }
       if (ec) co_return std::tuple{ec, size_t{0}};
-      if (got > 0) break;
-      if (peerEof_) co_return std::tuple{error_code(asio::ssl::error::stream_truncated), size_t{0}};
-      auto [wec] = co_await tcp_.async_wait(Wait::wait_read, kUse);
-      if (wec) co_return std::tuple{wec, size_t{0}};
     }
     clearErrors();
     const int r = SSL_read(ssl_, into.data(), want);

@@ -65,8 +65,10 @@ class TlsChannel {
   bool quiet() const;
 
  private:
-  // Moves what the socket has into in_ without waiting (`got` 0: nothing there now).
-  boost::system::error_code receive(size_t& got);
+  // Moves what the socket has into in_ without waiting: true when it moved some, or when `ec`
+  // says why none will come (an error; the peer's end, a truncation, since OpenSSL still wants
+  // bytes); false when the socket has nothing yet.
+  bool receive(boost::system::error_code& ec);
   // Receives at least one byte into in_ (waiting if need be).
   boost::asio::awaitable<boost::system::error_code> fill();
   // Sends everything OpenSSL has written (or waits for the flush under way and shares its
