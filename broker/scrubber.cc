@@ -50,21 +50,29 @@ bool Scrubber::couldStartNeedle(std::string_view tail) const {
   return false;
 }
 
+size_t Scrubber::firstPartialFrom(std::string_view work, size_t from) const {
+  const size_t end = work.size();
+  if (maxLen_ <= 1) return end;
+  for (size_t p = std::max(from, end - std::min(end, maxLen_ - 1)); p < end; ++p) {
+    if (couldStartNeedle(work.substr(p))) return p;
+  }
+  return end;
+}
+
 void Scrubber::process(std::string& buffer, std::string& out, bool final) {
   const std::string_view work(buffer);
   const size_t end = work.size();
   // Positions near the end where a needle may start but has not fully arrived. Only bytes from
   // such a position on are held back: a stream that pauses (server-sent events, a chunk per
-  // token) must reach the client when it is sent, not when the next piece comes.
-  std::vector<size_t> partial;
-  if (!final && maxLen_ > 1) {
-    for (size_t p = end - std::min(end, maxLen_ - 1); p < end; ++p) {
-      if (couldStartNeedle(work.substr(p))) partial.push_back(p);
+  // token) must reach the client when it is sent, not when the next piece comes. `from` only
+  // grows below, so a position found stays the answer until `from` passes it.
+  size_t partial = std::string_view::npos;
+  auto partialFrom = [&](size_t from) {
+    if (final) return end;
+    if (partial == std::string_view::npos || partial < from) {
+      partial = firstPartialFrom(work, from);
     }
-  }
-  auto firstPartialFrom = [&](size_t from) {
-    auto it = std::lower_bound(partial.begin(), partial.end(), from);
-    return it == partial.end() ? end : *it;
+    return partial;
   };
   constexpr size_t kUnknown = std::string_view::npos - 1;
   // Next occurrence of each needle at or after i: still valid after i moves past a match that
@@ -91,7 +99,7 @@ void Scrubber::process(std::string& buffer, std::string& out, bool final) {
     // A match is final unless a needle that has not fully arrived starts at or before it: that
     // one may complete with the next slice and then wins (earlier start, or same start and
     // longer).
-    if (bestRule && (final || firstPartialFrom(i) > best)) {
+    if (bestRule && partialFrom(i) > best) {
       out.append(work.substr(i, best - i));
       out.append(bestRule->replacement);
       ++count_;
@@ -102,7 +110,7 @@ void Scrubber::process(std::string& buffer, std::string& out, bool final) {
     break;
   }
   // Hold back from the first position that may start a needle; everything before it is final.
-  size_t keepFrom = final ? end : std::max(i, firstPartialFrom(i));
+  size_t keepFrom = std::max(i, partialFrom(i));
   out.append(work.substr(i, keepFrom - i));
   std::string rest(work.substr(keepFrom));
   wipe(buffer);
@@ -117,15 +125,7 @@ void Scrubber::feed(std::string_view in, std::string& out) {
   if (work_.empty() && !occursIn(in)) {
     // Nothing to replace in this slice and nothing held back from the last: what process()
     // would do, without its copies. Only a tail that may start a needle waits for more.
-    size_t keepFrom = in.size();
-    if (maxLen_ > 1) {
-      for (size_t p = in.size() - std::min(in.size(), maxLen_ - 1); p < in.size(); ++p) {
-        if (couldStartNeedle(in.substr(p))) {
-          keepFrom = p;
-          break;
-        }
-      }
-    }
+    const size_t keepFrom = firstPartialFrom(in, 0);
     out.append(in.substr(0, keepFrom));
     work_.assign(in.substr(keepFrom));
     return;

@@ -67,6 +67,9 @@ class Scrubber {
   void process(std::string& buffer, std::string& out, bool final);
   // Is `tail` a proper prefix of some needle (it may complete with the next slice)?
   bool couldStartNeedle(std::string_view tail) const;
+  // The first position at or after `from`, among the last maxLen_ - 1 of `work`, where a needle
+  // may start but has not fully arrived (couldStartNeedle); work.size() when there is none.
+  size_t firstPartialFrom(std::string_view work, size_t from) const;
 
   std::vector<ScrubRule> rules_;
   size_t maxLen_ = 0;

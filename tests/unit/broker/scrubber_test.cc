@@ -156,6 +156,18 @@ TEST(Scrubber, HoldsBackOnlyWhatCouldStartANeedle) {
   EXPECT_EQ(s.count(), 0u);
 }
 
+TEST(Scrubber, APossibleStartInsideAMatchHoldsNothingBack) {
+  // "bcabc" at 2 could start "bcabcZZ", but the match of "abc" at 1 covers it; once past it,
+  // the second "abc" (complete, and no needle can start at or before it any more) goes out too.
+  Scrubber s(rules({{"abc", "Y"}, {"bcabcZZ", "W"}}));
+  std::string out;
+  s.feed("xabcabc", out);
+  EXPECT_EQ(out, "xYY");
+  s.finish(out);
+  EXPECT_EQ(out, "xYY");
+  EXPECT_EQ(s.count(), 2u);
+}
+
 TEST(Scrubber, EventStreamIsNotHeldBack) {
   // Server-sent events: each event must be emitted whole when it arrives (the relay sends what
   // feed() returns at once), including one whose secret was replaced.
