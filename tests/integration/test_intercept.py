@@ -19,7 +19,7 @@ import unittest
 import artifacts
 from clients import curl
 from pki import test_pki
-from sandgate_fixture import Sandgate, wait_until
+from sandgate_fixture import Sandgate, read_all, read_response_head, wait_until
 from upstreams import HttpUpstream
 
 TOKEN = "t0ken"
@@ -226,6 +226,53 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(len(body), n)
         self.assertEqual(body, b"x" * n)
         self.sg.wait_audit(path="/bytes", credential="openai", injected=True)
+
+    def test_trailers_are_not_forwarded(self):
+        # A chunked request whose trailer carries an Authorization of the client's own: the
+        # upstream gets the injected header once and no trailer at all, whether the body
+        # arrives with the head (formatted whole) or after it (streamed through).
+        head = ("POST %s HTTP/1.1\r\nHost: api.test\r\nTransfer-Encoding: chunked\r\n"
+                "Trailer: Authorization, X-Trailer-Kept\r\nConnection: close\r\n\r\n")
+        chunk = b"5\r\nhello\r\n"
+        last = b"0\r\nAuthorization: Bearer client-trailer\r\nX-Trailer-Kept: 1\r\n\r\n"
+        for path, pieces in (("/echo/trailer-whole", [chunk + last]),
+                             ("/echo/trailer-streamed", [chunk, last])):
+            t = self.tunnel("api.test")
+            t.settimeout(10)
+            try:
+                t.sendall((head % path).encode() + pieces[0])
+                if len(pieces) > 1:
+                    time.sleep(0.2)  # the head and the first chunk go upstream on their own
+                    t.sendall(pieces[1])
+                status, headers, rest = read_response_head(t)
+                raw = rest + read_all(t)
+            finally:
+                t.close()
+            artifacts.record_response(path, status, list(headers.items()), raw)
+            self.assertEqual(status, 200, path)
+            seen = self.requests_to(path)
+            self.assertEqual(len(seen), 1, path)
+            self.assertEqual(self.sent_authorization(path), ["Bearer " + SECRET], path)
+            self.assertEqual(seen[0]["trailers"], [], path)
+            self.assertEqual(seen[0]["body"], b"hello", path)
+            self.assertNotIn("client-trailer", repr(seen[0]), path)
+            self.assertNotIn("x-trailer-kept", repr(seen[0]).lower(), path)
+
+        # An upstream that echoes the injected Authorization in its response trailer: the
+        # client gets the body and an empty trailer, never the secret.
+        t = self.tunnel("api.test")
+        t.settimeout(10)
+        try:
+            t.sendall(b"GET /trailer HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
+            status, headers, rest = read_response_head(t)
+            raw = rest + read_all(t)
+        finally:
+            t.close()
+        artifacts.record_response("/trailer", status, list(headers.items()), raw)
+        self.assertEqual(status, 200)
+        self.assertEqual(self.sent_authorization("/trailer"), ["Bearer " + SECRET])
+        self.assertNotIn("trailer", [k.lower() for k in headers])
+        self.assertEqual(raw, b"4\r\nbody\r\n0\r\n\r\n")
 
     def test_upstream_tls_failure(self):
         before = len(self.https.requests)

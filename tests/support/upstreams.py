@@ -1,7 +1,8 @@
 """Upstream servers for integration tests, all on 127.0.0.1 and an ephemeral port.
 
 HttpUpstream serves (plain, or TLS with the runtime test CA):
-  /echo...        request line, headers and body as JSON (any method, CL or chunked bodies);
+  /echo...        request line, headers and body as JSON (any method, CL or chunked bodies;
+                  a chunked body's trailer fields are recorded in `trailers`);
                   with ?reflect=1 the request's Authorization also comes back in the response
                   header X-Echo-Authorization (a debug endpoint leaking what it received)
   /bytes?n=N      N bytes of "x" with Content-Length
@@ -11,13 +12,15 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /garbage        answers with bytes that are not HTTP
   /eof-body       HTTP/1.0-style body delimited by closing the connection
   /status?code=C  an empty response with status C
+  /trailer        a chunked body whose trailer echoes the request's Authorization
+                  (X-Echo-Authorization) next to X-Checksum: a leak hidden after the body
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
                   text/event-stream: N events ("tick-<i>"; the second also echoes the request's
                   Authorization) S seconds apart, chunked or ended by closing; the
                   time.monotonic() right after each event was written is kept in `sse_sent`
-Every request is recorded in `requests` (method, path, headers, client port).
+Every request is recorded in `requests` (method, path, headers, trailers, client port, body).
 TcpEcho echoes bytes until EOF, then sends b"EOF-SEEN" and half-closes.
 """
 
@@ -39,18 +42,23 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         pass
 
     def _read_body(self):
+        """The body, and the trailer fields of a chunked one as (name, value) pairs."""
         if self.headers.get("Transfer-Encoding", "").lower() == "chunked":
             body = b""
             while True:
                 size = int(self.rfile.readline().split(b";")[0].strip(), 16)
                 if size == 0:
-                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
-                        pass
-                    return body
+                    trailers = []
+                    while True:
+                        line = self.rfile.readline()
+                        if line in (b"\r\n", b"\n", b""):
+                            return body, trailers
+                        name, _, value = line.decode("latin-1").partition(":")
+                        trailers.append((name.strip(), value.strip()))
                 body += self.rfile.read(size)
                 self.rfile.readline()
         n = int(self.headers.get("Content-Length", "0") or 0)
-        return self.rfile.read(n) if n else b""
+        return (self.rfile.read(n) if n else b""), []
 
     def _send(self, code, body, ctype="text/plain", extra=()):
         self.send_response(code)
@@ -66,9 +74,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         srv = self.server.owner
         url = urllib.parse.urlsplit(self.path)
         q = dict(urllib.parse.parse_qsl(url.query))
-        body = self._read_body()
+        body, trailers = self._read_body()
         srv.requests.append({"method": self.command, "path": self.path,
-                             "headers": list(self.headers.items()),
+                             "headers": list(self.headers.items()), "trailers": trailers,
                              "client_port": self.client_address[1], "body": body})
         p = url.path
         if p.startswith("/echo"):
@@ -116,6 +124,14 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                       q.get("mode", "chunked") == "chunked")
         elif p == "/status":
             self._send(int(q.get("code", "200")), b"")
+        elif p == "/trailer":
+            self.send_response(200)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("Trailer", "X-Checksum, X-Echo-Authorization")
+            self.end_headers()
+            echoed = self.headers.get("Authorization", "")
+            self.wfile.write(b"4\r\nbody\r\n0\r\nX-Checksum: 1234\r\n" +
+                             b"X-Echo-Authorization: " + echoed.encode("latin-1") + b"\r\n\r\n")
         elif p == "/drop":
             self._send(200, b"dropped")
             self.close_connection = True
