@@ -1,6 +1,10 @@
 // Forwarding of absolute-form http:// requests: policy on host, port, method and path, a
 // pooled upstream connection, hop-by-hop headers removed, and bodies streamed both ways
-// through fixed buffers (never a whole body in memory).
+// through fixed buffers (never a whole body in memory). Credentials apply as inside an
+// intercepted tunnel (request_credentials.h), except that a secret goes out in clear only
+// for a credential with allow_plaintext: a placeholder sent to a host its credential does not
+// name is refused, and a rule's credential that may not travel in clear fails the request
+// rather than letting it leave without.
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
@@ -8,6 +12,7 @@
 
 #include "policy/host.h"
 #include "proxy/relay.h"
+#include "proxy/request_credentials.h"
 #include "proxy/session.h"
 
 namespace sandgate::proxy {
@@ -129,6 +134,13 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
     req.set(http::field::host, hostHeader(head.host, head.port));
   }
   req.version(11);
+  RequestCredentials creds(c);
+  if (auto refusal = creds.apply(req, target.name, false, decision, log)) {
+    co_await refuse(c, log, *refusal, refusal->status == 502 ? "error" : "deny");
+    co_return false;
+  }
+  // From here the head may carry a secret (a header, the query).
+  CleanseOnExit cleanseHead{req};
 
   const auto key = poolKey(c.snap->generation, task.name, target.name, head.port);
   std::optional<DeadlineStream> up;
@@ -204,13 +216,19 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   auto& res = rp->get();
   const bool upstreamKeepAlive = res.keep_alive();
   stripHopByHop(res);
-  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive, false);
+  std::optional<broker::Scrubber> scrubber;
+  creds.scrubHeaders(res, scrubber);
+  // A body scrubbed with replacements of another length changes length: frame it ourselves.
+  const bool keepAlive =
+      frameResponse(*rp, clientVersion, clientKeepAlive, scrubber && !scrubber->preservesLength());
   rec.kind = audit_kind::kForward;
   rec.verdict = policy::verdictName(decision.verdict);
   rec.reason = decision.reason;
   rec.status = res.result_int();
 
-  auto back = co_await relayResponse(*up, upBuf, *rp, c.stream, nullptr, limits, rec);
+  auto back = co_await relayResponse(*up, upBuf, *rp, c.stream, scrubber ? &*scrubber : nullptr,
+                                     limits, rec);
+  creds.countScrubs(scrubber);
   finishRequest(c, log);
   if (back.error != RelayError::kNone) co_return false;
 

@@ -152,7 +152,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
     co_return;
   }
   if (c.metrics) c.metrics->tlsIntercepted();
-  co_await serveIntercepted(c, tls, target, port, icpt);
+  co_await serveIntercepted(c, tls, target, port);
   c.stream.expires_after(std::chrono::seconds(1));
   co_await tls.shutdown();
   finishRequest(c, log);

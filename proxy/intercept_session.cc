@@ -23,12 +23,10 @@
 #include <optional>
 #include <vector>
 
-#include "broker/injector.h"
 #include "broker/scrubber.h"
 #include "policy/host.h"
-#include "proxy/intercept.h"
-#include "proxy/metrics.h"
 #include "proxy/relay.h"
+#include "proxy/request_credentials.h"
 #include "proxy/session.h"
 #include "proxy/tls_relay.h"
 #include "proxy/upstream_tls.h"
@@ -62,26 +60,6 @@ bool PooledConnection<std::shared_ptr<UpstreamTlsConnection>>::quiet(
 namespace {
 
 constexpr std::string_view kHostMismatch421 = "host_mismatch";
-
-// Cleanses a request head when the request is done (see cleanseRequestHead).
-struct CleanseOnExit {
-  http::request_header<>& head;
-  ~CleanseOnExit() { cleanseRequestHead(head); }
-};
-
-broker::Headers toBrokerHeaders(const http::fields& f) {
-  broker::Headers out;
-  for (const auto& field : f) {
-    out.emplace_back(std::string(field.name_string()), std::string(field.value()));
-  }
-  return out;
-}
-
-void replaceFields(http::fields& f, broker::Headers& hs) {
-  f.clear();
-  for (auto& [name, value] : hs) f.insert(name, value);
-  for (auto& [name, value] : hs) broker::wipe(value);
-}
 
 // The Host header names the CONNECT host (and port, when not the TLS default)?
 bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint16_t port) {
@@ -120,8 +98,8 @@ bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint
 class InterceptSession {
  public:
   InterceptSession(ClientConnection& c, TlsChannel& tls, const policy::Target& target,
-                   uint16_t port, Interception& icpt)
-      : c_(c), tls_(tls), target_(target), port_(port), icpt_(icpt) {}
+                   uint16_t port)
+      : c_(c), tls_(tls), target_(target), port_(port), creds_(c) {}
 
   // Serves requests until the connection ends.
   asio::awaitable<void> run();
@@ -132,7 +110,7 @@ class InterceptSession {
   // client is done (EOF, truncation, idle timeout).
   asio::awaitable<std::optional<long>> readHead();
   // Hop-by-hop and Proxy-* fields out, the credential in. Returns the refusal on failure.
-  std::optional<Refusal> prepare(http::request<http::buffer_body>& req, std::string& target,
+  std::optional<Refusal> prepare(http::request<http::buffer_body>& req,
                                  const policy::Decision& decision, bool websocket, RequestLog& log);
   asio::awaitable<void> refuseInside(RequestLog& log, const Refusal& r, std::string_view verdict);
   // Makes up_ a verified connection for `credential`: the one this session holds, else an
@@ -145,22 +123,18 @@ class InterceptSession {
   std::string poolKeyFor(const std::string& credential) const;
   // Hands up_ to the worker's pool (when it may be reused) and lets go of it.
   void releaseUpstream();
-  void scrubHeaders(http::fields& res, std::optional<broker::Scrubber>& scrubber);
-  void countScrubs(const std::optional<broker::Scrubber>& scrubber);
   asio::awaitable<void> switchToWebsocket(RequestLog& log, ResponseParser& rp);
 
   ClientConnection& c_;
   TlsChannel& tls_;
   const policy::Target& target_;
   uint16_t port_;
-  Interception& icpt_;
   beast::flat_buffer in_;  // decrypted client bytes not consumed yet
   std::shared_ptr<UpstreamTlsConnection> up_;
   // up_ ended its last exchange cleanly: the whole request sent, the whole response read,
   // nothing left over. Only then may it carry another request, here or from the pool.
   bool upClean_ = false;
-  std::optional<broker::Injector> injector_;
-  std::vector<broker::ScrubRule> scrubRules_;
+  RequestCredentials creds_;
 };
 
 // `Upgrade: websocket` (one token, any case)?
@@ -287,11 +261,8 @@ asio::awaitable<std::optional<long>> InterceptSession::readHead() {
 }
 
 std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body>& req,
-                                                 std::string& target,
                                                  const policy::Decision& decision, bool websocket,
                                                  RequestLog& log) {
-  auto& rec = log.record;
-  const TaskEntry& task = *c_.task;
   stripHopByHop(req);
   std::vector<std::string> proxyFields;
   for (const auto& f : req) {
@@ -307,62 +278,7 @@ std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body
     req.set(http::field::connection, "Upgrade");
     req.set(http::field::upgrade, "websocket");
   }
-
-  // Credentials: checks first, then edits (the injector leaves a refused request untouched).
-  if (!injector_) {
-    auto placeholders =
-        icpt_.placeholdersFor(task.name, c_.snap->config.credentials, *c_.snap->secrets);
-    injector_.emplace(c_.snap->secrets, c_.snap->config.credentials, placeholders);
-  }
-  broker::Headers hs = toBrokerHeaders(req);
-  broker::OutgoingRequest out{target_.name, true, &hs, &target};
-  auto inj = injector_->apply(out, decision.credential);
-  rec.credential = inj.credential;
-  auto* tm = c_.metrics.get();
-  if (!inj.ok()) {
-    for (auto& [n, v] : hs) broker::wipe(v);
-    if (tm && !inj.credential.empty()) tm->credentialInjection(inj.credential, inj.reason);
-    const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
-    return Refusal{status, inj.reason, task.name, rec.host, decision.rule, inj.detail, ""};
-  }
-  const bool injected = !inj.scrub.empty() || !decision.credential.empty();
-  rec.injected = injected;
-  if (tm && !decision.credential.empty()) tm->credentialInjection(decision.credential, "ok");
-  replaceFields(req, hs);
-  req.target(target);
-  broker::wipe(target);
-  if (injected) {
-    // Scrubbing needs identity bodies: no compressed response may hide a secret.
-    req.erase(http::field::accept_encoding);
-  }
-  for (auto& rule : inj.scrub) broker::addScrubRule(scrubRules_, std::move(rule));
-  return std::nullopt;
-}
-
-// A scrubber for this response when secrets went upstream on this connection; the response's
-// header fields are scrubbed with it at once.
-void InterceptSession::scrubHeaders(http::fields& res, std::optional<broker::Scrubber>& scrubber) {
-  if (scrubRules_.empty()) return;
-  scrubber.emplace(scrubRules_);
-  const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
-    return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());
-  });
-  if (!echoed) return;  // nothing to replace: the fields are not copied out and back
-  broker::Headers rh = toBrokerHeaders(res);
-  if (scrubber->scrubHeaders(rh) > 0) {
-    replaceFields(res, rh);
-  } else {
-    for (auto& [n, v] : rh) broker::wipe(v);
-  }
-}
-
-void InterceptSession::countScrubs(const std::optional<broker::Scrubber>& scrubber) {
-  auto* tm = c_.metrics.get();
-  if (scrubber && scrubber->count() > 0 && tm) {
-    for (const auto& [credential, n] : scrubber->countByCredential()) {
-      tm->secretScrubs(credential, n);
-    }
-  }
+  return creds_.apply(req, target_.name, true, decision, log);
 }
 
 // One request; true when the connection may carry another.
@@ -468,7 +384,7 @@ asio::awaitable<bool> InterceptSession::one() {
     co_return false;
   }
 
-  if (auto refusal = prepare(req, target, decision, isWebsocket, log)) {
+  if (auto refusal = prepare(req, decision, isWebsocket, log)) {
     co_await refuseInside(log, *refusal, refusal->status == 502 ? "error" : "deny");
     co_return false;
   }
@@ -529,7 +445,7 @@ asio::awaitable<bool> InterceptSession::one() {
   const bool upstreamKeepAlive = res.keep_alive();
   stripHopByHop(res);
   std::optional<broker::Scrubber> scrubber;
-  scrubHeaders(res, scrubber);
+  creds_.scrubHeaders(res, scrubber);
   // A body scrubbed with replacements of another length changes length: frame it ourselves.
   const bool keepAlive =
       frameResponse(*rp, clientVersion, clientKeepAlive, scrubber && !scrubber->preservesLength());
@@ -537,7 +453,7 @@ asio::awaitable<bool> InterceptSession::one() {
 
   auto back = co_await relayResponse(up_->tls, up_->buf, *rp, tls_, scrubber ? &*scrubber : nullptr,
                                      limits, rec);
-  countScrubs(scrubber);
+  creds_.countScrubs(scrubber);
   finishRequest(c_, log);
   // Reused later only when both messages ended cleanly and nothing else arrived: leftover
   // bytes (or a half-read body, when the client went away) would be read as the next answer.
@@ -559,8 +475,8 @@ asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, Respo
   res.set(http::field::upgrade, "websocket");
   // The frames after it are not scrubbed (see the top of this file).
   std::optional<broker::Scrubber> scrubber;
-  scrubHeaders(res, scrubber);
-  countScrubs(scrubber);
+  creds_.scrubHeaders(res, scrubber);
+  creds_.countScrubs(scrubber);
   rec.kind = audit_kind::kWebsocket;
   rec.status = 101;
   http::response_serializer<http::buffer_body> sr(res);
@@ -599,9 +515,8 @@ asio::awaitable<void> InterceptSession::run() {
 }  // namespace
 
 asio::awaitable<void> serveIntercepted(ClientConnection& c, TlsChannel& tls,
-                                       const policy::Target& target, uint16_t port,
-                                       Interception& icpt) {
-  InterceptSession session(c, tls, target, port, icpt);
+                                       const policy::Target& target, uint16_t port) {
+  InterceptSession session(c, tls, target, port);
   co_await session.run();
 }
 

@@ -12,12 +12,10 @@
 namespace sandgate::proxy {
 
 struct ClientConnection;
-class Interception;
 
 // Serves requests on `tls` (handshake done, SNI checked) until the client is done, a request
 // is refused, or a WebSocket on it ends. Each request gets its own audit line.
 boost::asio::awaitable<void> serveIntercepted(ClientConnection& c, TlsChannel& tls,
-                                              const policy::Target& target, uint16_t port,
-                                              Interception& icpt);
+                                              const policy::Target& target, uint16_t port);
 
 }  // namespace sandgate::proxy

