@@ -2,7 +2,9 @@
 secrets, Host and SNI checks, method rules inside the tunnel, rotation, failing sources.
 
 api.test and other.test map to an HTTPS echo upstream (runtime test CA, given to sandgate as
-tls.upstream_ca); bad.test maps to an upstream whose certificate does not name it.
+tls.upstream_ca); bad.test maps to an upstream whose certificate does not name it, expired.test
+to one whose certificate (from the test CA) has expired, selfsigned.test to one whose
+certificate no CA signed.
 Clients trust sandgate's ephemeral CA through ca_cert_out. The three source kinds each hold a
 secret: a file (api.test), an environment variable (git.test) and a command (other.test); all
 are registered for the suite-wide leak check (tests/leak/).
@@ -36,6 +38,9 @@ class InterceptTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.https = HttpUpstream(cls.pki)
+        cls.expired = HttpUpstream(cert=cls.pki.other_leaf("expired.test", days=-1))
+        cls.selfsigned = HttpUpstream(cert=cls.pki.other_leaf("selfsigned.test",
+                                                              self_signed=True))
         cls.sg = Sandgate({}, [])
         d = cls.sg.dir
         cls.secret_file = cls.sg.secret_file("openai", SECRET)
@@ -44,13 +49,15 @@ class InterceptTest(unittest.TestCase):
         policies = {"agent": {"allow": [
             dict(rule, host="api.test", methods=["GET", "POST"], credential="openai"),
             dict(rule, host="bad.test", credential="openai"),
+            dict(rule, host="expired.test", credential="openai"),
+            dict(rule, host="selfsigned.test", credential="openai"),
             dict(rule, host="gone.test", credential="broken"),
             dict(rule, host="git.test", credential="envcred"),
             dict(rule, host="other.test", credential="execcred"),
         ]}}
         creds = {
             "openai": {"source": {"file": cls.secret_file},
-                       "hosts": ["api.test", "bad.test"],
+                       "hosts": ["api.test", "bad.test", "expired.test", "selfsigned.test"],
                        "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
             "broken": {"source": {"exec": ["false"]}, "optional": True,
                        "hosts": ["gone.test"],
@@ -66,6 +73,8 @@ class InterceptTest(unittest.TestCase):
                        {"name": "demo2", "policy": "agent", "token": TOKEN2}],
             resolve={"api.test": "127.0.0.1:%d" % cls.https.port,
                      "bad.test": "127.0.0.1:%d" % cls.https.port,
+                     "expired.test": "127.0.0.1:%d" % cls.expired.port,
+                     "selfsigned.test": "127.0.0.1:%d" % cls.selfsigned.port,
                      "gone.test": "127.0.0.1:%d" % cls.https.port,
                      "git.test": "127.0.0.1:%d" % cls.https.port,
                      "other.test": "127.0.0.1:%d" % cls.https.port},
@@ -78,6 +87,8 @@ class InterceptTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.sg.cleanup()
         cls.https.close()
+        cls.expired.close()
+        cls.selfsigned.close()
 
     def proxy(self):
         return self.sg.proxy_url("demo", TOKEN)
@@ -275,11 +286,18 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(raw, b"4\r\nbody\r\n0\r\n\r\n")
 
     def test_upstream_tls_failure(self):
-        before = len(self.https.requests)
-        r = curl("https://bad.test/echo/bad", "--cacert", self.ca_out, proxy=self.proxy())
-        self.assertEqual(r.status, 502, r)
-        self.assertIn(("x-sandgate-reason", "upstream_tls_failed"), r.headers)
-        self.assertEqual(len(self.https.requests), before)
+        # A certificate for another name, one that has expired, one no CA signed: each is a 502
+        # that says why, and the request (with its injected secret) never reaches the upstream.
+        for host, upstream, why in (("bad.test", self.https, "hostname mismatch"),
+                                    ("expired.test", self.expired, "certificate has expired"),
+                                    ("selfsigned.test", self.selfsigned, "self-signed")):
+            before = len(upstream.requests)
+            r = curl("https://%s/echo/bad" % host, "--cacert", self.ca_out, proxy=self.proxy())
+            self.assertEqual(r.status, 502, r)
+            self.assertIn(("x-sandgate-reason", "upstream_tls_failed"), r.headers)
+            self.assertIn(why.encode(), r.body, host)
+            self.assertEqual(len(upstream.requests), before, host)
+            self.sg.wait_audit(host=host, reason="upstream_tls_failed", credential="openai")
 
     def test_host_mismatch(self):
         r = curl("https://api.test/echo/host", "--cacert", self.ca_out,

@@ -19,6 +19,28 @@ class TestPki:
         self.leaf_cert = os.path.join(directory, "leaf.pem")
         self.leaf_key = os.path.join(directory, "leaf.key")
 
+    def other_leaf(self, name, days=2, self_signed=False):
+        """(cert, key) paths of a leaf for `name` alone: signed by this CA and valid for `days`
+        (-1: it expired the moment it was made), or self-signed (no CA vouches for it)."""
+        cert, key = "%s.pem" % name, "%s.key" % name
+        ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        ext = "%s.cnf" % name
+        with open(os.path.join(self.dir, ext), "w") as f:
+            f.write("subjectAltName=DNS:%s\nbasicConstraints=CA:FALSE\n"
+                    "extendedKeyUsage=serverAuth\n" % name)
+        if self_signed:
+            _run(["openssl", "req", "-x509", *ec, "-keyout", key, "-out", cert,
+                  "-days", str(days), "-subj", "/CN=" + name,
+                  "-addext", "subjectAltName=DNS:" + name], self.dir)
+        else:
+            csr = "%s.csr" % name
+            _run(["openssl", "req", *ec, "-keyout", key, "-out", csr, "-subj", "/CN=" + name],
+                 self.dir)
+            _run(["openssl", "x509", "-req", "-in", csr, "-CA", "ca.pem", "-CAkey", "ca.key",
+                  "-CAcreateserial", "-out", cert, "-days", str(days), "-extfile", ext],
+                 self.dir)
+        return os.path.join(self.dir, cert), os.path.join(self.dir, key)
+
 
 def _run(args, cwd):
     subprocess.run(args, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,

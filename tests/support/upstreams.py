@@ -181,15 +181,16 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 class HttpUpstream:
     """An HTTP (or, with `pki`, HTTPS) upstream on 127.0.0.1:<ephemeral>."""
 
-    def __init__(self, pki=None):
+    def __init__(self, pki=None, cert=None):
+        """`cert`: (certificate, key) files to serve TLS with instead of pki's leaf."""
         self.requests = []
         self.sse_sent = []
         self.release = threading.Event()
         self.server = _Server(("127.0.0.1", 0), _Handler)
         self.server.owner = self
-        if pki:
+        if pki or cert:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-            ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+            ctx.load_cert_chain(*(cert or (pki.leaf_cert, pki.leaf_key)))
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
