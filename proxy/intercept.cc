@@ -108,9 +108,6 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   const bool established = co_await sendEstablished(c, log, decision);
   if (!established) co_return;
 
-  // A TLS record starts with 0x16 (handshake); anything else is plaintext in a TLS tunnel.
-  const bool plaintext =
-      c.buffer.size() > 0 && static_cast<const unsigned char*>(c.buffer.data().data())[0] != 0x16;
   TlsChannel tls(c.stream, icpt.serverContext().native_handle(), TlsChannel::Role::kServer);
   // The bytes that followed the CONNECT head are the start of the ClientHello.
   const bool fed = tls.feed(c.buffer.data());
@@ -127,7 +124,10 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   c.stream.expires_after(toDuration(limits.headerTimeout));
   auto hec = co_await tls.handshake();
   if (hec) {
-    // Plaintext (or anything else) sent into an intercepted tunnel ends it.
+    // Plaintext (or anything else) sent into an intercepted tunnel ends it. A TLS stream
+    // starts with a handshake record (0x16); the client may have sent its first bytes with
+    // the CONNECT head or after the 200.
+    const bool plaintext = tls.firstByte() >= 0 && tls.firstByte() != 0x16;
     rec.verdict = "deny";
     rec.reason = hec == beast::error::timeout ? reason::kClientTimeout
                  : plaintext                  ? reason::kNotTls

@@ -61,6 +61,16 @@ namespace {
 
 constexpr std::string_view kHostMismatch421 = "host_mismatch";
 
+// The request line's target is not origin-form ("/path"): an absolute-form target could name
+// another host than the tunnel's, and `*` or an authority name no path the policy could judge.
+// A line with no target after its method is left to validateRequestHead.
+bool notOriginForm(std::string_view head) {
+  const std::string_view line = head.substr(0, head.find("\r\n"));
+  const size_t sp = line.find(' ');
+  return sp != std::string_view::npos && sp + 1 < line.size() && line[sp + 1] != '/' &&
+         line[sp + 1] != ' ';
+}
+
 // The Host header names the CONNECT host (and port, when not the TLS default)?
 bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint16_t port) {
   std::string_view h = hostHeader;
@@ -311,6 +321,24 @@ asio::awaitable<bool> InterceptSession::one() {
   }
   const size_t headLen = static_cast<size_t>(end);
   std::string_view raw(static_cast<const char*>(in_.data().data()), headLen);
+  // Refused like a Host naming another host, before the shared validator judges an
+  // absolute-form target's scheme and authority as it would a proxy request's.
+  const auto originFormRefusal = [&] {
+    return Refusal{421,
+                   kHostMismatch421,
+                   task.name,
+                   rec.host,
+                   "",
+                   fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
+                               target_.name),
+                   "send the path alone; requests for another host go through their own CONNECT"};
+  };
+  if (notOriginForm(raw)) {
+    rec.method = std::string(raw.substr(0, raw.find(' ')));
+    Refusal r = originFormRefusal();
+    co_await refuseInside(log, r, "deny");
+    co_return false;
+  }
   RequestHead head;
   if (auto e = validateRequestHead(raw, &head)) {
     rec.method = std::string(head.method);
@@ -332,11 +360,8 @@ asio::awaitable<bool> InterceptSession::one() {
   in_.consume(headLen);
   auto& req = parser.get();
   std::string target(req.target());
-  if (target.empty() || target.front() != '/') {
-    Refusal r{400,       reason::kBadTarget,
-              task.name, rec.host,
-              "",        "requests inside an intercepted tunnel must use origin-form (/path)",
-              ""};
+  if (target.empty() || target.front() != '/') {  // notOriginForm() let none through
+    Refusal r = originFormRefusal();
     co_await refuseInside(log, r, "deny");
     co_return false;
   }

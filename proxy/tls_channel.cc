@@ -63,6 +63,9 @@ TlsChannel::TlsChannel(DeadlineStream& tcp, SSL_CTX* ctx, Role role)
 TlsChannel::~TlsChannel() { SSL_free(ssl_); }
 
 bool TlsChannel::feed(asio::const_buffer bytes) {
+  if (bytes.size() > 0 && firstByte_ < 0) {
+    firstByte_ = *static_cast<const unsigned char*>(bytes.data());
+  }
   return bytes.size() == 0 ||
          (in_ != nullptr && BIO_write(in_, bytes.data(), static_cast<int>(bytes.size())) ==
                                 static_cast<int>(bytes.size()));
@@ -88,6 +91,7 @@ bool TlsChannel::receive(error_code& ec) {
   while (true) {
     ssize_t n = ::recv(tcp_.socket().native_handle(), buf, sizeof buf, MSG_DONTWAIT);
     if (n > 0) {
+      if (firstByte_ < 0) firstByte_ = static_cast<unsigned char>(buf[0]);
       if (BIO_write(in_, buf, static_cast<int>(n)) != n) ec = asio::error::no_memory;
       return true;
     }

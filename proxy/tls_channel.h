@@ -63,6 +63,9 @@ class TlsChannel {
   // Nothing decrypted or received is waiting inside the channel (the socket itself is not
   // looked at).
   bool quiet() const;
+  // The first byte the peer sent (fed or received), or -1 before any: a TLS stream starts
+  // with a handshake record (0x16), so anything else says the peer is not speaking TLS.
+  int firstByte() const { return firstByte_; }
 
  private:
   // Moves what the socket has into in_ without waiting: true when it moved some, or when `ec`
@@ -92,6 +95,7 @@ class TlsChannel {
   std::string sent_;    // taken from out_ and being sent
   size_t sentOffset_ = 0;
   bool peerEof_ = false;
+  int firstByte_ = -1;
   bool flushing_ = false;
   int flushWaiters_ = 0;                 // coroutines waiting in flush() for the flush under way
   boost::system::error_code lastFlush_;  // how the last flush ended

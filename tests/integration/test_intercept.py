@@ -21,7 +21,8 @@ import unittest
 import artifacts
 from clients import curl
 from pki import test_pki
-from sandgate_fixture import Sandgate, read_all, read_response_head, wait_until
+from sandgate_fixture import (Sandgate, read_all, read_response_head, read_to_eof,
+                              wait_until)
 from upstreams import HttpUpstream
 
 TOKEN = "t0ken"
@@ -127,6 +128,33 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(len(seen), 1, path)
         return seen[0]["client_port"]
 
+    def raw_connect(self, host):
+        """A plain socket through an accepted CONNECT to `host`:443 (the 200 head read)."""
+        s = self.sg.connect()
+        s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n%s\r\n" %
+                   (host, host, self.sg.auth_header("demo", TOKEN))).encode())
+        head = b""
+        while b"\r\n\r\n" not in head and len(head) < 4096:
+            chunk = s.recv(1)  # one byte at a time: nothing after the head is consumed
+            if not chunk:
+                break
+            head += chunk
+        if not head.startswith(b"HTTP/1.1 200 "):
+            s.close()
+            self.fail("CONNECT refused: %r" % head)
+        return s
+
+    @staticmethod
+    def exchange(sock, request, label):
+        """Sends raw request bytes on `sock`, parses one response (Content-Length or chunked
+        body); returns (status, [(name, value)], body)."""
+        sock.sendall(request)
+        r = http.client.HTTPResponse(sock, method=request.split(b" ", 1)[0].decode())
+        r.begin()
+        body = r.read()
+        artifacts.record_response(label, r.status, r.getheaders(), body)
+        return r.status, r.getheaders(), body
+
     def wait_no_connections(self):
         for task in ("demo", "demo2"):
             wait_until(lambda: not self.sg.metric("sandgate_connections_active", task=task),
@@ -165,8 +193,8 @@ class InterceptTest(unittest.TestCase):
             self.assertEqual(r2.status, 200)
         finally:
             conn.close()
-        self.assertNotEqual(self.upstream_port("/echo/after-drop"),
-                            [r for r in self.https.requests if r["path"] == "/drop"][-1]["client_port"])
+        drops = [r for r in self.https.requests if r["path"] == "/drop"]
+        self.assertNotEqual(self.upstream_port("/echo/after-drop"), drops[-1]["client_port"])
         # A pooled connection the upstream has closed since is never handed out either.
         self.wait_no_connections()
         self.assertEqual(self.get_once("/drop"), 200)
@@ -364,6 +392,238 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(r.status, 502, r)
         self.assertIn(("x-sandgate-reason", "credential_unavailable"), r.headers)
         self.assertEqual(self.requests_to("/echo/gone"), [])
+
+    def test_plaintext_in_intercepted_tunnel(self):
+        # Plain HTTP sent where the ClientHello belongs ends the tunnel: no HTTP answer, the
+        # request never reaches the upstream, the audit says not_tls.
+        s = self.raw_connect("api.test")
+        try:
+            s.sendall(b"GET /echo/plaintext HTTP/1.1\r\nHost: api.test\r\n\r\n")
+            data, closed = read_to_eof(s, timeout=10)
+        finally:
+            s.close()
+        artifacts.record("response", "plaintext", data)
+        self.assertTrue(closed, "tunnel still open after plaintext: %r" % data)
+        self.assertNotIn(b"HTTP/", data)
+        self.assertEqual(self.requests_to("/echo/plaintext"), [])
+        self.sg.wait_audit(host="api.test", reason="not_tls")
+
+    def test_hop_by_hop_fields_stripped_in_tunnel(self):
+        # Hop-by-hop fields, the names Connection lists and Proxy-* fields from the client stay
+        # at sandgate; an end-to-end field passes; the credential is injected exactly once.
+        t = self.tunnel("api.test")
+        t.settimeout(10)
+        try:
+            status, headers, body = self.exchange(t, (
+                b"GET /echo/hop HTTP/1.1\r\nHost: api.test\r\n"
+                b"Connection: keep-alive, X-Hop\r\nX-Hop: 1\r\nKeep-Alive: 5\r\n"
+                b"TE: trailers\r\nProxy-Foo: 1\r\nProxy-Authorization: Basic Zm9vOmJhcg==\r\n"
+                b"X-Kept: yes\r\n\r\n"), "hop")
+        finally:
+            t.close()
+        self.assertEqual(status, 200)
+        seen = self.requests_to("/echo/hop")
+        self.assertEqual(len(seen), 1)
+        sent = [(k.lower(), v) for k, v in seen[0]["headers"]]
+        names = [k for k, _ in sent]
+        for gone in ("x-hop", "keep-alive", "te", "proxy-foo", "proxy-authorization"):
+            self.assertNotIn(gone, names, sent)
+        for k, v in sent:
+            if k == "connection":
+                self.assertNotIn("x-hop", v.lower(), sent)
+        self.assertNotIn("Zm9vOmJhcg==", repr(seen[0]))
+        self.assertEqual([v for k, v in sent if k == "x-kept"], ["yes"])
+        self.assertEqual([v for k, v in sent if k == "authorization"], ["Bearer " + SECRET])
+        # The client's echo shows X-Kept, not the secret.
+        self.assertIn(b"X-Kept", body)
+        self.assertNotIn(SECRET.encode(), body)
+
+    def test_alpn_negotiates_http11(self):
+        # A client offering h2 and http/1.1 gets http/1.1 (sandgate speaks only HTTP/1.1 inside
+        # the tunnel), and a request on that connection is served.
+        s = self.raw_connect("api.test")
+        ctx = ssl.create_default_context(cafile=self.ca_out)
+        ctx.set_alpn_protocols(["h2", "http/1.1"])
+        try:
+            t = ctx.wrap_socket(s, server_hostname="api.test")
+        except BaseException:
+            s.close()
+            raise
+        t.settimeout(10)
+        try:
+            self.assertEqual(t.selected_alpn_protocol(), "http/1.1")
+            status, _, body = self.exchange(
+                t, b"GET /echo/alpn HTTP/1.1\r\nHost: api.test\r\n\r\n", "alpn")
+        finally:
+            t.close()
+        self.assertEqual(status, 200)
+        self.assertEqual(self.sent_authorization("/echo/alpn"), ["Bearer " + SECRET])
+        self.assertNotIn(SECRET.encode(), body)
+
+    def test_absolute_form_refused_in_tunnel(self):
+        # Inside the tunnel only origin-form is accepted: an absolute URI (another host, or even
+        # the tunnel's own) is a 421 host_mismatch and nothing reaches the upstream.
+        for target, path in ((b"https://other.test/echo/abs", "/echo/abs"),
+                             (b"https://api.test/echo/abs2", "/echo/abs2")):
+            t = self.tunnel("api.test")
+            t.settimeout(10)
+            try:
+                status, headers, _ = self.exchange(
+                    t, b"GET " + target + b" HTTP/1.1\r\nHost: api.test\r\n\r\n", path)
+            finally:
+                t.close()
+            self.assertEqual(status, 421, target)
+            self.assertEqual([v for k, v in headers if k.lower() == "x-sandgate-reason"],
+                             ["host_mismatch"], target)
+            self.assertEqual([r for r in self.https.requests if r["path"].endswith(path)], [],
+                             target)
+
+    def test_redirect_passed_not_followed(self):
+        # A 302 from the upstream goes to the client as it is; sandgate does not follow it.
+        to = "https://other.test/echo/followed"
+        path = "/redirect?to=%s&code=302" % to
+        r = curl("https://api.test" + path, "--cacert", self.ca_out, proxy=self.proxy())
+        self.assertEqual(r.status, 302, r)
+        self.assertEqual(r.header("location"), to)
+        self.assertEqual(len(self.requests_to(path)), 1)
+        self.assertEqual(self.sent_authorization(path), ["Bearer " + SECRET])
+        self.assertEqual(self.requests_to("/echo/followed"), [])
+
+    def test_upstream_sni_is_connect_host(self):
+        # A new upstream TLS connection (the upstream closed the last one after /drop) sends
+        # the CONNECT host as SNI.
+        before = len(self.https.sni)
+        conn = self.api_connection()
+        try:
+            conn.request("GET", "/drop?sni=1")
+            r1 = conn.getresponse()
+            self.assertEqual((r1.status, r1.read()), (200, b"dropped"))
+            time.sleep(0.3)  # the upstream's FIN reaches sandgate
+            conn.request("GET", "/echo/sni-upstream")
+            r2 = conn.getresponse()
+            artifacts.record_response("sni-upstream", r2.status, r2.getheaders(), r2.read())
+            self.assertEqual(r2.status, 200)
+        finally:
+            conn.close()
+        self.assertNotEqual(self.upstream_port("/echo/sni-upstream"),
+                            self.upstream_port("/drop?sni=1"))
+        new = self.https.sni[before:]
+        self.assertGreaterEqual(len(new), 1, self.https.sni)
+        self.assertEqual(set(new), {"api.test"}, new)
+        # Only names the tests use ever reached this upstream as SNI (never None, never an IP).
+        self.assertLessEqual(set(self.https.sni),
+                             {"api.test", "bad.test", "git.test", "other.test", "gone.test"},
+                             self.https.sni)
+
+    def leaf_cache(self, result):
+        return self.sg.metric("sandgate_leaf_cache_lookups", result=result)
+
+    def test_leaf_cache_metric(self):
+        # Two intercepted CONNECTs to the same host: the second finds the leaf minted (or kept)
+        # before; lookups are counted as hit and miss.
+        hits_before = self.leaf_cache("hit") or 0
+        self.assertEqual(self.get_once("/echo/leaf1"), 200)
+        self.assertEqual(self.get_once("/echo/leaf2"), 200)
+        hits, misses = self.leaf_cache("hit"), self.leaf_cache("miss")
+        self.assertIsNotNone(hits)
+        self.assertIsNotNone(misses)
+        self.assertGreaterEqual(hits, 1)
+        self.assertGreaterEqual(hits, hits_before + 1)
+        self.assertGreaterEqual(misses, 1)
+
+    @staticmethod
+    def dechunk(raw):
+        """(body so far, complete) of a chunked body of which `raw` may be only a prefix."""
+        body, pos = b"", 0
+        while True:
+            eol = raw.find(b"\r\n", pos)
+            if eol < 0:
+                return body, False
+            size = int(raw[pos:eol].split(b";")[0], 16)
+            if size == 0:
+                return body, raw.find(b"\r\n\r\n", eol) >= 0
+            start = eol + 2
+            if len(raw) < start + size + 2:
+                return body + raw[start:start + size], False
+            body += raw[start:start + size]
+            pos = start + size + 2
+
+    def test_long_download_streams(self):
+        # The first chunk reaches the client while the upstream still holds the rest back: the
+        # response is streamed, not buffered whole.
+        t = self.tunnel("api.test")
+        t.settimeout(10)
+        try:
+            t.sendall(b"GET /stream HTTP/1.1\r\nHost: api.test\r\nConnection: close\r\n\r\n")
+            status, headers, raw = read_response_head(t)
+            self.assertEqual(status, 200)
+            self.assertEqual(headers.get("transfer-encoding", "").lower(), "chunked", headers)
+            t.settimeout(0.5)
+            deadline = time.monotonic() + 5  # the upstream itself waits 10 s for release
+            for _ in range(100):
+                if self.dechunk(raw)[0] == b"first\n" or time.monotonic() > deadline:
+                    break
+                try:
+                    chunk = t.recv(65536)
+                except socket.timeout:
+                    continue
+                if not chunk:
+                    break
+                raw += chunk
+            self.assertFalse(self.https.release.is_set())
+            self.assertEqual(self.dechunk(raw), (b"first\n", False), raw)
+            self.https.release.set()
+            raw += read_all(t, timeout=10)
+        finally:
+            t.close()
+            self.https.release.clear()
+        artifacts.record_response("stream", status, list(headers.items()), raw)
+        self.assertEqual(self.dechunk(raw), (b"first\nlast\n", True), raw)
+        self.assertEqual(self.sent_authorization("/stream"), ["Bearer " + SECRET])
+
+    def test_surplus_upstream_bytes_not_relayed(self):
+        # Bytes an upstream sends after a complete response are never relayed, and the
+        # connection they came on is not reused: the next request of the same client connection
+        # goes out on a new upstream connection and is answered normally.
+        t = self.tunnel("api.test")
+        t.settimeout(10)
+        try:
+            t.sendall(b"GET /surplus HTTP/1.1\r\nHost: api.test\r\n\r\n")
+            status1, headers1, raw1 = read_response_head(t)
+            # Content-Length 7 from the upstream; sandgate may re-chunk it (scrubbing).
+            chunked = headers1.get("transfer-encoding", "").lower() == "chunked"
+            n = int(headers1.get("content-length", "-1"))
+            for _ in range(100):
+                if (self.dechunk(raw1)[1] if chunked else 0 <= n <= len(raw1)):
+                    break
+                chunk = t.recv(65536)
+                if not chunk:
+                    break
+                raw1 += chunk
+            time.sleep(0.3)  # anything stray would have arrived by now
+            raw1 += read_all(t, timeout=0.5)  # returns on the timeout: the connection stays
+            t.settimeout(10)
+            t.sendall(b"GET /echo/after-surplus HTTP/1.1\r\nHost: api.test\r\n"
+                      b"Connection: close\r\n\r\n")
+            raw2 = read_all(t, timeout=10)
+        finally:
+            t.close()
+        artifacts.record_response("surplus", status1, list(headers1.items()), raw1)
+        artifacts.record("response", "after-surplus", raw2)
+        self.assertEqual(status1, 200)
+        self.assertNotIn(b"EXTRA-BYTES", raw1)
+        if chunked:
+            self.assertEqual(self.dechunk(raw1), (b"surplus", True), raw1)
+            self.assertTrue(raw1.endswith(b"0\r\n\r\n"), raw1)  # nothing after the response
+        else:
+            self.assertEqual((n, raw1), (7, b"surplus"), headers1)
+        self.assertNotIn(b"EXTRA-BYTES", raw2)
+        self.assertTrue(raw2.startswith(b"HTTP/1.1 200 "), raw2[:200])
+        self.assertIn(b"/echo/after-surplus", raw2)
+        self.assertEqual(len(self.requests_to("/surplus")), 1)
+        self.assertNotEqual(self.upstream_port("/echo/after-surplus"),
+                            self.upstream_port("/surplus"))
+        self.assertEqual(self.sent_authorization("/echo/after-surplus"), ["Bearer " + SECRET])
 
     def test_zz_secret_never_logged(self):
         curl("https://api.test/echo/log", "--cacert", self.ca_out, proxy=self.proxy())

@@ -14,13 +14,21 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /status?code=C  an empty response with status C
   /trailer        a chunked body whose trailer echoes the request's Authorization
                   (X-Echo-Authorization) next to X-Checksum: a leak hidden after the body
+  /split-echo     the request's Authorization in the header X-Echo-Authorization and in a
+                  chunked body, "auth=<value>\\n", cut in the middle of the value into two
+                  chunks written 50 ms apart (a secret that arrives in two pieces)
+  /redirect?to=U&code=C
+                  an empty response with status C (default 302) and Location: U
+  /surplus        a 200 with Content-Length, followed at once by bytes that belong to no
+                  response (a connection that must not be reused)
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
                   text/event-stream: N events ("tick-<i>"; the second also echoes the request's
                   Authorization) S seconds apart, chunked or ended by closing; the
                   time.monotonic() right after each event was written is kept in `sse_sent`
-Every request is recorded in `requests` (method, path, headers, trailers, client port, body).
+Every request is recorded in `requests` (method, path, headers, trailers, client port, body);
+over TLS, the server name each client sent (SNI) is appended to `sni` (None: none sent).
 TcpEcho echoes bytes until EOF, then sends b"EOF-SEEN" and half-closes.
 """
 
@@ -124,6 +132,25 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                       q.get("mode", "chunked") == "chunked")
         elif p == "/status":
             self._send(int(q.get("code", "200")), b"")
+        elif p == "/split-echo":
+            value = self.headers.get("Authorization", "")
+            body = ("auth=" + value + "\n").encode("latin-1")
+            cut = len("auth=") + len(value) // 2
+            self.send_response(200)
+            self.send_header("Content-Type", "text/plain")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.send_header("X-Echo-Authorization", value)
+            self.end_headers()
+            for piece in (body[:cut], body[cut:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                time.sleep(0.05)
+            self.wfile.write(b"0\r\n\r\n")
+        elif p == "/redirect":
+            self._send(int(q.get("code", "302")), b"", extra=[("Location", q.get("to", "/"))])
+        elif p == "/surplus":
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsurplusEXTRA-BYTES")
+            self.wfile.flush()
         elif p == "/trailer":
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")
@@ -184,6 +211,7 @@ class HttpUpstream:
     def __init__(self, pki=None, cert=None):
         """`cert`: (certificate, key) files to serve TLS with instead of pki's leaf."""
         self.requests = []
+        self.sni = []
         self.sse_sent = []
         self.release = threading.Event()
         self.server = _Server(("127.0.0.1", 0), _Handler)
@@ -191,6 +219,7 @@ class HttpUpstream:
         if pki or cert:
             ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             ctx.load_cert_chain(*(cert or (pki.leaf_cert, pki.leaf_key)))
+            ctx.sni_callback = lambda sock, name, c: self.sni.append(name)
             self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
