@@ -17,6 +17,7 @@ import time
 import unittest
 import urllib.request
 
+import artifacts
 import git_server
 import ws_server
 from clients import clean_env
@@ -192,6 +193,7 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
         env = clean_env(NODE_EXTRA_CA_CERTS=self.ca_out)
         p = subprocess.run(["node", "-e", self.NODE_CLIENT, str(self.sg.proxy_port), auth,
                             "api.test", "/echo/node"], env=env, capture_output=True, timeout=30)
+        artifacts.record("response", "node", p.stdout + p.stderr)
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         out = json.loads(p.stdout)
         self.assertEqual(out["status"], 200)
@@ -210,8 +212,9 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
             urllib.request.ProxyHandler({"https": self.proxy}),
             urllib.request.HTTPSHandler(context=ctx))
         with opener.open("https://api.test/echo/urllib", timeout=10) as resp:
-            self.assertEqual(resp.status, 200)
             body = resp.read()
+            artifacts.record_response("urllib", resp.status, resp.getheaders(), body)
+            self.assertEqual(resp.status, 200)
         self.assertEqual(json.loads(body)["path"], "/echo/urllib")
         self.assertNotIn(API_SECRET.encode(), body)
         seen = self.requests_to("/echo/urllib")
@@ -238,6 +241,8 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
                         arrived[i] = now
         finally:
             t.close()
+        artifacts.record("response", "sse-" + mode, (reader.head or "").encode("latin-1") +
+                         b"\r\n\r\n" + reader.body)
         self.assertEqual(sorted(arrived), [1, 2, 3], reader.body)
         self.assertIn("text/event-stream", reader.head)
         # The upstream notes each send time just after its write returns: the client may have
@@ -269,6 +274,8 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
                    "Connection: Upgrade\r\nSec-WebSocket-Key: %s\r\n"
                    "Sec-WebSocket-Version: 13\r\n\r\n" % (path, key)).encode() + first_frame)
         text, rest = ws_server.read_head(t)
+        artifacts.record("response", "ws-" + path.strip("/").replace("/", "-"),
+                         (text or "").encode("latin-1") + b"\r\n\r\n" + rest)
         self.assertIsNotNone(text, rest)
         line, headers = ws_server.parse_head(text)
         return key, line, headers, rest
@@ -287,10 +294,14 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
             self.assertEqual((ws_server.header(headers, "Upgrade") or "").lower(), "websocket")
             reader = ws_server.FrameReader(t, rest)
             # "welcome" came in the upstream's write with its 101.
-            self.assertEqual(reader.read(), (ws_server.OP_TEXT, b"welcome"))
-            self.assertEqual(reader.read(), (ws_server.OP_TEXT, b"early bird"))
+            welcome, early_echo = reader.read(), reader.read()
+            self.assertEqual(welcome, (ws_server.OP_TEXT, b"welcome"))
+            self.assertEqual(early_echo, (ws_server.OP_TEXT, b"early bird"))
             t.sendall(ws_server.client_frame(ws_server.OP_TEXT, b"hello through sandgate"))
-            self.assertEqual(reader.read(), (ws_server.OP_TEXT, b"hello through sandgate"))
+            echoed = reader.read()
+            artifacts.record("response", "ws-frames", b"".join(
+                p for _, p in (welcome, early_echo, echoed)))
+            self.assertEqual(echoed, (ws_server.OP_TEXT, b"hello through sandgate"))
             t.sendall(ws_server.client_frame(ws_server.OP_CLOSE, struct_close(1000)))
             op, _ = reader.read()
             self.assertEqual(op, ws_server.OP_CLOSE)
@@ -326,9 +337,10 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
             t.sendall(b"GET /ws/echo HTTP/1.1\r\nHost: ws.test\r\nUpgrade: h2c\r\n"
                       b"Connection: Upgrade, HTTP2-Settings\r\nHTTP2-Settings: AAMAAABkAAQAAP__"
                       b"\r\n\r\n")
-            text, _ = ws_server.read_head(t)
+            text, rest = ws_server.read_head(t)
         finally:
             t.close()
+        artifacts.record("response", "upgrade-h2c", (text or "").encode("latin-1") + rest)
         self.assertIsNotNone(text)
         line, headers = ws_server.parse_head(text)
         self.assertIn(" 400 ", line + " ")

@@ -60,6 +60,7 @@ class Sandgate:
         self.config_path = os.path.join(self.dir, "sandgate.yaml")
         self.audit_path = os.path.join(self.dir, "audit.log")
         self.ready_path = os.path.join(self.dir, "ready.json")
+        self.admin_path = os.path.join(self.dir, "admin.sock")  # if the config sets listen.admin
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.threads = threads
         self.serve_args = list(serve_args)
@@ -253,6 +254,22 @@ class Sandgate:
             if all('%s="%s"' % (k, v) in line for k, v in labels.items()):
                 return float(line.rsplit(" ", 1)[1])
         return None
+
+    def task_env(self, task):
+        """What `sandgate run` is given for `task`'s sandbox: the reply to the admin socket's
+        task_env (the config must set listen.admin to self.admin_path). Its "env" maps each
+        placeholder variable to the task's placeholder; nothing in it is secret."""
+        s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
+        s.settimeout(10)
+        try:
+            s.connect(self.admin_path)
+            s.send(json.dumps({"v": 1, "op": "task_env", "task": task}).encode())
+            reply = json.loads(s.recv(1 << 20))
+        finally:
+            s.close()
+        if not reply.get("ok"):
+            raise AssertionError("task_env for %s refused: %r" % (task, reply))
+        return reply
 
     # --- clients -------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <sstream>
 
 #include "tests/unit/broker/test_util.h"
 
@@ -121,6 +122,57 @@ TEST(SecretStore, ExecIsRefreshedInTheBackgroundBeforeExpiry) {
   EXPECT_FALSE(sawFailure);
   EXPECT_GE((*store)->refreshes(), 2u);
   EXPECT_GE(readFile(dir.file("count")).size(), 3 * 4u);
+}
+
+TEST(SecretStore, ExecIsCachedForItsTtl) {
+  TempDir dir;
+  std::map<std::string, config::Credential> creds;
+  creds["x"] =
+      headerCredential("x", execSource(countingCommand(dir.file("count")), 600), {"a.example"});
+  auto store = SecretStore::open(creds, "test.yaml");
+  ASSERT_TRUE(store.ok()) << store.errorText();
+  // Every request within the ttl is served from the cache: the command ran once.
+  for (int i = 0; i < 200; ++i) {
+    Fetch f = (*store)->get("x");
+    ASSERT_TRUE(f.ok()) << f.detail;
+    ASSERT_EQ(f.secret->reveal(), "token-1");
+  }
+  EXPECT_EQ(readFile(dir.file("count")), "run\n");
+  EXPECT_EQ((*store)->refreshes(), 0u);
+}
+
+TEST(SecretStore, ExecBackoffDoublesUpToItsCap) {
+  TempDir dir;
+  // Always fails; each run appends its start time (ns) to the file.
+  std::vector<std::string> argv = {"/bin/sh", "-c", "date +%s%N >> \"$0\"; exit 1",
+                                   dir.file("runs")};
+  std::map<std::string, config::Credential> creds;
+  creds["x"] = headerCredential("x", execSource(argv, 600), {"a.example"});
+  creds["x"].optional = true;
+  StoreOptions options;
+  options.minBackoff = std::chrono::milliseconds(50);
+  options.maxBackoff = std::chrono::milliseconds(200);
+  auto store = SecretStore::open(creds, "test.yaml", options);
+  ASSERT_TRUE(store.ok()) << store.errorText();
+  auto runs = [&] {
+    std::vector<long long> out;
+    std::istringstream in(readFile(dir.file("runs")));
+    for (long long t; in >> t;) out.push_back(t);
+    return out;
+  };
+  // The start-up run, then retries after 50, 100, 200, 200, 200, 200 ms.
+  ASSERT_TRUE(eventually([&] { return runs().size() >= 7; }, std::chrono::seconds(20)));
+  auto t = runs();
+  const long long expectedMs[] = {50, 100, 200, 200, 200, 200};
+  for (size_t i = 0; i < 6; ++i) {
+    const long long gapMs = (t[i + 1] - t[i]) / 1000000;
+    // Never sooner than the back-off (a run's own time only adds to the gap); never near
+    // what doubling without a cap would give by the end (800 and 1,600 ms), even under load.
+    EXPECT_GE(gapMs, expectedMs[i] - 5) << "retry " << i + 1;
+    EXPECT_LT(gapMs, expectedMs[i] + 550) << "retry " << i + 1;
+  }
+  EXPECT_GE((*store)->refreshFailures(), 5u);  // the sixth retry may still be running
+  EXPECT_FALSE((*store)->get("x").ok());
 }
 
 TEST(SecretStore, ExecFailureExpiresTheSecretAndFailsClosed) {

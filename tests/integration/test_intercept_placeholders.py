@@ -1,0 +1,192 @@
+"""Placeholders end to end with real clients against `sandgate serve`. Each task's placeholders
+come from the admin socket's task_env: what `sandgate run` puts in a sandbox's environment.
+
+- A placeholder in any request header, inside a Basic token, or in the query is replaced by the
+  secret on requests to its credential's hosts; an upstream echoing the secret is answered to
+  the client with the placeholder, also when the echo arrives split across two chunks.
+- `git clone` with the placeholder as its password reaches the git server with the real secret.
+- The placeholder sent to a host its credential does not name is refused
+  (`403 credential_host_mismatch`), counted, audited and logged; nothing reaches the upstream.
+
+api.test and other.test map to the HTTPS echo upstream, git.test to a git smart-HTTP server
+that requires the real secret (runtime test CA, given to sandgate as tls.upstream_ca).
+"""
+
+import base64
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import unittest
+import urllib.parse
+
+import git_server
+from clients import clean_env, curl
+from pki import test_pki
+from sandgate_fixture import Sandgate
+from upstreams import HttpUpstream
+
+TOKEN = "tok-placeholders"
+TOKEN2 = "tok-placeholders-2"
+API_SECRET = "sk-placeholdersecret-0123456789abcdefXYZ"
+GIT_SECRET = "ghp_placeholdergitsecret0123456789abcdef"
+
+
+def basic(user, password):
+    return "Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+
+
+class InterceptPlaceholdersTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = test_pki()
+        cls.https = HttpUpstream(cls.pki)
+        cls.git = (git_server.GitHttpsServer(cls.pki, auth=("git", GIT_SECRET))
+                   if git_server.available() else None)
+        cls.sg = Sandgate({}, [])
+        cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
+        rule = {"cidrs": ["127.0.0.0/8"]}
+        creds = {
+            "api": {"source": {"file": cls.sg.secret_file("ph-api", API_SECRET)},
+                    "hosts": ["api.test"], "placeholder": "API_KEY",
+                    "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
+            "git": {"source": {"file": cls.sg.secret_file("ph-git", GIT_SECRET)},
+                    "hosts": ["git.test"], "placeholder": "GIT_TOKEN",
+                    "inject": {"basic": {"username": "git"}}},
+        }
+        policies = {"agent": {"allow": [
+            dict(rule, host="api.test", credential="api"),
+            dict(rule, host="git.test", credential="git"),
+            dict(rule, host="other.test", inspect=True),  # intercepted, no credential of its own
+        ]}}
+        resolve = {"api.test": "127.0.0.1:%d" % cls.https.port,
+                   "other.test": "127.0.0.1:%d" % cls.https.port}
+        if cls.git:
+            resolve["git.test"] = "127.0.0.1:%d" % cls.git.port
+        cfg = cls.sg.make_config(
+            policies, [{"name": "demo", "policy": "agent", "token": TOKEN},
+                       {"name": "demo2", "policy": "agent", "token": TOKEN2}],
+            resolve=resolve,
+            extra={"credentials": creds, "ca_cert_out": cls.ca_out,
+                   "tls": {"upstream_ca": cls.pki.ca_cert}})
+        cfg["listen"]["admin"] = cls.sg.admin_path
+        cls.sg.config = cfg
+        cls.sg.write_config(cfg)
+        cls.sg.start()
+        cls.proxy = cls.sg.proxy_url("demo", TOKEN)
+        env = cls.sg.task_env("demo")["env"]
+        cls.api_ph, cls.git_ph = env["API_KEY"], env["GIT_TOKEN"]
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sg.cleanup()
+        cls.https.close()
+        if cls.git:
+            cls.git.close()
+
+    def requests_to(self, path):
+        return [r for r in self.https.requests if r["path"].split("?")[0] == path]
+
+    def get(self, url, *headers):
+        args = ["--cacert", self.ca_out]
+        for h in headers:
+            args += ["-H", h]
+        return curl(url, *args, proxy=self.proxy)
+
+    def test_placeholders_keep_the_shape_of_the_secret_and_differ_per_task(self):
+        for ph, secret, prefix in ((self.api_ph, API_SECRET, "sk-"),
+                                   (self.git_ph, GIT_SECRET, "ghp_")):
+            self.assertTrue(ph.startswith(prefix), ph)
+            self.assertEqual(len(ph), len(secret))
+            self.assertNotEqual(ph, secret)
+        other = self.sg.task_env("demo2")["env"]
+        self.assertNotEqual(other["API_KEY"], self.api_ph)
+        self.assertNotEqual(other["GIT_TOKEN"], self.git_ph)
+
+    def test_placeholder_in_headers_basic_and_query_is_replaced_on_its_host(self):
+        # The client holds only the placeholder and puts it where an SDK would: its own header,
+        # a Basic token, the query. The upstream gets the secret in each; the echo of all of
+        # them comes back to the client with the placeholder in place of the secret.
+        r = self.get("https://api.test/echo/ph-forms?key=%s&x=1" % self.api_ph,
+                     "X-Api-Key: " + self.api_ph, "X-Basic: " + basic("user", self.api_ph))
+        self.assertEqual(r.status, 200, r)
+        seen = self.requests_to("/echo/ph-forms")
+        self.assertEqual(len(seen), 1)
+        got = dict((k.lower(), v) for k, v in seen[0]["headers"])
+        self.assertEqual(got["x-api-key"], API_SECRET)
+        self.assertEqual(got["x-basic"], basic("user", API_SECRET))
+        self.assertEqual(got["authorization"], "Bearer " + API_SECRET)
+        self.assertEqual(urllib.parse.parse_qs(urllib.parse.urlsplit(seen[0]["path"]).query),
+                         {"key": [API_SECRET], "x": ["1"]})
+        self.assertNotIn(self.api_ph, repr(seen[0]))
+        # The client's view: the placeholder forms it sent, never the secret's.
+        echo = json.loads(r.body)
+        echoed = dict((k.lower(), v) for k, v in echo["headers"])
+        self.assertEqual(echoed["x-api-key"], self.api_ph)
+        self.assertEqual(echoed["x-basic"], basic("user", self.api_ph))
+        self.assertEqual(echoed["authorization"], "Bearer " + self.api_ph)
+        self.assertIn("key=" + self.api_ph, echo["path"])
+        self.assertNotIn(API_SECRET.encode(), r.body)
+        self.assertNotIn(basic("user", API_SECRET).encode(), r.body)
+        # The audit line names the credential and keeps the query (and with it the key) out.
+        rec = self.sg.wait_audit(path="/echo/ph-forms", credential="api", injected=True)
+        self.assertNotIn("key=", json.dumps(rec))
+
+    def test_echo_split_across_chunks_comes_back_as_the_placeholder(self):
+        # The upstream reflects the injected Authorization in a header and in a body whose two
+        # chunks cut the secret in half, 50 ms apart.
+        before = self.sg.metric("sandgate_secret_scrubs_total", task="demo", credential="api")
+        r = self.get("https://api.test/split-echo")
+        self.assertEqual(r.status, 200, r)
+        got = [v for k, v in self.requests_to("/split-echo")[0]["headers"]
+               if k.lower() == "authorization"]
+        self.assertEqual(got, ["Bearer " + API_SECRET])
+        self.assertEqual([v for k, v in r.headers if k == "x-echo-authorization"],
+                         ["Bearer " + self.api_ph])
+        self.assertEqual(r.body, ("auth=Bearer %s\n" % self.api_ph).encode())
+        self.sg.wait_audit(path="/split-echo", credential="api", injected=True)
+        self.assertGreaterEqual(
+            self.sg.metric("sandgate_secret_scrubs_total", task="demo", credential="api"),
+            (before or 0) + 2)
+
+    def test_placeholder_sent_to_another_host_is_refused_counted_and_logged(self):
+        before = len(self.https.requests)
+        r = self.get("https://other.test/echo/tripwire", "Authorization: Bearer " + self.api_ph)
+        self.assertEqual(r.status, 403, r)
+        self.assertIn(("x-sandgate-reason", "credential_host_mismatch"), r.headers)
+        self.assertIn(b"may only be sent to api.test", r.body)
+        self.assertEqual(self.https.requests[before:], [])
+        self.sg.wait_audit(host="other.test", path="/echo/tripwire", verdict="deny",
+                           reason="credential_host_mismatch", credential="api")
+        self.assertGreaterEqual(
+            self.sg.metric("sandgate_credential_injections_total", task="demo",
+                           credential="api", result="credential_host_mismatch"), 1)
+        self.assertIn("task demo: possible exfiltration attempt refused", self.sg.stderr())
+        # The same request without the placeholder goes through: the refusal was its.
+        r = self.get("https://other.test/echo/no-tripwire")
+        self.assertEqual(r.status, 200, r)
+
+    @unittest.skipUnless(git_server.available(), "git or git-http-backend is not installed")
+    def test_git_clone_with_the_placeholder_as_password(self):
+        home = tempfile.mkdtemp(prefix="sandgate-git-home-")
+        try:
+            env = clean_env(HTTPS_PROXY=self.proxy, GIT_SSL_CAINFO=self.ca_out,
+                            GIT_TERMINAL_PROMPT="0", HOME=home, GIT_CONFIG_NOSYSTEM="1")
+            dest = os.path.join(home, "clone")
+            p = subprocess.run(["git", "clone", "-q",
+                                "https://git:%s@git.test/repo.git" % self.git_ph, dest],
+                               env=env, capture_output=True, timeout=60)
+            self.assertEqual(p.returncode, 0, p.stderr.decode())
+            with open(os.path.join(dest, "README")) as f:
+                self.assertEqual(f.read(), "hello\n")
+        finally:
+            shutil.rmtree(home, ignore_errors=True)
+        self.assertTrue(self.git.authorizations)
+        self.assertEqual(set(self.git.authorizations), {basic("git", GIT_SECRET)})
+        self.sg.wait_audit(kind="intercept", host="git.test", credential="git", injected=True,
+                           status=200)
+
+
+if __name__ == "__main__":
+    unittest.main()
