@@ -4,11 +4,16 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cstdint>
+#include <fstream>
 #include <ostream>
+#include <sstream>
 #include <string>
 #include <type_traits>
 
@@ -67,6 +72,50 @@ TEST(Secret, LargeAndManySecretsWork) {
   auto tiny = Secret::copyOf("x");
   EXPECT_EQ(tiny->reveal(), "x");
   many.clear();  // wipe + munlock + munmap paths
+}
+
+// The VmFlags of the mapping holding `addr`, from /proc/self/smaps ("" if none holds it).
+std::string vmFlagsAt(const void* addr) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto a = reinterpret_cast<uintptr_t>(addr);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream head(line);
+    if (head >> std::hex >> lo >> dash >> hi && dash == '-' && line.find(' ') != line.npos &&
+        line.find(':') > line.find(' ')) {
+      inside = lo <= a && a < hi;  // a mapping's first line: "lo-hi perms offset ..."
+      continue;
+    }
+    if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+bool hasFlag(const std::string& vmFlags, const std::string& flag) {
+  return (vmFlags + " ").find(" " + flag + " ") != std::string::npos;
+}
+
+TEST(Secret, MemoryIsLockedAndKeptOutOfDumpsAndForks) {
+  auto s = Secret::copyOf("keep-me-in-ram");
+  const void* at = s->reveal().data();
+  const std::string flags = vmFlagsAt(at);
+  ASSERT_FALSE(flags.empty()) << "no mapping in /proc/self/smaps holds the secret";
+  EXPECT_TRUE(hasFlag(flags, "dd")) << flags;  // MADV_DONTDUMP: not in core dumps
+#ifdef MADV_WIPEONFORK
+  EXPECT_TRUE(hasFlag(flags, "wf")) << flags;  // MADV_WIPEONFORK: zeros in a child
+#endif
+  rlimit lim{};
+  ASSERT_EQ(getrlimit(RLIMIT_MEMLOCK, &lim), 0);
+  const bool mayLock = geteuid() == 0 || lim.rlim_cur == RLIM_INFINITY ||
+                       lim.rlim_cur >= 64 * static_cast<rlim_t>(sysconf(_SC_PAGESIZE));
+  if (!mayLock) {
+    GTEST_SKIP() << "mlock() not checked: RLIMIT_MEMLOCK is " << lim.rlim_cur
+                 << " bytes and not root (the flags above were checked)";
+  }
+  EXPECT_TRUE(s->locked());
+  EXPECT_TRUE(hasFlag(flags, "lo")) << flags;  // mlock(): never swapped out
 }
 
 TEST(Secret, NotInheritedByFork) {
