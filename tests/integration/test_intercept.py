@@ -155,6 +155,22 @@ class InterceptTest(unittest.TestCase):
         artifacts.record_response(label, r.status, r.getheaders(), body)
         return r.status, r.getheaders(), body
 
+    def request_after_drop(self, drop_path, path):
+        """On one client connection: GET `drop_path` (a /drop: the upstream closes its
+        connection after answering), then GET `path`, which must be answered 200."""
+        conn = self.api_connection()
+        try:
+            conn.request("GET", drop_path)
+            r1 = conn.getresponse()
+            self.assertEqual((r1.status, r1.read()), (200, b"dropped"))
+            time.sleep(0.3)  # the upstream's FIN reaches sandgate
+            conn.request("GET", path)
+            r2 = conn.getresponse()
+            artifacts.record_response(path, r2.status, r2.getheaders(), r2.read())
+            self.assertEqual(r2.status, 200)
+        finally:
+            conn.close()
+
     def wait_no_connections(self):
         for task in ("demo", "demo2"):
             wait_until(lambda: not self.sg.metric("sandgate_connections_active", task=task),
@@ -181,18 +197,7 @@ class InterceptTest(unittest.TestCase):
     def test_upstream_closed_kept_connection(self):
         # The upstream closes a connection that looked keep-alive: the next request of the
         # client connection goes out again on a new upstream connection, no 502.
-        conn = self.api_connection()
-        try:
-            conn.request("GET", "/drop")
-            r1 = conn.getresponse()
-            self.assertEqual((r1.status, r1.read()), (200, b"dropped"))
-            time.sleep(0.3)  # the upstream's FIN reaches sandgate
-            conn.request("GET", "/echo/after-drop")
-            r2 = conn.getresponse()
-            artifacts.record_response("after-drop", r2.status, r2.getheaders(), r2.read())
-            self.assertEqual(r2.status, 200)
-        finally:
-            conn.close()
+        self.request_after_drop("/drop", "/echo/after-drop")
         drops = [r for r in self.https.requests if r["path"] == "/drop"]
         self.assertNotEqual(self.upstream_port("/echo/after-drop"), drops[-1]["client_port"])
         # A pooled connection the upstream has closed since is never handed out either.
@@ -493,18 +498,7 @@ class InterceptTest(unittest.TestCase):
         # A new upstream TLS connection (the upstream closed the last one after /drop) sends
         # the CONNECT host as SNI.
         before = len(self.https.sni)
-        conn = self.api_connection()
-        try:
-            conn.request("GET", "/drop?sni=1")
-            r1 = conn.getresponse()
-            self.assertEqual((r1.status, r1.read()), (200, b"dropped"))
-            time.sleep(0.3)  # the upstream's FIN reaches sandgate
-            conn.request("GET", "/echo/sni-upstream")
-            r2 = conn.getresponse()
-            artifacts.record_response("sni-upstream", r2.status, r2.getheaders(), r2.read())
-            self.assertEqual(r2.status, 200)
-        finally:
-            conn.close()
+        self.request_after_drop("/drop?sni=1", "/echo/sni-upstream")
         self.assertNotEqual(self.upstream_port("/echo/sni-upstream"),
                             self.upstream_port("/drop?sni=1"))
         new = self.https.sni[before:]
