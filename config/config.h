@@ -84,6 +84,7 @@ struct Credential {
   std::optional<std::string> placeholder;  // env variable name given to the sandbox
   bool optional = false;                   // a missing source is not a start-up error
   bool allowPlaintext = false;             // may be injected into plain http:// requests
+  bool scrub = true;                       // its secrets are replaced in responses
   std::optional<std::string> upstreamCa;   // extra CA bundle for this credential's hosts
 };
 

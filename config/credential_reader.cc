@@ -132,10 +132,10 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
     Credential& c = cfg.credentials[name];
     c.name = name;
     c.mark = body.keyMark;
-    auto m = r.map(
-        body,
-        {"source", "hosts", "inject", "placeholder", "optional", "allow_plaintext", "upstream_ca"},
-        "a credential (a map with source, hosts, inject)");
+    auto m = r.map(body,
+                   {"source", "hosts", "inject", "placeholder", "optional", "allow_plaintext",
+                    "upstream_ca", "scrub"},
+                   "a credential (a map with source, hosts, inject)");
     if (!m) continue;
     if (const Field* s = m->get("source")) {
       readSource(r, *s, c.source);
@@ -174,6 +174,9 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
     }
     if (const Field* a = m->get("allow_plaintext")) {
       if (auto b = r.boolean(*a)) c.allowPlaintext = *b;
+    }
+    if (const Field* sc = m->get("scrub")) {
+      if (auto b = r.boolean(*sc)) c.scrub = *b;
     }
     if (const Field* u = m->get("upstream_ca")) {
       if (auto s = r.string(*u, "a CA bundle path")) c.upstreamCa = s->value;

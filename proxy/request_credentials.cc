@@ -97,9 +97,15 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   replaceFields(req, hs);
   req.target(target);
   broker::wipe(target);
-  // Scrubbing needs identity bodies: no compressed response may hide a secret.
-  req.erase(http::field::accept_encoding);
-  for (auto& rule : inj.scrub) broker::addScrubRule(scrubRules_, std::move(rule));
+  // Scrubbing needs identity bodies: no compressed response may hide a secret. (Without the
+  // field any coding would be acceptable: RFC 9110, section 12.5.3.)
+  req.set(http::field::accept_encoding, "identity");
+  for (auto& rule : inj.scrub) {
+    // A credential with `scrub: false` leaves responses as the upstream sent them.
+    auto it = snap.config.credentials.find(rule.credential);
+    if (it != snap.config.credentials.end() && !it->second.scrub) continue;
+    broker::addScrubRule(scrubRules_, std::move(rule));
+  }
   return std::nullopt;
 }
 
@@ -107,6 +113,15 @@ void RequestCredentials::scrubHeaders(http::fields& res,
                                       std::optional<broker::Scrubber>& scrubber) const {
   if (scrubRules_.empty()) return;
   scrubber.emplace(scrubRules_);
+  if (auto coding = res[http::field::content_encoding];
+      !coding.empty() && !boost::beast::iequals(coding, "identity")) {
+    // Asked for identity and answered otherwise: the body's bytes are not the content, so a
+    // secret echoed in it cannot be found. Relayed as it is; the operator is told.
+    spdlog::warn(
+        "task {}: a response was sent with Content-Encoding '{}' although identity was asked "
+        "for; its body could not be scrubbed of the secrets injected on that connection",
+        c_.task->name, std::string_view(coding).substr(0, 64));
+  }
   const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
     return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());
   });

@@ -31,13 +31,14 @@ class RequestCredentials {
   // a credential with allow_plaintext may be sent (else credential_requires_tls). Sets the
   // audit record's credential and injected, counts the injection, and returns the refusal to
   // send instead (the head is then left as it was). When a secret went into the head, Accept-
-  // Encoding is removed (scrubbing needs identity bodies) and the head must be cleansed
+  // Encoding becomes identity (scrubbing needs identity bodies) and the head must be cleansed
   // (cleanseRequestHead) once it has been sent.
   std::optional<Refusal> apply(boost::beast::http::request_header<>& req, std::string_view host,
                                bool tls, const policy::Decision& decision, RequestLog& log);
 
   // Makes a scrubber for a response when secrets went upstream on this connection, and
-  // scrubs the response's header fields with it at once.
+  // scrubs the response's header fields with it at once. A body with a Content-Encoding other
+  // than identity cannot be scrubbed: it is relayed as it is, with a warning in the log.
   void scrubHeaders(boost::beast::http::fields& res,
                     std::optional<broker::Scrubber>& scrubber) const;
   // Counts the scrubber's replacements in the task's metrics.

@@ -21,6 +21,8 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
                   an empty response with status C (default 302) and Location: U
   /surplus        a 200 with Content-Length, followed at once by bytes that belong to no
                   response (a connection that must not be reused)
+  /gzip-echo      the request's headers as JSON, gzip-compressed with Content-Encoding: gzip
+                  whatever the request's Accept-Encoding said
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -32,6 +34,7 @@ over TLS, the server name each client sent (SNI) is appended to `sni` (None: non
 TcpEcho echoes bytes until EOF, then sends b"EOF-SEEN" and half-closes.
 """
 
+import gzip
 import http.server
 import json
 import socket
@@ -148,6 +151,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         elif p == "/redirect":
             self._send(int(q.get("code", "302")), b"", extra=[("Location", q.get("to", "/"))])
+        elif p == "/gzip-echo":
+            out = gzip.compress(json.dumps({"headers": list(self.headers.items())}).encode())
+            self._send(200, out, "application/json", [("Content-Encoding", "gzip")])
         elif p == "/surplus":
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsurplusEXTRA-BYTES")
             self.wfile.flush()

@@ -23,6 +23,7 @@ TEST(CredentialReader, FileSourceHeaderInjectionAndOptions) {
                         "    placeholder: EXAMPLE_KEY\n"
                         "    optional: true\n"
                         "    allow_plaintext: true\n"
+                        "    scrub: false\n"
                         "    upstream_ca: /etc/ca.pem\n"));
   const Credential& c = cfg.credentials.at("c");
   EXPECT_EQ(c.name, "c");
@@ -38,6 +39,7 @@ TEST(CredentialReader, FileSourceHeaderInjectionAndOptions) {
   EXPECT_EQ(c.placeholder, "EXAMPLE_KEY");
   EXPECT_TRUE(c.optional);
   EXPECT_TRUE(c.allowPlaintext);
+  EXPECT_FALSE(c.scrub);
   EXPECT_EQ(c.upstreamCa, "/etc/ca.pem");
 }
 
@@ -53,6 +55,7 @@ TEST(CredentialReader, Defaults) {
   EXPECT_FALSE(c.placeholder.has_value());
   EXPECT_FALSE(c.optional);
   EXPECT_FALSE(c.allowPlaintext);
+  EXPECT_TRUE(c.scrub);  // on by default
   EXPECT_FALSE(c.upstreamCa.has_value());
 }
 
