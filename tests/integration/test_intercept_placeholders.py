@@ -5,10 +5,13 @@ come from the admin socket's task_env: what `sandgate run` puts in a sandbox's e
   secret on requests to its credential's hosts; an upstream echoing the secret is answered to
   the client with the placeholder, also when the echo arrives split across two chunks.
 - `git clone` with the placeholder as its password reaches the git server with the real secret.
+- `inject: {query: key}` replaces the client's own `key` parameter with the secret, percent-
+  encoded, and the echo of the query comes back with the placeholder.
 - The placeholder sent to a host its credential does not name is refused
   (`403 credential_host_mismatch`), counted, audited and logged; nothing reaches the upstream.
 
-api.test and other.test map to the HTTPS echo upstream, git.test to a git smart-HTTP server
+api.test and other.test map to the HTTPS echo upstream, maps.test to a second one with a
+certificate of its own, git.test to a git smart-HTTP server
 that requires the real secret (runtime test CA, given to sandgate as tls.upstream_ca).
 """
 
@@ -31,6 +34,7 @@ TOKEN = "tok-placeholders"
 TOKEN2 = "tok-placeholders-2"
 API_SECRET = "sk-placeholdersecret-0123456789abcdefXYZ"
 GIT_SECRET = "ghp_placeholdergitsecret0123456789abcdef"
+MAPS_SECRET = "AIzaMapsSecret+/=&?%-0123456789abcdef"  # reserved characters in a query
 
 
 def basic(user, password):
@@ -42,6 +46,7 @@ class InterceptPlaceholdersTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.https = HttpUpstream(cls.pki)
+        cls.maps = HttpUpstream(cert=cls.pki.other_leaf("maps.test"))
         cls.git = (git_server.GitHttpsServer(cls.pki, auth=("git", GIT_SECRET))
                    if git_server.available() else None)
         cls.sg = Sandgate({}, [])
@@ -51,6 +56,9 @@ class InterceptPlaceholdersTest(unittest.TestCase):
             "api": {"source": {"file": cls.sg.secret_file("ph-api", API_SECRET)},
                     "hosts": ["api.test"], "placeholder": "API_KEY",
                     "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
+            "maps": {"source": {"file": cls.sg.secret_file("ph-maps", MAPS_SECRET)},
+                     "hosts": ["maps.test"], "placeholder": "MAPS_KEY",
+                     "inject": {"query": "key"}},
             "git": {"source": {"file": cls.sg.secret_file("ph-git", GIT_SECRET)},
                     "hosts": ["git.test"], "placeholder": "GIT_TOKEN",
                     "inject": {"basic": {"username": "git"}}},
@@ -58,10 +66,12 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         policies = {"agent": {"allow": [
             dict(rule, host="api.test", credential="api"),
             dict(rule, host="git.test", credential="git"),
+            dict(rule, host="maps.test", credential="maps"),
             dict(rule, host="other.test", inspect=True),  # intercepted, no credential of its own
         ]}}
         resolve = {"api.test": "127.0.0.1:%d" % cls.https.port,
-                   "other.test": "127.0.0.1:%d" % cls.https.port}
+                   "other.test": "127.0.0.1:%d" % cls.https.port,
+                   "maps.test": "127.0.0.1:%d" % cls.maps.port}
         if cls.git:
             resolve["git.test"] = "127.0.0.1:%d" % cls.git.port
         cfg = cls.sg.make_config(
@@ -76,12 +86,13 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         cls.sg.start()
         cls.proxy = cls.sg.proxy_url("demo", TOKEN)
         env = cls.sg.task_env("demo")["env"]
-        cls.api_ph, cls.git_ph = env["API_KEY"], env["GIT_TOKEN"]
+        cls.api_ph, cls.git_ph, cls.maps_ph = env["API_KEY"], env["GIT_TOKEN"], env["MAPS_KEY"]
 
     @classmethod
     def tearDownClass(cls):
         cls.sg.cleanup()
         cls.https.close()
+        cls.maps.close()
         if cls.git:
             cls.git.close()
 
@@ -131,6 +142,25 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         self.assertNotIn(basic("user", API_SECRET).encode(), r.body)
         # The audit line names the credential and keeps the query (and with it the key) out.
         rec = self.sg.wait_audit(path="/echo/ph-forms", credential="api", injected=True)
+        self.assertNotIn("key=", json.dumps(rec))
+
+    def test_query_injection_replaces_the_clients_parameter(self):
+        # The client sends its own `key`; the upstream gets the secret there instead (once,
+        # percent-encoded: it holds + / = & ? %), the other parameters as they were.
+        r = self.get("https://maps.test/echo/maps?key=client-own&x=1")
+        self.assertEqual(r.status, 200, r)
+        seen = [q for q in self.maps.requests if q["path"].startswith("/echo/maps?")]
+        self.assertEqual(len(seen), 1)
+        query = urllib.parse.urlsplit(seen[0]["path"]).query
+        self.assertEqual(urllib.parse.parse_qs(query), {"key": [MAPS_SECRET], "x": ["1"]})
+        self.assertNotIn("client-own", seen[0]["path"])
+        self.assertIn("key=" + urllib.parse.quote(MAPS_SECRET, safe=""), query)
+        # The echoed path shows the placeholder, not the secret in either form.
+        echo = json.loads(r.body)
+        self.assertIn("key=" + self.maps_ph, echo["path"])
+        self.assertNotIn(MAPS_SECRET.encode(), r.body)
+        self.assertNotIn(urllib.parse.quote(MAPS_SECRET, safe="").encode(), r.body)
+        rec = self.sg.wait_audit(path="/echo/maps", credential="maps", injected=True)
         self.assertNotIn("key=", json.dumps(rec))
 
     def test_echo_split_across_chunks_comes_back_as_the_placeholder(self):
