@@ -21,7 +21,7 @@ import unittest
 import artifacts
 from clients import curl
 from pki import test_pki
-from sandgate_fixture import (Sandgate, read_all, read_response_head, read_to_eof,
+from sandgate_fixture import (Sandgate, dechunk, read_all, read_response_head, read_to_eof,
                               wait_until)
 from upstreams import HttpUpstream
 
@@ -525,23 +525,6 @@ class InterceptTest(unittest.TestCase):
         self.assertGreaterEqual(hits, hits_before + 1)
         self.assertGreaterEqual(misses, 1)
 
-    @staticmethod
-    def dechunk(raw):
-        """(body so far, complete) of a chunked body of which `raw` may be only a prefix."""
-        body, pos = b"", 0
-        while True:
-            eol = raw.find(b"\r\n", pos)
-            if eol < 0:
-                return body, False
-            size = int(raw[pos:eol].split(b";")[0], 16)
-            if size == 0:
-                return body, raw.find(b"\r\n\r\n", eol) >= 0
-            start = eol + 2
-            if len(raw) < start + size + 2:
-                return body + raw[start:start + size], False
-            body += raw[start:start + size]
-            pos = start + size + 2
-
     def test_long_download_streams(self):
         # The first chunk reaches the client while the upstream still holds the rest back: the
         # response is streamed, not buffered whole.
@@ -555,7 +538,7 @@ class InterceptTest(unittest.TestCase):
             t.settimeout(0.5)
             deadline = time.monotonic() + 5  # the upstream itself waits 10 s for release
             for _ in range(100):
-                if self.dechunk(raw)[0] == b"first\n" or time.monotonic() > deadline:
+                if dechunk(raw)[0] == b"first\n" or time.monotonic() > deadline:
                     break
                 try:
                     chunk = t.recv(65536)
@@ -565,14 +548,14 @@ class InterceptTest(unittest.TestCase):
                     break
                 raw += chunk
             self.assertFalse(self.https.release.is_set())
-            self.assertEqual(self.dechunk(raw), (b"first\n", False), raw)
+            self.assertEqual(dechunk(raw), (b"first\n", False), raw)
             self.https.release.set()
             raw += read_all(t, timeout=10)
         finally:
             t.close()
             self.https.release.clear()
         artifacts.record_response("stream", status, list(headers.items()), raw)
-        self.assertEqual(self.dechunk(raw), (b"first\nlast\n", True), raw)
+        self.assertEqual(dechunk(raw), (b"first\nlast\n", True), raw)
         self.assertEqual(self.sent_authorization("/stream"), ["Bearer " + SECRET])
 
     def test_surplus_upstream_bytes_not_relayed(self):
@@ -588,7 +571,7 @@ class InterceptTest(unittest.TestCase):
             chunked = headers1.get("transfer-encoding", "").lower() == "chunked"
             n = int(headers1.get("content-length", "-1"))
             for _ in range(100):
-                if (self.dechunk(raw1)[1] if chunked else 0 <= n <= len(raw1)):
+                if (dechunk(raw1)[1] if chunked else 0 <= n <= len(raw1)):
                     break
                 chunk = t.recv(65536)
                 if not chunk:
@@ -607,7 +590,7 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(status1, 200)
         self.assertNotIn(b"EXTRA-BYTES", raw1)
         if chunked:
-            self.assertEqual(self.dechunk(raw1), (b"surplus", True), raw1)
+            self.assertEqual(dechunk(raw1), (b"surplus", True), raw1)
             self.assertTrue(raw1.endswith(b"0\r\n\r\n"), raw1)  # nothing after the response
         else:
             self.assertEqual((n, raw1), (7, b"surplus"), headers1)

@@ -332,6 +332,23 @@ def read_response_head(sock, limit=65536):
     return status, headers, rest
 
 
+def dechunk(raw):
+    """(body so far, complete) of a chunked body of which `raw` may be only a prefix."""
+    body, pos = b"", 0
+    while True:
+        eol = raw.find(b"\r\n", pos)
+        if eol < 0:
+            return body, False
+        size = int(raw[pos:eol].split(b";")[0], 16)
+        if size == 0:
+            return body, raw.find(b"\r\n\r\n", eol) >= 0
+        start = eol + 2
+        if len(raw) < start + size + 2:
+            return body + raw[start:start + size], False
+        body += raw[start:start + size]
+        pos = start + size + 2
+
+
 def read_all(sock, timeout=10):
     """Everything until EOF (or the timeout)."""
     sock.settimeout(timeout)
