@@ -11,7 +11,6 @@ are registered for the suite-wide leak check (tests/leak/).
 """
 
 import http.client
-import json
 import os
 import socket
 import ssl
