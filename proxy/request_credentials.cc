@@ -110,17 +110,24 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
 }
 
 void RequestCredentials::scrubHeaders(http::fields& res,
-                                      std::optional<broker::Scrubber>& scrubber) const {
+                                      std::optional<broker::Scrubber>& scrubber) {
   if (scrubRules_.empty()) return;
   scrubber.emplace(scrubRules_);
   if (auto coding = res[http::field::content_encoding];
-      !coding.empty() && !boost::beast::iequals(coding, "identity")) {
+      !coding.empty() && !boost::beast::iequals(coding, "identity") && !warnedEncoding_) {
     // Asked for identity and answered otherwise: the body's bytes are not the content, so a
-    // secret echoed in it cannot be found. Relayed as it is; the operator is told.
+    // secret echoed in it cannot be found. Relayed as it is; the operator is told, once per
+    // connection. The value is the upstream's to choose (an echo could put a secret there):
+    // only a registered coding is named.
+    warnedEncoding_ = true;
+    std::string_view name = "an unregistered coding";
+    for (std::string_view known : {"gzip", "x-gzip", "deflate", "br", "compress", "zstd"}) {
+      if (boost::beast::iequals(coding, known)) name = known;
+    }
     spdlog::warn(
-        "task {}: a response was sent with Content-Encoding '{}' although identity was asked "
-        "for; its body could not be scrubbed of the secrets injected on that connection",
-        c_.task->name, std::string_view(coding).substr(0, 64));
+        "task {}: a response was sent with Content-Encoding {} although identity was asked for; "
+        "its body could not be scrubbed of the secrets injected on that connection",
+        c_.task->name, name);
   }
   const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
     return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());

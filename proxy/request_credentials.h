@@ -38,9 +38,9 @@ class RequestCredentials {
 
   // Makes a scrubber for a response when secrets went upstream on this connection, and
   // scrubs the response's header fields with it at once. A body with a Content-Encoding other
-  // than identity cannot be scrubbed: it is relayed as it is, with a warning in the log.
-  void scrubHeaders(boost::beast::http::fields& res,
-                    std::optional<broker::Scrubber>& scrubber) const;
+  // than identity cannot be scrubbed: it is relayed as it is, with a warning in the log (once
+  // per connection).
+  void scrubHeaders(boost::beast::http::fields& res, std::optional<broker::Scrubber>& scrubber);
   // Counts the scrubber's replacements in the task's metrics.
   void countScrubs(const std::optional<broker::Scrubber>& scrubber) const;
 
@@ -48,6 +48,7 @@ class RequestCredentials {
   ClientConnection& c_;
   std::optional<broker::Injector> injector_;  // made on the first request that needs it
   std::vector<broker::ScrubRule> scrubRules_;
+  bool warnedEncoding_ = false;  // a compressed response was reported
 };
 
 // Cleanses a request head (cleanseRequestHead) when it goes out of scope.

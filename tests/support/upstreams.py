@@ -22,7 +22,8 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /surplus        a 200 with Content-Length, followed at once by bytes that belong to no
                   response (a connection that must not be reused)
   /gzip-echo      the request's headers as JSON, gzip-compressed with Content-Encoding: gzip
-                  whatever the request's Accept-Encoding said
+                  whatever the request's Accept-Encoding said; ?coding=echo names the
+                  request's X-Api-Key as its Content-Encoding instead
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -153,7 +154,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(int(q.get("code", "302")), b"", extra=[("Location", q.get("to", "/"))])
         elif p == "/gzip-echo":
             out = gzip.compress(json.dumps({"headers": list(self.headers.items())}).encode())
-            self._send(200, out, "application/json", [("Content-Encoding", "gzip")])
+            coding = self.headers.get("X-Api-Key", "") if q.get("coding") == "echo" else "gzip"
+            self._send(200, out, "application/json", [("Content-Encoding", coding)])
         elif p == "/surplus":
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsurplusEXTRA-BYTES")
             self.wfile.flush()
