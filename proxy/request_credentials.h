@@ -31,8 +31,9 @@ class RequestCredentials {
   // a credential with allow_plaintext may be sent (else credential_requires_tls). Sets the
   // audit record's credential and injected, counts the injection, and returns the refusal to
   // send instead (the head is then left as it was). When a secret went into the head, Accept-
-  // Encoding becomes identity (scrubbing needs identity bodies) and the head must be cleansed
-  // (cleanseRequestHead) once it has been sent.
+  // Encoding becomes identity (scrubbing needs identity bodies), the secret's forms are kept to
+  // be scrubbed from responses (unless its credential says `scrub: false`), and the head must
+  // be cleansed (cleanseRequestHead) once it has been sent.
   std::optional<Refusal> apply(boost::beast::http::request_header<>& req, std::string_view host,
                                bool tls, const policy::Decision& decision, RequestLog& log);
 
@@ -46,7 +47,7 @@ class RequestCredentials {
 
  private:
   ClientConnection& c_;
-  std::optional<broker::Injector> injector_;  // made on the first request that needs it
+  std::optional<broker::Injector> injector_;  // made on the connection's first request
   std::vector<broker::ScrubRule> scrubRules_;
   bool warnedEncoding_ = false;  // a compressed response was reported
 };
