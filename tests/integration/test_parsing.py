@@ -46,7 +46,8 @@ class ParsingTest(unittest.TestCase):
         got_status, got_reason, closed = self.send(raw)
         self.assertEqual((got_status, got_reason), (status, reason), raw[:200])
         self.assertTrue(closed, "connection left open after %s" % reason)
-        self.assertEqual(len(self.upstream_paths()), before, "a refused request reached the upstream")
+        self.assertEqual(len(self.upstream_paths()), before,
+                         "a refused request reached the upstream")
 
     def req(self, line, fields=b"Host: api.test\r\n", body=b""):
         return line + b"\r\n" + fields + self.auth + b"\r\n" + body

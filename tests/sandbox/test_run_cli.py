@@ -177,8 +177,8 @@ class RunCliTest(unittest.TestCase):
 
     def test_usage_errors_exit_2(self):
         self.assertEqual(self.sandgate("--task", "nope", "--", "true").returncode, 2)
-        self.assertEqual(self.sandgate("--task", "t1", "--memory", "lots", "--", "true").returncode, 2)
-        self.assertEqual(self.sandgate("--task", "t1", "--env", "NOEQUALS", "--", "true").returncode, 2)
+        for bad in (["--memory", "lots"], ["--env", "NOEQUALS"]):
+            self.assertEqual(self.sandgate("--task", "t1", *bad, "--", "true").returncode, 2, bad)
         r = self.sandgate("--proxy", "unix:/run/sandgate.sock", "--task", "t1", "--", "true")
         self.assertEqual(r.returncode, 2)  # the task is serve's: --config makes no sense
         self.assertIn("--config and --proxy exclude each other", r.stderr)

@@ -1,7 +1,7 @@
 """A smart-HTTP git server for tests: `git http-backend` as CGI behind a Python HTTPS server
-on 127.0.0.1, serving a bare repository it creates in a temp dir. With `auth=(user, password)` every request
-must carry that Basic credential (else 401 with WWW-Authenticate); the Authorization values
-received are kept in `authorizations`."""
+on 127.0.0.1, serving a bare repository it creates in a temp dir. With `auth=(user, password)`
+every request must carry that Basic credential (else 401 with WWW-Authenticate); the
+Authorization values received are kept in `authorizations`."""
 
 import base64
 import http.server
