@@ -323,19 +323,16 @@ asio::awaitable<bool> InterceptSession::one() {
   std::string_view raw(static_cast<const char*>(in_.data().data()), headLen);
   // Refused like a Host naming another host, before the shared validator judges an
   // absolute-form target's scheme and authority as it would a proxy request's.
-  const auto originFormRefusal = [&] {
-    return Refusal{421,
-                   kHostMismatch421,
-                   task.name,
-                   rec.host,
-                   "",
-                   fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
-                               target_.name),
-                   "send the path alone; requests for another host go through their own CONNECT"};
-  };
   if (notOriginForm(raw)) {
     rec.method = std::string(raw.substr(0, raw.find(' ')));
-    Refusal r = originFormRefusal();
+    Refusal r{421,
+              kHostMismatch421,
+              task.name,
+              rec.host,
+              "",
+              fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
+                          target_.name),
+              "send the path alone; requests for another host go through their own CONNECT"};
     co_await refuseInside(log, r, "deny");
     co_return false;
   }
@@ -359,12 +356,7 @@ asio::awaitable<bool> InterceptSession::one() {
   }
   in_.consume(headLen);
   auto& req = parser.get();
-  std::string target(req.target());
-  if (target.empty() || target.front() != '/') {  // notOriginForm() let none through
-    Refusal r = originFormRefusal();
-    co_await refuseInside(log, r, "deny");
-    co_return false;
-  }
+  std::string target(req.target());  // "/…": notOriginForm() and the validator saw to that
   std::string path = target.substr(0, target.find('?'));
   // Never the query: it may carry a key.
   rec.path = path;
