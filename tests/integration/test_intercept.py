@@ -12,7 +12,6 @@ are registered for the suite-wide leak check (tests/leak/).
 
 import http.client
 import os
-import socket
 import ssl
 import time
 import unittest
@@ -21,7 +20,7 @@ import artifacts
 from clients import curl
 from pki import test_pki
 from sandgate_fixture import (Sandgate, dechunk, read_all, read_response_head, read_to_eof,
-                              wait_until)
+                              read_until, wait_until)
 from upstreams import HttpUpstream
 
 TOKEN = "t0ken"
@@ -534,18 +533,8 @@ class InterceptTest(unittest.TestCase):
             status, headers, raw = read_response_head(t)
             self.assertEqual(status, 200)
             self.assertEqual(headers.get("transfer-encoding", "").lower(), "chunked", headers)
-            t.settimeout(0.5)
-            deadline = time.monotonic() + 5  # the upstream itself waits 10 s for release
-            for _ in range(100):
-                if dechunk(raw)[0] == b"first\n" or time.monotonic() > deadline:
-                    break
-                try:
-                    chunk = t.recv(65536)
-                except socket.timeout:
-                    continue
-                if not chunk:
-                    break
-                raw += chunk
+            # Bounded well below the 10 s the upstream itself waits for release.
+            raw = read_until(t, raw, lambda r: dechunk(r)[0] == b"first\n", timeout=5)
             self.assertFalse(self.https.release.is_set())
             self.assertEqual(dechunk(raw), (b"first\n", False), raw)
             self.https.release.set()
@@ -569,13 +558,8 @@ class InterceptTest(unittest.TestCase):
             # Content-Length 7 from the upstream; sandgate may re-chunk it (scrubbing).
             chunked = headers1.get("transfer-encoding", "").lower() == "chunked"
             n = int(headers1.get("content-length", "-1"))
-            for _ in range(100):
-                if (dechunk(raw1)[1] if chunked else 0 <= n <= len(raw1)):
-                    break
-                chunk = t.recv(65536)
-                if not chunk:
-                    break
-                raw1 += chunk
+            raw1 = read_until(t, raw1,
+                              lambda r: dechunk(r)[1] if chunked else 0 <= n <= len(r))
             time.sleep(0.3)  # anything stray would have arrived by now
             raw1 += read_all(t, timeout=0.5)  # returns on the timeout: the connection stays
             t.settimeout(10)

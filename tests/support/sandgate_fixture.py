@@ -365,6 +365,22 @@ def read_all(sock, timeout=10):
         return out
 
 
+def read_until(sock, data, done, timeout=10):
+    """Reads from `sock` onto `data` until done(data), the peer's end or `timeout` seconds;
+    returns the bytes."""
+    deadline = time.monotonic() + timeout
+    while not done(data) and time.monotonic() < deadline:
+        sock.settimeout(max(0.01, deadline - time.monotonic()))
+        try:
+            chunk = sock.recv(65536)
+        except socket.timeout:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def read_to_eof(sock, timeout=10):
     """(bytes, closed): everything until the peer closes (EOF or reset) or `timeout`."""
     sock.settimeout(timeout)
