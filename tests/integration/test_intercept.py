@@ -410,6 +410,8 @@ class InterceptTest(unittest.TestCase):
         self.assertNotIn(b"HTTP/", data)
         self.assertEqual(self.requests_to("/echo/plaintext"), [])
         self.sg.wait_audit(host="api.test", reason="not_tls")
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
+                                               reason="not_tls"), 1)
 
     def test_hop_by_hop_fields_stripped_in_tunnel(self):
         # Hop-by-hop fields, the names Connection lists and Proxy-* fields from the client stay
@@ -465,7 +467,15 @@ class InterceptTest(unittest.TestCase):
 
     def test_absolute_form_refused_in_tunnel(self):
         # Inside the tunnel only origin-form is accepted: an absolute URI (another host, or even
-        # the tunnel's own) is a 421 host_mismatch and nothing reaches the upstream.
+        # the tunnel's own) is a 421 host_mismatch, audited and counted under that reason, and
+        # nothing reaches the upstream.
+        def refused():
+            audited = [a for a in self.sg.audit()
+                       if a.get("reason") == "host_mismatch" and a.get("status") == 421]
+            counted = self.sg.metric("sandgate_requests_total", task="demo",
+                                     reason="host_mismatch")
+            return len(audited), counted or 0
+        before = refused()
         for target, path in ((b"https://other.test/echo/abs", "/echo/abs"),
                              (b"https://api.test/echo/abs2", "/echo/abs2")):
             t = self.tunnel("api.test")
@@ -480,6 +490,8 @@ class InterceptTest(unittest.TestCase):
                              ["host_mismatch"], target)
             self.assertEqual([r for r in self.https.requests if r["path"].endswith(path)], [],
                              target)
+        wait_until(lambda: refused() == (before[0] + 2, before[1] + 2),
+                   what="two host_mismatch audit lines and requests counted")
 
     def test_redirect_passed_not_followed(self):
         # A 302 from the upstream goes to the client as it is; sandgate does not follow it.

@@ -160,13 +160,15 @@ class RunCredentialsTest(unittest.TestCase):
         # inside an intercepted tunnel, in the query and in a header of plain-HTTP requests.
         # Each is refused before anything reaches an upstream, and audited as the tripwire.
         before_https, before_plain = len(self.https.requests), len(self.plain.requests)
-        code = "curl -sS -o /dev/null -w '%{http_code}\\n' "
+        # Status and the refusal's reason header (empty when there is none), one line each.
+        code = "curl -sS -o /dev/null -w '%{http_code} %header{x-sandgate-reason}\\n' "
         r = self.sandgate("keyed", "; ".join([
             code + 'https://other.test/echo/tripwire -H "Authorization: Bearer $API_KEY"',
             code + '"http://plain.test/echo/tripwire-query?key=$API_KEY"',
             code + 'http://plain.test/echo/tripwire-header -H "X-Note: $API_KEY"']))
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertEqual(r.stdout.split(), ["403"] * 3, r.stderr)
+        self.assertEqual(r.stdout.split("\n")[:3], ["403 credential_host_mismatch"] * 3,
+                         r.stderr)
         self.assertEqual(r.stderr.count("possible exfiltration attempt refused"), 3, r.stderr)
         self.assertEqual(self.https.requests[before_https:], [])
         self.assertEqual(self.plain.requests[before_plain:], [])
@@ -182,7 +184,7 @@ class RunCredentialsTest(unittest.TestCase):
                              ("deny", "credential_host_mismatch", "api", 403), a)
         # Still reachable without the placeholder: the refusals were the placeholder's.
         r = self.sandgate("keyed", code + "http://plain.test/echo/no-placeholder")
-        self.assertEqual(r.stdout.split(), ["200"], r.stderr)
+        self.assertEqual(r.stdout.split(), ["200"], r.stderr)  # and no reason header
 
     def test_concurrent_sandboxes_do_not_share_permissions(self):
         # Both run at once, each several requests: the keyed one is always allowed with its
