@@ -252,9 +252,13 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
             time.sleep(0.01)
         sent = self.https.sse_sent
         self.assertEqual(len(sent), 3)
+        # Measured here: under 1.5 ms per event, and up to 10 ms in the sanitizer build with
+        # both cores busy. 30 ms stays below the ~40 ms that Nagle costs when a small write
+        # follows another: a sandgate that wrote the head and then the first event without
+        # TCP_NODELAY fails this (checked).
         for i in (1, 2, 3):
             delay = arrived[i] - sent[i - 1]
-            self.assertLess(delay, 0.05, "event %d arrived %.1f ms after it was sent (%s)"
+            self.assertLess(delay, 0.03, "event %d arrived %.1f ms after it was sent (%s)"
                             % (i, delay * 1000, mode))
         # The second event echoed the injected credential: scrubbed, and still on time.
         self.assertNotIn(API_SECRET.encode(), reader.body)
