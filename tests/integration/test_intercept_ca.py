@@ -6,7 +6,10 @@ that is missing, not a key, or not the certificate's key stops `serve` before it
 Upstream leg: a credential's own `upstream_ca` is trusted for that credential only (another
 credential talking to the same upstream gets `502 upstream_tls_failed`), and an upstream that
 speaks nothing newer than TLS 1.1 is refused (skipped where this machine's OpenSSL cannot
-serve TLS 1.1 at all). Every refused request must never reach its upstream.
+serve TLS 1.1 at all). Without any `upstream_ca`, the system store decides: an upstream signed by
+a CA in it (the test CA, through SSL_CERT_FILE in sandgate's environment) is trusted, one
+signed by a CA outside it (this machine's own store) is not. Every refused request must never
+reach its upstream.
 
 All hosts are mapped to loopback upstreams with `resolve:`; secrets are registered for the
 suite-wide leak check (tests/leak/).
@@ -35,6 +38,7 @@ SECRET = "sk-cainitsecret-0123456789abcdef"
 INTERNAL_SECRET = "sk-internalsecret-a1b2c3d4e5f60718"
 OTHER_SECRET = "sk-othersecret-99887766554433221100"
 LEGACY_SECRET = "sk-legacytlssecret-5a5a5a5a5a5a5a5a"
+SYSTEM_STORE_SECRET = "sk-systemstoresecret-0f1e2d3c4b5a6978"
 RULE = {"cidrs": ["127.0.0.0/8"]}
 
 
@@ -276,6 +280,62 @@ class CredentialUpstreamCaTest(unittest.TestCase):
         self.assertNotIn(OTHER_SECRET.encode(), r.body)
         self.sg.wait_audit(host="internal2.test", reason="upstream_tls_failed",
                            credential="other")
+
+
+class SystemTrustStoreTest(unittest.TestCase):
+    """Without `tls.upstream_ca`, the upstream is verified against the system store alone:
+    OpenSSL's default paths, which SSL_CERT_FILE and SSL_CERT_DIR in sandgate's own environment
+    replace (as for other OpenSSL programs). One sandgate is pointed at a store that holds only
+    the runtime test CA; another keeps this machine's real store, which cannot hold that CA."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.upstream = HttpUpstream(test_pki())
+        cls.store_dir = tempfile.mkdtemp(prefix="sandgate-system-store-")
+        cls.sandgates = {}
+        for name, env in (("test-ca-store", {"SSL_CERT_FILE": test_pki().ca_cert,
+                                             "SSL_CERT_DIR": cls.store_dir}),
+                          ("machine-store", None)):
+            sg = Sandgate({}, [])
+            creds = {"api": bearer("api", sg.secret_file("api-" + name, SYSTEM_STORE_SECRET),
+                                   ["api.test"])}
+            sg.config = sg.make_config(
+                {"agent": {"allow": [dict(RULE, host="api.test", credential="api")]}},
+                [{"name": "demo", "policy": "agent", "token": TOKEN}],
+                resolve={"api.test": "127.0.0.1:%d" % cls.upstream.port},
+                extra={"credentials": creds,
+                       "ca_cert_out": os.path.join(sg.dir, "sandgate-ca.pem")})
+            sg.write_config(sg.config)
+            sg.start(env=env)
+            cls.sandgates[name] = sg
+
+    @classmethod
+    def tearDownClass(cls):
+        for sg in cls.sandgates.values():
+            sg.cleanup()
+        cls.upstream.close()
+        shutil.rmtree(cls.store_dir, ignore_errors=True)
+
+    def get(self, name, path):
+        sg = self.sandgates[name]
+        return curl("https://api.test" + path, "--cacert", os.path.join(sg.dir, "sandgate-ca.pem"),
+                    proxy=sg.proxy_url("demo", TOKEN))
+
+    def test_upstream_trusted_through_the_system_store(self):
+        r = self.get("test-ca-store", "/echo/system-store")
+        self.assertEqual(r.status, 200, r.stderr)
+        self.assertEqual(sent_authorization(self.upstream, "/echo/system-store"),
+                         ["Bearer " + SYSTEM_STORE_SECRET])
+        self.sandgates["test-ca-store"].wait_audit(path="/echo/system-store", injected=True)
+
+    def test_upstream_outside_the_system_store_is_refused(self):
+        r = self.get("machine-store", "/echo/machine-store")
+        self.assertEqual(r.status, 502, r.stderr)
+        self.assertIn(("x-sandgate-reason", "upstream_tls_failed"), r.headers)
+        self.assertIn(b"unable to get local issuer certificate", r.body)
+        self.assertEqual(sent_authorization(self.upstream, "/echo/machine-store"), [])
+        self.assertNotIn(SYSTEM_STORE_SECRET.encode(), r.body)
+        self.sandgates["machine-store"].wait_audit(host="api.test", reason="upstream_tls_failed")
 
 
 def tls_context(server, tls11_only, cert=None, key=None, cafile=None):
