@@ -87,9 +87,7 @@ TEST(SecretWipe, DroppingASecretZeroesItsWholeMappingBeforeUnmapping) {
 TEST(SecretWipe, ARotatedFileSecretIsWipedOnceNoRequestHoldsIt) {
   TempDir dir;
   writeFile(dir.file("f"), "sk-before-rotation-0123456789\n");
-  std::map<std::string, config::Credential> creds;
-  creds["f"] = headerCredential("f", fileSource(dir.file("f")), {"a.example"});
-  auto opened = SecretStore::open(creds, "test.yaml");
+  auto opened = SecretStore::open(fileCredential("f", dir.file("f")), "test.yaml");
   ASSERT_TRUE(opened.ok()) << opened.errorText();
   std::shared_ptr<const SecretStore> store = std::move(*opened);
 

@@ -88,9 +88,7 @@ TEST(SecretStore, UnknownCredentialIsUnavailable) {
 TEST(SecretStore, FileRotationNeedsNoRestart) {
   TempDir dir;
   writeFile(dir.file("f"), "before-rotation\n");
-  std::map<std::string, config::Credential> creds;
-  creds["f"] = headerCredential("f", fileSource(dir.file("f")), {"a.example"});
-  auto store = SecretStore::open(creds, "test.yaml");
+  auto store = SecretStore::open(fileCredential("f", dir.file("f")), "test.yaml");
   ASSERT_TRUE(store.ok()) << store.errorText();
   EXPECT_EQ((*store)->get("f").secret->reveal(), "before-rotation");
   replaceFile(dir.file("f"), "after-rotation\n");
@@ -243,9 +241,7 @@ TEST(SecretStore, DestructionDoesNotWaitForASlowRefresh) {
 TEST(SecretStore, ConcurrentGets) {
   TempDir dir;
   writeFile(dir.file("f"), "v0\n");
-  std::map<std::string, config::Credential> creds;
-  creds["f"] = headerCredential("f", fileSource(dir.file("f")), {"a.example"});
-  auto store = SecretStore::open(creds, "test.yaml");
+  auto store = SecretStore::open(fileCredential("f", dir.file("f")), "test.yaml");
   ASSERT_TRUE(store.ok());
   std::atomic<bool> bad{false};
   {

@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <map>
 #include <string>
 #include <thread>
 
@@ -112,6 +113,15 @@ inline config::CredentialSource execSource(std::vector<std::string> argv, double
   s.exec = std::move(argv);
   s.ttl = config::Seconds(ttlSeconds);
   return s;
+}
+
+// One header credential, `name`, read from the file at `path` (host a.example): the
+// configuration of the tests that load, rotate and drop a file secret.
+inline std::map<std::string, config::Credential> fileCredential(const std::string& name,
+                                                                const std::string& path) {
+  std::map<std::string, config::Credential> creds;
+  creds[name] = headerCredential(name, fileSource(path), {"a.example"});
+  return creds;
 }
 
 }  // namespace sandgate::broker::testing
