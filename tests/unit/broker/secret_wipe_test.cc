@@ -20,23 +20,27 @@
 namespace {
 
 struct Unmapped {
-  size_t length = 0;
+  size_t length = 0;    // 0: not unmapped since watch()
   bool zeroed = false;  // every byte of the mapping was 0 when munmap() was called
 };
 
 std::mutex gMu;
-std::map<const void*, Unmapped> gUnmapped;  // by start address; a later unmap replaces it
+// Mappings the test watches, by start address. Only those are read: another caller's mapping
+// might not be readable at all (a guard page).
+std::map<const void*, Unmapped> gWatched;
 
 }  // namespace
 
 extern "C" int __real_munmap(void* addr, size_t length);
 
 extern "C" int __wrap_munmap(void* addr, size_t length) {
-  const auto* bytes = static_cast<const unsigned char*>(addr);
-  const bool zeroed = std::all_of(bytes, bytes + length, [](unsigned char b) { return b == 0; });
   {
     std::lock_guard lock(gMu);
-    gUnmapped[addr] = Unmapped{length, zeroed};
+    if (auto it = gWatched.find(addr); it != gWatched.end()) {
+      const auto* bytes = static_cast<const unsigned char*>(addr);
+      it->second = Unmapped{
+          length, std::all_of(bytes, bytes + length, [](unsigned char b) { return b == 0; })};
+    }
   }
   return __real_munmap(addr, length);
 }
@@ -46,16 +50,17 @@ namespace {
 
 using namespace testing;
 
-// What the wrapper saw for the mapping that started at `addr`; length 0 when it was not unmapped.
-Unmapped unmappedAt(const void* addr) {
+// Has the wrapper check the mapping that starts at `addr` when it is unmapped.
+void watch(const void* addr) {
   std::lock_guard lock(gMu);
-  auto it = gUnmapped.find(addr);
-  return it == gUnmapped.end() ? Unmapped{} : it->second;
+  gWatched[addr] = Unmapped{};
 }
 
-void forget(const void* addr) {
+// What the wrapper saw for the watched mapping at `addr` (length 0: not unmapped yet).
+Unmapped unmappedAt(const void* addr) {
   std::lock_guard lock(gMu);
-  gUnmapped.erase(addr);
+  auto it = gWatched.find(addr);
+  return it == gWatched.end() ? Unmapped{} : it->second;
 }
 
 TEST(SecretWipe, TheWrapperSeesUnwipedMemory) {
@@ -63,7 +68,7 @@ TEST(SecretWipe, TheWrapperSeesUnwipedMemory) {
   void* p = mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   ASSERT_NE(p, MAP_FAILED);
   static_cast<char*>(p)[4095] = 'x';
-  forget(p);
+  watch(p);
   ASSERT_EQ(munmap(p, 4096), 0);
   Unmapped u = unmappedAt(p);
   EXPECT_EQ(u.length, 4096u);
@@ -76,7 +81,7 @@ TEST(SecretWipe, DroppingASecretZeroesItsWholeMappingBeforeUnmapping) {
     std::string value(size, 'k');
     auto secret = Secret::copyOf(value);
     const void* addr = secret->reveal().data();
-    forget(addr);
+    watch(addr);
     secret.reset();
     Unmapped u = unmappedAt(addr);
     ASSERT_GE(u.length, size) << "the secret's memory was not unmapped (size " << size << ")";
@@ -95,7 +100,7 @@ TEST(SecretWipe, ARotatedFileSecretIsWipedOnceNoRequestHoldsIt) {
   std::shared_ptr<const Secret> inFlight = store->get("f").secret;
   ASSERT_NE(inFlight, nullptr);
   const void* oldAddr = inFlight->reveal().data();
-  forget(oldAddr);
+  watch(oldAddr);
   replaceFile(dir.file("f"), "sk-after-rotation-9876543210\n");
   Fetch next = store->get("f");
   ASSERT_TRUE(next.ok()) << next.detail;
@@ -111,7 +116,7 @@ TEST(SecretWipe, ARotatedFileSecretIsWipedOnceNoRequestHoldsIt) {
 
   // Closing the store drops the current value the same way.
   const void* newAddr = next.secret->reveal().data();
-  forget(newAddr);
+  watch(newAddr);
   next = Fetch{};
   store.reset();
   u = unmappedAt(newAddr);
