@@ -73,12 +73,12 @@ Injector::Injector(std::shared_ptr<const SecretStore> store,
                    const std::map<std::string, config::Credential>& credentials,
                    std::shared_ptr<const PlaceholderSet> placeholders)
     : store_(std::move(store)),
-      credentials_(credentials.begin(), credentials.end()),
+      credentials_(&credentials),
       placeholders_(std::move(placeholders)) {}
 
 const config::Credential* Injector::find(std::string_view name) const {
-  auto it = credentials_.find(name);
-  return it == credentials_.end() ? nullptr : &it->second;
+  auto it = credentials_->find(std::string(name));
+  return it == credentials_->end() ? nullptr : &it->second;
 }
 
 bool Injector::hostAllowed(const config::Credential& c, std::string_view host) const {
@@ -162,7 +162,11 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
     // which leaves only over verified TLS (or plaintext where the credential allows it).
     const std::string_view secret = i.secret->reveal();
     const std::string replacement = replacementFor(c);
-    addScrubRule(result.scrub, {i.secret, replacement, c.name});
+    // A credential with `scrub: false` leaves responses as the upstream sent them.
+    auto scrubAlso = [&](ScrubRule rule) {
+      if (c.scrub) addScrubRule(result.scrub, std::move(rule));
+    };
+    scrubAlso({i.secret, replacement, c.name});
 
     if (i.placeholder) {
       const std::string& ph = i.placeholder->value;
@@ -176,7 +180,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
               wipe(*decoded);
               // The Basic form is what an echoing upstream would reflect: scrub it back to
               // what the client sent.
-              addScrubRule(result.scrub, {Secret::copyOf(encoded), original, c.name});
+              scrubAlso({Secret::copyOf(encoded), original, c.name});
               std::string newValue = "Basic " + encoded;
               wipe(encoded);
               wipe(value);
@@ -192,7 +196,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         std::string encoded = percentEncode(secret);
         if (replaceAll(query, ph, encoded)) {
           if (encoded != secret) {
-            addScrubRule(result.scrub, {Secret::copyOf(encoded), replacement, c.name});
+            scrubAlso({Secret::copyOf(encoded), replacement, c.name});
           }
           std::string newTarget = target.substr(0, q + 1) + query;
           wipe(target);
@@ -220,7 +224,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         wipe(pair);
         const Placeholder* p = placeholders_ ? placeholders_->forCredential(c.name) : nullptr;
         std::string shown = p ? base64Encode(inj.username + ":" + p->value) : replacement;
-        addScrubRule(result.scrub, {Secret::copyOf(token), std::move(shown), c.name});
+        scrubAlso({Secret::copyOf(token), std::move(shown), c.name});
         headers.emplace_back("Authorization", "Basic " + token);
         wipe(token);
         break;
@@ -245,7 +249,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         }
         std::string encoded = percentEncode(secret);
         if (encoded != secret) {
-          addScrubRule(result.scrub, {Secret::copyOf(encoded), replacement, c.name});
+          scrubAlso({Secret::copyOf(encoded), replacement, c.name});
         }
         if (!kept.empty()) kept += '&';
         kept += percentEncode(inj.query) + "=" + encoded;
@@ -262,6 +266,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
   }
   result.credential = credential.empty() && !involved.empty() ? involved.front().cred->name
                                                               : std::string(credential);
+  result.injected = !involved.empty();
   return result;
 }
 

@@ -29,7 +29,9 @@ struct InjectResult {
   std::string_view reason;  // empty on success; else a reason:: token and the request must not go
   std::string detail;       // one sentence for logs and the refusal body; never secret bytes
   std::string credential;   // the credential concerned (injected, or the cause of the refusal)
-  // What to scrub from the response (add them to the connection's rules with addScrubRule).
+  bool injected = false;    // a secret went into the request (a placeholder's, the credential)
+  // What to scrub from the response (add them to the connection's rules with addScrubRule):
+  // the forms of each secret that went in, except for credentials with `scrub: false`.
   std::vector<ScrubRule> scrub;
 
   bool ok() const { return reason.empty(); }
@@ -42,6 +44,8 @@ bool credentialHostMatches(std::string_view pattern, std::string_view host);
 // One task's view of the credentials of one snapshot. Immutable and thread-safe.
 class Injector {
  public:
+  // `credentials` is referred to, not copied: it must outlive the Injector (a snapshot's
+  // config, which the client connection using the Injector holds).
   Injector(std::shared_ptr<const SecretStore> store,
            const std::map<std::string, config::Credential>& credentials,
            std::shared_ptr<const PlaceholderSet> placeholders);
@@ -73,7 +77,7 @@ class Injector {
   std::string replacementFor(const config::Credential& c) const;
 
   std::shared_ptr<const SecretStore> store_;
-  std::map<std::string, config::Credential, std::less<>> credentials_;
+  const std::map<std::string, config::Credential>* credentials_;
   std::shared_ptr<const PlaceholderSet> placeholders_;
 };
 

@@ -85,10 +85,9 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
     const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
     return Refusal{status, inj.reason, task.name, rec.host, decision.rule, inj.detail, ""};
   }
-  const bool injected = !inj.scrub.empty() || !decision.credential.empty();
-  rec.injected = injected;
+  rec.injected = inj.injected;
   if (tm && !decision.credential.empty()) tm->credentialInjection(decision.credential, "ok");
-  if (!injected) {
+  if (!inj.injected) {
     // No placeholder was found and nothing was injected: the head is unchanged.
     wipeAll(hs);
     broker::wipe(target);
@@ -100,12 +99,7 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   // Scrubbing needs identity bodies: no compressed response may hide a secret. (Without the
   // field any coding would be acceptable: RFC 9110, section 12.5.3.)
   req.set(http::field::accept_encoding, "identity");
-  for (auto& rule : inj.scrub) {
-    // A credential with `scrub: false` leaves responses as the upstream sent them.
-    auto it = snap.config.credentials.find(rule.credential);
-    if (it != snap.config.credentials.end() && !it->second.scrub) continue;
-    broker::addScrubRule(scrubRules_, std::move(rule));
-  }
+  for (auto& rule : inj.scrub) broker::addScrubRule(scrubRules_, std::move(rule));
   return std::nullopt;
 }
 

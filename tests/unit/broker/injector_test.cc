@@ -94,6 +94,7 @@ TEST_F(InjectorTest, HeaderInjectionReplacesWhatTheClientSent) {
     InjectResult r = apply("api.openai.com", h, target, "openai");
     ASSERT_TRUE(r.ok()) << r.detail;
     EXPECT_EQ(r.credential, "openai");
+    EXPECT_TRUE(r.injected);
     EXPECT_EQ(countHeader(h, "authorization"), 1);
     EXPECT_EQ(headerValue(h, "authorization"), "Bearer " + std::string(kOpenAi));
     EXPECT_EQ(countHeader(h, "accept"), countHeader(c.sent, "accept"));
@@ -163,8 +164,47 @@ TEST_F(InjectorTest, PlaceholderReplacementOnTheCredentialsHost) {
   EXPECT_EQ(h[0].second, "Bearer " + std::string(kOpenAi));
   EXPECT_EQ(h[1].second, "k=" + std::string(kOpenAi));
   EXPECT_EQ(target, "/v1/models?api_key=" + std::string(kOpenAi) + "&x=" + std::string(kOpenAi));
+  EXPECT_TRUE(r.injected);
   ASSERT_GE(r.scrub.size(), 1u);
   EXPECT_EQ(r.scrub[0].replacement, oa);
+}
+
+TEST_F(InjectorTest, NothingInjectedWithoutCredentialOrPlaceholder) {
+  Headers h = {{"Authorization", "Bearer mine"}};
+  std::string target = "/v1/models";
+  InjectResult r = apply("api.openai.com", h, target, "");
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_FALSE(r.injected);
+  EXPECT_TRUE(r.scrub.empty());
+  EXPECT_EQ(h, (Headers{{"Authorization", "Bearer mine"}}));
+}
+
+TEST_F(InjectorTest, ScrubFalseInjectsButAsksForNoScrubbing) {
+  // The injector reads the credentials it was given, not a copy: the change takes effect.
+  creds_["openai"].scrub = false;
+  creds_["github"].scrub = false;
+  const std::string oa = ph("openai");
+  Headers h = {{"Authorization", "Bearer " + oa}};
+  std::string target = "/v1/models?k=" + oa;
+  InjectResult r = apply("api.openai.com", h, target, "openai");
+  ASSERT_TRUE(r.ok()) << r.detail;
+  EXPECT_TRUE(r.injected);
+  EXPECT_EQ(h, (Headers{{"Authorization", "Bearer " + std::string(kOpenAi)}}));
+  EXPECT_EQ(target, "/v1/models?k=" + std::string(kOpenAi));
+  EXPECT_TRUE(r.scrub.empty());
+  // Basic forms (injected, and a placeholder inside a client's token) are not kept either.
+  Headers g = {{"Authorization", "Basic " + base64Encode("octocat:" + ph("github"))}};
+  std::string path = "/org/repo.git/info/refs";
+  InjectResult b = apply("github.com", g, path, "");
+  ASSERT_TRUE(b.ok()) << b.detail;
+  EXPECT_TRUE(b.injected);
+  EXPECT_EQ(g[0].second, "Basic " + base64Encode("octocat:" + std::string(kGitHub)));
+  EXPECT_TRUE(b.scrub.empty());
+  Headers i;
+  InjectResult c = apply("github.com", i, path, "github");
+  ASSERT_TRUE(c.ok()) << c.detail;
+  EXPECT_TRUE(c.injected);
+  EXPECT_TRUE(c.scrub.empty());
 }
 
 TEST_F(InjectorTest, PlaceholderInsideBasicForGit) {
