@@ -22,7 +22,7 @@ import git_server
 import ws_server
 from clients import clean_env
 from pki import test_pki
-from sandgate_fixture import Sandgate
+from sandgate_fixture import Sandgate, dechunk
 from upstreams import HttpUpstream
 
 TOKEN = "icl1ents"
@@ -33,11 +33,12 @@ GIT_STANDIN = "not-the-real-password"
 
 
 class ChunkedReader:
-    """Decodes an HTTP/1.1 response read from a socket incrementally (chunked or to EOF)."""
+    """Reads an HTTP/1.1 response from a socket incrementally: `body` is what has arrived of
+    its body so far (de-chunked when chunked, else everything up to EOF)."""
 
     def __init__(self, sock):
         self.sock = sock
-        self.raw = b""
+        self.raw = b""  # after the head: the body as it came over the wire
         self.body = b""
         self.head = None
         self.chunked = False
@@ -56,22 +57,11 @@ class ChunkedReader:
             head, _, self.raw = self.raw.partition(b"\r\n\r\n")
             self.head = head.decode("latin-1")
             self.chunked = "transfer-encoding: chunked" in self.head.lower()
-        if not self.chunked:
-            self.body += self.raw
-            self.raw = b""
-            return True
-        while True:
-            line, sep, rest = self.raw.partition(b"\r\n")
-            if not sep:
-                return True
-            size = int(line.split(b";")[0], 16)
-            if size == 0:
-                self.done = True
-                return True
-            if len(rest) < size + 2:
-                return True
-            self.body += rest[:size]
-            self.raw = rest[size + 2:]
+        if self.chunked:
+            self.body, self.done = dechunk(self.raw)
+        else:
+            self.body = self.raw
+        return True
 
 
 class InterceptClientsTest(unittest.TestCase):
