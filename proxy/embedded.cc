@@ -60,6 +60,7 @@ struct EmbeddedProxy::Impl {
   std::map<Key, TrafficEntry> tally;  // guarded by mu
   TrafficSummary totals;              // guarded by mu (entries filled by stop())
   std::set<std::string> credentials;  // guarded by mu
+  bool started = false;
   bool stopped = false;
 
   void tallyLine(std::string_view line) {
@@ -123,8 +124,8 @@ EmbeddedProxy::EmbeddedProxy(std::unique_ptr<Impl> impl) : impl_(std::move(impl)
 
 EmbeddedProxy::~EmbeddedProxy() { stop(); }
 
-Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::start(config::Config config,
-                                                            EmbeddedOptions options) {
+Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config config,
+                                                             EmbeddedOptions options) {
   auto impl = std::make_unique<Impl>();
   if (options.auditPath) {
     impl->destFd =
@@ -160,10 +161,15 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::start(config::Config confi
     return server.errors();
   }
   impl->server = std::move(server.value());
-  auto* raw = impl.get();
-  impl->reader = std::thread([raw] { raw->readLoop(); });
-  impl->server->start();
   return std::unique_ptr<EmbeddedProxy>(new EmbeddedProxy(std::move(impl)));
+}
+
+void EmbeddedProxy::start() {
+  auto& im = *impl_;
+  if (im.started || im.stopped) return;
+  im.started = true;
+  im.reader = std::thread([raw = impl_.get()] { raw->readLoop(); });
+  im.server->start();
 }
 
 Result<bool> EmbeddedProxy::adoptListener(int fd, const std::string& task) {
@@ -185,8 +191,10 @@ TrafficSummary EmbeddedProxy::stop() {
   auto& im = *impl_;
   if (!im.stopped) {
     im.stopped = true;
-    im.server->shutdown();
-    im.server->wait();
+    if (im.started) {
+      im.server->shutdown();
+      im.server->wait();
+    }
     im.server.reset();  // closes the AuditLog: the reader sees end of file
     if (im.reader.joinable()) im.reader.join();
     im.close();

@@ -11,8 +11,8 @@
 
 #include "common/result.h"
 #include "config/config.h"
-#include "proxy/server.h"
 #include "proxy/capture.h"
+#include "proxy/server.h"
 
 namespace sandgate::proxy {
 
@@ -46,10 +46,11 @@ struct EmbeddedOptions {
 
 class EmbeddedProxy {
  public:
-  // Compiles `config` (its listen.* and audit.path are ignored: the
-  // embedded proxy binds nothing on the host) and starts the worker threads.
-  static Result<std::unique_ptr<EmbeddedProxy>> start(config::Config config,
-                                                      EmbeddedOptions options);
+  // Compiles `config` (its listen.* and audit.path are ignored: the embedded proxy binds
+  // nothing on the host). Starts no thread: the launcher forks the sandbox first (see
+  // sandbox::StartedCallback), then calls start().
+  static Result<std::unique_ptr<EmbeddedProxy>> create(config::Config config,
+                                                       EmbeddedOptions options);
   ~EmbeddedProxy();
   EmbeddedProxy(const EmbeddedProxy&) = delete;
   EmbeddedProxy& operator=(const EmbeddedProxy&) = delete;
@@ -63,6 +64,10 @@ class EmbeddedProxy {
   // Transparent capture of one sandbox (see Server::adoptCapture).
   Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,
                                                        CaptureOptions options);
+
+  // Starts the worker threads and the audit reader. Idempotent; sockets adopted before it are
+  // served from then on.
+  void start();
 
   // Shuts down (requests in flight finish within limits.shutdown_grace), waits until every
   // audit line has been copied, and returns the tally. Idempotent.

@@ -115,7 +115,8 @@ int runTask(const RunRequest& req) {
 
   proxy::EmbeddedOptions proxyOptions;
   proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
-  auto proxy = proxy::EmbeddedProxy::start(std::move(cfg), std::move(proxyOptions));
+  // Created now, started once the sandbox is forked: the launcher forks single-threaded.
+  auto proxy = proxy::EmbeddedProxy::create(std::move(cfg), std::move(proxyOptions));
   if (!proxy) {
     for (const auto& e : proxy.errors()) fmt::print(stderr, "{}\n", e.str());
     return kExitSetupFailed;
@@ -150,7 +151,7 @@ int runTask(const RunRequest& req) {
         }
         if (!error.empty()) throw std::runtime_error("proxy: " + error);
       },
-      onCapture);
+      onCapture, [&] { embedded.start(); });
   auto traffic = embedded.stop();
   std::optional<proxy::CaptureCounts> dns;
   if (adopted) dns = adopted->counts();

@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <fstream>
 
 #include "sandbox/cgroup.h"
 #include "sandbox/channel.h"
@@ -72,7 +73,7 @@ struct Outcome {
 Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
                   std::optional<Clock::time_point> deadline, std::chrono::milliseconds grace,
                   const ListenerCallback& onListeners, const CaptureCallback& onCapture,
-                  RunResult* result) {
+                  const StartedCallback& onStarted, RunResult* result) {
   Outcome out;
   ProcessHandle outerHandle(outer), init;
   std::optional<Clock::time_point> killAt;
@@ -87,7 +88,14 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
   auto go = [&] {
     if (!sendMessage(ch, MsgType::kGo)) abort(sysFailure("control channel", "sendmsg", errno));
   };
-  if (cgroup != nullptr) {
+  if (onStarted) {
+    try {
+      onStarted();
+    } catch (const std::exception& e) {
+      abort(std::string("sandbox: starting the proxy failed: ") + e.what());
+    }
+  }
+  if (cgroup != nullptr && out.setupError.empty()) {
     if (auto e = cgroup->addProcess(outer); !e.empty()) abort(e);
   }
   if (out.setupError.empty()) go();
@@ -229,8 +237,23 @@ const char* endName(RunResult::End end) {
   return "unknown";
 }
 
+std::optional<int> threadCount() {
+  std::ifstream status("/proc/self/status");
+  std::string line;
+  while (std::getline(status, line)) {
+    if (line.rfind("Threads:", 0) == 0) {
+      try {
+        return std::stoi(line.substr(8));
+      } catch (const std::exception&) {
+        return std::nullopt;
+      }
+    }
+  }
+  return std::nullopt;
+}
+
 Result<RunResult> run(const Options& options, const ListenerCallback& onListeners,
-                      const CaptureCallback& onCapture) {
+                      const CaptureCallback& onCapture, const StartedCallback& onStarted) {
   const auto start = Clock::now();
   if (options.argv.empty() || options.argv[0].empty()) return error("sandbox: no command given");
   if (options.cpus && !(*options.cpus > 0)) return error("sandbox: cpus must be positive");
@@ -295,6 +318,12 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   spec.stderrFd = options.stderrFd;
   spec.launcherPid = getpid();
 
+  if (auto threads = threadCount(); threads && *threads > 1) {
+    return error("sandbox: refusing to fork the sandbox from a process with " +
+                 std::to_string(*threads) +
+                 " threads: its child could hang on a lock another thread holds (start threads "
+                 "in run()'s StartedCallback)");
+  }
   RunResult result;
   result.uid = id->uid;
   result.gid = id->gid;
@@ -334,7 +363,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   std::optional<Clock::time_point> deadline;
   if (options.timeout) deadline = start + *options.timeout;
   Outcome out = supervise(sv[0], outer, *id, cgroup.get(), deadline, options.killGrace, onListeners,
-                          onCapture, &result);
+                          onCapture, onStarted, &result);
   close(sv[0]);
   int outerStatus = 0;
   while (waitpid(outer, &outerStatus, 0) < 0 && errno == EINTR) {

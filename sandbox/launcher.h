@@ -98,11 +98,24 @@ using ListenerCallback = std::function<void(std::vector<int> listenerFds)>;
 // passes), on the same thread and just before the ListenerCallback.
 using CaptureCallback = std::function<void(CaptureSockets sockets)>;
 
+// Called on the thread that called run(), once, right after the sandbox's first process is
+// forked and before any other callback: the place to start the proxy's threads. run() forks
+// only a single-threaded process, because the child of a multithreaded one does far more than
+// async-signal-safe calls before its exec (allocations, C++ exceptions, file streams) and would
+// hang forever on a lock (in malloc, a sanitizer's runtime, the unwinder) that another thread
+// held at the fork. An exception aborts the run.
+using StartedCallback = std::function<void()>;
+
 // Runs the command and returns how it ended. Blocks until every process of the sandbox is gone
 // and its cgroups are removed. An error Result means nothing was started (bad options, a limit
-// that cannot be enforced); failures inside the sandbox are a RunResult with kSetupFailed.
-// Call from a thread that lives until run() returns (the sandbox gets PR_SET_PDEATHSIG from it).
+// that cannot be enforced, a caller with other threads running); failures inside the sandbox are
+// a RunResult with kSetupFailed. Call from a thread that lives until run() returns (the sandbox
+// gets PR_SET_PDEATHSIG from it), with no other thread running (see StartedCallback).
 Result<RunResult> run(const Options& options, const ListenerCallback& onListeners,
-                      const CaptureCallback& onCapture = {});
+                      const CaptureCallback& onCapture = {}, const StartedCallback& onStarted = {});
+
+// The number of threads of this process (from /proc/self/status), or nullopt when /proc cannot
+// tell.
+std::optional<int> threadCount();
 
 }  // namespace sandgate::sandbox

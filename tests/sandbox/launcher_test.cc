@@ -15,9 +15,11 @@
 
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <map>
 #include <set>
 #include <sstream>
+#include <thread>
 
 #include "sandbox/environment.h"
 #include "tests/sandbox/sandbox_fixture.h"
@@ -302,6 +304,57 @@ TEST(SandboxRun, FailedProxyHandOffStopsBeforeTheCommand) {
   EXPECT_FALSE(std::filesystem::exists(ws.path + "/ran.txt"));
 }
 
+// The child of a multithreaded process can hang forever on a lock another thread held at the
+// fork: run() refuses to fork with other threads running, and the StartedCallback (called
+// right after the fork, before the hand-off) is where the proxy starts its threads.
+TEST(SandboxRun, ForksSingleThreadedAndStartsThreadsAfterTheFork) {
+  REQUIRE_ROOT();
+  Workspace ws;
+  Options o = shell("echo ran > ran.txt", ws.path);
+  o.stdoutFd = o.stderrFd = -1;
+  auto closeAll = [](std::vector<int> fds) {
+    for (int fd : fds) close(fd);
+  };
+  ASSERT_EQ(threadCount(), 1);
+  {
+    std::promise<void> release;
+    std::thread other([f = release.get_future()]() mutable { f.wait(); });
+    auto r = run(o, closeAll);
+    release.set_value();
+    other.join();
+    ASSERT_FALSE(r.ok());
+    EXPECT_THAT(r.errorText(), HasSubstr("refusing to fork the sandbox from a process with 2 "
+                                         "threads"));
+    EXPECT_FALSE(std::filesystem::exists(ws.path + "/ran.txt"));
+  }
+  std::vector<std::string> events;
+  std::promise<void> release;
+  std::thread started;
+  auto r = run(
+      o,
+      [&](std::vector<int> fds) {
+        events.push_back("listeners, threads " + std::to_string(threadCount().value_or(0)));
+        closeAll(std::move(fds));
+      },
+      {},
+      [&] {
+        events.push_back("started, threads " + std::to_string(threadCount().value_or(0)));
+        started = std::thread([f = release.get_future()]() mutable { f.wait(); });
+      });
+  release.set_value();
+  if (started.joinable()) started.join();
+  ASSERT_TRUE(r.ok()) << r.errorText();
+  EXPECT_EQ(r->exitStatus, 0) << r->error;
+  EXPECT_EQ(events, (std::vector<std::string>{"started, threads 1", "listeners, threads 2"}));
+  EXPECT_TRUE(std::filesystem::remove(ws.path + "/ran.txt"));
+
+  r = run(o, closeAll, {}, [] { throw std::runtime_error("no threads today"); });
+  ASSERT_TRUE(r.ok()) << r.errorText();
+  EXPECT_EQ(r->end, RunResult::End::kSetupFailed);
+  EXPECT_EQ(r->error, "sandbox: starting the proxy failed: no threads today");
+  EXPECT_FALSE(std::filesystem::exists(ws.path + "/ran.txt"));
+}
+
 TEST(SandboxRun, TimeoutKillsTheSandbox) {
   REQUIRE_ROOT();
   Workspace ws;
@@ -368,14 +421,12 @@ TEST(SandboxRun, PrivilegesAreDroppedAndSyscallsRefused) {
   // workspace, and fail loudly (not with zeros) if the probe did not run.
   const std::string probe = ws.path + "/seccomp_probe";
   std::filesystem::copy_file(SECCOMP_PROBE, probe);
-  std::filesystem::permissions(probe, std::filesystem::perms::owner_all |
-                                          std::filesystem::perms::group_read |
-                                          std::filesystem::perms::group_exec |
-                                          std::filesystem::perms::others_read |
-                                          std::filesystem::perms::others_exec);
+  std::filesystem::permissions(
+      probe, std::filesystem::perms::owner_all | std::filesystem::perms::group_read |
+                 std::filesystem::perms::group_exec | std::filesystem::perms::others_read |
+                 std::filesystem::perms::others_exec);
   auto c = runCaptured(
-      shell(probe + " && grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status", ws.path),
-      nullptr);
+      shell(probe + " && grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status", ws.path), nullptr);
   ASSERT_EQ(ok(c).exitStatus, 0) << describe(c);
   std::map<std::string, int> inside;
   std::istringstream in(c.out);
