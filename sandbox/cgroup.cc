@@ -1,16 +1,21 @@
 // Per-run cgroup directories: discovery (v2 first, v1 per controller), limits, stats, removal.
 #include "sandbox/cgroup.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <signal.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <set>
 #include <sstream>
+#include <string_view>
 #include <thread>
 
 #include "sandbox/sys_error.h"
@@ -125,6 +130,40 @@ std::optional<std::string> ownPath(const Hierarchy& h, const std::string& contro
   return std::nullopt;
 }
 
+// Removes from `parent` the run cgroups that a launcher killed before its own cleanup left
+// behind: sandgate-<pid>-<n> where no process <pid> exists. rmdir(2) removes only an empty
+// cgroup, so one that still holds processes stays (and is not ours to kill).
+void removeStale(const std::string& parent) {
+  DIR* dir = opendir(parent.c_str());
+  if (dir == nullptr) return;
+  const std::string self = "sandgate-" + std::to_string(getpid()) + "-";
+  int seen = 0;
+  while (dirent* e = readdir(dir)) {
+    if (++seen > 100000) break;
+    std::string_view name = e->d_name;
+    if (e->d_type != DT_DIR || name.rfind("sandgate-", 0) != 0 || name.rfind(self, 0) == 0) {
+      continue;
+    }
+    std::string_view rest = name.substr(9);
+    auto dash = rest.find('-');
+    pid_t pid = 0;
+    uint64_t run = 0;
+    if (dash == std::string_view::npos || dash == 0 || dash + 1 == rest.size()) continue;
+    auto p1 = std::from_chars(rest.data(), rest.data() + dash, pid);
+    auto p2 = std::from_chars(rest.data() + dash + 1, rest.data() + rest.size(), run);
+    if (p1.ec != std::errc() || p1.ptr != rest.data() + dash || p2.ec != std::errc() ||
+        p2.ptr != rest.data() + rest.size() || pid <= 0) {
+      continue;
+    }
+    if (kill(pid, 0) == 0 || errno != ESRCH) continue;  // its launcher may still be running
+    std::string path = parent + "/" + std::string(name);
+    if (rmdir(path.c_str()) == 0) {
+      spdlog::warn("sandbox: removed {}, left by a launcher that was killed", path);
+    }
+  }
+  closedir(dir);
+}
+
 std::string fmtCpu(double cpus, uint64_t period) {
   auto quota = static_cast<uint64_t>(std::llround(cpus * static_cast<double>(period)));
   if (quota < 1000) quota = 1000;  // the kernel's minimum quota is 1ms
@@ -159,6 +198,7 @@ std::unique_ptr<Cgroup> Cgroup::create(const CgroupLimits& limits, const std::st
   std::vector<Want> wants = {{"memory", limits.memoryBytes.has_value()},
                              {"cpu", limits.cpus.has_value()},
                              {"pids", limits.pids.has_value()}};
+  std::set<std::string> swept;  // parent directories already cleared of stale run cgroups
   for (const auto& w : wants) {
     if (!w.required && w.controller != "memory") continue;
     std::string why;
@@ -175,6 +215,7 @@ std::unique_ptr<Cgroup> Cgroup::create(const CgroupLimits& limits, const std::st
                     ? 0
                     : writeFile(*v2parent + "/cgroup.subtree_control", "+" + w.controller);
       if (err == 0) {
+        if (swept.insert(*v2parent).second) removeStale(*v2parent);
         std::string path = *v2parent + "/" + name;
         for (auto& d : cg->dirs_) {
           if (d.path == path) dir = &d;
@@ -197,6 +238,7 @@ std::unique_ptr<Cgroup> Cgroup::create(const CgroupLimits& limits, const std::st
         if (h.v2 || !contains(h.controllers, w.controller)) continue;
         auto base = ownPath(h, w.controller);
         if (!base) continue;
+        if (swept.insert(*base).second) removeStale(*base);
         std::string path = *base + "/" + name;
         for (auto& d : cg->dirs_) {
           if (d.path == path) dir = &d;

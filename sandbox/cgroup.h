@@ -29,7 +29,9 @@ class Cgroup {
  public:
   // Creates the directories and writes the limits. A controller that is requested but cannot be
   // used is named in `unenforced` ("memory: ..." with the reason) and skipped; the memory
-  // controller is also used without a limit, when available, to measure peak memory.
+  // controller is also used without a limit, when available, to measure peak memory. Empty run
+  // cgroups in the same parents whose launcher no longer exists (killed before its cleanup)
+  // are removed first.
   static std::unique_ptr<Cgroup> create(const CgroupLimits& limits, const std::string& name,
                                         std::vector<std::string>* unenforced,
                                         std::vector<std::string>* warnings);

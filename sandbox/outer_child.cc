@@ -54,6 +54,10 @@ void runOuterChild(const ChildSpec& spec) {
              "setresgid");
     checkSys(setresuid(spec.id.uid, spec.id.uid, spec.id.uid), "become the sandbox uid",
              "setresuid");
+    // Changing the effective ids cleared the parent-death signal (prctl(2)): without it again a
+    // killed launcher would leave the sandbox running. If the launcher died in between, go.
+    checkSys(prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "die with the launcher", "prctl");
+    if (getppid() != spec.launcherPid) _exit(kExitSetupFailed);
     pid_t init = checkSys(fork(), "start the sandbox's PID 1", "fork");
     if (init == 0) runInit(spec);
     sendMessage(ch, MsgType::kInitPid, init);

@@ -9,7 +9,9 @@ registered, for the suite-wide leak check (tests/leak/)."""
 
 import json
 import os
+import select
 import shutil
+import signal
 import subprocess
 import tempfile
 import time
@@ -17,12 +19,24 @@ import unittest
 
 import artifacts
 from pki import test_pki
-from run_support import namespaces_refused
+from run_support import alive, descendants, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
 
 SECRET_VAR = "SANDGATE_RUN_TEST_SECRET"
 SECRET = "sk-run-sandbox-secret-4d5e6f708192a3b4"
+
+
+def run_cgroups(launcher):
+    """The cgroup directories of `launcher`'s runs (sandgate-<pid>-<n>) under /sys/fs/cgroup."""
+    found = []
+    for top in ("/sys/fs/cgroup",):
+        for root, dirs, _ in os.walk(top):
+            if root.count("/") - top.count("/") >= 5:
+                dirs[:] = []
+            found += [os.path.join(root, d) for d in dirs
+                      if d.startswith(f"sandgate-{launcher}-")]
+    return found
 
 
 class RunCliTest(unittest.TestCase):
@@ -79,7 +93,7 @@ class RunCliTest(unittest.TestCase):
         """`sandgate run` with the test config; sandgate's environment holds the secret."""
         cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
         env = dict(env if env is not None else os.environ, **{SECRET_VAR: SECRET})
-        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+        r = run_bounded(cmd, timeout, env=env)
         artifacts.record("run", "stdout", r.stdout)
         artifacts.record("log", "run-stderr", r.stderr)
         return r
@@ -175,6 +189,45 @@ class RunCliTest(unittest.TestCase):
         self.assertEqual(r.returncode, 124, r.stderr)
         self.assertLess(time.monotonic() - start, 20)
 
+    def test_killed_launcher_takes_the_sandbox_with_it(self):
+        # SIGKILL leaves sandgate no time to clean up: the kernel's parent-death signal must end
+        # the sandbox (it would otherwise run on, unconfined by a proxy that is gone).
+        cmd = [binary(), "run", "--config", self.config, "--workspace", self.workspace,
+               "--task", "t1", "--", "sh", "-c", "echo started; sleep 60"]
+        env = dict(os.environ, **{SECRET_VAR: SECRET})
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env)
+        pids = []
+        try:
+            ready, _, _ = select.select([p.stdout], [], [], 30)
+            self.assertTrue(ready, "the command did not start within 30 s")
+            self.assertEqual(p.stdout.readline(), b"started\n")
+            pids = descendants(p.pid)[1:]
+            self.assertGreaterEqual(len(pids), 3, pids)  # outer child, PID 1, sh (and sleep)
+            p.kill()
+            p.wait(timeout=10)
+            deadline = time.monotonic() + 10
+            while any(alive(pid) for pid in pids) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            self.assertEqual([pid for pid in pids if alive(pid)], [])
+            # Nothing in the sandbox holds the command's stdout any more.
+            ready, _, _ = select.select([p.stdout], [], [], 10)
+            self.assertTrue(ready and p.stdout.read() == b"")
+            # The killed launcher could not remove its run's cgroups: the next run does.
+            left = run_cgroups(p.pid)
+            r = self.sandgate("--task", "t1", "--", "true")
+            self.assertEqual(r.returncode, 0, r.stderr)
+            self.assertEqual([d for d in left if os.path.exists(d)], [])
+            if left:
+                self.assertIn("left by a launcher that was killed", r.stderr)
+        finally:
+            for pid in pids:
+                if alive(pid):
+                    os.kill(pid, signal.SIGKILL)
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdout.close()
+
     def test_usage_errors_exit_2(self):
         self.assertEqual(self.sandgate("--task", "nope", "--", "true").returncode, 2)
         for bad in (["--memory", "lots"], ["--env", "NOEQUALS"]):
@@ -186,9 +239,8 @@ class RunCliTest(unittest.TestCase):
         self.assertEqual(self.sandgate("--", "true").returncode, 2)
 
     def test_builtin_config_denies_everything_else(self):
-        r = subprocess.run([binary(), "run", "--workspace", self.workspace, "--", "sh", "-c",
-                            "curl -s -o /dev/null -w '%{http_code}' http://api.test/"],
-                           capture_output=True, text=True, timeout=60)
+        r = run_bounded([binary(), "run", "--workspace", self.workspace, "--", "sh", "-c",
+                         "curl -s -o /dev/null -w '%{http_code}' http://api.test/"], 60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "403")
         self.assertIn('"task":"default"', r.stderr)  # audit lines: stderr by default

@@ -12,7 +12,7 @@ import unittest
 
 import artifacts
 from pki import test_pki
-from run_support import namespaces_refused
+from run_support import namespaces_refused, run_bounded
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
 
@@ -87,7 +87,7 @@ class RunCredentialsTest(unittest.TestCase):
         if popen:
             return subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                     text=True)
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = run_bounded(cmd, timeout)
         cls.record(r.stdout, r.stderr)
         return r
 

@@ -18,7 +18,7 @@ import tempfile
 import unittest
 
 import artifacts
-from run_support import NO_PROXY_ENV, namespaces_refused
+from run_support import NO_PROXY_ENV, namespaces_refused, run_bounded
 from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
@@ -74,8 +74,7 @@ class RunServeTest(unittest.TestCase):
     @classmethod
     def sandgate(cls, *args, preexec_fn=None, timeout=60, exe=None):
         cmd = [exe or binary(), "run", "--workspace", cls.workspace, *args]
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                           preexec_fn=preexec_fn)
+        r = run_bounded(cmd, timeout, preexec_fn=preexec_fn)
         artifacts.record("run", "stdout", r.stdout)
         artifacts.record("log", "run-stderr", r.stderr)
         return r

@@ -9,14 +9,13 @@ Every connection a test makes is to loopback or inside the sandbox's own network
 import json
 import os
 import shutil
-import subprocess
 import tempfile
 import textwrap
 import unittest
 
 import artifacts
 from pki import test_pki
-from run_support import NO_PROXY_ENV, namespaces_refused
+from run_support import NO_PROXY_ENV, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 from upstreams import HttpUpstream
 
@@ -26,7 +25,7 @@ PY = "/usr/bin/python3"  # the host's interpreter; /root (pyenv shims) is hidden
 
 def run_recorded(cmd, timeout=90):
     """Runs `sandgate run ...`; its output (audit lines are on stderr) goes to the leak check."""
-    r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+    r = run_bounded(cmd, timeout)
     artifacts.record("run", "transparent-stdout", r.stdout)
     artifacts.record("log", "transparent-stderr", r.stderr)
     return r

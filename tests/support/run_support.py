@@ -1,6 +1,13 @@
 """Shared by the `sandgate run` tests (tests/sandbox/): telling a host that refuses
-namespaces from a real failure, and running a client in the sandbox that ignores the proxy
-variables (so that only transparent capture can carry it)."""
+namespaces from a real failure, running a client in the sandbox that ignores the proxy variables
+(so that only transparent capture can carry it), and running `sandgate run` with a bound that
+reports where a hung run waits."""
+
+import os
+import shutil
+import subprocess
+
+import artifacts
 
 # A shell prefix: the command runs without HTTP(S)_PROXY in either case.
 NO_PROXY_ENV = "env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy "
@@ -12,3 +19,101 @@ def namespaces_refused(stderr):
     s = stderr.lower()
     return ("operation not permitted" in s or "permission denied" in s) and any(
         w in s for w in ("unshare", "clone", "namespace", "uid_map", "setgroups", "rtnetlink"))
+
+
+def descendants(root):
+    """`root` and every process below it, parents first (read from /proc)."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                stat = f.read()
+        except OSError:
+            continue
+        ppid = int(stat[stat.rfind(")") + 2:].split()[1])
+        children.setdefault(ppid, []).append(int(entry))
+    order, queue = [], [root]
+    while queue and len(order) < 64:
+        pid = queue.pop(0)
+        order.append(pid)
+        queue.extend(sorted(children.get(pid, [])))
+    return order
+
+
+def alive(pid):
+    """Whether `pid` still runs (a zombie has ended: only its exit status is left)."""
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            stat = f.read()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2:].split()[0] not in ("Z", "X")
+
+
+def _read(path):
+    try:
+        with open(path) as f:
+            return f.read().strip()
+    except OSError as e:
+        return f"({e.strerror})"
+
+
+def hang_report(root):
+    """Where each process and thread under `root` is waiting: command line, state, wait channel,
+    kernel stack and, when gdb is installed, the user-space stacks. For a test that timed out."""
+    out = []
+    for pid in descendants(root):
+        cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ")
+        out.append(f"== pid {pid}: {cmdline}")
+        try:
+            tids = sorted(os.listdir(f"/proc/{pid}/task"), key=int)
+        except OSError:
+            continue
+        for tid in tids:
+            base = f"/proc/{pid}/task/{tid}"
+            state = _read(f"{base}/stat")
+            state = state[state.rfind(")") + 2:].split()[0] if ")" in state else state
+            out.append(f"  tid {tid} {_read(f'{base}/comm')} state {state} "
+                       f"wchan {_read(f'{base}/wchan')} syscall {_read(f'{base}/syscall')}")
+            out.extend("    " + line for line in _read(f"{base}/stack").splitlines())
+        if shutil.which("gdb"):
+            try:
+                gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
+                                      "-ex", "set print frame-arguments none",
+                                      "-ex", "thread apply all bt 30"],
+                                     capture_output=True, text=True, timeout=60)
+                out.extend("    " + line for line in gdb.stdout.splitlines()
+                           if line.startswith(("#", "Thread")))
+            except subprocess.TimeoutExpired:
+                out.append("    (gdb timed out)")
+    return "\n".join(out)
+
+
+def run_bounded(cmd, timeout, **kwargs):
+    """subprocess.run(cmd, capture_output=True, text=True) that, when `cmd` outlives `timeout`,
+    records where every process under it waits (hang_report), kills it (by its PID; its sandbox
+    dies with it) and fails with that report and the output so far."""
+    p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         **kwargs)
+    try:
+        stdout, stderr = p.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pids = descendants(p.pid)
+        report = hang_report(p.pid)
+        artifacts.record("log", "hang-report", report)
+        p.kill()  # the sandbox dies with its launcher (parent-death signal)
+        try:
+            stdout, stderr = p.communicate(timeout=10)
+        except subprocess.TimeoutExpired:
+            left = [pid for pid in pids[1:] if alive(pid)]
+            report += f"\n--- the sandbox outlived its launcher; killing {left}"
+            for pid in left:
+                os.kill(pid, 9)
+            stdout, stderr = p.communicate(timeout=10)
+        raise AssertionError(f"{' '.join(cmd)} still running after {timeout} s\n"
+                             f"--- where it waits:\n{report}\n"
+                             f"--- stderr so far:\n{stderr[-4000:]}\n"
+                             f"--- stdout so far:\n{stdout[-2000:]}") from None
+    return subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr)
