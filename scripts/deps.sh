@@ -9,6 +9,7 @@ packages=(
   libssl-dev libyaml-cpp-dev libre2-dev libspdlog-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libseccomp-dev libcap-dev
   curl git python3 nodejs openssl ca-certificates iproute2 procps
+  gdb  # a test whose `sandgate run` hangs reports every process's stacks (run_support.py)
 )
 
 missing=()
