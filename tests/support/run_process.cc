@@ -17,6 +17,11 @@ ProcessResult runProcess(const std::vector<std::string>& argv, int timeoutSecond
   if (pipe2(outPipe, O_CLOEXEC) != 0 || pipe2(errPipe, O_CLOEXEC) != 0) {
     throw std::runtime_error("pipe2 failed");
   }
+  // Built before the fork: the child makes only async-signal-safe calls until its exec (the
+  // test process may have threads, and one could hold the allocator's lock at the fork).
+  std::vector<char*> args;
+  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
   pid_t pid = fork();
   if (pid < 0) throw std::runtime_error("fork failed");
   if (pid == 0) {
@@ -24,9 +29,6 @@ ProcessResult runProcess(const std::vector<std::string>& argv, int timeoutSecond
     dup2(devnull, 0);
     dup2(outPipe[1], 1);
     dup2(errPipe[1], 2);
-    std::vector<char*> args;
-    for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
     execv(args[0], args.data());
     _exit(127);
   }

@@ -15,7 +15,6 @@ import base64
 import hashlib
 import json
 import os
-import resource
 import shutil
 import signal
 import socket
@@ -154,15 +153,14 @@ class Sandgate:
         self._stderr = open(self.stderr_path, "wb")
         self._recorded = False
 
-        def limit():
-            if max_fds:
-                resource.setrlimit(resource.RLIMIT_NOFILE, (max_fds, max_fds))
-
+        # The descriptor limit is set by prlimit(1), not by a preexec_fn: that would run Python
+        # code in the child of this multithreaded process (the upstreams serve from threads).
+        limit = ["prlimit", f"--nofile={max_fds}:{max_fds}", "--"] if max_fds else []
         self.proc = subprocess.Popen(
-            list(wrapper) +
+            limit + list(wrapper) +
             [binary(), "serve", "--config", self.config_path, "--threads", str(self.threads),
              "--ready-file", self.ready_path] + self.serve_args,
-            stdout=subprocess.DEVNULL, stderr=self._stderr, preexec_fn=limit, env=self.env)
+            stdout=subprocess.DEVNULL, stderr=self._stderr, env=self.env)
 
         def ready():
             if self.proc.poll() is not None:
