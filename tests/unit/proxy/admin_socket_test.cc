@@ -9,6 +9,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <sys/time.h>
 #include <sys/un.h>
 #include <sys/wait.h>
@@ -314,17 +315,23 @@ TEST(AdminSocket, ConnectErrorsNameThePathAndErrno) {
             "connect to " + dir.path() + "/none.sock: No such file or directory (errno 2)");
 }
 
-// Runs `body` in a child that became uid/gid 65534; returns its exit status.
+// Runs `body` on a thread of its own that became uid/gid 65534 and returns its result (90: the
+// ids could not be changed). Credentials are per thread in the kernel; the raw system calls
+// change only this thread's (glibc's wrappers would change every thread's). No fork: its child
+// would inherit whatever lock the admin socket's thread held at that moment.
 template <typename Body>
 int asNobody(Body body) {
-  pid_t pid = ::fork();
-  if (pid == 0) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(65534) != 0 || ::setuid(65534) != 0) _exit(90);
-    _exit(body());
-  }
-  int status = 0;
-  ::waitpid(pid, &status, 0);
-  return WIFEXITED(status) ? WEXITSTATUS(status) : 100;
+  int result = 90;
+  std::thread t([&] {
+    if (::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+        ::syscall(SYS_setresgid, 65534, 65534, 65534) != 0 ||
+        ::syscall(SYS_setresuid, 65534, 65534, 65534) != 0) {
+      return;
+    }
+    result = body();
+  });
+  t.join();
+  return result;
 }
 
 TEST(AdminSocket, PeersThatAreNotRootNorInTheGroupAreRefused) {
