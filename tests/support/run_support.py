@@ -5,7 +5,9 @@ reports where a hung run waits."""
 
 import os
 import shutil
+import signal
 import subprocess
+import time
 
 import artifacts
 
@@ -64,6 +66,7 @@ def hang_report(root):
     """Where each process and thread under `root` is waiting: command line, state, wait channel,
     kernel stack and, when gdb is installed, the user-space stacks. For a test that timed out."""
     out = []
+    gdb_until = time.monotonic() + 60  # within CTest's timeout for the whole file
     for pid in descendants(root):
         cmdline = _read(f"/proc/{pid}/cmdline").replace("\0", " ")
         out.append(f"== pid {pid}: {cmdline}")
@@ -78,12 +81,13 @@ def hang_report(root):
             out.append(f"  tid {tid} {_read(f'{base}/comm')} state {state} "
                        f"wchan {_read(f'{base}/wchan')} syscall {_read(f'{base}/syscall')}")
             out.extend("    " + line for line in _read(f"{base}/stack").splitlines())
-        if shutil.which("gdb"):
+        left = gdb_until - time.monotonic()
+        if shutil.which("gdb") and left > 1:
             try:
                 gdb = subprocess.run(["gdb", "-p", str(pid), "-batch", "-nx",
                                       "-ex", "set print frame-arguments none",
                                       "-ex", "thread apply all bt 30"],
-                                     capture_output=True, text=True, timeout=60)
+                                     capture_output=True, text=True, timeout=left)
                 out.extend("    " + line for line in gdb.stdout.splitlines()
                            if line.startswith(("#", "Thread")))
             except subprocess.TimeoutExpired:
@@ -110,7 +114,10 @@ def run_bounded(cmd, timeout, **kwargs):
             left = [pid for pid in pids[1:] if alive(pid)]
             report += f"\n--- the sandbox outlived its launcher; killing {left}"
             for pid in left:
-                os.kill(pid, 9)
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
             stdout, stderr = p.communicate(timeout=10)
         raise AssertionError(f"{' '.join(cmd)} still running after {timeout} s\n"
                              f"--- where it waits:\n{report}\n"
