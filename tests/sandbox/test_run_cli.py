@@ -13,6 +13,7 @@ import select
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 import unittest
@@ -219,10 +220,16 @@ class RunCliTest(unittest.TestCase):
             self.assertEqual([d for d in left if os.path.exists(d)], [])
             if left:
                 self.assertIn("left by a launcher that was killed", r.stderr)
+            else:
+                print("\nnot checked: removal of a killed run's cgroup (this host gave the run "
+                      "none)", file=sys.stderr)
         finally:
             for pid in pids:
                 if alive(pid):
-                    os.kill(pid, signal.SIGKILL)
+                    try:
+                        os.kill(pid, signal.SIGKILL)
+                    except ProcessLookupError:
+                        pass
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
