@@ -69,15 +69,14 @@ bool credentialHostMatches(std::string_view pattern, std::string_view host) {
   return iequals(p, h);
 }
 
-Injector::Injector(std::shared_ptr<const SecretStore> store,
-                   const std::map<std::string, config::Credential>& credentials,
+Injector::Injector(std::shared_ptr<const SecretStore> store, const config::Credentials& credentials,
                    std::shared_ptr<const PlaceholderSet> placeholders)
     : store_(std::move(store)),
       credentials_(&credentials),
       placeholders_(std::move(placeholders)) {}
 
 const config::Credential* Injector::find(std::string_view name) const {
-  auto it = credentials_->find(std::string(name));
+  auto it = credentials_->find(name);
   return it == credentials_->end() ? nullptr : &it->second;
 }
 

@@ -46,8 +46,7 @@ class Injector {
  public:
   // `credentials` is referred to, not copied: it must outlive the Injector (a snapshot's
   // config, which the client connection using the Injector holds).
-  Injector(std::shared_ptr<const SecretStore> store,
-           const std::map<std::string, config::Credential>& credentials,
+  Injector(std::shared_ptr<const SecretStore> store, const config::Credentials& credentials,
            std::shared_ptr<const PlaceholderSet> placeholders);
 
   // Prepares `req` for sending. `credential` is the admitting rule's credential (Decision::
@@ -77,7 +76,7 @@ class Injector {
   std::string replacementFor(const config::Credential& c) const;
 
   std::shared_ptr<const SecretStore> store_;
-  const std::map<std::string, config::Credential>* credentials_;
+  const config::Credentials* credentials_;
   std::shared_ptr<const PlaceholderSet> placeholders_;
 };
 

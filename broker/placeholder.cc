@@ -83,7 +83,7 @@ PlaceholderSet::PlaceholderSet(std::vector<Placeholder> placeholders)
     : placeholders_(std::move(placeholders)) {}
 
 std::shared_ptr<const PlaceholderSet> PlaceholderSet::generate(
-    const std::map<std::string, config::Credential>& credentials, const SecretStore& store) {
+    const config::Credentials& credentials, const SecretStore& store) {
   std::vector<Placeholder> out;
   for (const auto& [name, cred] : credentials) {
     if (!cred.placeholder) continue;

@@ -41,8 +41,8 @@ class PlaceholderSet {
  public:
   // One placeholder for every credential that declares `placeholder:`, shaped after its current
   // secret in `store` (if available). Distinct per credential and per call (CSPRNG).
-  static std::shared_ptr<const PlaceholderSet> generate(
-      const std::map<std::string, config::Credential>& credentials, const SecretStore& store);
+  static std::shared_ptr<const PlaceholderSet> generate(const config::Credentials& credentials,
+                                                        const SecretStore& store);
   // For tests and for rebuilding a set that the caller already holds.
   explicit PlaceholderSet(std::vector<Placeholder> placeholders);
 

@@ -111,9 +111,9 @@ SecretStore::~SecretStore() {
   }
 }
 
-Result<std::shared_ptr<const SecretStore>> SecretStore::open(
-    const std::map<std::string, config::Credential>& credentials, const std::string& configFile,
-    StoreOptions options) {
+Result<std::shared_ptr<const SecretStore>> SecretStore::open(const config::Credentials& credentials,
+                                                             const std::string& configFile,
+                                                             StoreOptions options) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Diagnostics errors;

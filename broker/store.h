@@ -47,9 +47,9 @@ class SecretStore {
   // Loads every credential. A source that cannot be loaded is an error (file:line:col of the
   // credential's `source:`) unless the credential is `optional`, in which case requests that
   // need it fail with credential_unavailable until it can be loaded.
-  static Result<std::shared_ptr<const SecretStore>> open(
-      const std::map<std::string, config::Credential>& credentials, const std::string& configFile,
-      StoreOptions options = {});
+  static Result<std::shared_ptr<const SecretStore>> open(const config::Credentials& credentials,
+                                                         const std::string& configFile,
+                                                         StoreOptions options = {});
 
   // The current secret of `credential`, or credential_unavailable and why. Cheap: a lock and,
   // for file sources, one read(2) of an inotify descriptor (see FileSource).

@@ -7,6 +7,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -87,6 +88,9 @@ struct Credential {
   bool scrub = true;                       // its secrets are replaced in responses
   std::optional<std::string> upstreamCa;   // extra CA bundle for this credential's hosts
 };
+
+// Credentials by name; looked up by string_view without a copy of the name.
+using Credentials = std::map<std::string, Credential, std::less<>>;
 
 // Per-task resource limits; unset fields inherit from Config::limits.
 struct Limits {
@@ -175,7 +179,7 @@ struct Transparent {
 struct Config {
   std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
   Listen listen;
-  std::map<std::string, Credential> credentials;
+  Credentials credentials;
   std::map<std::string, Policy> policies;
   std::vector<Task> tasks;
   Global global;

@@ -66,7 +66,7 @@ Result<std::shared_ptr<Interception>> Interception::create(const config::Config&
 }
 
 std::shared_ptr<const broker::PlaceholderSet> Interception::placeholdersFor(
-    const std::string& task, const std::map<std::string, config::Credential>& credentials,
+    const std::string& task, const config::Credentials& credentials,
     const broker::SecretStore& store) {
   std::lock_guard lock(mu_);
   auto& slot = placeholders_[task];

@@ -36,7 +36,7 @@ class Interception {
 
   // The task's placeholders, generated on first use and then kept for the server's life.
   std::shared_ptr<const broker::PlaceholderSet> placeholdersFor(
-      const std::string& task, const std::map<std::string, config::Credential>& credentials,
+      const std::string& task, const config::Credentials& credentials,
       const broker::SecretStore& store);
 
  private:

@@ -57,7 +57,7 @@ class InjectorTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  std::map<std::string, config::Credential> creds_;
+  config::Credentials creds_;
   std::shared_ptr<const SecretStore> store_;
   std::shared_ptr<const PlaceholderSet> placeholders_;
   std::unique_ptr<Injector> injector_;

@@ -86,7 +86,7 @@ class PlaceholderSetTest : public ::testing::Test {
     store_ = std::move(store).value();
   }
   TempDir dir_;
-  std::map<std::string, config::Credential> creds_;
+  config::Credentials creds_;
   std::shared_ptr<const SecretStore> store_;
 };
 

@@ -23,7 +23,7 @@ TEST(SecretStore, LoadsEachSourceKind) {
   TempDir dir;
   writeFile(dir.file("f"), "file-secret\n");
   setenv("SANDGATE_STORE_TEST_ENV", "env-secret", 1);
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["f"] = headerCredential("f", fileSource(dir.file("f")), {"a.example"});
   creds["e"] = headerCredential("e", envSource("SANDGATE_STORE_TEST_ENV"), {"a.example"});
   creds["x"] = headerCredential("x", execSource({"printf", "exec-secret"}, 600), {"a.example"});
@@ -55,7 +55,7 @@ TEST(SecretStore, MissingSourceIsAStartupErrorUnlessOptional) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    std::map<std::string, config::Credential> creds;
+    config::Credentials creds;
     creds["api"] = headerCredential("api", c.source, {"a.example"});
     auto store = SecretStore::open(creds, "test.yaml");
     ASSERT_FALSE(store.ok());
@@ -102,7 +102,7 @@ TEST(SecretStore, FileRotationNeedsNoRestart) {
 
 TEST(SecretStore, ExecIsRefreshedInTheBackgroundBeforeExpiry) {
   TempDir dir;
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["x"] =
       headerCredential("x", execSource(countingCommand(dir.file("count")), 1.0), {"a.example"});
   StoreOptions options;
@@ -124,7 +124,7 @@ TEST(SecretStore, ExecIsRefreshedInTheBackgroundBeforeExpiry) {
 
 TEST(SecretStore, ExecIsCachedForItsTtl) {
   TempDir dir;
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["x"] =
       headerCredential("x", execSource(countingCommand(dir.file("count")), 600), {"a.example"});
   auto store = SecretStore::open(creds, "test.yaml");
@@ -144,7 +144,7 @@ TEST(SecretStore, ExecBackoffDoublesUpToItsCap) {
   // Always fails; each run appends its start time (ns) to the file.
   std::vector<std::string> argv = {"/bin/sh", "-c", "date +%s%N >> \"$0\"; exit 1",
                                    dir.file("runs")};
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["x"] = headerCredential("x", execSource(argv, 600), {"a.example"});
   creds["x"].optional = true;
   StoreOptions options;
@@ -181,7 +181,7 @@ TEST(SecretStore, ExecFailureExpiresTheSecretAndFailsClosed) {
       "if [ -e \"$0\" ]; then echo 'cannot refresh once-only-secret' >&2; exit 1; fi; "
       "touch \"$0\"; echo once-only-secret",
       dir.file("ran")};
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["x"] = headerCredential("x", execSource(argv, 0.2), {"a.example"});
   StoreOptions options;
   options.minBackoff = std::chrono::milliseconds(20);
@@ -205,7 +205,7 @@ TEST(SecretStore, OptionalExecRecoversWithBackoff) {
       "echo x >> \"$0\"; [ $(wc -l < \"$0\") -ge 3 ] || { echo 'not yet' >&2; exit 1; }; "
       "echo recovered-secret",
       dir.file("runs")};
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["x"] = headerCredential("x", execSource(argv, 600), {"a.example"});
   creds["x"].optional = true;
   StoreOptions options;
@@ -226,7 +226,7 @@ TEST(SecretStore, DestructionDoesNotWaitForASlowRefresh) {
       "/bin/sh", "-c",
       "if [ -e \"$0\" ]; then touch \"$0.refreshing\"; exec sleep 30; fi; touch \"$0\"; echo v",
       dir.file("ran")};
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   creds["x"] = headerCredential("x", execSource(argv, 0.05), {"a.example"});
   auto store = SecretStore::open(creds, "test.yaml");
   ASSERT_TRUE(store.ok()) << store.errorText();

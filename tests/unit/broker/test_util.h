@@ -117,9 +117,8 @@ inline config::CredentialSource execSource(std::vector<std::string> argv, double
 
 // One header credential, `name`, read from the file at `path` (host a.example): the
 // configuration of the tests that load, rotate and drop a file secret.
-inline std::map<std::string, config::Credential> fileCredential(const std::string& name,
-                                                                const std::string& path) {
-  std::map<std::string, config::Credential> creds;
+inline config::Credentials fileCredential(const std::string& name, const std::string& path) {
+  config::Credentials creds;
   creds[name] = headerCredential(name, fileSource(path), {"a.example"});
   return creds;
 }

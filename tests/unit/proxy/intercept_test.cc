@@ -51,7 +51,7 @@ TEST(Interception, EphemeralCaIsWrittenToCaCertOut) {
 TEST(Interception, PlaceholdersAreGeneratedOncePerTask) {
   constexpr const char* kSecret = "sk-unit0123456789abcdefghijklmnopqrstu";
   ASSERT_EQ(setenv("SANDGATE_ICPT_TEST_SECRET", kSecret, 1), 0);
-  std::map<std::string, config::Credential> creds;
+  config::Credentials creds;
   auto& c = creds["openai"];
   c.name = "openai";
   c.source.kind = config::CredentialSource::Kind::kEnv;
