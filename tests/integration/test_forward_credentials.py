@@ -58,14 +58,11 @@ class ForwardCredentialsTest(unittest.TestCase):
         cls.sg.cleanup()
         cls.up.close()
 
-    def requests_to(self, path):
-        return [r for r in self.up.requests if r["path"] == path]
-
     def test_allow_plaintext_credential_is_injected_and_scrubbed(self):
         r = curl("http://plain.test/echo/plain", "-H", "X-Api-Key: client-own-key",
                  proxy=self.proxy)
         self.assertEqual(r.status, 200, r)
-        seen = self.requests_to("/echo/plain")
+        seen = self.up.requests_to("/echo/plain")
         self.assertEqual(len(seen), 1)
         self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "x-api-key"],
                          [PLAIN_SECRET])
@@ -106,7 +103,7 @@ class ForwardCredentialsTest(unittest.TestCase):
         r = curl("http://plain.test/echo/identity", "-H", "Accept-Encoding: gzip, br",
                  proxy=self.proxy)
         self.assertEqual(r.status, 200, r)
-        seen = self.requests_to("/echo/identity")[0]["headers"]
+        seen = self.up.requests_to("/echo/identity")[0]["headers"]
         self.assertEqual([v for k, v in seen if k.lower() == "accept-encoding"], ["identity"])
         # An upstream that compresses anyway: the body cannot be scrubbed; it is relayed as it
         # is, and the log says so.
@@ -130,7 +127,7 @@ class ForwardCredentialsTest(unittest.TestCase):
         status, _, body = self.raw_get("http://noscrub.test/echo/noscrub",
                                        "X-Api-Key: client-own-key")
         self.assertEqual(status, 200)
-        self.assertEqual([v for k, v in self.requests_to("/echo/noscrub")[0]["headers"]
+        self.assertEqual([v for k, v in self.up.requests_to("/echo/noscrub")[0]["headers"]
                           if k.lower() == "x-api-key"], [NOSCRUB_SECRET])
         echoed = dict((k.lower(), v) for k, v in json.loads(body)["headers"])
         self.assertEqual(echoed["x-api-key"], NOSCRUB_SECRET)
@@ -142,7 +139,7 @@ class ForwardCredentialsTest(unittest.TestCase):
         self.assertEqual(r.status, 403, r)
         self.assertIn(("x-sandgate-reason", "credential_requires_tls"), r.headers)
         self.assertIn(b"only sent over TLS", r.body)
-        self.assertEqual(self.requests_to("/echo/clear"), [])
+        self.assertEqual(self.up.requests_to("/echo/clear"), [])
         self.sg.wait_audit(path="/echo/clear", reason="credential_requires_tls",
                            credential="tlsonly", injected=False)
         self.assertGreaterEqual(

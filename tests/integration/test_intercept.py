@@ -92,9 +92,6 @@ class InterceptTest(unittest.TestCase):
     def proxy(self):
         return self.sg.proxy_url("demo", TOKEN)
 
-    def requests_to(self, path):
-        return [r for r in self.https.requests if r["path"] == path]
-
     def tunnel(self, host, sni=None):
         """A TLS connection to `host` through a CONNECT tunnel (Python ssl, our CA)."""
         return self.sg.tls_tunnel(host, "demo", TOKEN, self.ca_out, sni=sni)
@@ -118,11 +115,12 @@ class InterceptTest(unittest.TestCase):
 
     def sent_authorization(self, path):
         """The Authorization values the upstream received with the (first) request for `path`."""
-        return [v for k, v in self.requests_to(path)[0]["headers"] if k.lower() == "authorization"]
+        headers = self.https.requests_to(path)[0]["headers"]
+        return [v for k, v in headers if k.lower() == "authorization"]
 
     def upstream_port(self, path):
         """The client port the upstream saw the (one) request for `path` come from."""
-        seen = self.requests_to(path)
+        seen = self.https.requests_to(path)
         self.assertEqual(len(seen), 1, path)
         return seen[0]["client_port"]
 
@@ -209,7 +207,7 @@ class InterceptTest(unittest.TestCase):
         r = curl("https://api.test/echo/inject", "--cacert", self.ca_out,
                  "-H", "Authorization: Bearer client-own-value", proxy=self.proxy())
         self.assertEqual(r.status, 200, r)
-        seen = self.requests_to("/echo/inject")
+        seen = self.https.requests_to("/echo/inject")
         self.assertEqual(len(seen), 1)
         auth = [v for k, v in seen[0]["headers"] if k.lower() == "authorization"]
         self.assertEqual(auth, ["Bearer " + SECRET])
@@ -231,7 +229,7 @@ class InterceptTest(unittest.TestCase):
         r = curl("https://api.test/echo/reflect?reflect=1", "--cacert", self.ca_out,
                  proxy=self.proxy())
         self.assertEqual(r.status, 200, r)
-        seen = self.requests_to("/echo/reflect?reflect=1")
+        seen = self.https.requests_to("/echo/reflect?reflect=1")
         self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "authorization"],
                          ["Bearer " + SECRET])
         self.assertEqual([v for k, v in r.headers if k == "x-echo-authorization"],
@@ -263,7 +261,7 @@ class InterceptTest(unittest.TestCase):
             body = r.read()
         finally:
             conn.close()
-        self.assertEqual(self.requests_to("/echo/upload")[0]["body"], upload)
+        self.assertEqual(self.https.requests_to("/echo/upload")[0]["body"], upload)
         self.assertEqual(r.status, 200)
         self.assertEqual(len(body), n)
         self.assertEqual(body, b"x" * n)
@@ -292,7 +290,7 @@ class InterceptTest(unittest.TestCase):
                 t.close()
             artifacts.record_response(path, status, list(headers.items()), raw)
             self.assertEqual(status, 200, path)
-            seen = self.requests_to(path)
+            seen = self.https.requests_to(path)
             self.assertEqual(len(seen), 1, path)
             self.assertEqual(self.sent_authorization(path), ["Bearer " + SECRET], path)
             self.assertEqual(seen[0]["trailers"], [], path)
@@ -334,7 +332,7 @@ class InterceptTest(unittest.TestCase):
         r = curl("https://api.test/echo/host", "--cacert", self.ca_out,
                  "-H", "Host: other.test", proxy=self.proxy())
         self.assertEqual(r.status, 421, r)
-        self.assertEqual(self.requests_to("/echo/host"), [])
+        self.assertEqual(self.https.requests_to("/echo/host"), [])
 
     def test_sni_mismatch(self):
         t = self.tunnel("api.test", sni="other.test")
@@ -345,7 +343,7 @@ class InterceptTest(unittest.TestCase):
         except (ssl.SSLError, OSError):
             data = b""
         self.assertEqual(data, b"")
-        self.assertEqual(self.requests_to("/echo/sni"), [])
+        self.assertEqual(self.https.requests_to("/echo/sni"), [])
         self.sg.wait_audit(reason="sni_mismatch")
 
     def test_method_rule_inside_tunnel(self):
@@ -359,7 +357,7 @@ class InterceptTest(unittest.TestCase):
         artifacts.record_response("m2", r2.status, r2.getheaders(), r2.read())
         self.assertEqual(r2.status, 403)
         self.assertEqual(r2.getheader("X-Sandgate-Reason"), "method_not_allowed")
-        self.assertEqual(self.requests_to("/echo/m2"), [])
+        self.assertEqual(self.https.requests_to("/echo/m2"), [])
 
     def test_rotation_on_open_connection(self):
         conn = self.api_connection()
@@ -384,7 +382,7 @@ class InterceptTest(unittest.TestCase):
                 ("other.test", "/echo/execsrc", "x-api-key", EXEC_SECRET, EXEC_SECRET)):
             r = curl("https://%s%s" % (host, path), "--cacert", self.ca_out, proxy=self.proxy())
             self.assertEqual(r.status, 200, r)
-            seen = self.requests_to(path)
+            seen = self.https.requests_to(path)
             self.assertEqual(len(seen), 1)
             self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == header], [value])
             self.assertNotIn(secret.encode(), r.body)
@@ -394,7 +392,7 @@ class InterceptTest(unittest.TestCase):
         r = curl("https://gone.test/echo/gone", "--cacert", self.ca_out, proxy=self.proxy())
         self.assertEqual(r.status, 502, r)
         self.assertIn(("x-sandgate-reason", "credential_unavailable"), r.headers)
-        self.assertEqual(self.requests_to("/echo/gone"), [])
+        self.assertEqual(self.https.requests_to("/echo/gone"), [])
 
     def test_plaintext_in_intercepted_tunnel(self):
         # Plain HTTP sent where the ClientHello belongs ends the tunnel: no HTTP answer, the
@@ -408,7 +406,7 @@ class InterceptTest(unittest.TestCase):
         artifacts.record("response", "plaintext", data)
         self.assertTrue(closed, "tunnel still open after plaintext: %r" % data)
         self.assertNotIn(b"HTTP/", data)
-        self.assertEqual(self.requests_to("/echo/plaintext"), [])
+        self.assertEqual(self.https.requests_to("/echo/plaintext"), [])
         self.sg.wait_audit(host="api.test", reason="not_tls")
         self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
                                                reason="not_tls"), 1)
@@ -427,7 +425,7 @@ class InterceptTest(unittest.TestCase):
         finally:
             t.close()
         self.assertEqual(status, 200)
-        seen = self.requests_to("/echo/hop")
+        seen = self.https.requests_to("/echo/hop")
         self.assertEqual(len(seen), 1)
         sent = [(k.lower(), v) for k, v in seen[0]["headers"]]
         names = [k for k, _ in sent]
@@ -500,9 +498,9 @@ class InterceptTest(unittest.TestCase):
         r = curl("https://api.test" + path, "--cacert", self.ca_out, proxy=self.proxy())
         self.assertEqual(r.status, 302, r)
         self.assertEqual(r.header("location"), to)
-        self.assertEqual(len(self.requests_to(path)), 1)
+        self.assertEqual(len(self.https.requests_to(path)), 1)
         self.assertEqual(self.sent_authorization(path), ["Bearer " + SECRET])
-        self.assertEqual(self.requests_to("/echo/followed"), [])
+        self.assertEqual(self.https.requests_to("/echo/followed"), [])
 
     def test_upstream_sni_is_connect_host(self):
         # A new upstream TLS connection (the upstream closed the last one after /drop) sends
@@ -592,7 +590,7 @@ class InterceptTest(unittest.TestCase):
         self.assertNotIn(b"EXTRA-BYTES", raw2)
         self.assertTrue(raw2.startswith(b"HTTP/1.1 200 "), raw2[:200])
         self.assertIn(b"/echo/after-surplus", raw2)
-        self.assertEqual(len(self.requests_to("/surplus")), 1)
+        self.assertEqual(len(self.https.requests_to("/surplus")), 1)
         self.assertNotEqual(self.upstream_port("/echo/after-surplus"),
                             self.upstream_port("/surplus"))
         self.assertEqual(self.sent_authorization("/echo/after-surplus"), ["Bearer " + SECRET])

@@ -112,9 +112,6 @@ class InterceptClientsTest(unittest.TestCase):
         if cls.git:
             cls.git.close()
 
-    def requests_to(self, path):
-        return [r for r in self.https.requests if r["path"] == path]
-
     def tunnel(self, host, timeout=10):
         """A TLS connection to `host` through CONNECT, trusting sandgate's CA."""
         return self.sg.tls_tunnel(host, "demo", TOKEN, self.ca_out, timeout=timeout)
@@ -187,7 +184,7 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
         self.assertEqual(p.returncode, 0, p.stderr.decode())
         out = json.loads(p.stdout)
         self.assertEqual(out["status"], 200)
-        seen = self.requests_to("/echo/node")
+        seen = self.https.requests_to("/echo/node")
         self.assertEqual(len(seen), 1)
         auth_seen = [v for k, v in seen[0]["headers"] if k.lower() == "authorization"]
         self.assertEqual(auth_seen, ["Bearer " + API_SECRET])
@@ -207,7 +204,7 @@ setTimeout(() => { console.error('timeout'); process.exit(3); }, 15000);
             self.assertEqual(resp.status, 200)
         self.assertEqual(json.loads(body)["path"], "/echo/urllib")
         self.assertNotIn(API_SECRET.encode(), body)
-        seen = self.requests_to("/echo/urllib")
+        seen = self.https.requests_to("/echo/urllib")
         auth_seen = [v for k, v in seen[0]["headers"] if k.lower() == "authorization"]
         self.assertEqual(auth_seen, ["Bearer " + API_SECRET])
 

@@ -237,6 +237,12 @@ class HttpUpstream:
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
 
+    def requests_to(self, target, ignore_query=False):
+        """The requests received for `target` (the whole request target; with `ignore_query`,
+        the path before any query)."""
+        return [r for r in self.requests
+                if (r["path"].split("?")[0] if ignore_query else r["path"]) == target]
+
     def close(self):
         self.release.set()
         self.server.shutdown()
