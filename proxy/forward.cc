@@ -217,18 +217,29 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   const bool upstreamKeepAlive = res.keep_alive();
   stripHopByHop(res);
   std::optional<broker::Scrubber> scrubber;
-  creds.scrubHeaders(res, scrubber);
-  // A body scrubbed with replacements of another length changes length: frame it ourselves.
-  const bool keepAlive =
-      frameResponse(*rp, clientVersion, clientKeepAlive, scrubber && !scrubber->preservesLength());
+  std::unique_ptr<broker::BodyDecoder> decoder;
   rec.kind = audit_kind::kForward;
+  if (auto refusal = creds.scrubHeaders(res, !rp->is_done(), log, scrubber, decoder)) {
+    co_await refuse(c, log, std::move(*refusal), "error");  // the upstream connection is dropped
+    co_return false;
+  }
+  // A body scrubbed with replacements of another length, or decoded, changes length: frame it
+  // ourselves.
+  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
+                                       decoder || (scrubber && !scrubber->preservesLength()));
   rec.verdict = policy::verdictName(decision.verdict);
   rec.reason = decision.reason;
   rec.status = res.result_int();
 
   auto back = co_await relayResponse(*up, upBuf, *rp, c.stream, scrubber ? &*scrubber : nullptr,
-                                     limits, rec);
+                                     limits, rec, decoder.get());
   creds.countScrubs(scrubber);
+  if (back.error == RelayError::kDecode && !back.headSent) {
+    // Nothing has reached the client yet: it gets the refusal instead of a cut response.
+    Refusal r = undecodableBodyRefusal(back, rec);
+    co_await refuse(c, log, std::move(r), "error");
+    co_return false;
+  }
   finishRequest(c, log);
   if (back.error != RelayError::kNone) co_return false;
 

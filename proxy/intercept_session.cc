@@ -462,15 +462,28 @@ asio::awaitable<bool> InterceptSession::one() {
   const bool upstreamKeepAlive = res.keep_alive();
   stripHopByHop(res);
   std::optional<broker::Scrubber> scrubber;
-  creds_.scrubHeaders(res, scrubber);
-  // A body scrubbed with replacements of another length changes length: frame it ourselves.
-  const bool keepAlive =
-      frameResponse(*rp, clientVersion, clientKeepAlive, scrubber && !scrubber->preservesLength());
+  std::unique_ptr<broker::BodyDecoder> decoder;
+  if (auto refusal = creds_.scrubHeaders(res, !rp->is_done(), log, scrubber, decoder)) {
+    up_.reset();  // its body was not read
+    co_await refuseInside(log, *refusal, "error");
+    co_return false;
+  }
+  // A body scrubbed with replacements of another length, or decoded, changes length: frame it
+  // ourselves.
+  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
+                                       decoder || (scrubber && !scrubber->preservesLength()));
   rec.status = res.result_int();
 
   auto back = co_await relayResponse(up_->tls, up_->buf, *rp, tls_, scrubber ? &*scrubber : nullptr,
-                                     limits, rec);
+                                     limits, rec, decoder.get());
   creds_.countScrubs(scrubber);
+  if (back.error == RelayError::kDecode && !back.headSent) {
+    // Nothing has reached the client yet: it gets the refusal instead of a cut response.
+    up_.reset();
+    Refusal r = undecodableBodyRefusal(back, rec);
+    co_await refuseInside(log, r, "error");
+    co_return false;
+  }
   finishRequest(c_, log);
   // Reused later only when both messages ended cleanly and nothing else arrived: leftover
   // bytes (or a half-read body, when the client went away) would be read as the next answer.
@@ -492,7 +505,8 @@ asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, Respo
   res.set(http::field::upgrade, "websocket");
   // The frames after it are not scrubbed (see the top of this file).
   std::optional<broker::Scrubber> scrubber;
-  creds_.scrubHeaders(res, scrubber);
+  std::unique_ptr<broker::BodyDecoder> decoder;  // never made: a 101 has no body
+  creds_.scrubHeaders(res, false, log, scrubber, decoder);
   creds_.countScrubs(scrubber);
   rec.kind = audit_kind::kWebsocket;
   rec.status = 101;

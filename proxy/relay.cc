@@ -131,6 +131,10 @@ void noteResponseFailure(const RelayOutcome& back, AuditRecord& rec) {
     rec.verdict = "error";
   } else if (back.error == RelayError::kWrite) {
     rec.error = fmt::format("client: {}", back.ec.message());
+  } else if (back.error == RelayError::kDecode) {
+    rec.error = fmt::format("upstream body: {}", back.detail);
+    rec.reason = reason::kUpstreamBadResponse;
+    rec.verdict = "error";
   }
 }
 
@@ -145,6 +149,14 @@ Refusal upstreamSendRefusal(const RelayOutcome& sent, const AuditRecord& rec) {
                  rec.task, rec.host,
                  rec.rule, fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
                  ""};
+}
+
+Refusal undecodableBodyRefusal(const RelayOutcome& back, const AuditRecord& rec) {
+  return Refusal{
+      502,      reason::kUpstreamBadResponse,
+      rec.task, rec.host,
+      rec.rule, fmt::format("the response body could not be decoded to scrub it: {}", back.detail),
+      ""};
 }
 
 }  // namespace sandgate::proxy

@@ -22,6 +22,7 @@
 #include <string_view>
 #include <tuple>
 
+#include "broker/body_decoder.h"
 #include "broker/scrubber.h"
 #include "config/config.h"
 #include "proxy/audit.h"
@@ -31,11 +32,18 @@
 
 namespace sandgate::proxy {
 
-enum class RelayError { kNone, kRead, kWrite };
+// kDecode: the body's Content-Encoding could not be undone to scrub it (see BodyDecoder).
+enum class RelayError { kNone, kRead, kWrite, kDecode };
 
 struct RelayOutcome {
+  RelayOutcome() = default;
+  RelayOutcome(RelayError e, boost::beast::error_code c, std::string d = {})
+      : error(e), ec(c), detail(std::move(d)) {}
+
   RelayError error = RelayError::kNone;
   boost::beast::error_code ec;
+  std::string detail;     // kDecode: what was wrong with the body
+  bool headSent = false;  // the receiver has the head: a failure can only cut the body short
 };
 
 // The HTTP steps of a relay on a stream with Asio's interface (TCP): Beast's own operations.
@@ -109,15 +117,17 @@ boost::asio::awaitable<boost::beast::error_code> writeMessage(
 }
 
 // Streams the message whose head `p` has parsed from `in` to `out` through serializer `sr`:
-// the head first, then the body one buffer at a time as it arrives. With `scrub`, every piece
-// passes through it first (it holds back only a tail that may still become a secret).
+// the head first, then the body one buffer at a time as it arrives. With `decode`, every piece
+// is decoded first (the head must already say nothing of the coding, and be framed for a
+// length that changes); with `scrub`, every piece then passes through the scrubber (it holds
+// back only a tail that may still become a secret).
 template <bool isRequest, class In, class Out>
 boost::asio::awaitable<RelayOutcome> relayMessage(
     In& in, boost::beast::flat_buffer& inBuf,
     boost::beast::http::parser<isRequest, boost::beast::http::buffer_body>& p, Out& out,
     boost::beast::http::serializer<isRequest, boost::beast::http::buffer_body>& sr,
     broker::Scrubber* scrub, config::Seconds readTimeout, config::Seconds writeTimeout,
-    uint64_t& bytes) {
+    uint64_t& bytes, broker::BodyDecoder* decode = nullptr) {
   namespace http = boost::beast::http;
   // A body that has arrived whole with the head (a small response, usually) leaves with the
   // head in one write: one TLS record, one send. Any other head goes out at once, so that the
@@ -134,13 +144,16 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
   std::array<char, 16 * 1024> buf;
   size_t used = 0;  // how much of buf has ever held upstream bytes
   std::string emitted;
+  std::string decoded;  // may hold a secret before the scrubber replaces it: wiped at the end
   bool finished = false;
   RelayOutcome result;
   while (!sr.is_done()) {
     auto& body = p.get().body();
     emitted.clear();
     size_t n = 0;
-    if (!p.is_done()) {
+    // A decoder with output left from the last piece gives it before more is read.
+    const bool draining = decode && decode->pending();
+    if (!p.is_done() && !draining) {
       body.data = buf.data();
       body.size = buf.size();
       boost::beast::get_lowest_layer(in).expires_after(toDuration(readTimeout));
@@ -154,9 +167,25 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       used = std::max(used, n);
       bytes += n;
     }
-    const bool last = p.is_done();
+    std::string_view piece(buf.data(), n);
+    if (decode) {
+      decoded.clear();
+      if (!decode->decode(piece, decoded)) {
+        result = RelayOutcome{RelayError::kDecode,
+                              {},
+                              "not valid " + std::string(decode->name()) + ": " + decode->error()};
+        break;
+      }
+      if (p.is_done() && !decode->pending() && !decode->complete()) {
+        result = RelayOutcome{
+            RelayError::kDecode, {}, "the " + std::string(decode->name()) + " stream ends early"};
+        break;
+      }
+      piece = decoded;
+    }
+    const bool last = p.is_done() && !(decode && decode->pending());
     if (scrub) {
-      scrub->feed(std::string_view(buf.data(), n), emitted);
+      scrub->feed(piece, emitted);
       if (last && !finished) {
         scrub->finish(emitted);
         finished = true;
@@ -166,8 +195,8 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     } else {
       // An empty piece must not reach the serializer as data: in chunked framing a
       // zero-length chunk is the end of the body.
-      body.data = n > 0 ? buf.data() : nullptr;
-      body.size = n;
+      body.data = piece.empty() ? nullptr : const_cast<char*>(piece.data());
+      body.size = piece.size();
     }
     body.more = !last;
     boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
@@ -178,6 +207,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       const auto& head = p.get().base();
       const MessagePart part = p.get().chunked() ? MessagePart::kWholeChunked : MessagePart::kWhole;
       auto ec = co_await writeMessage(out, head, whole, part);
+      headSent = true;
       if (ec) result = RelayOutcome{RelayError::kWrite, ec};
       break;
     }
@@ -191,6 +221,8 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
   }
   // The raw upstream bytes may hold a secret the scrubber just replaced.
   if (scrub) cleanseBuffer(buf.data(), used);
+  broker::wipe(decoded);
+  result.headSent = headSent;
   co_return result;
 }
 
@@ -230,7 +262,8 @@ boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_bu
                                                    ResponseParser& rp, Client& client,
                                                    broker::Scrubber* scrub,
                                                    const config::EffectiveLimits& limits,
-                                                   AuditRecord& rec);
+                                                   AuditRecord& rec,
+                                                   broker::BodyDecoder* decode = nullptr);
 
 // Records in `rec` how relaying a response failed (nothing when it did not).
 void noteResponseFailure(const RelayOutcome& back, AuditRecord& rec);
@@ -238,13 +271,15 @@ void noteResponseFailure(const RelayOutcome& back, AuditRecord& rec);
 void noteClientReadFailure(const RelayOutcome& sent, AuditRecord& rec);
 // The 502 for a request that could not be written to the upstream.
 Refusal upstreamSendRefusal(const RelayOutcome& sent, const AuditRecord& rec);
+// The 502 for a response whose encoded body did not decode (kDecode) before any of it was sent.
+Refusal undecodableBodyRefusal(const RelayOutcome& back, const AuditRecord& rec);
 
 template <class Up, class Client>
 boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_buffer& upBuf,
                                                    ResponseParser& rp, Client& client,
                                                    broker::Scrubber* scrub,
                                                    const config::EffectiveLimits& limits,
-                                                   AuditRecord& rec) {
+                                                   AuditRecord& rec, broker::BodyDecoder* decode) {
   namespace http = boost::beast::http;
   RelayOutcome back;
   if (rp.is_done()) {
@@ -253,10 +288,11 @@ boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_bu
     const std::string_view noBody;
     auto ec = co_await writeMessage(client, head, noBody, MessagePart::kHead);
     if (ec) back = RelayOutcome{RelayError::kWrite, ec};
+    back.headSent = true;
   } else {
     http::response_serializer<http::buffer_body> sr(rp.get());
     back = co_await relayMessage(up, upBuf, rp, client, sr, scrub, limits.idleTimeout,
-                                 limits.bodyTimeout, rec.bytesDown);
+                                 limits.bodyTimeout, rec.bytesDown, decode);
   }
   noteResponseFailure(back, rec);
   co_return back;

@@ -2,6 +2,7 @@
 // (see request_credentials.h).
 #include "proxy/request_credentials.h"
 
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -103,36 +104,49 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   return std::nullopt;
 }
 
-void RequestCredentials::scrubHeaders(http::fields& res,
-                                      std::optional<broker::Scrubber>& scrubber) {
-  if (scrubRules_.empty()) return;
+std::optional<Refusal> RequestCredentials::scrubHeaders(
+    http::fields& res, bool hasBody, const RequestLog& log,
+    std::optional<broker::Scrubber>& scrubber, std::unique_ptr<broker::BodyDecoder>& decoder) {
+  if (scrubRules_.empty()) return std::nullopt;
   scrubber.emplace(scrubRules_);
   if (auto coding = res[http::field::content_encoding];
-      !coding.empty() && !boost::beast::iequals(coding, "identity") && !warnedEncoding_) {
+      hasBody && !coding.empty() && !boost::beast::iequals(coding, "identity")) {
     // Asked for identity and answered otherwise: the body's bytes are not the content, so a
-    // secret echoed in it cannot be found. Relayed as it is; the operator is told, once per
-    // connection. The value is the upstream's to choose (an echo could put a secret there):
-    // only a registered coding is named.
-    warnedEncoding_ = true;
-    std::string_view name = "an unregistered coding";
-    for (std::string_view known : {"gzip", "x-gzip", "deflate", "br", "compress", "zstd"}) {
-      if (boost::beast::iequals(coding, known)) name = known;
+    // secret echoed in it could not be found as it is. gzip and deflate are undone on the way
+    // (the client gets the identity body it asked for); any other coding is refused.
+    decoder = broker::BodyDecoder::forCoding(coding);
+    if (!decoder) {
+      // The value is the upstream's to choose (an echo could put a secret there): only a
+      // registered coding is named.
+      std::string_view name = "an unregistered coding";
+      for (std::string_view known : {"br", "compress", "zstd", "x-compress"}) {
+        if (boost::beast::iequals(coding, known)) name = known;
+      }
+      const auto& rec = log.record;
+      return Refusal{502,
+                     reason::kResponseNotScrubbable,
+                     c_.task->name,
+                     rec.host,
+                     rec.rule,
+                     fmt::format("the upstream answered with Content-Encoding {}, which sandgate "
+                                 "cannot decode to scrub the secrets sent on this connection",
+                                 name),
+                     "the upstream should honour Accept-Encoding: identity (or send gzip)"};
     }
-    spdlog::warn(
-        "task {}: a response was sent with Content-Encoding {} although identity was asked for; "
-        "its body could not be scrubbed of the secrets injected on that connection",
-        c_.task->name, name);
+    res.erase(http::field::content_encoding);
+    res.erase(http::field::content_length);
   }
   const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
     return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());
   });
-  if (!echoed) return;  // nothing to replace: the fields are not copied out and back
+  if (!echoed) return std::nullopt;  // nothing to replace: the fields are not copied out and back
   broker::Headers rh = toBrokerHeaders(res);
   if (scrubber->scrubHeaders(rh) > 0) {
     replaceFields(res, rh);
   } else {
     wipeAll(rh);
   }
+  return std::nullopt;
 }
 
 void RequestCredentials::countScrubs(const std::optional<broker::Scrubber>& scrubber) const {

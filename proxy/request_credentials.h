@@ -5,10 +5,12 @@
 #pragma once
 
 #include <boost/beast/http/message.hpp>
+#include <memory>
 #include <optional>
 #include <string_view>
 #include <vector>
 
+#include "broker/body_decoder.h"
 #include "broker/injector.h"
 #include "broker/scrubber.h"
 #include "policy/engine.h"
@@ -38,10 +40,16 @@ class RequestCredentials {
                                bool tls, const policy::Decision& decision, RequestLog& log);
 
   // Makes a scrubber for a response when secrets went upstream on this connection, and
-  // scrubs the response's header fields with it at once. A body with a Content-Encoding other
-  // than identity cannot be scrubbed: it is relayed as it is, with a warning in the log (once
-  // per connection).
-  void scrubHeaders(boost::beast::http::fields& res, std::optional<broker::Scrubber>& scrubber);
+  // scrubs the response's header fields with it at once. Identity was asked for; a body that
+  // comes gzip- or deflate-encoded anyway gets a `decoder`, and its Content-Encoding and
+  // Content-Length fields are removed (the client gets the identity body it asked for; frame
+  // it with a length that may change). Any other coding cannot be read to scrub it: the
+  // response is refused (502 response_not_scrubbable, returned), never relayed unscrubbed.
+  // `hasBody`: a body follows the head (a HEAD response, a 204 or 304 keep their fields).
+  std::optional<Refusal> scrubHeaders(boost::beast::http::fields& res, bool hasBody,
+                                      const RequestLog& log,
+                                      std::optional<broker::Scrubber>& scrubber,
+                                      std::unique_ptr<broker::BodyDecoder>& decoder);
   // Counts the scrubber's replacements in the task's metrics.
   void countScrubs(const std::optional<broker::Scrubber>& scrubber) const;
 
@@ -49,7 +57,6 @@ class RequestCredentials {
   ClientConnection& c_;
   std::optional<broker::Injector> injector_;  // made on the connection's first request
   std::vector<broker::ScrubRule> scrubRules_;
-  bool warnedEncoding_ = false;  // a compressed response was reported
 };
 
 // Cleanses a request head (cleanseRequestHead) when it goes out of scope.

@@ -6,7 +6,7 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build ccache pkg-config
   libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev
-  libssl-dev libyaml-cpp-dev libre2-dev libspdlog-dev prometheus-cpp-dev
+  libssl-dev zlib1g-dev libyaml-cpp-dev libre2-dev libspdlog-dev prometheus-cpp-dev
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libseccomp-dev libcap-dev
   curl git python3 nodejs openssl ca-certificates iproute2 procps
   gdb  # a test whose `sandgate run` hangs reports every process's stacks (run_support.py)

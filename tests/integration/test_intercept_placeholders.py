@@ -177,6 +177,32 @@ class InterceptPlaceholdersTest(unittest.TestCase):
             self.sg.metric("sandgate_secret_scrubs_total", task="demo", credential="api"),
             (before or 0) + 2)
 
+    def test_a_compressed_echo_is_decoded_and_scrubbed(self):
+        # The upstream gzips whatever the request asked for (identity, from sandgate), whole or
+        # in two chunks 50 ms apart that cut the compressed stream in the middle: either way
+        # the client gets the identity body, the secret replaced by its placeholder.
+        for chunked in ("0", "1"):
+            with self.subTest(chunked=chunked):
+                r = self.get("https://api.test/gzip-echo?chunked=" + chunked,
+                             "Accept-Encoding: gzip")
+                self.assertEqual(r.status, 200, r)
+                self.assertNotIn("content-encoding", [k for k, _ in r.headers])
+                self.assertNotIn(API_SECRET.encode(), r.body)
+                echoed = dict((k.lower(), v) for k, v in json.loads(r.body)["headers"])
+                self.assertEqual(echoed["authorization"], "Bearer " + self.api_ph)
+                self.assertEqual(echoed["accept-encoding"], "identity")
+
+    def test_a_compressed_body_that_breaks_off_mid_stream_is_cut_short(self):
+        # The head and the first chunk's decoded bytes have gone out when the second chunk
+        # fails to decode: the response ends without its last chunk, so the client sees an
+        # error rather than a body that looks complete; the audit line says why.
+        r = self.get("https://api.test/gzip-echo?coding=gzip-corrupt&chunked=1")
+        self.assertEqual(r.status, 200, r)
+        self.assertNotEqual(r.rc, 0, r.stderr)
+        self.assertNotIn(API_SECRET.encode(), r.body)
+        rec = self.sg.wait_audit(path="/gzip-echo", reason="upstream_bad_response")
+        self.assertIn("not valid gzip", rec["error"])
+
     def test_placeholder_sent_to_another_host_is_refused_counted_and_logged(self):
         before = len(self.https.requests)
         r = self.get("https://other.test/echo/tripwire", "Authorization: Bearer " + self.api_ph)

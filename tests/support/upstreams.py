@@ -22,8 +22,11 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /surplus        a 200 with Content-Length, followed at once by bytes that belong to no
                   response (a connection that must not be reused)
   /gzip-echo      the request's headers as JSON, gzip-compressed with Content-Encoding: gzip
-                  whatever the request's Accept-Encoding said; ?coding=echo names the
-                  request's X-Api-Key as its Content-Encoding instead
+                  whatever the request's Accept-Encoding said; ?coding=deflate: zlib-wrapped
+                  deflate; ?coding=gzip-corrupt: gzip with its middle bytes flipped;
+                  ?coding=echo: gzip named by the request's X-Api-Key as its Content-Encoding;
+                  any other ?coding=NAME: gzip bytes labelled NAME; &chunked=1: the
+                  compressed bytes in two chunks written 50 ms apart
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -45,6 +48,7 @@ import struct
 import threading
 import time
 import urllib.parse
+import zlib
 
 
 class _Handler(http.server.BaseHTTPRequestHandler):
@@ -157,9 +161,28 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         elif p == "/redirect":
             self._send(int(q.get("code", "302")), b"", extra=[("Location", q.get("to", "/"))])
         elif p == "/gzip-echo":
-            out = gzip.compress(json.dumps({"headers": list(self.headers.items())}).encode())
-            coding = self.headers.get("X-Api-Key", "") if q.get("coding") == "echo" else "gzip"
-            self._send(200, out, "application/json", [("Content-Encoding", coding)])
+            raw = json.dumps({"headers": list(self.headers.items())}).encode()
+            coding = q.get("coding", "gzip")
+            out = zlib.compress(raw) if coding == "deflate" else gzip.compress(raw)
+            if coding == "gzip-corrupt":
+                mid = len(out) // 2
+                out = out[:mid] + bytes(b ^ 0x55 for b in out[mid:mid + 4]) + out[mid + 4:]
+                coding = "gzip"
+            elif coding == "echo":
+                coding = self.headers.get("X-Api-Key", "")
+            if q.get("chunked") != "1":
+                self._send(200, out, "application/json", [("Content-Encoding", coding)])
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Encoding", coding)
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for piece in (out[:len(out) // 2], out[len(out) // 2:]):
+                self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
+                self.wfile.flush()
+                time.sleep(0.05)
+            self.wfile.write(b"0\r\n\r\n")
         elif p == "/surplus":
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsurplusEXTRA-BYTES")
             self.wfile.flush()
