@@ -65,7 +65,9 @@ BodyDecoder::BodyDecoder(bool gzip) : gzip_(gzip), z_(std::make_unique<Stream>()
 
 BodyDecoder::~BodyDecoder() { wipe(in_); }
 
-bool BodyDecoder::complete() const { return ended_ && in_.empty() && !z_->outputFull; }
+bool BodyDecoder::complete() const {
+  return !received_ || (ended_ && in_.empty() && !z_->outputFull);
+}
 
 bool BodyDecoder::start(int windowBits) {
   z_->z.zalloc = wipingAlloc;
@@ -83,6 +85,7 @@ bool BodyDecoder::decode(std::string_view in, std::string& out) {
   more_ = false;
   if (!error_.empty()) return false;
   in_.append(in);
+  received_ = received_ || !in.empty();
   size_t produced = 0;
   while ((!in_.empty() || z_->outputFull) && produced < kMaxOutput) {
     if (!z_->open) {

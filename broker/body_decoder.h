@@ -32,7 +32,8 @@ class BodyDecoder {
   // again (with nothing new) before reading more input.
   bool pending() const { return more_; }
   // The whole encoded body has been read: is it complete (the compressed stream ended, and
-  // nothing but gzip's optional further members followed)?
+  // nothing but gzip's optional further members followed)? An empty body is: servers label
+  // empty bodies with their usual coding.
   bool complete() const;
   const std::string& error() const { return error_; }
   // The coding's registered name ("gzip", "deflate"), for logs.
@@ -46,6 +47,7 @@ class BodyDecoder {
   bool gzip_;
   bool ended_ = false;
   bool more_ = false;
+  bool received_ = false;  // any input at all
   std::unique_ptr<Stream> z_;
   std::string in_;  // taken, not decoded yet: compressed bytes, wiped as they are consumed
   std::string error_;

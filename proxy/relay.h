@@ -221,7 +221,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
   }
   // The raw upstream bytes may hold a secret the scrubber just replaced.
   if (scrub) cleanseBuffer(buf.data(), used);
-  broker::wipe(decoded);
+  if (decode) broker::wipe(decoded);
   result.headSent = headSent;
   co_return result;
 }

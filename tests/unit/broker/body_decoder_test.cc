@@ -126,6 +126,21 @@ TEST(BodyDecoder, ACutStreamIsNotComplete) {
   EXPECT_FALSE(d->complete());
 }
 
+TEST(BodyDecoder, AnEmptyBodyIsComplete) {
+  for (auto c : {"gzip", "deflate"}) {
+    auto d = BodyDecoder::forCoding(c);
+    std::string out;
+    EXPECT_TRUE(d->decode({}, out));
+    EXPECT_TRUE(out.empty());
+    EXPECT_TRUE(d->complete()) << c;
+  }
+  // One byte of a stream is not an empty body.
+  auto d = BodyDecoder::forCoding("deflate");
+  std::string out;
+  EXPECT_TRUE(d->decode("x", out));
+  EXPECT_FALSE(d->complete());
+}
+
 TEST(BodyDecoder, RefusesBytesAfterTheDeflateStream) {
   auto d = BodyDecoder::forCoding("deflate");
   std::string out;
