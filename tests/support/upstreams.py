@@ -26,7 +26,7 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
                   deflate; ?coding=gzip-corrupt: gzip with its middle bytes flipped;
                   ?coding=echo: gzip named by the request's X-Api-Key as its Content-Encoding;
                   any other ?coding=NAME: gzip bytes labelled NAME; &chunked=1: the
-                  compressed bytes in two chunks written 50 ms apart
+                  compressed bytes in two chunks written 50 ms apart; ETag "gz-1" when whole
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -171,7 +171,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             elif coding == "echo":
                 coding = self.headers.get("X-Api-Key", "")
             if q.get("chunked") != "1":
-                self._send(200, out, "application/json", [("Content-Encoding", coding)])
+                self._send(200, out, "application/json",
+                           [("Content-Encoding", coding), ("ETag", '"gz-1"')])
                 return
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
