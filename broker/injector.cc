@@ -162,10 +162,12 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
     const std::string_view secret = i.secret->reveal();
     const std::string replacement = replacementFor(c);
     // A credential with `scrub: false` leaves responses as the upstream sent them.
-    auto scrubAlso = [&](ScrubRule rule) {
-      if (c.scrub) addScrubRule(result.scrub, std::move(rule));
+    // Another form of the secret (Basic, percent-encoded) is copied into protected memory
+    // only when it is to be scrubbed.
+    auto scrubForm = [&](std::string_view form, std::string shown) {
+      if (c.scrub) addScrubRule(result.scrub, {Secret::copyOf(form), std::move(shown), c.name});
     };
-    scrubAlso({i.secret, replacement, c.name});
+    if (c.scrub) addScrubRule(result.scrub, {i.secret, replacement, c.name});
 
     if (i.placeholder) {
       const std::string& ph = i.placeholder->value;
@@ -179,7 +181,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
               wipe(*decoded);
               // The Basic form is what an echoing upstream would reflect: scrub it back to
               // what the client sent.
-              scrubAlso({Secret::copyOf(encoded), original, c.name});
+              scrubForm(encoded, original);
               std::string newValue = "Basic " + encoded;
               wipe(encoded);
               wipe(value);
@@ -195,7 +197,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         std::string encoded = percentEncode(secret);
         if (replaceAll(query, ph, encoded)) {
           if (encoded != secret) {
-            scrubAlso({Secret::copyOf(encoded), replacement, c.name});
+            scrubForm(encoded, replacement);
           }
           std::string newTarget = target.substr(0, q + 1) + query;
           wipe(target);
@@ -223,7 +225,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         wipe(pair);
         const Placeholder* p = placeholders_ ? placeholders_->forCredential(c.name) : nullptr;
         std::string shown = p ? base64Encode(inj.username + ":" + p->value) : replacement;
-        scrubAlso({Secret::copyOf(token), std::move(shown), c.name});
+        scrubForm(token, std::move(shown));
         headers.emplace_back("Authorization", "Basic " + token);
         wipe(token);
         break;
@@ -248,7 +250,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         }
         std::string encoded = percentEncode(secret);
         if (encoded != secret) {
-          scrubAlso({Secret::copyOf(encoded), replacement, c.name});
+          scrubForm(encoded, replacement);
         }
         if (!kept.empty()) kept += '&';
         kept += percentEncode(inj.query) + "=" + encoded;
