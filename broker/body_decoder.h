@@ -24,7 +24,7 @@ class BodyDecoder {
   BodyDecoder& operator=(const BodyDecoder&) = delete;
 
   // Takes `in` after what is still pending, and appends to `out` what decodes from it, at most
-  // kMaxOutput bytes; what it could not decode yet stays pending (call again with nothing new
+  // kMaxOutput bytes (an `out` with that much room to spare never reallocates); what it could not decode yet stays pending (call again with nothing new
   // while pending()). False when the input is not valid for the coding (error() says why):
   // nothing more can be decoded then.
   bool decode(std::string_view in, std::string& out);

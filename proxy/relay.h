@@ -144,7 +144,10 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
   std::array<char, 16 * 1024> buf;
   size_t used = 0;  // how much of buf has ever held upstream bytes
   std::string emitted;
-  std::string decoded;  // may hold a secret before the scrubber replaces it: wiped at the end
+  // May hold a secret before the scrubber replaces it: wiped at the end, and sized once for
+  // the most a decoder gives at a time, so that no growth frees a copy unwiped.
+  std::string decoded;
+  if (decode) decoded.reserve(broker::BodyDecoder::kMaxOutput);
   bool finished = false;
   RelayOutcome result;
   while (!sr.is_done()) {
