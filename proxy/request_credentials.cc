@@ -30,6 +30,37 @@ void wipeAll(broker::Headers& hs) {
   for (auto& [name, value] : hs) broker::wipe(value);
 }
 
+// A coding of a response body, as its header field named it.
+struct Coding {
+  std::string_view field;  // "Content-Encoding" or "Transfer-Encoding"
+  std::string_view name;
+};
+
+// Appends the codings of a comma-separated field value, except `plain` (identity for
+// Content-Encoding, chunked for Transfer-Encoding, which the parser has undone already).
+void addCodings(std::string_view value, std::string_view field, std::string_view plain,
+                std::vector<Coding>& out) {
+  while (!value.empty()) {
+    const size_t comma = value.find(',');
+    std::string_view c = value.substr(0, comma);
+    while (!c.empty() && (c.front() == ' ' || c.front() == '\t')) c.remove_prefix(1);
+    while (!c.empty() && (c.back() == ' ' || c.back() == '\t')) c.remove_suffix(1);
+    if (!c.empty() && !boost::beast::iequals(c, plain)) out.push_back({field, c});
+    if (comma == std::string_view::npos) break;
+    value.remove_prefix(comma + 1);
+  }
+}
+
+// A coding's registered name, or a stand-in: the value is the upstream's to choose (an echo
+// could put a secret there), so only a registered coding is named in logs and refusals.
+std::string_view registeredName(std::string_view coding) {
+  for (std::string_view known : {"gzip", "x-gzip", "deflate", "br", "compress", "x-compress",
+                                 "zstd", "identity", "chunked"}) {
+    if (boost::beast::iequals(coding, known)) return known;
+  }
+  return "an unregistered coding";
+}
+
 void replaceFields(http::fields& f, broker::Headers& hs) {
   f.clear();
   for (auto& [name, value] : hs) f.insert(name, value);
@@ -109,38 +140,45 @@ std::optional<Refusal> RequestCredentials::scrubHeaders(
     std::optional<broker::Scrubber>& scrubber, std::unique_ptr<broker::BodyDecoder>& decoder) {
   if (scrubRules_.empty()) return std::nullopt;
   scrubber.emplace(scrubRules_);
-  if (auto coding = res[http::field::content_encoding];
-      hasBody && !coding.empty() && !boost::beast::iequals(coding, "identity")) {
-    // Asked for identity and answered otherwise: the body's bytes are not the content, so a
-    // secret echoed in it could not be found as it is. gzip and deflate are undone on the way
-    // (the client gets the identity body it asked for); any other coding is refused.
-    decoder = broker::BodyDecoder::forCoding(coding);
+  // Asked for identity and answered otherwise: the body's bytes are not the content, so a
+  // secret echoed in it could not be found as it is. A single gzip or deflate layer, as a
+  // content coding or as a transfer coding before chunked, is undone on the way (the client
+  // gets the identity body it asked for); anything else is refused.
+  std::vector<Coding> codings;
+  if (hasBody) {
+    addCodings(res[http::field::content_encoding], "Content-Encoding", "identity", codings);
+    addCodings(res[http::field::transfer_encoding], "Transfer-Encoding", "chunked", codings);
+  }
+  if (!codings.empty()) {
+    if (codings.size() == 1) decoder = broker::BodyDecoder::forCoding(codings[0].name);
     if (!decoder) {
-      // The value is the upstream's to choose (an echo could put a secret there): only a
-      // registered coding is named.
-      std::string_view name = "an unregistered coding";
-      for (std::string_view known : {"br", "compress", "zstd", "x-compress"}) {
-        if (boost::beast::iequals(coding, known)) name = known;
-      }
+      const std::string what =
+          codings.size() == 1
+              ? fmt::format("{} {}", codings[0].field, registeredName(codings[0].name))
+              : fmt::format("{} codings one upon another", codings.size());
       const auto& rec = log.record;
       return Refusal{502,
                      reason::kResponseNotScrubbable,
                      c_.task->name,
                      rec.host,
                      rec.rule,
-                     fmt::format("the upstream answered with Content-Encoding {}, which sandgate "
-                                 "cannot decode to scrub the secrets sent on this connection",
-                                 name),
+                     fmt::format("the upstream answered with {}, which sandgate cannot decode to "
+                                 "scrub the secrets sent on this connection",
+                                 what),
                      "the upstream should honour Accept-Encoding: identity (or send gzip)"};
     }
-    res.erase(http::field::content_encoding);
-    res.erase(http::field::content_length);
-    // A strong validator names the encoded bytes, which the client does not get: the decoded
-    // body is only semantically the same (RFC 9110, 8.8.1).
-    if (auto etag = res.find(http::field::etag);
-        etag != res.end() && !etag->value().starts_with("W/")) {
-      res.set(http::field::etag, "W/" + std::string(etag->value()));
+    if (codings[0].field == "Content-Encoding") {
+      // A strong validator names the encoded bytes, which the client does not get: the
+      // decoded body is only semantically the same (RFC 9110, 8.8.1).
+      if (auto etag = res.find(http::field::etag);
+          etag != res.end() && !etag->value().starts_with("W/")) {
+        res.set(http::field::etag, "W/" + std::string(etag->value()));
+      }
     }
+    // The body is framed anew (frameResponse): chunked, or ended by the close.
+    res.erase(http::field::content_encoding);
+    res.erase(http::field::transfer_encoding);
+    res.erase(http::field::content_length);
   }
   const bool echoed = std::any_of(res.begin(), res.end(), [&](const auto& f) {
     return scrubber->occursIn(f.name_string()) || scrubber->occursIn(f.value());

@@ -41,10 +41,12 @@ class RequestCredentials {
 
   // Makes a scrubber for a response when secrets went upstream on this connection, and
   // scrubs the response's header fields with it at once. Identity was asked for; a body that
-  // comes gzip- or deflate-encoded anyway gets a `decoder`, and its Content-Encoding and
+  // comes in one layer of gzip or deflate anyway (a content coding, or a transfer coding
+  // before chunked) gets a `decoder`; its Content-Encoding, Transfer-Encoding and
   // Content-Length fields are removed and a strong ETag made weak (the client gets the
-  // identity body it asked for; frame it with a length that may change). Any other coding cannot be read to scrub it: the
-  // response is refused (502 response_not_scrubbable, returned), never relayed unscrubbed.
+  // identity body it asked for; frame it anew, with a length that may change). Any other
+  // coding, or more than one, cannot be read to scrub it: the response is refused (502
+  // response_not_scrubbable, returned), never relayed unscrubbed.
   // `hasBody`: a body follows the head (a HEAD response, a 204 or 304 keep their fields).
   std::optional<Refusal> scrubHeaders(boost::beast::http::fields& res, bool hasBody,
                                       const RequestLog& log,

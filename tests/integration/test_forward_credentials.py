@@ -5,8 +5,9 @@ injected (replacing what the client sent) and scrubbed from the response, as ins
 intercepted tunnel: the upstream is asked for identity bodies, a gzip or deflate body sent
 anyway is decoded and scrubbed, any other coding is refused (`502 response_not_scrubbable`),
 and a credential with `scrub: false` is not scrubbed at all. A rule naming a credential
-without it fails the request closed (`403 credential_requires_tls`): the request never leaves without its credential, and the
-secret never leaves in clear. plain.test and clear.test map to one plain-HTTP echo upstream.
+without it fails the request closed (`403 credential_requires_tls`): the request never
+leaves without its credential, and the secret never leaves in clear. plain.test and
+clear.test map to one plain-HTTP echo upstream.
 """
 
 import gzip
@@ -108,17 +109,21 @@ class ForwardCredentialsTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         seen = self.up.requests_to("/echo/identity")[0]["headers"]
         self.assertEqual([v for k, v in seen if k.lower() == "accept-encoding"], ["identity"])
-        # An upstream that compresses anyway (gzip, or zlib-wrapped deflate): the body is
-        # decoded on the way and scrubbed, and the client gets the identity body it asked for.
-        for coding in ("gzip", "deflate"):
-            with self.subTest(coding=coding):
+        # An upstream that compresses anyway (gzip, or zlib-wrapped deflate, as a content
+        # coding; gzip as a transfer coding): the body is decoded on the way and scrubbed, and
+        # the client gets the identity body it asked for.
+        for query in ("coding=gzip", "coding=deflate", "chunked=1&te=1"):
+            with self.subTest(query=query):
                 before = self.sg.metric("sandgate_secret_scrubs_total", task="demo",
                                         credential="plainok") or 0
                 status, head, body = self.raw_get(
-                    "http://plain.test/gzip-echo?coding=" + coding, "Accept-Encoding: gzip")
+                    "http://plain.test/gzip-echo?" + query, "Accept-Encoding: gzip")
                 self.assertEqual(status, 200, body)
                 self.assertNotIn("content-encoding", head)
-                self.assertEqual(head.get("etag"), 'W/"gz-1"')  # no longer these bytes
+                if "te=" in query:
+                    self.assertEqual(head.get("transfer-encoding"), "chunked")
+                else:
+                    self.assertEqual(head.get("etag"), 'W/"gz-1"')  # no longer these bytes
                 self.assertNotIn(PLAIN_SECRET.encode(), body)
                 echoed = dict((k.lower(), v) for k, v in json.loads(body)["headers"])
                 self.assertEqual(echoed["x-api-key"], "[REDACTED:plainok]")
@@ -128,8 +133,10 @@ class ForwardCredentialsTest(unittest.TestCase):
     def test_a_response_in_a_coding_that_cannot_be_scrubbed_is_refused(self):
         # br is not decoded here; a coding the upstream makes up (here: the secret itself) is
         # not named anywhere. Either way the body never reaches the client unscrubbed.
+        # Two layers (a content coding, and a transfer coding on top) are not undone either.
         for coding, named in (("br", "Content-Encoding br"),
-                              ("echo", "Content-Encoding an unregistered coding")):
+                              ("echo", "Content-Encoding an unregistered coding"),
+                              ("gzip&chunked=1&te=2", "2 codings one upon another")):
             with self.subTest(coding=coding):
                 path = "/gzip-echo?coding=" + coding
                 status, head, body = self.raw_get("http://plain.test" + path)

@@ -26,7 +26,9 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
                   deflate; ?coding=gzip-corrupt: gzip with its middle bytes flipped;
                   ?coding=echo: gzip named by the request's X-Api-Key as its Content-Encoding;
                   any other ?coding=NAME: gzip bytes labelled NAME; &chunked=1: the
-                  compressed bytes in two chunks written 50 ms apart; ETag "gz-1" when whole
+                  compressed bytes in two chunks written 50 ms apart (ETag "gz-1" when whole);
+                  &te=1: gzip as a transfer coding (Transfer-Encoding: gzip, chunked) instead
+                  of the content coding; &te=2: as well as it
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -176,8 +178,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 return
             self.send_response(200)
             self.send_header("Content-Type", "application/json")
-            self.send_header("Content-Encoding", coding)
-            self.send_header("Transfer-Encoding", "chunked")
+            if q.get("te") != "1":
+                self.send_header("Content-Encoding", coding)
+            self.send_header("Transfer-Encoding", "gzip, chunked" if q.get("te") else "chunked")
             self.end_headers()
             for piece in (out[:len(out) // 2], out[len(out) // 2:]):
                 self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
