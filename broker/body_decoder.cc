@@ -36,12 +36,6 @@ void wipingFree(voidpf, voidpf address) {
   std::free(p);
 }
 
-std::string_view trimmed(std::string_view v) {
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  return v;
-}
-
 }  // namespace
 
 struct BodyDecoder::Stream {
@@ -54,7 +48,7 @@ struct BodyDecoder::Stream {
 };
 
 std::unique_ptr<BodyDecoder> BodyDecoder::forCoding(std::string_view coding) {
-  const std::string_view c = trimmed(coding);
+  const std::string_view c = trimOws(coding);
   if (iequals(c, "gzip") || iequals(c, "x-gzip"))
     return std::unique_ptr<BodyDecoder>(new BodyDecoder(true));
   if (iequals(c, "deflate")) return std::unique_ptr<BodyDecoder>(new BodyDecoder(false));

@@ -1,5 +1,6 @@
-// BodyDecoder: undoes a response's gzip or deflate Content-Encoding, streaming, so that the
-// scrubber can read a body that an upstream compressed although identity was asked for.
+// BodyDecoder: undoes a response body's gzip or deflate coding (a content coding, or a transfer
+// coding before chunked), streaming, so that the scrubber can read a body that an upstream
+// compressed although identity was asked for.
 #pragma once
 
 #include <memory>
@@ -14,8 +15,8 @@ class BodyDecoder {
   // no body is ever held whole.
   static constexpr size_t kMaxOutput = 256 * 1024;
 
-  // A decoder for a Content-Encoding value (one coding: gzip, x-gzip or deflate, any case,
-  // surrounding spaces ignored), or null for anything else (none, identity, a list, br, zstd,
+  // A decoder for one coding (gzip, x-gzip or deflate, any case, surrounding spaces ignored),
+  // or null for anything else (none, identity, a list, br, zstd,
   // compress, an unknown token).
   static std::unique_ptr<BodyDecoder> forCoding(std::string_view coding);
 
@@ -24,9 +25,9 @@ class BodyDecoder {
   BodyDecoder& operator=(const BodyDecoder&) = delete;
 
   // Takes `in` after what is still pending, and appends to `out` what decodes from it, at most
-  // kMaxOutput bytes (an `out` with that much room to spare never reallocates); what it could not decode yet stays pending (call again with nothing new
-  // while pending()). False when the input is not valid for the coding (error() says why):
-  // nothing more can be decoded then.
+  // kMaxOutput bytes (an `out` with that much room to spare never reallocates); what it could
+  // not decode yet stays pending (call again with nothing new while pending()). False when the
+  // input is not valid for the coding (error() says why): nothing more can be decoded then.
   bool decode(std::string_view in, std::string& out);
   // The last call stopped at kMaxOutput with more to decode from what it was given: call
   // again (with nothing new) before reading more input.

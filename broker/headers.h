@@ -24,6 +24,25 @@ inline bool iequals(std::string_view a, std::string_view b) {
   return true;
 }
 
+// `s` without the spaces and tabs around it (HTTP's optional whitespace).
+inline std::string_view trimOws(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// Calls `f` with each element of a comma-separated field value (Connection, Content-Encoding,
+// Transfer-Encoding), trimmed; empty elements are skipped.
+template <class F>
+void forEachListElement(std::string_view value, F&& f) {
+  while (true) {
+    const size_t comma = value.find(',');
+    if (std::string_view e = trimOws(value.substr(0, comma)); !e.empty()) f(e);
+    if (comma == std::string_view::npos) return;
+    value.remove_prefix(comma + 1);
+  }
+}
+
 // The token of an `Authorization: Basic <token>` value (scheme matched case-insensitively),
 // or empty when `value` is not a Basic credential.
 inline std::string_view basicToken(std::string_view value) {
@@ -32,10 +51,7 @@ inline std::string_view basicToken(std::string_view value) {
       (value[kScheme.size()] != ' ' && value[kScheme.size()] != '\t')) {
     return {};
   }
-  std::string_view token = value.substr(kScheme.size());
-  while (!token.empty() && (token.front() == ' ' || token.front() == '\t')) token.remove_prefix(1);
-  while (!token.empty() && (token.back() == ' ' || token.back() == '\t')) token.remove_suffix(1);
-  return token;
+  return trimOws(value.substr(kScheme.size()));
 }
 
 }  // namespace sandgate::broker

@@ -10,6 +10,7 @@
 
 #include <boost/asio/write.hpp>
 
+#include "broker/headers.h"
 #include "policy/host.h"
 #include "proxy/relay.h"
 #include "proxy/request_credentials.h"
@@ -47,16 +48,8 @@ void stripHopByHop(boost::beast::http::fields& f) {
   std::vector<std::string> listed;
   auto [first, last] = f.equal_range(http::field::connection);
   for (auto it = first; it != last; ++it) {
-    std::string_view v = it->value();
-    while (!v.empty()) {
-      auto comma = v.find(',');
-      std::string_view name = v.substr(0, comma);
-      while (!name.empty() && (name.front() == ' ' || name.front() == '\t')) name.remove_prefix(1);
-      while (!name.empty() && (name.back() == ' ' || name.back() == '\t')) name.remove_suffix(1);
-      if (!name.empty()) listed.emplace_back(name);
-      if (comma == std::string_view::npos) break;
-      v.remove_prefix(comma + 1);
-    }
+    broker::forEachListElement(it->value(),
+                               [&](std::string_view name) { listed.emplace_back(name); });
   }
   for (const auto& name : listed) {
     if (beast::iequals(name, "content-length") || beast::iequals(name, "transfer-encoding"))

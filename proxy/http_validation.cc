@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "broker/headers.h"
 #include "common/host_port.h"
 
 namespace sandgate::proxy {
@@ -26,11 +27,7 @@ bool iequals(std::string_view a, std::string_view b) {
          });
 }
 
-std::string_view trimOws(std::string_view s) {
-  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
-  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
-  return s;
-}
+using broker::trimOws;
 
 HeadError err(std::string_view reason, std::string detail) { return {reason, std::move(detail)}; }
 

@@ -151,10 +151,7 @@ class InterceptSession {
 bool upgradesToWebsocket(const http::fields& f) {
   auto it = f.find(http::field::upgrade);
   if (it == f.end()) return false;
-  std::string_view v = it->value();
-  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) v.remove_prefix(1);
-  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) v.remove_suffix(1);
-  return beast::iequals(v, "websocket");
+  return beast::iequals(broker::trimOws(it->value()), "websocket");
 }
 
 asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refusal& refusal,

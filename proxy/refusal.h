@@ -21,8 +21,8 @@ inline constexpr std::string_view kUpstreamReset = "upstream_reset";            
 inline constexpr std::string_view kUpstreamUnreachable = "upstream_unreachable";   // 502
 inline constexpr std::string_view kUpstreamBadResponse = "upstream_bad_response";  // 502
 inline constexpr std::string_view kUpstreamTlsFailed = "upstream_tls_failed";      // 502
-// 502: a response to a request that carried a secret came in a Content-Encoding sandgate cannot
-// undo, so its body could not be scrubbed.
+// 502: a response to a request that carried a secret came in a coding (Content-Encoding or
+// Transfer-Encoding) sandgate cannot undo, so its body could not be scrubbed.
 inline constexpr std::string_view kResponseNotScrubbable = "response_not_scrubbable";
 inline constexpr std::string_view kUpstreamTimeout = "upstream_timeout";  // 504
 inline constexpr std::string_view kProxyLoop = "proxy_loop";  // 403: a target is sandgate itself

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 
+#include "broker/headers.h"
 #include "proxy/intercept.h"
 #include "proxy/metrics.h"
 #include "proxy/relay.h"
@@ -40,15 +41,9 @@ struct Coding {
 // Content-Encoding, chunked for Transfer-Encoding, which the parser has undone already).
 void addCodings(std::string_view value, std::string_view field, std::string_view plain,
                 std::vector<Coding>& out) {
-  while (!value.empty()) {
-    const size_t comma = value.find(',');
-    std::string_view c = value.substr(0, comma);
-    while (!c.empty() && (c.front() == ' ' || c.front() == '\t')) c.remove_prefix(1);
-    while (!c.empty() && (c.back() == ' ' || c.back() == '\t')) c.remove_suffix(1);
-    if (!c.empty() && !boost::beast::iequals(c, plain)) out.push_back({field, c});
-    if (comma == std::string_view::npos) break;
-    value.remove_prefix(comma + 1);
-  }
+  broker::forEachListElement(value, [&](std::string_view c) {
+    if (!broker::iequals(c, plain)) out.push_back({field, c});
+  });
 }
 
 // A coding's registered name, or a stand-in: the value is the upstream's to choose (an echo

@@ -147,6 +147,8 @@ class ForwardCredentialsTest(unittest.TestCase):
                 rec = self.sg.wait_audit(path="/gzip-echo", reason="response_not_scrubbable",
                                          status=502)
                 self.assertEqual(rec["verdict"], "error")
+                self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
+                                                       reason="response_not_scrubbable"), 1)
         self.assertNotIn(PLAIN_SECRET, self.sg.stderr())
 
     def test_a_compressed_body_that_does_not_decode_is_refused(self):
@@ -159,6 +161,8 @@ class ForwardCredentialsTest(unittest.TestCase):
         self.assertNotIn(PLAIN_SECRET.encode(), body)
         rec = self.sg.wait_audit(path="/gzip-echo", reason="upstream_bad_response")
         self.assertIn("not valid gzip", rec["error"])
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
+                                               reason="upstream_bad_response"), 1)
         if status == 502:
             self.assertEqual(head.get("x-sandgate-reason"), "upstream_bad_response")
             self.assertIn("body could not be decoded to scrub it: not valid gzip",
