@@ -39,6 +39,19 @@ struct Options {
   std::optional<double> cpus;
   std::optional<uint32_t> pids;  // counts the launcher's two helpers (outer child, PID 1) too
   std::optional<std::chrono::milliseconds> timeout;  // wall clock, from the start of run()
+  // Limits that are defaults rather than requests (the built-in or `sandbox:` config, no flag):
+  // where the machine cannot enforce one, the run goes on with a warning instead of refusing.
+  bool memoryIsDefault = false;
+  bool cpusIsDefault = false;
+  bool pidsIsDefault = false;
+  // Size of each private tmpfs (/tmp, /run, /dev/shm); their pages count in the memory limit.
+  uint64_t tmpfsBytes = 1ull << 30;
+  // Host directories the sandbox sees read-only besides the system ones (--ro, sandbox.ro).
+  std::vector<std::string> readOnlyPaths;
+  // Root-launched runs: each run takes its own uid and gid from [first, first + count), never
+  // one the host's user or group database knows (sandbox.id_range).
+  uint32_t idRangeFirst = 0x7E000000;
+  uint32_t idRangeCount = 65536;
   std::chrono::milliseconds killGrace{5000};         // SIGTERM → SIGKILL after a timeout
   std::vector<std::string> hiddenPaths;  // config secret files, CA key, admin socket, ...
   bool allowUnenforced = false;          // run even when a requested limit cannot be enforced

@@ -124,3 +124,37 @@ def run_bounded(cmd, timeout, **kwargs):
                              f"--- stderr so far:\n{stderr[-4000:]}\n"
                              f"--- stdout so far:\n{stdout[-2000:]}") from None
     return subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr)
+
+
+class TemporaryUser:
+    """An unprivileged host user that a test creates and removes (for rootless runs of
+    `sandgate run`): `with TemporaryUser() as user:` gives user.name, user.uid, user.gid and
+    user.home (a 0700 directory the user owns, removed with it). Needs root; a test that is not
+    root skips instead."""
+
+    def __init__(self, prefix="sgt"):
+        self.name = f"{prefix}{os.getpid() % 100000}{int(time.monotonic() * 1000) % 1000}"
+        self.uid = self.gid = None
+        self.home = None
+
+    def __enter__(self):
+        self.home = f"/tmp/{self.name}-home"
+        subprocess.run(["useradd", "--no-create-home", "--user-group", "--home-dir", self.home,
+                        "--shell", "/bin/sh", self.name], check=True, capture_output=True,
+                       timeout=30)
+        import pwd
+        entry = pwd.getpwnam(self.name)
+        self.uid, self.gid = entry.pw_uid, entry.pw_gid
+        os.mkdir(self.home, 0o700)
+        os.chown(self.home, self.uid, self.gid)
+        return self
+
+    def __exit__(self, *exc):
+        shutil.rmtree(self.home, ignore_errors=True)
+        subprocess.run(["userdel", self.name], capture_output=True, timeout=30)
+        return False
+
+    def popen_args(self):
+        """Keyword arguments for subprocess that run the child as this user, done in C by
+        subprocess (no Python between fork and exec: the test process has threads)."""
+        return {"user": self.uid, "group": self.gid, "extra_groups": [], "cwd": self.home}
