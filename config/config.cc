@@ -19,6 +19,8 @@ std::vector<std::string> Config::secretPaths() const {
   }
   if (ca && !ca->key.empty()) out.push_back(ca->key);
   if (listen.admin) out.push_back(listen.admin->value);
+  // The config itself: it shows `exec:` command lines, token hashes and where every secret is.
+  if (!file.empty() && file != "<embedded>") out.push_back(file);
   return out;
 }
 

@@ -4,7 +4,7 @@
 #include "sandbox/filesystem.h"
 
 #include <fcntl.h>
-#include <pwd.h>
+#include <linux/mount.h>
 #include <sys/mount.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
@@ -19,6 +19,7 @@
 #include <set>
 
 #include "sandbox/environment.h"
+#include "sandbox/no_symlinks.h"
 #include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 
@@ -48,20 +49,6 @@ int kindOrder(MountStep::Kind k) {
     default:
       return 0;
   }
-}
-
-std::vector<std::string> passwdHomes() {
-  std::vector<std::string> homes;
-  FILE* f = std::fopen("/etc/passwd", "re");
-  if (f == nullptr) return homes;
-  passwd pw{};
-  passwd* found = nullptr;
-  char buf[4096];
-  for (int i = 0; i < 100000 && fgetpwent_r(f, &pw, buf, sizeof buf, &found) == 0; ++i) {
-    if (found->pw_dir != nullptr && found->pw_dir[0] == '/') homes.emplace_back(found->pw_dir);
-  }
-  std::fclose(f);
-  return homes;
 }
 
 std::string resolve(const std::string& path) {
@@ -120,9 +107,9 @@ std::string unescapeMountPath(const std::string& s) {
   return out;
 }
 
-// Every mount at or under /newroot becomes read-only (a recursive bind alone keeps each submount
+// Every mount at or under `top` becomes read-only (a recursive bind alone keeps each submount
 // writable, and MS_REC|MS_RDONLY is ignored on a bind: each one needs its own remount).
-void remountTreeReadOnly() {
+void remountTreeReadOnly(const std::string& top) {
   std::ifstream in(std::string(kOld) + "/proc/self/mountinfo");
   if (!in) throwSys("read mount table", "open");
   std::vector<std::string> points;
@@ -134,7 +121,7 @@ void remountTreeReadOnly() {
     if (p == std::string::npos) continue;
     size_t e = line.find(' ', p + 1);
     std::string mp = unescapeMountPath(line.substr(p + 1, e - p - 1));
-    if (under(mp, kNew)) points.push_back(mp);
+    if (under(mp, top)) points.push_back(mp);
   }
   for (const auto& mp : points) {
     int err = 0;
@@ -193,43 +180,166 @@ void buildDev(const std::string& dev, const FilesystemPlan& plan,
   }
 }
 
+// Binds the workspace at `target`. Root launcher: the detached (idmapped) mount it made from the
+// directory it checked. Otherwise the path is opened again without following any link and must
+// be the directory the launcher checked (device and inode); the bind goes through that
+// descriptor, so a link planted on the way after the check cannot redirect it.
+void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
+  const std::string what = "attach workspace " + plan.workspace;
+  if (plan.workspaceFd >= 0) {
+    checkSys(syscall(SYS_move_mount, plan.workspaceFd, "", AT_FDCWD, target.c_str(),
+                     MOVE_MOUNT_F_EMPTY_PATH),
+             what, "move_mount");
+    close(plan.workspaceFd);
+    return;
+  }
+  const std::string source = kOld + plan.workspace;
+  int fd = openNoSymlinks(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) throwSys(what, "openat2 (no symlinks)");
+  struct stat st {};
+  if (fstat(fd, &st) != 0 || st.st_dev != plan.workspaceDev || st.st_ino != plan.workspaceIno) {
+    close(fd);
+    throw SetupError("sandbox: " + what + ": it is no longer the directory that was checked");
+  }
+  const std::string via = std::string(kOld) + "/proc/self/fd/" + std::to_string(fd);
+  int rc = mount(via.c_str(), target.c_str(), nullptr, MS_BIND, nullptr);
+  int err = errno;
+  close(fd);
+  if (rc != 0) throwSys(what, "mount", err);
+  int statErr = 0;
+  unsigned long flags = lockedFlags(target, &statErr);
+  if (statErr != 0) throwSys("workspace " + plan.workspace, "statvfs", statErr);
+  // Writable, but never a way to gain privileges: no setuid binaries, no device nodes.
+  checkSys(mount(nullptr, target.c_str(), nullptr,
+                 MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | flags, nullptr),
+           "remount workspace " + plan.workspace + " nosuid,nodev", "mount");
+}
+
 }  // namespace
 
-const std::vector<std::string>& homeSecretNames() {
+const std::vector<std::string>& systemDirectories() {
+  static const std::vector<std::string> dirs = {"/usr",   "/bin",   "/sbin", "/lib",
+                                                "/lib32", "/lib64", "/libx32", "/etc"};
+  return dirs;
+}
+
+const std::vector<std::string>& emptyDirectories() {
+  static const std::vector<std::string> dirs = {"/var",  "/srv", "/home", "/mnt", "/media",
+                                                "/opt",  "/nix", "/snap", "/root", "/boot"};
+  return dirs;
+}
+
+const std::vector<std::string>& etcSecrets() {
   static const std::vector<std::string> names = {
-      ".ssh",   ".aws",   ".config/gcloud", ".docker", ".kube", ".netrc", ".git-credentials",
-      ".gnupg", ".azure", ".config/gh",     ".pypirc", ".npmrc"};
+      "shadow",         "shadow-",          "gshadow",      "gshadow-",
+      "sudoers",        "sudoers.d",        "ssh",          "ssl/private",
+      "pki/tls/private", "krb5.keytab",     "kubernetes",   "rancher",
+      "docker",         "wireguard",        "NetworkManager/system-connections",
+      "letsencrypt",    "libvirt",          "netplan",      "security/opasswd",
+      "credstore",      "credstore.encrypted", "sandgate"};
   return names;
 }
 
-FilesystemPlan planFilesystem(const Options& options, const std::string& workspace) {
+HiddenPath hidingPathFor(const std::string& file) {
+  auto parentOf = [](const std::string& p) {
+    auto slash = p.rfind('/');
+    return slash == 0 || slash == std::string::npos ? std::string("/") : p.substr(0, slash);
+  };
+  std::string dir = parentOf(file);
+  // Kubernetes projects a Secret as name -> ..data/name, ..data -> ..<timestamp>: the volume's
+  // root is the directory above those.
+  for (int i = 0; i < 2 && dir != "/"; ++i) {
+    if (dir.compare(dir.rfind('/') + 1, 2, "..") != 0) break;
+    dir = parentOf(dir);
+  }
+  const auto& system = systemDirectories();
+  if (dir == "/" || std::find(system.begin(), system.end(), dir) != system.end()) {
+    return {file, false};
+  }
+  return {dir, true};
+}
+
+FilesystemPlan planFilesystem(const Options& options, const std::string& workspace,
+                              std::vector<std::string>* warnings) {
   FilesystemPlan plan;
   plan.workspace = workspace;
   plan.home = options.home;
   plan.devPts = options.devPts;
+  plan.tmpfsBytes = options.tmpfsBytes;
   plan.caBundle = buildCaBundle(options);
   plan.caSystemTarget = resolve(kSystemCaBundle);
   using K = MountStep::Kind;
-  // /run is replaced as a whole, not only /run/secrets and /var/run/docker.sock: Unix sockets
-  // stay connectable on a read-only bind (dbus, nscd and systemd-resolved would answer DNS,
-  // docker and containerd would start containers), and most of them live in /run.
-  plan.steps = {{K::kTmpfs, "/tmp"}, {K::kTmpfs, "/run"}, {K::kDev, "/dev"}, {K::kProc, "/proc"}};
-
-  std::vector<std::string> candidates = {"/root", "/run/secrets", "/var/run/docker.sock"};
-  for (const auto& home : passwdHomes()) {
-    for (const auto& name : homeSecretNames()) candidates.push_back(home + "/" + name);
-  }
-  for (const auto& p : options.hiddenPaths) candidates.push_back(p);
-  std::set<std::string> seen;
-  for (const auto& c : candidates) {
-    std::string r = resolve(c);
-    if (r.empty() || r == "/" || !seen.insert(r).second) continue;
-    bool replaced = false;
-    for (const char* dir : {"/tmp", "/run", "/dev", "/proc"}) replaced |= under(r, dir);
-    if (replaced && !under(r, workspace)) continue;
+  std::vector<std::string> shown;  // host trees the view shows: hidden paths matter only there
+  for (const auto& dir : systemDirectories()) {
     struct stat st {};
-    if (stat(r.c_str(), &st) != 0) continue;
-    plan.steps.push_back({S_ISDIR(st.st_mode) ? K::kHideDir : K::kHideFile, r});
+    if (lstat(dir.c_str(), &st) != 0) continue;
+    if (S_ISLNK(st.st_mode)) {
+      char link[PATH_MAX];
+      ssize_t n = readlink(dir.c_str(), link, sizeof link - 1);
+      if (n <= 0) continue;
+      plan.steps.push_back({K::kSymlink, dir, std::string(link, static_cast<size_t>(n))});
+    } else if (S_ISDIR(st.st_mode)) {
+      plan.steps.push_back({K::kReadOnly, dir});
+      shown.push_back(dir);
+    }
+  }
+  for (const auto& dir : emptyDirectories()) plan.steps.push_back({K::kEmptyDir, dir});
+  // /run is private as a whole, not only /run/secrets and the docker socket: most host sockets
+  // (dbus, nscd, systemd-resolved, containerd, sandgate's admin sockets) live there.
+  plan.steps.push_back({K::kTmpfs, "/tmp"});
+  plan.steps.push_back({K::kTmpfs, "/run"});
+  plan.steps.push_back({K::kDev, "/dev"});
+  plan.steps.push_back({K::kProc, "/proc"});
+  plan.steps.push_back({K::kSys, "/sys"});
+  auto isShown = [&](const std::string& p) {
+    for (const auto& s : shown) {
+      if (under(p, s)) return true;
+    }
+    return under(p, workspace);
+  };
+  for (const auto& p : options.readOnlyPaths) {
+    std::string r = resolve(p);
+    if (r.empty() || r == "/" || isShown(r)) continue;  // checked by run(); visible already
+    plan.steps.push_back({K::kReadOnly, r});
+    shown.push_back(r);
+  }
+
+  std::set<std::string> seen;
+  auto hide = [&](const std::string& path) {
+    if (!isShown(path) || !seen.insert(path).second) return;
+    for (const char* dir : {"/tmp", "/run", "/dev", "/proc", "/sys"}) {
+      if (under(path, dir)) return;  // replaced by a private one
+    }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) != 0) return;
+    plan.steps.push_back({S_ISDIR(st.st_mode) ? K::kHideDir : K::kHideFile, path});
+  };
+  for (const auto& name : etcSecrets()) hide("/etc/" + name);
+  for (const auto& p : options.hiddenPaths) {
+    // Both the path as configured (its directory resolved) and where its links lead.
+    std::vector<std::string> forms;
+    auto slash = p.rfind('/');
+    if (slash != std::string::npos) {
+      std::string dir = resolve(slash == 0 ? "/" : p.substr(0, slash));
+      if (!dir.empty()) forms.push_back((dir == "/" ? "" : dir) + p.substr(slash));
+    }
+    if (std::string r = resolve(p); !r.empty()) forms.push_back(r);
+    for (const auto& f : forms) {
+      struct stat st {};
+      if (stat(f.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
+        hide(f);  // a directory of secrets: itself
+        continue;
+      }
+      HiddenPath h = hidingPathFor(f);
+      if (!h.whole && isShown(f) && warnings != nullptr) {
+        warnings->push_back("secret " + f + " lies directly in " +
+                            h.path.substr(0, h.path.rfind('/') + 1) +
+                            ": only the file itself is hidden, so a replacement renamed over it "
+                            "would be visible to a running sandbox; keep secrets in a directory "
+                            "of their own");
+      }
+      hide(h.path);
+    }
   }
   plan.steps.push_back({K::kWorkspace, workspace});
   std::stable_sort(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
@@ -245,16 +355,18 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
   checkSys(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "make mounts private",
            "mount");
   // Staging root: this tmpfs covers the host's /tmp only inside our mount namespace; after the
-  // pivot the host's /tmp is still reachable under /oldroot (for a workspace in /tmp).
+  // pivot the host's tree is still reachable under /oldroot (the sources of every bind).
   mountTmpfs("/tmp", MS_NOSUID | MS_NODEV, "mode=0755", "mount staging tmpfs");
   checkSys(mkdir("/tmp/newroot", 0755), "create staging newroot", "mkdir");
   checkSys(mkdir("/tmp/oldroot", 0755), "create staging oldroot", "mkdir");
   checkSys(syscall(SYS_pivot_root, "/tmp", "/tmp/oldroot"), "pivot_root into staging",
            "pivot_root");
   checkSys(chdir("/"), "enter staging root", "chdir");
-  checkSys(mount(kOld, kNew, nullptr, MS_BIND | MS_REC, nullptr), "bind host root", "mount");
-  remountTreeReadOnly();
+  // The new root: an empty tmpfs that only gets mount points, links and empty directories, and
+  // is read-only before the command starts.
+  mountTmpfs(kNew, MS_NOSUID | MS_NODEV, "mode=0755,size=1m,nr_inodes=4096", "mount the root");
 
+  const std::string tmpfsData = "size=" + std::to_string(plan.tmpfsBytes);
   std::vector<std::string> readOnlyLater;
   for (const auto& step : plan.steps) {
     const std::string target = kNew + step.path;
@@ -263,20 +375,61 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
     using K = MountStep::Kind;
     K kind = step.kind;
     if (kind == K::kHideDir || kind == K::kHideFile) {
-      if (!exists) continue;  // under a private tmpfs already: nothing to hide
+      if (!exists) continue;  // not in the view: nothing to hide
       kind = S_ISDIR(st.st_mode) ? K::kHideDir : K::kHideFile;
     }
     switch (kind) {
+      case K::kReadOnly: {
+        const std::string source = kOld + step.path;
+        struct stat src {};
+        if (stat(source.c_str(), &src) != 0) break;  // gone since it was planned
+        if (!exists) {
+          mkdirs(target.substr(0, target.rfind('/')), 0755);
+          if (S_ISDIR(src.st_mode)) {
+            checkSys(mkdir(target.c_str(), 0755), "create " + step.path, "mkdir");
+          } else {
+            int fd = checkSys(open(target.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444),
+                              "create " + step.path, "open");
+            close(fd);
+          }
+        }
+        checkSys(mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr),
+                 "bind " + step.path + " read-only", "mount");
+        remountTreeReadOnly(target);
+        break;
+      }
+      case K::kSymlink:
+        if (!exists) {
+          checkSys(symlink(step.target.c_str(), target.c_str()), "link " + step.path, "symlink");
+        }
+        break;
+      case K::kEmptyDir:
+        if (!exists) mkdirs(target, 0755);
+        break;
       case K::kTmpfs:
-        mountTmpfs(target, MS_NOSUID | MS_NODEV, step.path == "/tmp" ? "mode=1777" : "mode=0755",
+        if (!exists) mkdirs(target, 0755);
+        mountTmpfs(target, MS_NOSUID | MS_NODEV,
+                   ((step.path == "/tmp" ? "mode=1777," : "mode=0755,") + tmpfsData).c_str(),
                    "mount " + step.path);
         break;
       case K::kDev:
+        if (!exists) mkdirs(target, 0755);
         buildDev(target, plan, warnings);
         break;
       case K::kProc:
+        if (!exists) mkdirs(target, 0755);
         checkSys(mount("proc", target.c_str(), "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr),
                  "mount /proc", "mount");
+        break;
+      case K::kSys:
+        if (!exists) mkdirs(target, 0755);
+        // A sysfs of the sandbox's own network namespace: /sys/class/net holds only its lo, and
+        // no cgroup tree (the host's shows every other run's memory use) is mounted on it.
+        if (mount("sysfs", target.c_str(), "sysfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                  nullptr) != 0) {
+          warnings->push_back(
+              sysFailure("mount a sysfs for the sandbox (/sys stays empty)", "mount", errno));
+        }
         break;
       case K::kHideDir:
         // Writable until every step is done (a workspace may need a mount point inside).
@@ -288,20 +441,10 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
         checkSys(mount("/oldroot/dev/null", target.c_str(), nullptr, MS_BIND, nullptr),
                  "hide " + step.path, "mount");
         break;
-      case K::kWorkspace: {
+      case K::kWorkspace:
         if (!exists) mkdirs(target, 0755);
-        std::string source = kOld + step.path;
-        checkSys(mount(source.c_str(), target.c_str(), nullptr, MS_BIND | MS_REC, nullptr),
-                 "bind workspace " + step.path, "mount");
-        int err = 0;
-        unsigned long flags = lockedFlags(target, &err);
-        if (err != 0) throwSys("workspace " + step.path, "statvfs", err);
-        // Writable, but never a way to gain privileges: no setuid binaries, no device nodes.
-        checkSys(mount(nullptr, target.c_str(), nullptr,
-                       MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | flags, nullptr),
-                 "remount workspace " + step.path + " nosuid,nodev", "mount");
+        attachWorkspace(plan, target);
         break;
-      }
     }
   }
   for (const auto& t : readOnlyLater) {
@@ -330,15 +473,22 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
   close(fd);
   if (!plan.caSystemTarget.empty()) {
     std::string target = kNew + plan.caSystemTarget;
-    checkSys(mount(bundle.c_str(), target.c_str(), nullptr, MS_BIND, nullptr),
-             "bind CA bundle over " + plan.caSystemTarget, "mount");
-    checkSys(mount(nullptr, target.c_str(), nullptr,
-                   MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr),
-             "remount CA bundle read-only", "mount");
+    struct stat st {};
+    if (stat(target.c_str(), &st) == 0) {
+      checkSys(mount(bundle.c_str(), target.c_str(), nullptr, MS_BIND, nullptr),
+               "bind CA bundle over " + plan.caSystemTarget, "mount");
+      checkSys(mount(nullptr, target.c_str(), nullptr,
+                     MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC, nullptr),
+               "remount CA bundle read-only", "mount");
+    }
   }
   installResolvConf(kNew, plan, warnings);
   const std::string home = kNew + plan.home;
   mkdirs(home, 0700);
+  // Nothing more is created in the root: no top-level file or directory for the workload.
+  checkSys(mount(nullptr, kNew, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
+                 nullptr),
+           "make the root read-only", "mount");
 
   // Enter the new root and detach everything else, the staging root with the host tree under
   // /oldroot included: from here on the host is reachable only through the read-only binds.

@@ -1,6 +1,12 @@
-// The sandbox's view of the filesystem: planned in the launcher (paths resolved, homes found),
-// built in the sandbox's mount namespace (read-only host root, private /tmp /run /dev /proc,
-// writable workspace, hidden secrets) and entered with pivot_root.
+// The sandbox's view of the filesystem: planned in the launcher (paths resolved, secrets and
+// system directories found), built in the sandbox's mount namespace and entered with pivot_root.
+//
+// The view is an allowlist, never the host's `/` with holes: an empty root tmpfs holding the
+// system directories read-only (/usr, /bin, /sbin, /lib*, /etc with its secrets hidden), what the
+// caller adds read-only on purpose (--ro, sandbox.ro), the workspace, and private /tmp, /run,
+// /dev, /dev/shm, /proc and /sys. Every other host directory (/var, /home, /srv, /opt, /mnt,
+// /media, /nix, /snap, /root, ...) is an empty directory or absent: a host Unix socket stays
+// connectable through a read-only bind, so the only safe socket is one the sandbox cannot see.
 #pragma once
 
 #include <sys/types.h>
@@ -14,38 +20,67 @@ namespace sandgate::sandbox {
 
 struct MountStep {
   enum class Kind {
-    kTmpfs,      // a private, writable tmpfs (/tmp, /run)
+    kReadOnly,   // a host directory or file bound read-only (recursively) at the same path
+    kSymlink,    // a symbolic link copied from the host (/bin -> usr/bin on merged-/usr hosts)
+    kEmptyDir,   // an empty directory in the root (/var, /home, ...)
+    kTmpfs,      // a private, writable, sized tmpfs (/tmp, /run)
     kDev,        // tmpfs /dev with bind-mounted null, zero, full, random, urandom, tty
     kProc,       // a new procfs for the new PID namespace
+    kSys,        // a new sysfs for the new network namespace (falls back to an empty /sys)
     kHideDir,    // an empty read-only tmpfs over a directory
     kHideFile,   // /dev/null bound over a file (or a socket, a device)
-    kWorkspace,  // the workspace, bound read-write from the host
+    kWorkspace,  // the workspace, read-write (see FilesystemPlan::workspaceFd)
   };
   Kind kind;
-  std::string path;  // absolute, resolved on the host (no symlinks)
+  std::string path;    // absolute, resolved on the host (no symlinks)
+  std::string target{};  // kSymlink: the link's text
 };
 
 struct FilesystemPlan {
-  std::vector<MountStep> steps;  // in order: parents before children, workspace after hiding
+  std::vector<MountStep> steps;  // in order: parents before children, hiding after binding
   std::string workspace;         // resolved
+  // The workspace as the launcher checked it. Root: a detached mount (open_tree), idmapped so
+  // that the workspace owner's files belong to the run's uid inside; rootless or where the
+  // filesystem cannot be idmapped, -1, and the sandbox binds the directory whose device and inode
+  // are these (it reopens the path without following a link and checks it is the same one).
+  int workspaceFd = -1;
+  dev_t workspaceDev = 0;
+  ino_t workspaceIno = 0;
   std::string home;              // created in the private /tmp
   std::string caBundle;          // contents of kCaBundlePath
   std::string caSystemTarget;    // the host system bundle, resolved ("" when absent)
   std::string resolvConf;        // transparent mode: our resolv.conf ("" = the host's)
   std::string resolvConfTarget;  // the host's /etc/resolv.conf, symlinks followed
+  uint64_t tmpfsBytes = 1ull << 30;
   bool devPts = true;
   uid_t uid = 0;
   gid_t gid = 0;
 };
 
-// The secret locations hidden under every home directory listed in /etc/passwd.
-const std::vector<std::string>& homeSecretNames();
+// The host directories every sandbox sees read-only (those that exist; symlinks are copied).
+const std::vector<std::string>& systemDirectories();
+// The directories that exist only as empty directories in the sandbox's root.
+const std::vector<std::string>& emptyDirectories();
+// Secrets of the host's /etc (shadow, sudoers, ssh host keys, TLS private keys, cluster admin
+// configs, ...), hidden in the read-only /etc.
+const std::vector<std::string>& etcSecrets();
+
+// What hides a secret file: the directory that holds it, so that a rotation (a rename over it,
+// a Kubernetes `..data` swap) can never show the new one, and the Kubernetes mount root when the
+// file sits under `..data` or a `..<timestamp>` directory. A file directly in a system directory
+// (/etc/key) or in / hides only itself: `whole` says which.
+struct HiddenPath {
+  std::string path;
+  bool whole = true;  // false: only the file is hidden (a rotation could show the new one)
+};
+HiddenPath hidingPathFor(const std::string& resolvedFile);
 
 // Launcher side. `workspace` must be resolved already. Hidden paths are resolved with
 // realpath(3) so that a symlink cannot redirect a mount; paths that do not exist are dropped
-// (there is nothing to see), as are paths under /tmp, /run, /dev or /proc (replaced anyway)
-// unless they lie inside the workspace.
-FilesystemPlan planFilesystem(const Options& options, const std::string& workspace);
+// (there is nothing to see), as are those outside every directory the view shows. `warnings`
+// gets what cannot be hidden as well as asked.
+FilesystemPlan planFilesystem(const Options& options, const std::string& workspace,
+                              std::vector<std::string>* warnings = nullptr);
 
 // Sandbox side (in the new user + mount namespaces, before exec): builds the new root and
 // pivots into it. Throws SetupError naming the failing step; `warnings` gets degraded features.

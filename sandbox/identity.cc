@@ -2,10 +2,14 @@
 #include "sandbox/identity.h"
 
 #include <fcntl.h>
+#include <grp.h>
+#include <sys/file.h>
 #include <pwd.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <cstdio>
 #include <string>
 
@@ -14,23 +18,44 @@
 namespace sandgate::sandbox {
 namespace {
 
-// The primary group of `uid` from /etc/passwd (read directly: getpwuid may consult NSS modules
-// that are not safe to load in a process that forks afterwards).
-std::optional<gid_t> primaryGroup(uid_t uid) {
-  FILE* f = std::fopen("/etc/passwd", "re");
-  if (f == nullptr) return std::nullopt;
-  std::optional<gid_t> gid;
+// Whether the host's user or group database (NSS: files, LDAP, SSSD, ...) knows `id`.
+bool knownToTheHost(uint32_t id) {
+  std::array<char, 4096> buf{};
   passwd pw{};
-  passwd* found = nullptr;
-  char buf[4096];
-  for (int i = 0; i < 100000 && fgetpwent_r(f, &pw, buf, sizeof buf, &found) == 0; ++i) {
-    if (found->pw_uid == uid) {
-      gid = found->pw_gid;
-      break;
+  passwd* pwFound = nullptr;
+  if (getpwuid_r(id, &pw, buf.data(), buf.size(), &pwFound) == 0 && pwFound != nullptr) {
+    return true;
+  }
+  group gr{};
+  group* grFound = nullptr;
+  return getgrgid_r(id, &gr, buf.data(), buf.size(), &grFound) == 0 && grFound != nullptr;
+}
+
+// Leases one id of [first, first + count): a lock file per id under /run/sandgate/ids, held
+// with flock(2) by this launcher for the whole run (the kernel drops it if the launcher dies).
+Result<std::pair<uint32_t, int>> leaseId(uint32_t first, uint32_t count) {
+  for (const char* dir : {"/run/sandgate", "/run/sandgate/ids"}) {
+    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
+      return diagnostic(sysFailure(std::string("lease a sandbox uid: create ") + dir, "mkdir",
+                                   errno));
     }
   }
-  std::fclose(f);
-  return gid;
+  // Start at a different place for each launcher: concurrent runs rarely try the same id.
+  const uint32_t start = static_cast<uint32_t>(getpid()) * 2654435761u % count;
+  const uint32_t tries = std::min<uint32_t>(count, 4096);
+  for (uint32_t i = 0; i < tries; ++i) {
+    uint32_t id = first + (start + i) % count;
+    if (id == 0 || knownToTheHost(id)) continue;
+    std::string lock = "/run/sandgate/ids/" + std::to_string(id);
+    int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+    if (fd < 0) return diagnostic(sysFailure("lease a sandbox uid: open " + lock, "open", errno));
+    if (flock(fd, LOCK_EX | LOCK_NB) == 0) return std::make_pair(id, fd);
+    close(fd);
+  }
+  return diagnostic("sandbox: no free uid in the sandbox id range " + std::to_string(first) + "-" +
+                    std::to_string(first + count - 1) +
+                    " (every one is held by a running sandbox or known to the host's user "
+                    "database): widen sandbox.id_range");
 }
 
 std::string writeFile(const std::string& path, const std::string& content) {
@@ -48,7 +73,7 @@ std::string writeFile(const std::string& path, const std::string& content) {
 
 }  // namespace
 
-Result<Identity> chooseIdentity(const Options& options, const std::string& workspace) {
+Result<Identity> chooseIdentity(const Options& options) {
   Identity id;
   if (geteuid() != 0) {
     id.rootless = true;
@@ -67,38 +92,30 @@ Result<Identity> chooseIdentity(const Options& options, const std::string& works
     }
     return id;
   }
-  struct stat st {};
-  if (stat(workspace.c_str(), &st) != 0) {
-    return diagnostic(sysFailure("workspace " + workspace, "stat", errno));
+  if (options.uid && *options.uid == 0) {
+    return diagnostic(
+        "sandbox: uid 0 refused: the workload would be root on the "
+        "host; pick an unprivileged uid");
   }
-  bool fromWorkspace = false;
+  if (options.gid && *options.gid == 0) {
+    return diagnostic(
+        "sandbox: gid 0 refused: the workload would hold the host's "
+        "root group; pick an unprivileged gid");
+  }
   if (options.uid) {
-    if (*options.uid == 0) {
-      return diagnostic(
-          "sandbox: uid 0 refused: the workload would be root on the "
-          "host; pick an unprivileged uid");
-    }
     id.uid = *options.uid;
-  } else if (st.st_uid != 0) {
-    id.uid = st.st_uid;
-    fromWorkspace = true;
-  } else {
-    id.uid = kNobody;  // see Options: never map host root, never borrow another user's uid
+    id.gid = options.gid.value_or(*options.uid);
+    return id;
   }
-  if (options.gid) {
-    if (*options.gid == 0) {
-      return diagnostic(
-          "sandbox: gid 0 refused: the workload would hold the host's "
-          "root group; pick an unprivileged gid");
-    }
-    id.gid = *options.gid;
-  } else if (fromWorkspace && st.st_gid != 0) {
-    id.gid = st.st_gid;
-  } else if (auto g = primaryGroup(id.uid); g && *g != 0) {
-    id.gid = *g;
-  } else {
-    id.gid = kNobody;
+  if (options.idRangeCount == 0 ||
+      uint64_t{options.idRangeFirst} + options.idRangeCount - 1 > uint64_t{0xFFFFFFFEu}) {
+    return diagnostic("sandbox: the sandbox id range is empty or runs past 4294967294");
   }
+  auto lease = leaseId(options.idRangeFirst, options.idRangeCount);
+  if (!lease) return lease.errors();
+  id.uid = lease->first;
+  id.gid = options.gid.value_or(lease->first);
+  id.leaseFd = lease->second;
   return id;
 }
 

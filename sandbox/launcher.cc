@@ -2,6 +2,7 @@
 // over the control channel (id maps, listener hand-off, timeout, exit status, cleanup).
 #include "sandbox/launcher.h"
 
+#include <fcntl.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
 #include <sys/socket.h>
@@ -23,6 +24,7 @@
 #include "sandbox/outer_child.h"
 #include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
+#include "sandbox/workspace.h"
 
 namespace sandgate::sandbox {
 namespace {
@@ -276,33 +278,38 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       options.home.find("..") != std::string::npos) {
     return error("sandbox: home must be an absolute path: " + options.home);
   }
-  std::string ws = options.workspace;
-  if (ws.empty()) {
-    char cwd[PATH_MAX];
-    if (getcwd(cwd, sizeof cwd) == nullptr) return error(sysFailure("workspace", "getcwd", errno));
-    ws = cwd;
-  }
-  char resolved[PATH_MAX];
-  if (realpath(ws.c_str(), resolved) == nullptr) {
-    return error(sysFailure("workspace " + ws, "realpath", errno));
-  }
-  ws = resolved;
-  struct stat st {};
-  if (stat(ws.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-    return error("sandbox: workspace " + ws + " is not a directory");
-  }
-  if (ws == "/") return error("sandbox: the workspace cannot be / (the whole host, writable)");
-  for (const char* dir : {"/proc", "/dev", "/sys"}) {
-    if (ws == dir || ws.rfind(std::string(dir) + "/", 0) == 0) {
-      return error("sandbox: the workspace cannot be under " + std::string(dir) + ": " + ws);
+  auto ws = openWorkspace(options.workspace, options.hiddenPaths);
+  if (!ws) return ws.errors();
+  // Closed when run() returns: the launcher's copies of the workspace, its mount and the lease.
+  struct Closer {
+    std::vector<int> fds;
+    ~Closer() {
+      for (int fd : fds) {
+        if (fd >= 0) close(fd);
+      }
     }
-  }
-  auto id = chooseIdentity(options, ws);
+  } closer{{ws->fd}};
+  auto id = chooseIdentity(options);
   if (!id) return id.errors();
+  closer.fds.push_back(id->leaseFd);
 
+  RunResult result;
   ChildSpec spec;
   spec.id = *id;
-  spec.fs = planFilesystem(options, ws);
+  spec.fs = planFilesystem(options, ws->path, &result.warnings);
+  spec.fs.workspaceDev = ws->st.st_dev;
+  spec.fs.workspaceIno = ws->st.st_ino;
+  if (!id->rootless) {
+    std::string why;
+    spec.fs.workspaceFd = idmappedWorkspace(*ws, id->uid, id->gid, &why);
+    closer.fds.push_back(spec.fs.workspaceFd);
+    if (spec.fs.workspaceFd < 0) {
+      result.warnings.push_back(
+          "the workspace cannot be idmapped (" + why + "): it is bound as it is, so the "
+          "sandbox's uid " + std::to_string(id->uid) +
+          " can write only where the workspace's modes let any user write");
+    }
+  }
   if (options.transparent) planResolvConf(&spec.fs);
   spec.fs.uid = id->uid;
   spec.fs.gid = id->gid;
@@ -316,6 +323,23 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   spec.stdinFd = options.stdinFd;
   spec.stdoutFd = options.stdoutFd;
   spec.stderrFd = options.stderrFd;
+  // A directory (or an O_PATH descriptor) as a standard stream is a handle on the host's tree
+  // outside the view: fchdir(0) would leave the read-only root. Such a stream becomes /dev/null.
+  int* stdio[3] = {&spec.stdinFd, &spec.stdoutFd, &spec.stderrFd};
+  for (int i = 0; i < 3; ++i) {
+    int fd = *stdio[i] >= 0 ? *stdio[i] : i;
+    struct stat st {};
+    int fl = fcntl(fd, F_GETFL);
+    if (fl < 0 || fstat(fd, &st) != 0) continue;  // closed: the command gets it closed too
+    if (!S_ISDIR(st.st_mode) && (fl & O_PATH) == 0) continue;
+    int null = open("/dev/null", O_RDWR | O_CLOEXEC);
+    if (null < 0) return error(sysFailure("replace a directory on stdio", "open /dev/null", errno));
+    closer.fds.push_back(null);
+    *stdio[i] = null;
+    result.warnings.push_back(std::string(i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr") +
+                              " is a directory or an O_PATH descriptor, a way out of the "
+                              "sandbox's view: the command gets /dev/null instead");
+  }
   spec.launcherPid = getpid();
 
   if (auto threads = threadCount(); threads && *threads > 1) {
@@ -324,7 +348,6 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
                  " threads: its child could hang on a lock another thread holds (start threads "
                  "in run()'s StartedCallback)");
   }
-  RunResult result;
   result.uid = id->uid;
   result.gid = id->gid;
   static std::atomic<uint64_t> runs{0};

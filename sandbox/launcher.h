@@ -22,17 +22,21 @@ namespace sandgate::sandbox {
 // Identity: the workload never runs as root on the host. The user namespace maps exactly one
 // uid and one gid, identity-mapped (inside uid == host uid), and the command runs as that uid
 // without capabilities:
-//  - launcher running as root: `uid` if set (0 is refused), else the owner of the workspace;
-//    a root-owned workspace maps to 65534 (nobody): mapping host root would make the workload
-//    root on the host for every file it can reach, and borrowing some other user's uid would
-//    let it write that user's files. Consequence: a root-owned workspace is writable only if
-//    its mode allows it — chown it to a dedicated user or pass `uid` (a dedicated uid is better
-//    than 65534, which other services on the host may share). `gid` defaults to the workspace
-//    group (or the uid's primary group from /etc/passwd, or 65534 with 65534).
+//  - launcher running as root: a uid of its own for every run, leased from
+//    [idRangeFirst, idRangeFirst + idRangeCount) (gid = uid), never one the host's user or group
+//    database knows, so that no two runs (of one task or of different ones) share files,
+//    sockets or signals. The workspace is an idmapped mount in which the workspace owner's files
+//    belong to that uid, so a root-owned checkout is writable inside, and what the run creates
+//    belongs to the workspace's owner on the host. `uid` (not 0) and `gid` override the lease.
 //  - launcher not root (rootless): the launcher's own uid/gid; `uid`/`gid` must be unset or equal.
+//    The kernel lets an unprivileged user namespace neither drop the launcher's supplementary
+//    groups nor idmap a mount: files those groups may write stay writable, where the view shows
+//    them (the workspace, nothing else writable).
 struct Options {
   std::vector<std::string> argv;  // argv[0] is looked up in the sandbox's PATH unless it has '/'
-  std::string workspace;          // read-write, the command's cwd; default: the launcher's cwd
+  // Read-write, the command's cwd; default: the launcher's cwd. Opened without following links
+  // and refused where unsafe (see workspace.h).
+  std::string workspace;
   std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
   std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
   std::optional<uint64_t> memoryBytes;

@@ -40,7 +40,7 @@ void runOuterChild(const ChildSpec& spec) {
       if (stdio[i] >= 0 && stdio[i] != i) checkSys(dup2(stdio[i], i), "redirect stdio", "dup2");
     }
     // The launcher's descriptors (proxy sockets, config, secret files) never reach the sandbox.
-    closeOtherDescriptors(ch);
+    closeOtherDescriptors(ch, spec.fs.workspaceFd);  // the workspace's mount goes to PID 1
     waitForGo(ch);  // now in the run's cgroup: namespaces and children inherit it
     if (!spec.id.rootless)
       checkSys(setgroups(0, nullptr), "drop supplementary groups", "setgroups");

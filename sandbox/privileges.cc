@@ -51,7 +51,7 @@ void dropPrivileges() {
   if (rc != 0) throwSys("drop capabilities", "capset", err);
 }
 
-void closeOtherDescriptors(int keep) {
+void closeOtherDescriptors(int keep, int alsoKeep) {
   auto closeRange = [](unsigned first, unsigned last) {
     if (first > last) return;
     if (close_range(first, last, 0) == 0) return;
@@ -67,12 +67,14 @@ void closeOtherDescriptors(int keep) {
     }
     for (int fd : open) close(fd);
   };
-  if (keep >= 3) {
-    closeRange(3, static_cast<unsigned>(keep) - 1);
-    closeRange(static_cast<unsigned>(keep) + 1, ~0u);
-  } else {
-    closeRange(3, ~0u);
+  int kept[2] = {std::min(keep, alsoKeep), std::max(keep, alsoKeep)};
+  unsigned first = 3;
+  for (int k : kept) {
+    if (k < static_cast<int>(first)) continue;
+    closeRange(first, static_cast<unsigned>(k) - 1);
+    first = static_cast<unsigned>(k) + 1;
   }
+  closeRange(first, ~0u);
 }
 
 }  // namespace sandgate::sandbox

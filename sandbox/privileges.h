@@ -14,7 +14,8 @@ void applyResourceLimits(uint64_t maxOpenFiles);
 // and inheritable sets. Needs CAP_SETPCAP in the current user namespace. Throws SetupError.
 void dropPrivileges();
 
-// Closes every descriptor >= 3 except `keep` (may be -1). Throws SetupError.
-void closeOtherDescriptors(int keep);
+// Closes every descriptor >= 3 except `keep` and `alsoKeep` (either may be -1). Throws
+// SetupError.
+void closeOtherDescriptors(int keep, int alsoKeep = -1);
 
 }  // namespace sandgate::sandbox

@@ -2,6 +2,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -20,51 +21,59 @@ int indexOf(const FilesystemPlan& p, const std::string& path, K kind) {
   return -1;
 }
 
-TEST(FilesystemPlan, ReplacesTmpRunDevProcAndHidesRoot) {
+TEST(FilesystemPlan, AnAllowlistNotTheHostRoot) {
   testing::TempDir ws;
   auto plan = planFilesystem(Options{}, ws.path());
   for (const char* p : {"/tmp", "/run"}) EXPECT_GE(indexOf(plan, p, K::kTmpfs), 0) << p;
   EXPECT_GE(indexOf(plan, "/dev", K::kDev), 0);
   EXPECT_GE(indexOf(plan, "/proc", K::kProc), 0);
-  EXPECT_GE(indexOf(plan, "/root", K::kHideDir), 0);
+  EXPECT_GE(indexOf(plan, "/sys", K::kSys), 0);
+  EXPECT_GE(indexOf(plan, "/usr", K::kReadOnly), 0);
+  EXPECT_GE(indexOf(plan, "/etc", K::kReadOnly), 0);
+  for (const char* p : {"/home", "/var", "/root", "/opt", "/srv"}) {
+    EXPECT_GE(indexOf(plan, p, K::kEmptyDir), 0) << p;
+  }
   EXPECT_GE(indexOf(plan, ws.path(), K::kWorkspace), 0);
+  for (const auto& step : plan.steps) {
+    EXPECT_NE(step.path, "/") << "the host root is never bound";
+    if (step.kind == K::kReadOnly) {
+      EXPECT_TRUE(std::find(systemDirectories().begin(), systemDirectories().end(), step.path) !=
+                  systemDirectories().end())
+          << step.path << " is shown without being asked for";
+    }
+  }
 }
 
-TEST(FilesystemPlan, HiddenPathsResolvedDroppedOrKept) {
-  testing::TempDir base;  // under /var/tmp: visible in the read-only root unless hidden
-  std::string home = base.path() + "/home";
-  std::filesystem::create_directories(home + "/.ssh");
-  std::ofstream(home + "/.netrc") << "x";
-  std::filesystem::create_directory_symlink(home + "/.ssh", base.path() + "/link-to-ssh");
-  testing::TempDir tmpOnly("/tmp");
-  std::filesystem::create_directory(tmpOnly.path() + "/secret");
+TEST(FilesystemPlan, HiddenPathsOnlyWhereTheViewShowsThem) {
+  testing::TempDir base;
+  std::string shown = base.path() + "/shown";
+  std::filesystem::create_directories(shown + "/creds");
+  std::ofstream(shown + "/creds/key") << "x";
+  std::filesystem::create_directories(base.path() + "/elsewhere");
+  std::ofstream(base.path() + "/elsewhere/key") << "x";
+  std::filesystem::create_directory_symlink(shown + "/creds", base.path() + "/link-to-creds");
+  testing::TempDir ws;
   Options o;
-  o.hiddenPaths = {base.path() + "/link-to-ssh", home + "/.netrc", "/nonexistent/sandgate",
-                   tmpOnly.path() + "/secret"};
-  std::string ws = base.path();
-  auto plan = planFilesystem(o, ws);
-  EXPECT_GE(indexOf(plan, home + "/.ssh", K::kHideDir), 0) << "a symlink is hidden at its target";
-  EXPECT_GE(indexOf(plan, home + "/.netrc", K::kHideFile), 0);
-  EXPECT_EQ(indexOf(plan, "/nonexistent/sandgate", K::kHideFile), -1);
-  EXPECT_EQ(indexOf(plan, tmpOnly.path() + "/secret", K::kHideDir), -1)
-      << "the private /tmp already hides it";
-  // Hiding inside the workspace comes after binding the workspace.
-  EXPECT_LT(indexOf(plan, ws, K::kWorkspace), indexOf(plan, home + "/.ssh", K::kHideDir));
-}
-
-TEST(FilesystemPlan, WorkspaceUnderTmpAndUnderHiddenDirComesLast) {
-  testing::TempDir ws("/tmp");
-  Options o;
-  o.hiddenPaths = {ws.path() + "/inner"};
-  std::filesystem::create_directory(ws.path() + "/inner");
+  o.readOnlyPaths = {shown};
+  o.hiddenPaths = {base.path() + "/link-to-creds/key", base.path() + "/elsewhere/key",
+                   "/nonexistent/sandgate"};
   auto plan = planFilesystem(o, ws.path());
-  EXPECT_LT(indexOf(plan, "/tmp", K::kTmpfs), indexOf(plan, ws.path(), K::kWorkspace));
-  // Inside the workspace, a path under /tmp is still hidden.
-  EXPECT_GT(indexOf(plan, ws.path() + "/inner", K::kHideDir),
-            indexOf(plan, ws.path(), K::kWorkspace));
-  // A workspace at a hidden path wins (same depth: the workspace goes last).
-  auto plan2 = planFilesystem(Options{}, "/root");
-  EXPECT_LT(indexOf(plan2, "/root", K::kHideDir), indexOf(plan2, "/root", K::kWorkspace));
+  EXPECT_GE(indexOf(plan, shown, K::kReadOnly), 0);
+  // Hidden at the link's target, as the directory that holds the file.
+  EXPECT_GE(indexOf(plan, shown + "/creds", K::kHideDir), 0);
+  EXPECT_GT(indexOf(plan, shown + "/creds", K::kHideDir), indexOf(plan, shown, K::kReadOnly));
+  // Not in the view at all: nothing to hide.
+  EXPECT_EQ(indexOf(plan, base.path() + "/elsewhere", K::kHideDir), -1);
+  EXPECT_EQ(indexOf(plan, "/nonexistent", K::kHideDir), -1);
+}
+
+TEST(FilesystemPlan, EtcSecretsAreHidden) {
+  testing::TempDir ws;
+  auto plan = planFilesystem(Options{}, ws.path());
+  if (std::filesystem::exists("/etc/shadow")) {
+    EXPECT_GE(indexOf(plan, "/etc/shadow", K::kHideFile), 0);
+  }
+  EXPECT_GT(indexOf(plan, "/etc/shadow", K::kHideFile), indexOf(plan, "/etc", K::kReadOnly));
 }
 
 }  // namespace

@@ -22,6 +22,7 @@
 #include <thread>
 
 #include "sandbox/environment.h"
+#include "sandbox/filesystem.h"
 #include "tests/sandbox/sandbox_fixture.h"
 
 namespace sandgate::sandbox {
@@ -87,7 +88,9 @@ TEST(SandboxRun, ProxySocketReachesTheCallback) {
   // The environment's HTTP_PROXY alone leads there too.
   EXPECT_THAT(c.out, HasSubstr("GET http://x.test/env HTTP/1.1"));
   EXPECT_EQ(proxy.requests().size(), 3u);
-  EXPECT_EQ(r.uid, kTestUid);
+  // A uid leased from sandgate's range, not the workspace owner's.
+  EXPECT_GE(r.uid, 0x7E000000u);
+  EXPECT_LT(r.uid, 0x7E000000u + 65536);
 }
 
 TEST(SandboxRun, OtherConnectionsFailAtOnce) {
@@ -175,28 +178,35 @@ TEST(SandboxRun, EnvironmentHoldsOnlyAllowedVariables) {
 TEST(SandboxRun, SecretsAreHiddenAndTheLauncherInvisible) {
   REQUIRE_ROOT();
   Workspace ws;
-  // The fake home is outside /tmp so that only hiding (not the private /tmp) can hide it.
+  // A directory the view shows on purpose (readOnlyPaths): only hiding can hide what is in it.
   std::string home = ws.dir.path() + "/home";
   std::filesystem::create_directories(home + "/.ssh");
+  std::filesystem::create_directories(home + "/secrets");
   std::ofstream(home + "/.ssh/id_ed25519") << "PRIVATE-KEY";
-  std::ofstream(home + "/.netrc") << "machine x password NETRC-SECRET";
+  std::ofstream(home + "/secrets/netrc") << "machine x password NETRC-SECRET";
+  std::ofstream(home + "/secrets/sibling") << "SIBLING-SECRET";
   std::ofstream(home + "/visible.txt") << "VISIBLE";
-  std::filesystem::permissions(home + "/.netrc", std::filesystem::perms::all);
-  std::filesystem::permissions(home + "/.ssh", std::filesystem::perms::all);
-  std::filesystem::permissions(home + "/.ssh/id_ed25519", std::filesystem::perms::all);
+  for (const char* p : {"/secrets/netrc", "/secrets/sibling", "/.ssh", "/.ssh/id_ed25519",
+                        "/secrets", ""}) {
+    std::filesystem::permissions(home + p, std::filesystem::perms::all);
+  }
   Options o = shell(
       "cat " + home + "/visible.txt; echo; ls -A " + home + "/.ssh; echo ssh-listed; cat " + home +
-          "/.netrc; echo netrc-read; ls -A /root; echo root-listed; "
+          "/secrets/netrc " + home + "/secrets/sibling; ls -A " + home +
+          "/secrets; echo netrc-read; ls -A /root; echo root-listed; "
           "cat /proc/1/environ >/dev/null 2>&1 && echo ENVIRON-READABLE; "
           "cat /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]*$'; ps -e -o pid=,comm=",
       ws.path);
-  o.hiddenPaths = {home + "/.ssh", home + "/.netrc"};
+  o.readOnlyPaths = {home};
+  o.hiddenPaths = {home + "/.ssh", home + "/secrets/netrc"};
   auto c = runCaptured(o, nullptr);
   ASSERT_EQ(ok(c).exitStatus, 0) << describe(c);
   EXPECT_THAT(c.out, HasSubstr("VISIBLE"));  // the directory itself is visible: hiding is real
   EXPECT_THAT(c.out, HasSubstr("\nssh-listed\n")) << describe(c);  // listed nothing
   EXPECT_THAT(c.out, Not(HasSubstr("id_ed25519")));
   EXPECT_THAT(c.out, Not(HasSubstr("NETRC-SECRET")));
+  // A secret file hides the directory that holds it, its siblings with it.
+  EXPECT_THAT(c.out, Not(HasSubstr("SIBLING-SECRET")));
   EXPECT_THAT(c.out, HasSubstr("\nnetrc-read\nroot-listed\n")) << describe(c);
   EXPECT_THAT(c.out, Not(HasSubstr("ENVIRON-READABLE")));
   EXPECT_THAT(c.out, HasSubstr("sandgate-init"));
@@ -592,11 +602,11 @@ TEST(SandboxRun, RefusesUidZeroAndBadWorkspaces) {
   Options o = shell("true", "/");
   auto r = run(o, [](std::vector<int>) {});
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.errorText(), HasSubstr("cannot be /"));
+  EXPECT_THAT(r.errorText(), HasSubstr("refusing the workspace /: it is a system or shared"));
   o.workspace = "/nonexistent-sandgate";
   r = run(o, [](std::vector<int>) {});
   ASSERT_FALSE(r.ok());
-  EXPECT_THAT(r.errorText(), HasSubstr("realpath(2) failed: ENOENT"));
+  EXPECT_THAT(r.errorText(), HasSubstr("openat2(2) failed: ENOENT"));
   if (testing::isRoot()) {
     TempDir d;
     o.workspace = d.path();
@@ -605,6 +615,60 @@ TEST(SandboxRun, RefusesUidZeroAndBadWorkspaces) {
     ASSERT_FALSE(r.ok());
     EXPECT_THAT(r.errorText(), HasSubstr("uid 0 refused"));
   }
+}
+
+// A secret that the host replaces while a sandbox runs (a rename over it, as an editor or a
+// secret manager does, and Kubernetes' ..data swap) stays hidden: its directory is hidden, not
+// the file's inode.
+TEST(SandboxRun, RotatedSecretStaysHidden) {
+  REQUIRE_ROOT();
+  Workspace ws;
+  std::string shown = ws.dir.path() + "/shown";
+  std::string secrets = shown + "/creds";
+  std::filesystem::create_directories(secrets + "/..2026_12_01");
+  std::ofstream(secrets + "/..2026_12_01/key") << "OLD-SECRET";
+  std::filesystem::create_directory_symlink("..2026_12_01", secrets + "/..data");
+  std::filesystem::create_symlink("..data/key", secrets + "/key");
+  std::ofstream(shown + "/plain-key") << "OLD-PLAIN";
+  for (const auto& p : {shown, secrets, secrets + "/..2026_12_01"}) {
+    std::filesystem::permissions(p, std::filesystem::perms::all);
+  }
+  Options o = shell(
+      "touch started; i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
+      "cat " + secrets + "/key " + secrets + "/..data/key " + shown + "/plain-key 2>&1; ls -A " +
+          secrets + "; echo listed",
+      ws.path);
+  o.readOnlyPaths = {shown};
+  o.hiddenPaths = {secrets + "/key"};
+  auto fut = std::async(std::launch::async, [&] { return runCaptured(o, nullptr); });
+  for (int i = 0; i < 600 && !std::filesystem::exists(ws.path + "/started"); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+  ASSERT_TRUE(std::filesystem::exists(ws.path + "/started"));
+  // Rotate: a new timestamped directory and an atomic swap of ..data, and a rename over a file.
+  std::filesystem::create_directory(secrets + "/..2026_12_02");
+  std::ofstream(secrets + "/..2026_12_02/key") << "NEW-SECRET";
+  std::filesystem::permissions(secrets + "/..2026_12_02", std::filesystem::perms::all);
+  std::filesystem::create_directory_symlink("..2026_12_02", secrets + "/..data_tmp");
+  std::filesystem::rename(secrets + "/..data_tmp", secrets + "/..data");
+  std::ofstream(ws.path + "/go") << "";
+  auto c = fut.get();
+  ASSERT_EQ(ok(c).exitStatus, 0) << describe(c);
+  EXPECT_THAT(c.out, Not(HasSubstr("OLD-SECRET")));
+  EXPECT_THAT(c.out, Not(HasSubstr("NEW-SECRET")));
+  EXPECT_THAT(c.out, HasSubstr("OLD-PLAIN"));  // the rest of the shown directory is there
+  EXPECT_THAT(c.out, HasSubstr("\nlisted\n")) << describe(c);  // the directory lists nothing
+}
+
+// What readOnlyPaths adds is visible and read-only; a file directly in /etc hides only itself,
+// and the plan says so.
+TEST(FilesystemPlan, SecretDirectlyInASystemDirectoryWarns) {
+  EXPECT_EQ(hidingPathFor("/etc/openai-key").path, "/etc/openai-key");
+  EXPECT_FALSE(hidingPathFor("/etc/openai-key").whole);
+  EXPECT_EQ(hidingPathFor("/etc/sandgate/key").path, "/etc/sandgate");
+  EXPECT_EQ(hidingPathFor("/var/run/secrets/x/..data/key").path, "/var/run/secrets/x");
+  EXPECT_EQ(hidingPathFor("/s/..2026/key").path, "/s");
+  EXPECT_EQ(hidingPathFor("/key").path, "/key");
 }
 
 }  // namespace

@@ -1,0 +1,213 @@
+// Opening, checking and idmapping the workspace (see workspace.h).
+#include "sandbox/workspace.h"
+
+#include <fcntl.h>
+#include <linux/mount.h>
+#include <pwd.h>
+#include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <array>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "sandbox/no_symlinks.h"
+#include "sandbox/sys_error.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+bool under(const std::string& path, const std::string& dir) {
+  if (dir == "/") return true;
+  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
+                         path[dir.size()] == '/');
+}
+
+std::string resolve(const std::string& path) {
+  char buf[PATH_MAX];
+  if (realpath(path.c_str(), buf) == nullptr) return {};
+  return buf;
+}
+
+// Every home directory the host's user database knows (NSS: LDAP and SSSD users too, where the
+// database can be listed), plus the launcher's $HOME and the workspace owner's home.
+std::vector<std::string> homeDirectories(uid_t owner) {
+  std::vector<std::string> homes = {"/root"};
+  if (const char* h = std::getenv("HOME"); h != nullptr && h[0] == '/') homes.emplace_back(h);
+  passwd pw{};
+  passwd* found = nullptr;
+  std::array<char, 4096> buf{};
+  if (getpwuid_r(owner, &pw, buf.data(), buf.size(), &found) == 0 && found != nullptr &&
+      found->pw_dir != nullptr) {
+    homes.emplace_back(found->pw_dir);
+  }
+  setpwent();
+  for (int i = 0; i < 100000; ++i) {
+    if (getpwent_r(&pw, buf.data(), buf.size(), &found) != 0 || found == nullptr) break;
+    if (found->pw_dir != nullptr && found->pw_dir[0] == '/' && std::strcmp(found->pw_dir, "/")) {
+      homes.emplace_back(found->pw_dir);
+    }
+  }
+  endpwent();
+  return homes;
+}
+
+Diagnostic refuse(const std::string& ws, const std::string& why, const std::string& instead) {
+  return diagnostic("sandbox: refusing the workspace " + ws + ": " + why + "; " + instead);
+}
+
+void writeProcFile(pid_t pid, const char* name, const std::string& text, std::string* why) {
+  if (!why->empty()) return;
+  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
+  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
+  if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
+    *why = sysFailure("write " + path, fd < 0 ? "open" : "write", errno);
+  }
+  if (fd >= 0) close(fd);
+}
+
+}  // namespace
+
+Result<CheckedWorkspace> openWorkspace(const std::string& path,
+                                       const std::vector<std::string>& hiddenPaths) {
+  std::string ws = path;
+  if (ws.empty()) {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == nullptr) {
+      return diagnostic(sysFailure("workspace", "getcwd", errno));
+    }
+    ws = cwd;
+  } else if (ws[0] != '/') {
+    char cwd[PATH_MAX];
+    if (getcwd(cwd, sizeof cwd) == nullptr) {
+      return diagnostic(sysFailure("workspace", "getcwd", errno));
+    }
+    ws = std::string(cwd) + "/" + ws;
+  }
+  CheckedWorkspace out;
+  out.fd = openNoSymlinks(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  if (out.fd < 0) {
+    int err = errno;
+    if (err == ELOOP) {
+      return diagnostic("sandbox: workspace " + ws +
+                        ": a component of the path is a symbolic link, which is never followed "
+                        "(a link planted by an earlier run could send this one elsewhere); give "
+                        "the real path (realpath " + ws + ")");
+    }
+    if (err == ENOTDIR) return diagnostic("sandbox: workspace " + ws + " is not a directory");
+    return diagnostic(sysFailure("workspace " + ws, "openat2", err));
+  }
+  auto fail = [&](Diagnostic d) {
+    close(out.fd);
+    return Result<CheckedWorkspace>(std::move(d));
+  };
+  char link[PATH_MAX];
+  std::string self = "/proc/self/fd/" + std::to_string(out.fd);
+  ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
+  if (n <= 0 || fstat(out.fd, &out.st) != 0) {
+    return fail(diagnostic(sysFailure("workspace " + ws, "readlink /proc/self/fd", errno)));
+  }
+  out.path.assign(link, static_cast<size_t>(n));
+  const std::string& p = out.path;
+  const std::string instead =
+      "give --workspace a project directory of its own (e.g. a checkout under it)";
+  for (const char* dir : {"/", "/tmp", "/var/tmp", "/var", "/usr", "/usr/local", "/home", "/root",
+                          "/srv", "/opt", "/mnt", "/media", "/boot", "/bin", "/sbin", "/lib",
+                          "/lib32", "/lib64", "/libx32", "/nix", "/snap"}) {
+    if (p == dir) {
+      return fail(refuse(p, "it is a system or shared directory (the workload could change what "
+                            "every user and program relies on, or reach their sockets)",
+                         instead));
+    }
+  }
+  for (const char* dir : {"/proc", "/dev", "/sys", "/run", "/etc"}) {
+    if (under(p, dir)) {
+      return fail(refuse(p, std::string("it is under ") + dir +
+                                " (kernel interfaces, devices, host sockets or system "
+                                "configuration)",
+                         instead));
+    }
+  }
+  for (const auto& home : homeDirectories(out.st.st_uid)) {
+    if (resolve(home) == p) {
+      return fail(refuse(p, "it is a home directory (the workload could write its .bashrc, "
+                            ".ssh/authorized_keys and every other dotfile)",
+                         instead));
+    }
+  }
+  for (const auto& h : hiddenPaths) {
+    std::string r = resolve(h);
+    if (!r.empty() && under(r, p)) {
+      return fail(refuse(p, "it holds " + r +
+                                ", which the sandbox must not see (sandgate's config, a "
+                                "secret, the CA key or an admin socket)",
+                         "keep the workspace apart from sandgate's files and secrets"));
+    }
+  }
+  return out;
+}
+
+int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::string* why) {
+  // A user namespace that only carries the mapping: on-disk owner -> the run's uid.
+  int ready[2];
+  if (pipe2(ready, O_CLOEXEC) != 0) {
+    *why = sysFailure("idmapped workspace", "pipe2", errno);
+    return -1;
+  }
+  pid_t child = fork();
+  if (child < 0) {
+    *why = sysFailure("idmapped workspace", "fork", errno);
+    close(ready[0]);
+    close(ready[1]);
+    return -1;
+  }
+  if (child == 0) {
+    char c = unshare(CLONE_NEWUSER) == 0 ? 'y' : 'n';
+    (void)!write(ready[1], &c, 1);
+    pause();  // killed by the parent once it holds the namespace
+    _exit(0);
+  }
+  close(ready[1]);
+  char c = 'n';
+  if (read(ready[0], &c, 1) != 1 || c != 'y') *why = "idmapped workspace: unshare(CLONE_NEWUSER) failed";
+  close(ready[0]);
+  writeProcFile(child, "uid_map",
+                std::to_string(ws.st.st_uid) + " " + std::to_string(uid) + " 1\n", why);
+  writeProcFile(child, "gid_map",
+                std::to_string(ws.st.st_gid) + " " + std::to_string(gid) + " 1\n", why);
+  int userns = -1;
+  if (why->empty()) {
+    std::string ns = "/proc/" + std::to_string(child) + "/ns/user";
+    userns = open(ns.c_str(), O_RDONLY | O_CLOEXEC);
+    if (userns < 0) *why = sysFailure("open " + ns, "open", errno);
+  }
+  kill(child, SIGKILL);
+  while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
+  }
+  if (userns < 0) return -1;
+  int tree = static_cast<int>(syscall(SYS_open_tree, ws.fd, "",
+                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+  if (tree < 0) {
+    *why = sysFailure("idmapped workspace", "open_tree", errno);
+    close(userns);
+    return -1;
+  }
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_IDMAP | MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  attr.userns_fd = static_cast<uint64_t>(userns);
+  long rc = syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr);
+  int err = errno;
+  close(userns);
+  if (rc != 0) {
+    *why = sysFailure("idmapped workspace", "mount_setattr(MOUNT_ATTR_IDMAP)", err);
+    close(tree);
+    return -1;
+  }
+  return tree;
+}
+
+}  // namespace sandgate::sandbox

@@ -1,0 +1,36 @@
+// The workspace as the launcher checks it: opened without following links, refused where it
+// would hand the workload something it must not write, and (root) turned into an idmapped mount.
+#pragma once
+
+#include <sys/stat.h>
+#include <sys/types.h>
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+
+namespace sandgate::sandbox {
+
+struct CheckedWorkspace {
+  std::string path;  // canonical, as the kernel names the directory that was opened
+  int fd = -1;       // O_PATH descriptor of that directory (the caller closes it)
+  struct stat st {};
+};
+
+// Opens `path` (the current directory when empty) with no symbolic link followed in any
+// component — a link planted by an earlier run cannot send this one elsewhere — and refuses a
+// workspace that is unsafe to make writable: /, the system and shared directories (/tmp,
+// /var/tmp, /run, /etc, /usr, /var, /home, ...), anything under /proc, /dev, /sys, /run or /etc,
+// a home directory itself, and any directory that is or holds one of `hiddenPaths` (the config,
+// a secret, the CA key): the error says what to do instead.
+Result<CheckedWorkspace> openWorkspace(const std::string& path,
+                                       const std::vector<std::string>& hiddenPaths);
+
+// Root launcher: a detached copy of the workspace's mount (open_tree) whose files owned by the
+// workspace's owner and group appear as `uid`/`gid` inside, and what that uid creates is owned
+// by the workspace's owner on the host; nosuid, nodev. Returns the mount's descriptor, or -1
+// with the reason in `why` (a filesystem without idmapped mounts, an old kernel).
+int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::string* why);
+
+}  // namespace sandgate::sandbox
