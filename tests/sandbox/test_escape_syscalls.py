@@ -23,7 +23,7 @@ import time
 import unittest
 
 import artifacts
-from run_support import TemporaryUser, alive, descendants, namespaces_refused, run_bounded
+from run_support import TemporaryUser, descendants, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 
 EAFNOSUPPORT = 97
@@ -60,7 +60,8 @@ for name, (family, kind, proto) in families.items():
         out[name] = e.errno
 for name, family in (("pair-unix", 1), ("pair-netlink", 16), ("pair-vsock", 40)):
     try:
-        for s in socket.socketpair(family, socket.SOCK_STREAM if family != 16 else socket.SOCK_RAW):
+        kind = socket.SOCK_RAW if family == 16 else socket.SOCK_STREAM
+        for s in socket.socketpair(family, kind):
             s.close()
         out[name] = 0
     except OSError as e:
@@ -288,9 +289,9 @@ class EscapeSyscallsTest(unittest.TestCase):
 
     def test_interactive_shell_reads_piped_stdin(self):
         def check(user, ws):
-            r = subprocess.run(self.command(ws, "--", "sh", "-i"), input="echo hi-$((6*7))\nexit 3\n",
-                               capture_output=True, text=True, timeout=60,
-                               **self.popen_args(user))
+            r = subprocess.run(self.command(ws, "--", "sh", "-i"),
+                               input="echo hi-$((6*7))\nexit 3\n", capture_output=True,
+                               text=True, timeout=60, **self.popen_args(user))
             self.assertEqual(r.returncode, 3, r.stderr)
             self.assertIn("hi-42", r.stdout)
         self.each_identity(check)
