@@ -119,6 +119,18 @@ void runInit(const ChildSpec& spec) {
     // The outer child is our parent: if it dies (it dies with the launcher), so does the
     // sandbox — SIGKILL from an ancestor namespace reaches even a PID 1.
     checkSys(prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "die with the launcher", "prctl");
+    // The sandbox's own session and process group, apart from the outer child's and the
+    // launcher's: what the workload sends to its group (kill(0, …)) stays in the sandbox, where
+    // PID 1 ignores what it has no handler for. No controlling terminal: stdio still works, the
+    // terminal's signals go to the launcher, which passes them on to us.
+    checkSys(setsid(), "start the sandbox's session", "setsid");
+    // Blocked from here on, taken with sigwaitinfo below: a signal the launcher passes on while
+    // the sandbox is still being set up waits instead of being dropped (a PID 1 drops signals it
+    // has no handler for).
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : kHandled) sigaddset(&set, sig);
+    checkSys(sigprocmask(SIG_BLOCK, &set, nullptr), "block signals", "sigprocmask");
     checkSys(sethostname(spec.hostname.data(), spec.hostname.size()), "set hostname",
              "sethostname");
     std::vector<std::string> warnings;
@@ -142,17 +154,13 @@ void runInit(const ChildSpec& spec) {
     for (int fd : listeners) close(fd);  // the proxy holds them now; nothing here may accept
     waitForGo(ch);
 
-    // PID 1 only gets the signals it has a handler for: install no-op handlers, then block the
-    // signals and take them synchronously.
-    sigset_t set;
-    sigemptyset(&set);
+    // PID 1 only gets the signals it has a handler for: no-op handlers, the signals stay blocked
+    // and are taken synchronously.
     struct sigaction sa {};
     sa.sa_handler = noop;
     for (int sig : kHandled) {
-      sigaddset(&set, sig);
       checkSys(sigaction(sig, &sa, nullptr), "install signal handlers", "sigaction");
     }
-    checkSys(sigprocmask(SIG_BLOCK, &set, nullptr), "block signals", "sigprocmask");
     pid_t command = checkSys(fork(), "start the command", "fork");
     if (command == 0) runCommand(spec);
     dropPrivileges();  // PID 1 needs none to wait and to signal its own uid's processes
@@ -173,12 +181,17 @@ void runInit(const ChildSpec& spec) {
             _exit(0);  // the kernel kills every other process of the namespace
           }
         }
-      } else if (sig == SIGTERM || sig == SIGHUP) {
-        kill(-1, sig);  // every process of the sandbox (never PID 1 itself)
+      } else if (sig == SIGTERM || sig == SIGHUP || sig == SIGINT || sig == SIGQUIT) {
+        // Every process of the sandbox (never PID 1 itself): for ^C and ^\ (passed on by the
+        // launcher, the sandbox has no terminal) that is what a terminal does to a foreground
+        // job without job control, so that `sh -c 'make; …'` and make both see it.
+        kill(-1, sig);
+        // A stopped process (the workload may stop itself) would hold a TERM until the
+        // launcher's SIGKILL: continue it so that it ends now, as supervisors do.
+        if (sig == SIGTERM) kill(-1, SIGCONT);
       } else if (sig == SIGUSR1 || sig == SIGUSR2) {
         kill(command, sig);
       }
-      // SIGINT/SIGQUIT: a terminal delivers them to the command's process group directly.
     }
   } catch (const std::exception& e) {
     sendMessage(ch, MsgType::kSetupError, 0, e.what());

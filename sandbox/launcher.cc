@@ -3,8 +3,10 @@
 #include "sandbox/launcher.h"
 
 #include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
+#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -14,6 +16,7 @@
 #include <algorithm>
 #include <atomic>
 #include <climits>
+#include <cstring>
 #include <fstream>
 
 #include "sandbox/cgroup.h"
@@ -62,6 +65,62 @@ class ProcessHandle {
   int fd_ = -1;
 };
 
+// The signals a user sends `sandgate run` (^C, ^\, a hang-up, kill, a supervisor stopping it).
+// The sandbox is in a session of its own, so no terminal signal reaches it directly: the launcher
+// takes these (blocked, read from a signalfd) and passes them to the sandbox's PID 1, which
+// passes them to the command; the run still ends with the command's status. A signal ignored
+// when the launcher started (nohup, `&` in a script) stays ignored. Blocked before the proxy's
+// threads start, so they inherit the mask and none of them takes the signal instead.
+//
+// SIGTTOU is blocked too (never read): the sandbox shares the terminal and may set TOSTOP on it,
+// which would otherwise stop a background launcher at its next log line — before its timeout
+// fires.
+class ForwardedSignals {
+ public:
+  ForwardedSignals() {
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigset_t block = ttou;
+    sigemptyset(&forwarded_);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+      struct sigaction old {};
+      if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+      sigaddset(&forwarded_, sig);
+      sigaddset(&block, sig);
+    }
+    pthread_sigmask(SIG_BLOCK, &block, &saved_);
+    fd_ = signalfd(-1, &forwarded_, SFD_NONBLOCK | SFD_CLOEXEC);
+    if (fd_ < 0) {  // not forwarded, not blocked: they end the launcher, and the sandbox with it
+      spdlog::warn("{}", sysFailure("forward signals to the sandbox", "signalfd", errno));
+      pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+      pthread_sigmask(SIG_BLOCK, &ttou, nullptr);
+    }
+  }
+  // Signals still pending belong to this run, which is over: dropped, not acted on later.
+  ~ForwardedSignals() {
+    while (next() != 0) {
+    }
+    if (fd_ >= 0) close(fd_);
+    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
+  }
+  ForwardedSignals(const ForwardedSignals&) = delete;
+  ForwardedSignals& operator=(const ForwardedSignals&) = delete;
+
+  int fd() const { return fd_; }
+  // The next pending signal, or 0.
+  int next() {
+    signalfd_siginfo si{};
+    if (fd_ < 0 || read(fd_, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) return 0;
+    return static_cast<int>(si.ssi_signo);
+  }
+
+ private:
+  sigset_t forwarded_{};
+  sigset_t saved_{};
+  int fd_ = -1;
+};
+
 struct Outcome {
   std::string setupError;
   std::string execError;
@@ -77,6 +136,8 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
                   const ListenerCallback& onListeners, const CaptureCallback& onCapture,
                   const StartedCallback& onStarted, RunResult* result) {
   Outcome out;
+  ForwardedSignals signals;  // before onStarted: the proxy's threads inherit the mask
+  bool commandStarted = false;
   ProcessHandle outerHandle(outer), init;
   std::optional<Clock::time_point> killAt;
   std::vector<int> pendingCapture;  // kCapture descriptors, handed over with kListeners
@@ -110,8 +171,26 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
       waitMs = static_cast<int>(std::clamp<int64_t>(ms.count(), 0, INT_MAX));
     }
+    pollfd ready[2] = {{ch, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
+    int n = poll(ready, signals.fd() >= 0 ? 2 : 1, waitMs);
+    if (n < 0 && errno != EINTR) {
+      abort(sysFailure("control channel", "poll", errno));
+      break;
+    }
+    if (n > 0 && ready[1].revents != 0) {
+      for (int sig; (sig = signals.next()) != 0;) {
+        if (commandStarted) {
+          init.signal(sig);
+        } else if (out.setupError.empty()) {
+          abort(std::string("sandbox: interrupted by SIG") + sigabbrev_np(sig) +
+                " before the command started");
+        }
+      }
+      continue;
+    }
+    if (n < 0) continue;  // EINTR
     Message m;
-    RecvStatus s = receiveMessage(ch, waitMs, &m);
+    RecvStatus s = n > 0 ? receiveMessage(ch, 0, &m) : RecvStatus::kTimeout;
     if (s == RecvStatus::kTimeout) {
       if (!out.timedOut) {
         out.timedOut = true;
@@ -175,6 +254,7 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
           handed = true;
           onListeners(m.fds);
           go();
+          commandStarted = out.setupError.empty();  // PID 1 forks it on this go
         } catch (const std::exception& e) {
           if (!handed) {
             for (int fd : m.fds) close(fd);

@@ -31,6 +31,12 @@ void runOuterChild(const ChildSpec& spec) {
   try {
     checkSys(prctl(PR_SET_PDEATHSIG, SIGKILL, 0, 0, 0), "die with the launcher", "prctl");
     if (getppid() != spec.launcherPid) _exit(kExitSetupFailed);  // it died before prctl
+    // Out of the launcher's session and process group: a terminal's ^C reaches the launcher
+    // alone (which passes it on to PID 1), and nothing aimed at the sandbox's group or session
+    // reaches us. PID 1 starts a session of its own for the same reason: as the same uid
+    // (rootless) the workload could otherwise kill(0, SIGSTOP) us and the launcher would wait
+    // for this process forever.
+    checkSys(setsid(), "start a session of its own", "setsid");
     // Non-dumpable: nobody but root may read this copy of the launcher's memory. A rootless
     // launcher must still open /proc/<pid>/uid_map, which needs a dumpable target, until the
     // maps are written (its own uid could read its memory anyway).

@@ -31,8 +31,9 @@ struct ChildSpec {
 };
 
 // Runs in the process fork()ed by the launcher:
-//  1. dies with the launcher (PR_SET_PDEATHSIG), closes every inherited descriptor but the
-//     channel and stdio, waits until the launcher has put it in the run's cgroup;
+//  1. dies with the launcher (PR_SET_PDEATHSIG), leaves the launcher's session (setsid),
+//     closes every inherited descriptor but the channel and stdio, waits until the launcher
+//     has put it in the run's cgroup;
 //  2. as root: drops supplementary groups (they would survive into the user namespace and keep
 //     granting host group access);
 //  3. unshare(CLONE_NEWUSER|NEWNS|NEWPID|NEWNET|NEWUTS|NEWIPC|NEWCGROUP) and waits for the

@@ -53,7 +53,11 @@ const std::vector<std::string>& refusedSyscalls() {
       // Host-wide operations.
       "kexec_load", "kexec_file_load", "init_module", "finit_module", "delete_module", "reboot",
       "swapon", "swapoff", "syslog", "acct", "quotactl", "settimeofday", "clock_settime",
-      "clock_adjtime", "adjtimex", "uselib", "personality", "lookup_dcookie", "vhangup"};
+      "clock_adjtime", "adjtimex", "uselib", "personality", "lookup_dcookie", "vhangup",
+      "quotactl_fd",
+      // Per-process x86 segment descriptors: only 16-bit and Wine-style code needs them, and the
+      // LDT code has had a run of privilege-escalation bugs.
+      "modify_ldt"};
   return names;
 }
 
@@ -72,10 +76,31 @@ void loadSeccompFilter() {
     }
   }
   f.add(SCMP_ACT_ERRNO(ENOSYS), "clone3");
-  f.add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, AF_PACKET)});
-  f.add(eperm, "socket", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW)});
-  f.add(eperm, "socket",
-        {SCMP_A0(SCMP_CMP_EQ, AF_NETLINK), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_DGRAM)});
+  // Socket families: only AF_UNIX, AF_INET and AF_INET6 (the proxy is reached over inet; tools
+  // use unix sockets among themselves). Every other family is refused as the kernel refuses one
+  // it does not have, EAFNOSUPPORT, so that programs fall back as they do on such a kernel:
+  //  - AF_VSOCK is not namespaced: on a VM host it reaches the hypervisor side, past the proxy;
+  //  - AF_NETLINK: the sandbox's network is built and needs no changes; glibc's getaddrinfo
+  //    (AI_ADDRCONFIG) then assumes both IPv4 and IPv6, which is what the proxy serves; `ip`
+  //    and getifaddrs(3) (so Node's os.networkInterfaces()) fail;
+  //  - AF_PACKET, AF_ALG, AF_TIPC, AF_RDS, AF_KCM, AF_BLUETOOTH, AF_CAN, AF_XDP, …: raw links,
+  //    the kernel's crypto API and protocol modules that an unprivileged socket(2) would load
+  //    (a steady source of kernel bugs) and no build needs.
+  // The domain is an int but the filter sees the whole register: together the rules refuse every
+  // 64-bit value but 1, 2 and 10 (0, each value from 3 to 9, everything above 10), so that high
+  // bits the kernel would drop cannot smuggle a family past them.
+  const uint32_t noFamily = SCMP_ACT_ERRNO(EAFNOSUPPORT);
+  for (const char* call : {"socket", "socketpair"}) {
+    f.add(noFamily, call, {SCMP_A0(SCMP_CMP_EQ, AF_UNSPEC)});
+    for (uint64_t af = AF_INET + 1; af < AF_INET6; ++af)
+      f.add(noFamily, call, {SCMP_A0(SCMP_CMP_EQ, af)});
+    f.add(noFamily, call, {SCMP_A0(SCMP_CMP_GT, AF_INET6)});
+  }
+  static_assert(AF_UNIX == 1 && AF_INET == 2 && AF_INET6 == 10, "the gaps above assume these");
+  // Raw sockets in the allowed families (SOCK_RAW is in the type's low bits, next to the flags).
+  for (uint64_t af : {AF_UNIX, AF_INET, AF_INET6}) {
+    f.add(eperm, "socket", {SCMP_A0(SCMP_CMP_EQ, af), SCMP_A1(SCMP_CMP_MASKED_EQ, 0xf, SOCK_RAW)});
+  }
   // ioctl's request is an unsigned int: compare the low 32 bits only.
   f.add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCSTI)});
   f.add(eperm, "ioctl", {SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, TIOCLINUX)});
