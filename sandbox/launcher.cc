@@ -358,6 +358,20 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       options.home.find("..") != std::string::npos) {
     return error("sandbox: home must be an absolute path: " + options.home);
   }
+  for (const auto& p : options.readOnlyPaths) {
+    char resolved[PATH_MAX];
+    if (p.empty() || p[0] != '/' || realpath(p.c_str(), resolved) == nullptr) {
+      return error("sandbox: read-only path " + p + ": not an absolute path that exists");
+    }
+    std::string r = resolved;
+    for (const char* dir : {"/run", "/proc", "/dev", "/sys"}) {
+      if (r == "/" || r == dir || r.rfind(std::string(dir) + "/", 0) == 0) {
+        return error("sandbox: read-only path " + p + " refused: " +
+                     (r == "/" ? std::string("the whole host") : "under " + std::string(dir)) +
+                     " (host sockets stay connectable through a read-only bind)");
+      }
+    }
+  }
   auto ws = openWorkspace(options.workspace, options.hiddenPaths);
   if (!ws) return ws.errors();
   // Closed when run() returns: the launcher's copies of the workspace, its mount and the lease.

@@ -115,7 +115,7 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
   const std::string& p = out.path;
   const std::string instead =
       "give --workspace a project directory of its own (e.g. a checkout under it)";
-  for (const char* dir : {"/", "/tmp", "/var/tmp", "/var", "/usr", "/usr/local", "/home", "/root",
+  for (const char* dir : {"/", "/tmp", "/var/tmp", "/var", "/usr", "/usr/local", "/home",
                           "/srv", "/opt", "/mnt", "/media", "/boot", "/bin", "/sbin", "/lib",
                           "/lib32", "/lib64", "/libx32", "/nix", "/snap"}) {
     if (p == dir) {

@@ -178,7 +178,7 @@ class EscapeViewTest(unittest.TestCase):
                     f.write(f"SECRET-{content}")
             os.chmod(user.home, 0o755)
             r = self.sh("for f in " + " ".join(os.path.join(user.home, k) for k in files) +
-                        "; do cat $f 2>&1; done; ls -A " + user.home + " 2>&1")
+                        "; do cat $f 2>&1; done; ls -A " + user.home + " 2>&1; true")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertNotIn("SECRET-", r.stdout)
             self.assertIn("No such file or directory", r.stdout)
