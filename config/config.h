@@ -125,14 +125,23 @@ struct Task {
   Located<std::string> policy;
   std::optional<std::string> tokenSha256;  // lower-case hex, 64 chars
   Limits limits;
+  // tasks[].admin_groups: when set, an admin client that is not root must hold one of these
+  // groups (names or gids, resolved when serve starts) to use this task; unset, the admin
+  // socket's own check (root or listen.admin_group) is all.
+  std::optional<std::vector<Located<std::string>>> adminGroups;
 };
+
+// The only directory listen.admin may name a socket in: every sandbox gets a private /run, so
+// no sandbox can ever reach a socket under it.
+inline constexpr std::string_view kAdminSocketDir = "/run/sandgate";
 
 struct Listen {
   std::optional<Located<std::string>> proxy;    // "host:port"
   std::optional<Located<std::string>> metrics;  // "host:port"
-  std::optional<Located<std::string>> admin;    // unix socket path (absolute)
-  // Group (name or numeric gid) whose members may use the admin socket besides root: the
-  // socket is then 0660 and owned by that group. Resolved when the server starts.
+  std::optional<Located<std::string>> admin;    // unix socket path under kAdminSocketDir
+  // Group (name or numeric gid) that a process must hold (as its gid or a supplementary group)
+  // to use the admin socket besides root: the socket is then 0660 and owned by that group.
+  // Resolved when the server starts.
   std::optional<Located<std::string>> adminGroup;
 };
 

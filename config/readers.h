@@ -5,6 +5,8 @@
 // bodies are broken, so that references to them do not produce a second, misleading error.
 #pragma once
 
+#include <optional>
+#include <string>
 #include <string_view>
 
 #include "config/config.h"
@@ -39,6 +41,9 @@ void checkReferences(Reader& r, const Config& cfg);
 bool isValidName(std::string_view name);
 // Reports `name` (written at `mark`) unless isValidName().
 void checkName(Reader& r, const Mark& mark, const std::string& path, std::string_view name);
+// Why `path` cannot be listen.admin (not a plain path under kAdminSocketDir, too long), or
+// nullopt.
+std::optional<std::string> adminPathProblem(std::string_view path);
 // Environment variable names: [A-Za-z_][A-Za-z0-9_]*.
 bool isValidEnvName(std::string_view name);
 

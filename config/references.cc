@@ -1,5 +1,5 @@
 // Checks of references between sections: includes, include cycles, task policies, rule
-// credentials.
+// credentials, task admin_groups and listen.admin_group.
 #include <fmt/format.h>
 
 #include <map>
@@ -99,6 +99,13 @@ void checkReferences(Reader& r, const Config& cfg) {
   CycleFinder(r, cfg).run();
   for (size_t i = 0; i < cfg.tasks.size(); ++i) {
     const auto& t = cfg.tasks[i];
+    // Only root and members of listen.admin_group can reach the admin socket at all, and root
+    // may use every task: without admin_group, a task's admin_groups would allow nobody more.
+    if (t.adminGroups && !cfg.listen.adminGroup) {
+      r.error(t.adminGroups->front().mark, fmt::format("tasks[{}].admin_groups", i),
+              "admin_groups needs listen.admin_group (the group that may reach the admin "
+              "socket; admin_groups then narrows which of its members may use this task)");
+    }
     // An empty value means the task's policy was missing or broken: already reported.
     if (t.policy.value.empty() || cfg.policies.contains(t.policy.value)) continue;
     r.error(t.policy.mark, fmt::format("tasks[{}].policy", i),

@@ -100,6 +100,38 @@ bool isValidEnvName(std::string_view name) {
   });
 }
 
+// Why `path` cannot be listen.admin, or nullopt. Every sandbox gets a private /run, so a
+// socket under /run/sandgate is never reachable from inside one; anywhere else a sandbox's
+// view of the host could include it (and through it adopt listeners as any task). `.` and
+// `..` components and doubled slashes are refused so that the text compared is the path bound.
+std::optional<std::string> adminPathProblem(std::string_view path) {
+  const std::string dir = std::string(kAdminSocketDir) + "/";
+  auto refuse = [&](std::string_view why) {
+    return fmt::format(
+        "{}, got {}; use a path under {} such as {}admin.sock (every sandbox "
+        "has a private /run, so no sandbox can reach a socket there)",
+        why, quoted(path), dir, dir);
+  };
+  if (path.substr(0, dir.size()) != dir || path.size() == dir.size()) {
+    return refuse("the admin socket must be under " + dir);
+  }
+  for (std::string_view rest = path.substr(dir.size()); !rest.empty();) {
+    auto slash = rest.find('/');
+    std::string_view part = rest.substr(0, slash);
+    if (part.empty() || part == "." || part == "..") {
+      return refuse("expected a plain path without empty, `.` or `..` components");
+    }
+    if (slash == std::string_view::npos) break;
+    rest.remove_prefix(slash + 1);
+    if (rest.empty()) return refuse("expected a socket path, not a directory");
+  }
+  // sockaddr_un holds 107 bytes and a NUL.
+  if (path.size() > 107) {
+    return fmt::format("a unix socket path has at most 107 bytes, got {}", path.size());
+  }
+  return std::nullopt;
+}
+
 void readListen(Reader& r, const Field& f, Listen& listen) {
   auto m = r.map(f, {"proxy", "metrics", "admin", "admin_group"},
                  "a map with proxy, metrics, admin, admin_group", true);
@@ -108,17 +140,11 @@ void readListen(Reader& r, const Field& f, Listen& listen) {
   if (const Field* p = m->get("metrics")) listen.metrics = hostPort(r, *p, "127.0.0.1:9464");
   if (const Field* p = m->get("admin")) {
     listen.admin = r.string(*p, "a unix socket path");
-    // sockaddr_un holds 107 bytes and a NUL; a relative path would depend on serve's cwd
-    // and could not be hidden reliably from a sandbox.
-    if (listen.admin && listen.admin->value.front() != '/') {
-      r.error(p->mark, p->path,
-              fmt::format("expected an absolute path, got {}", quoted(listen.admin->value)));
-      listen.admin.reset();
-    } else if (listen.admin && listen.admin->value.size() > 107) {
-      r.error(p->mark, p->path,
-              fmt::format("a unix socket path has at most 107 bytes, got {}",
-                          listen.admin->value.size()));
-      listen.admin.reset();
+    if (listen.admin) {
+      if (auto why = adminPathProblem(listen.admin->value)) {
+        r.error(p->mark, p->path, *why);
+        listen.admin.reset();
+      }
     }
   }
   if (const Field* p = m->get("admin_group")) {
@@ -161,8 +187,8 @@ void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
   if (!items) return;
   std::map<std::string, int, std::less<>> seen;  // name -> line of first definition
   for (const auto& item : *items) {
-    auto m = r.map(item, {"name", "policy", "token_sha256", "limits"},
-                   "a task (a map with name, policy, token_sha256, limits)");
+    auto m = r.map(item, {"name", "policy", "token_sha256", "limits", "admin_groups"},
+                   "a task (a map with name, policy, token_sha256, limits, admin_groups)");
     if (!m) continue;
     Task t;
     t.mark = item.mark;
@@ -200,6 +226,19 @@ void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
       }
     }
     if (const Field* l = m->get("limits")) readLimits(r, *l, t.limits);
+    if (const Field* g = m->get("admin_groups")) {
+      // Resolved to gids when serve starts (or reloads): config/ does no NSS lookups.
+      if (auto groups = r.stringList(*g, "[sandgate-team-a] or [1001]")) {
+        for (size_t i = 0; i < groups->size(); ++i) {
+          const auto& name = (*groups)[i].value;
+          if (name.size() > 256 || name.find_first_of(":, \t\n") != std::string::npos) {
+            r.error((*groups)[i].mark, fmt::format("{}[{}]", g->path, i),
+                    fmt::format("expected a group name or numeric gid, got {}", quoted(name)));
+          }
+        }
+        t.adminGroups = std::move(*groups);
+      }
+    }
     tasks.push_back(std::move(t));
   }
 }

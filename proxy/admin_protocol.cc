@@ -1,11 +1,14 @@
 // The admin socket's messages, peer check and listener check (see admin_protocol.h).
 #include "proxy/admin_protocol.h"
 
+#include <arpa/inet.h>
+#include <fcntl.h>
 #include <fmt/format.h>
-#include <grp.h>
+#include <linux/sockios.h>
 #include <netinet/in.h>
-#include <pwd.h>
+#include <sys/ioctl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -325,38 +328,135 @@ Result<AdminReply> parseReply(std::string_view message) {
   return r;
 }
 
-std::optional<std::string> checkPeer(const PeerCredentials& peer, std::optional<gid_t> group,
-                                     const std::vector<gid_t>& supplementary) {
-  if (peer.uid == 0) return std::nullopt;
-  if (group && (peer.gid == *group || std::find(supplementary.begin(), supplementary.end(),
-                                                *group) != supplementary.end())) {
-    return std::nullopt;
+Result<PeerCredentials> peerCredentials(int fd) {
+  auto fail = [](const char* what) {
+    return Diagnostic{"", 0, 0, "",
+                      fmt::format("{}: {} (errno {})", what, std::strerror(errno), errno)};
+  };
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return fail("SO_PEERCRED");
+  PeerCredentials peer{cred.pid, cred.uid, cred.gid, {}};
+  // The groups the peer held when it connected, as the kernel saw them: a group the process
+  // dropped (setgroups) is not there, whatever /etc/group says of its uid.
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto bytes = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &bytes) == 0) {
+      groups.resize(bytes / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      return peer;
+    }
+    if (errno != ERANGE) return fail("SO_PEERGROUPS");
+    groups.resize(bytes / sizeof(gid_t) + 1);  // the kernel said how many bytes it needs
   }
+  return fail("SO_PEERGROUPS");
+}
+
+namespace {
+
+bool holds(const PeerCredentials& peer, gid_t gid) {
+  return peer.gid == gid ||
+         std::find(peer.groups.begin(), peer.groups.end(), gid) != peer.groups.end();
+}
+
+std::string gidList(const std::vector<gid_t>& gids) {
+  std::string out;
+  for (gid_t g : gids) out += (out.empty() ? "" : ", ") + std::to_string(g);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> checkPeer(const PeerCredentials& peer, std::optional<gid_t> group) {
+  if (peer.uid == 0) return std::nullopt;
+  if (group && holds(peer, *group)) return std::nullopt;
   if (group) {
-    return fmt::format("uid {} (gid {}, pid {}) is neither root nor a member of group {}", peer.uid,
-                       peer.gid, peer.pid, *group);
+    return fmt::format(
+        "uid {} (gid {}, groups [{}], pid {}) is neither root nor holds group {} "
+        "(listen.admin_group; the process itself must hold it, not only its user in /etc/group)",
+        peer.uid, peer.gid, gidList(peer.groups), peer.pid, *group);
   }
   return fmt::format("uid {} (gid {}, pid {}) is not root (no listen.admin_group is configured)",
                      peer.uid, peer.gid, peer.pid);
 }
 
-std::vector<gid_t> groupsOfUser(uid_t uid, gid_t primary) {
-  std::vector<char> buf(16384);
-  passwd pw{};
-  passwd* found = nullptr;
-  if (::getpwuid_r(uid, &pw, buf.data(), buf.size(), &found) != 0 || !found) return {};
-  int n = 64;
-  std::vector<gid_t> groups(static_cast<size_t>(n));
-  for (int attempt = 0; attempt < 4; ++attempt) {
-    int count = n;
-    if (::getgrouplist(found->pw_name, primary, groups.data(), &count) >= 0) {
-      groups.resize(static_cast<size_t>(count));
-      return groups;
-    }
-    n = std::max(count, n * 2);  // count now holds the number needed
-    groups.resize(static_cast<size_t>(n));
+std::optional<std::string> checkTaskPeer(const PeerCredentials& peer, const std::string& task,
+                                         const std::vector<gid_t>& allowed) {
+  if (peer.uid == 0) return std::nullopt;
+  for (gid_t g : allowed) {
+    if (holds(peer, g)) return std::nullopt;
   }
-  return {};
+  return fmt::format(
+      "uid {} (gid {}, groups [{}], pid {}) holds none of task {}'s admin_groups (gids {})",
+      peer.uid, peer.gid, gidList(peer.groups), peer.pid, task, gidList(allowed));
+}
+
+namespace {
+
+Result<NetnsId> netnsOfNsfd(int nsfd) {
+  struct stat st {};
+  int rc = ::fstat(nsfd, &st);
+  int err = errno;
+  ::close(nsfd);
+  if (rc != 0) {
+    return Diagnostic{"", 0, 0, "", fmt::format("fstat of a netns: {}", std::strerror(err))};
+  }
+  return NetnsId{st.st_dev, st.st_ino};
+}
+
+}  // namespace
+
+Result<NetnsId> socketNetns(int fd) {
+  int nsfd = ::ioctl(fd, SIOCGSKNS);
+  if (nsfd < 0) {
+    return Diagnostic{"", 0, 0, "",
+                      fmt::format("ioctl(SIOCGSKNS): {} (errno {})", std::strerror(errno), errno)};
+  }
+  return netnsOfNsfd(nsfd);
+}
+
+Result<NetnsId> ownNetns() {
+  // /proc needs no capability; SIOCGSKNS on a socket of our own is the fallback without it.
+  if (int nsfd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC); nsfd >= 0) {
+    return netnsOfNsfd(nsfd);
+  }
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    return Diagnostic{"", 0, 0, "", fmt::format("socket: {}", std::strerror(errno))};
+  }
+  auto ns = socketNetns(s);
+  ::close(s);
+  return ns;
+}
+
+std::optional<FdRefusal> checkSandboxNetns(const std::vector<int>& fds, const NetnsId& serve,
+                                           std::optional<NetnsId>& first) {
+  std::optional<NetnsId> seen = first;
+  for (int fd : fds) {
+    auto ns = socketNetns(fd);
+    if (!ns) {
+      return FdRefusal{admin_reason::kNetnsUnknown,
+                       fmt::format("cannot tell which network namespace a socket lives in ({}); "
+                                   "serve needs CAP_NET_ADMIN over the sandbox's namespace "
+                                   "(run serve as root)",
+                                   ns.errors().front().message)};
+    }
+    if (*ns == serve) {
+      return FdRefusal{admin_reason::kServeNetns,
+                       "a socket in serve's own network namespace: a sandbox hands over sockets "
+                       "of its own namespace, and serving this one would open the task's proxy "
+                       "on serve's network"};
+    }
+    if (seen && *ns != *seen) {
+      return FdRefusal{admin_reason::kMixedNetns,
+                       "sockets from more than one network namespace on one connection (one "
+                       "run hands over the sockets of its one sandbox)"};
+    }
+    seen = *ns;
+  }
+  first = seen;
+  return std::nullopt;
 }
 
 namespace {
@@ -378,6 +478,28 @@ uint16_t portOf(const sockaddr_storage& a) {
 }
 
 }  // namespace
+
+std::optional<FdRefusal> checkLoopback(int fd, std::string_view what) {
+  auto addr = boundAddress(fd);
+  if (!addr) return FdRefusal{admin_reason::kNotAListener, "socket is not IPv4 or IPv6"};
+  char text[INET6_ADDRSTRLEN] = "?";
+  bool loopback;
+  if (addr->ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(*addr).sin_addr;
+    loopback = (ntohl(a.s_addr) >> 24) == 127;
+    ::inet_ntop(AF_INET, &a, text, sizeof(text));
+  } else {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(*addr).sin6_addr;
+    loopback = IN6_IS_ADDR_LOOPBACK(&a);
+    ::inet_ntop(AF_INET6, &a, text, sizeof(text));
+  }
+  if (loopback) return std::nullopt;
+  return FdRefusal{admin_reason::kNotLoopback,
+                   fmt::format("{} is bound to {}, not to loopback (127.0.0.0/8 or ::1): a "
+                               "sandbox's listeners are on loopback, and one on any other "
+                               "address would serve the task to a network",
+                               what, text)};
+}
 
 std::optional<std::string> checkListenerFd(int fd) {
   int type = 0, listening = 0;

@@ -72,6 +72,13 @@ inline constexpr std::string_view kPermissionDenied = "permission_denied";
 inline constexpr std::string_view kUnknownTask = "unknown_task";
 inline constexpr std::string_view kNotAListener = "not_a_listener";
 inline constexpr std::string_view kUnavailable = "unavailable";  // shutting down, server error
+// An adopted socket that a sandbox would not hand over: bound to an address other than
+// loopback, living in serve's own network namespace, in another namespace than the rest of
+// the connection's sockets, or in one serve cannot identify.
+inline constexpr std::string_view kNotLoopback = "not_loopback";
+inline constexpr std::string_view kServeNetns = "serve_netns";
+inline constexpr std::string_view kMixedNetns = "mixed_netns";
+inline constexpr std::string_view kNetnsUnknown = "netns_unknown";
 }  // namespace admin_reason
 
 enum class AdminOp { kTaskEnv, kAdopt, kAdoptCapture, kRelease };
@@ -123,20 +130,53 @@ AdminReply errorReply(std::string_view reason, std::string error);
 // A reply that is not JSON or not version 1 is a Diagnostic, not a refused AdminReply.
 Result<AdminReply> parseReply(std::string_view message);
 
-// Who is at the other end of an admin connection (SO_PEERCRED).
+// Who is at the other end of an admin connection, as the kernel recorded it at connect():
+// never looked up by uid in /etc/group, which lists groups a process may have dropped.
 struct PeerCredentials {
   pid_t pid = 0;
   uid_t uid = 0;
   gid_t gid = 0;
+  std::vector<gid_t> groups;  // the peer's supplementary groups (SO_PEERGROUPS)
 };
 
-// Root, or a member of `group` (its primary gid or one of `supplementary`). Returns the
+// SO_PEERCRED and SO_PEERGROUPS of a connected Unix socket. Errors name the option and errno.
+Result<PeerCredentials> peerCredentials(int fd);
+
+// Root, or a process that holds `group` (as its gid or a supplementary group). Returns the
 // reason for a refusal, nullopt when allowed.
-std::optional<std::string> checkPeer(const PeerCredentials& peer, std::optional<gid_t> group,
-                                     const std::vector<gid_t>& supplementary);
-// The groups /etc/group (or NSS) lists for `uid` (getgrouplist), empty when the uid has no
-// passwd entry.
-std::vector<gid_t> groupsOfUser(uid_t uid, gid_t primary);
+std::optional<std::string> checkPeer(const PeerCredentials& peer, std::optional<gid_t> group);
+// For a task with admin_groups: root, or a process that holds one of `allowed`. Returns the
+// reason for a refusal, nullopt when allowed.
+std::optional<std::string> checkTaskPeer(const PeerCredentials& peer, const std::string& task,
+                                         const std::vector<gid_t>& allowed);
+
+// A network namespace's identity: the device and inode of its nsfs file.
+struct NetnsId {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  bool operator==(const NetnsId&) const = default;
+};
+// The calling thread's network namespace (/proc/thread-self/ns/net).
+Result<NetnsId> ownNetns();
+// The network namespace a socket lives in (ioctl SIOCGSKNS; the kernel allows it to a
+// process with CAP_NET_ADMIN over that namespace, such as root).
+Result<NetnsId> socketNetns(int fd);
+
+// Why a descriptor a launcher handed over is refused: a reason token (admin_reason) and a
+// message.
+struct FdRefusal {
+  std::string_view reason;
+  std::string message;
+};
+// Why the socket `fd` (`what`, for the message) is not bound to 127.0.0.0/8 or ::1, or
+// nullopt when it is.
+std::optional<FdRefusal> checkLoopback(int fd, std::string_view what);
+// Everything one admin connection adopts must come from one network namespace, the sandbox's,
+// and never serve's own: a listener in serve's namespace would open a task's proxy (with its
+// credentials) on the host's network. `first` is the namespace of what this connection
+// adopted before (set here by the first call). nullopt when `fds` are acceptable.
+std::optional<FdRefusal> checkSandboxNetns(const std::vector<int>& fds, const NetnsId& serve,
+                                           std::optional<NetnsId>& first);
 
 // Why `fd` cannot be adopted (not a socket, not SOCK_STREAM, not listening, not IPv4/IPv6),
 // or nullopt when it is a listening TCP socket.

@@ -19,6 +19,7 @@
 #include <mutex>
 #include <thread>
 
+#include "config/config.h"
 #include "policy/ip.h"
 #include "proxy/listener_tally.h"
 
@@ -49,6 +50,75 @@ bool someoneListens(const std::string& path) {
   return yes;
 }
 
+// Makes sure the directory the socket goes in is what it looks like: every component a real
+// directory (a symbolic link could move the socket, and the mode set on it, elsewhere), the
+// last one owned by root or us and writable by nobody else (who could replace the socket).
+// Under kAdminSocketDir, missing directories are created (0755): /run is a tmpfs on most
+// hosts, emptied at boot.
+std::optional<Diagnostic> prepareDirectory(const std::string& path) {
+  auto fail = [&](std::string message) {
+    return Diagnostic{"", 0, 0, "listen.admin", std::move(message)};
+  };
+  const std::string base(config::kAdminSocketDir);
+  std::string dir = path.substr(0, path.rfind('/'));
+  int fd = ::open("/", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return sysError("/", "cannot open");
+  std::string at;
+  for (size_t pos = 1; pos <= dir.size();) {
+    size_t slash = dir.find('/', pos);
+    if (slash == std::string::npos) slash = dir.size();
+    std::string name = dir.substr(pos, slash - pos);
+    pos = slash + 1;
+    if (name.empty()) continue;
+    at += "/" + name;
+    bool created = false;
+    int next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0 && errno == ENOENT && (at == base || at.starts_with(base + "/"))) {
+      if (::mkdirat(fd, name.c_str(), 0755) == 0) {
+        created = true;
+      } else if (errno != EEXIST) {  // EEXIST: another serve made it meanwhile
+        ::close(fd);
+        return sysError(at, "cannot create");
+      }
+      next = ::openat(fd, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    int err = errno;
+    ::close(fd);
+    if (next < 0) {
+      errno = err;
+      if (err == ENOTDIR || err == ELOOP) {
+        return fail(fmt::format("{} is not a directory (a symbolic link is refused too)", at));
+      }
+      return sysError(at, "cannot open");
+    }
+    fd = next;
+    if (created) {
+      if (::fchmod(fd, 0755) != 0) {  // whatever the umask made of it
+        ::close(fd);
+        return sysError(at, "cannot chmod");
+      }
+      spdlog::info("admin socket: created {}", at);
+    }
+  }
+  struct stat st {};
+  int rc = ::fstat(fd, &st);
+  ::close(fd);
+  if (rc != 0) return sysError(dir, "cannot stat");
+  if (st.st_uid != 0 && st.st_uid != ::geteuid()) {
+    return fail(
+        fmt::format("{} belongs to uid {}, who could replace the socket; it must belong "
+                    "to root or to serve's own user",
+                    dir, st.st_uid));
+  }
+  if (st.st_mode & 022) {
+    return fail(
+        fmt::format("{} is writable by others than its owner (mode {:04o}), who could "
+                    "replace the socket; chmod go-w it",
+                    dir, st.st_mode & 07777));
+  }
+  return std::nullopt;
+}
+
 struct Connection {
   int fd = -1;
   PeerCredentials peer;
@@ -59,6 +129,8 @@ struct Connection {
   // nothing for this run).
   std::optional<CaptureOffer> offer;
   std::shared_ptr<CaptureContext> capture;  // adopted: its DNS counts go into release's reply
+  // The network namespace of what this connection adopted first: the rest must come from it.
+  std::optional<NetnsId> netns;
   // Set for a refused peer: the answer to its first request, after which it is closed. Not
   // sent at once: closing with its request unread would reset the connection, and the
   // launcher would see ECONNRESET instead of the reason.
@@ -72,9 +144,10 @@ struct Connection {
 
 }  // namespace
 
-Result<gid_t> resolveAdminGroup(const std::string& file, const config::Located<std::string>& g) {
+Result<gid_t> resolveAdminGroup(const std::string& file, const config::Located<std::string>& g,
+                                const std::string& keyPath) {
   auto fail = [&](std::string message) {
-    return Diagnostic{file, g.mark.line, g.mark.col, "listen.admin_group", std::move(message)};
+    return Diagnostic{file, g.mark.line, g.mark.col, keyPath, std::move(message)};
   };
   unsigned long number = 0;
   auto [end, ec] = std::from_chars(g.value.data(), g.value.data() + g.value.size(), number);
@@ -98,6 +171,7 @@ struct AdminSocket::Impl {
   AdminBackend backend;
   int listenFd = -1;
   int wakeFd = -1;
+  NetnsId serveNetns;    // no adopted socket may live in it
   struct stat bound {};  // the socket file we created: removed on stop only if still this one
   std::thread thread;
   std::mutex stopMu;
@@ -128,17 +202,14 @@ struct AdminSocket::Impl {
       }
       Connection c;
       c.fd = fd;
-      ucred cred{};
-      socklen_t len = sizeof(cred);
-      if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) {
-        spdlog::warn("admin socket {}: SO_PEERCRED: {}", options.path, std::strerror(errno));
+      auto peer = peerCredentials(fd);
+      if (!peer) {
+        spdlog::warn("admin socket {}: {}", options.path, peer.errorText());
         ::close(fd);
         continue;
       }
-      c.peer = PeerCredentials{cred.pid, cred.uid, cred.gid};
-      std::vector<gid_t> groups;
-      if (c.peer.uid != 0 && options.group) groups = groupsOfUser(c.peer.uid, c.peer.gid);
-      if (auto refused = checkPeer(c.peer, options.group, groups)) {
+      c.peer = std::move(peer.value());
+      if (auto refused = checkPeer(c.peer, options.group)) {
         spdlog::warn("admin socket {}: refused: {}", options.path, *refused);
         c.refusal = errorReply(admin_reason::kPermissionDenied, "permission denied: " + *refused);
       } else if (connections.size() >= options.maxConnections) {
@@ -209,6 +280,16 @@ struct AdminSocket::Impl {
       return errorReply(admin_reason::kNotAListener,
                         fmt::format("cannot adopt the capture: {}", *bad));
     }
+    // The DNS stub is on 127.0.0.53; the capture listeners are on the wildcard address of
+    // the sandbox's namespace (its synthetic ranges are routed to lo there), so for them the
+    // namespace is what shows they are a sandbox's.
+    for (auto [fd, what] :
+         {std::pair{fds[0], "the DNS UDP socket"}, std::pair{fds[1], "the DNS TCP socket"}}) {
+      if (auto bad = checkLoopback(fd, what)) return refuse(c, *bad, "the capture");
+    }
+    if (auto bad = checkSandboxNetns(fds, serveNetns, c.netns)) {
+      return refuse(c, *bad, "the capture");
+    }
     auto v4 = policy::parseCidr(c.offer->ipv4Range), v6 = policy::parseCidr(c.offer->ipv6Range);
     if (!v4 || !v6) {  // serve wrote them itself: cannot happen
       return errorReply(admin_reason::kUnavailable, "this connection's capture ranges are invalid");
@@ -233,7 +314,22 @@ struct AdminSocket::Impl {
     return r;
   }
 
+  // A descriptor refused for what it is; the caller closes it with the rest of the message's.
+  AdminReply refuse(const Connection& c, const FdRefusal& bad, std::string_view what) {
+    spdlog::warn("admin socket {}: pid {} uid {}: refusing {}: {}", options.path, c.peer.pid,
+                 c.peer.uid, what, bad.message);
+    return errorReply(bad.reason, fmt::format("cannot adopt {}: {}", what, bad.message));
+  }
+
   AdminReply handle(Connection& c, const AdminRequest& req, std::vector<int>& fds) {
+    // A task with admin_groups: only root and holders of one of them may use it.
+    if (req.op != AdminOp::kRelease && backend.taskGroups) {
+      if (auto allowed = backend.taskGroups(req.task)) {
+        if (auto refused = checkTaskPeer(c.peer, req.task, *allowed)) {
+          return errorReply(admin_reason::kPermissionDenied, "permission denied: " + *refused);
+        }
+      }
+    }
     switch (req.op) {
       case AdminOp::kTaskEnv: {
         auto env = backend.environment(req.task);
@@ -254,6 +350,10 @@ struct AdminSocket::Impl {
             return errorReply(admin_reason::kNotAListener,
                               fmt::format("cannot adopt a descriptor: {}", *bad));
           }
+          if (auto bad = checkLoopback(fd, "a listener")) return refuse(c, *bad, "a listener");
+        }
+        if (auto bad = checkSandboxNetns(fds, serveNetns, c.netns)) {
+          return refuse(c, *bad, "a listener");
         }
         if (!c.tally) c.tally = std::make_shared<ListenerTally>();
         size_t count = fds.size();
@@ -397,6 +497,16 @@ Result<std::unique_ptr<AdminSocket>> AdminSocket::open(AdminSocketOptions option
     return Diagnostic{"", 0, 0, "listen.admin",
                       fmt::format("'{}' cannot be a unix socket path", path)};
   }
+  if (path.front() != '/') {
+    return Diagnostic{"", 0, 0, "listen.admin", fmt::format("'{}' is not an absolute path", path)};
+  }
+  auto netns = ownNetns();
+  if (!netns) {
+    return Diagnostic{"", 0, 0, "listen.admin",
+                      "cannot tell serve's own network namespace: " + netns.errorText()};
+  }
+  impl->serveNetns = netns.value();
+  if (auto bad = prepareDirectory(path)) return *bad;
   struct stat st {};
   if (::lstat(path.c_str(), &st) == 0) {
     if (!S_ISSOCK(st.st_mode)) {

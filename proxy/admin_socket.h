@@ -2,9 +2,18 @@
 // sandbox's listeners (and its transparent capture) to a running server (protocol in
 // admin_protocol.h). One thread, poll().
 //
+// Where: under /run/sandgate (config/ refuses listen.admin elsewhere), which no sandbox can see:
+// each has a private /run. The socket's directory must be a real directory that only its
+// owner (root or serve's user) can write; /run/sandgate is created if missing.
+//
 // Access: the socket file is 0600 (root only), or 0660 and owned by `listen.admin_group`; and
-// every connection's peer (SO_PEERCRED) must be root or a member of that group, so that a
-// socket whose mode was loosened by hand, or a descriptor passed on, grants nothing more.
+// every connection's peer must be root or hold that group, by the credentials the kernel
+// recorded at connect() (SO_PEERCRED, SO_PEERGROUPS; never /etc/group for its uid), so that a
+// socket whose mode was loosened by hand, or a descriptor passed on, grants nothing more. A
+// task with `admin_groups` further needs one of them.
+//
+// What is adopted must be what a sandbox hands over: listeners on loopback (the DNS stub's
+// sockets too), all from one network namespace that is not serve's own.
 #pragma once
 
 #include <sys/types.h>
@@ -42,6 +51,9 @@ struct AdminBackend {
       adoptCapture;
   // Closes what an adopt or adopt_capture handle holds (connections already accepted go on).
   std::function<void(uint64_t handle)> release;
+  // The gids of the task's admin_groups, nullopt when it has none (or no such task). Unset:
+  // no task has any.
+  std::function<std::optional<std::vector<gid_t>>(const std::string& task)> taskGroups;
 };
 
 struct AdminSocketOptions {
@@ -52,9 +64,10 @@ struct AdminSocketOptions {
   std::chrono::milliseconds releaseWait{2000};
 };
 
-// The gid of `listen.admin_group` (a group name, or a number) written in `file`; a Diagnostic
-// at its file:line when no such group exists.
-Result<gid_t> resolveAdminGroup(const std::string& file, const config::Located<std::string>& group);
+// The gid of a group (a name, or a number) written in `file` at `keyPath` (listen.admin_group,
+// tasks[i].admin_groups[j]); a Diagnostic at its file:line when no such group exists.
+Result<gid_t> resolveAdminGroup(const std::string& file, const config::Located<std::string>& group,
+                                const std::string& keyPath = "listen.admin_group");
 
 class AdminSocket {
  public:

@@ -526,6 +526,14 @@ AdminBackend Server::adminBackend() {
     return adopted.value();
   };
   b.release = [this](uint64_t group) { releaseListeners(group); };
+  // The current snapshot's: a reload that changes a task's admin_groups applies to the next
+  // request.
+  b.taskGroups = [this](const std::string& task) -> std::optional<std::vector<gid_t>> {
+    auto snap = impl_->state.snapshot.load();
+    const TaskEntry* t = snap->findTask(task);
+    if (!t) return std::nullopt;
+    return t->adminGids;
+  };
   return b;
 }
 

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "broker/store.h"
+#include "proxy/admin_socket.h"
 #include "proxy/upstream_tls.h"
 
 namespace sandgate::proxy {
@@ -30,6 +31,21 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
         errors.push_back({cfgRef.file, t.mark.line, t.mark.col, "tasks." + t.name + ".token_sha256",
                           "expected 64 hex digits (the SHA-256 of the token)"});
       }
+    }
+    // Resolved on every load, so that a reload naming a group that does not exist changes
+    // nothing. Only serve has an admin socket (an embedded proxy drops listen.admin).
+    if (t.adminGroups && cfgRef.listen.admin) {
+      std::vector<gid_t> gids;
+      for (size_t j = 0; j < t.adminGroups->size(); ++j) {
+        auto gid = resolveAdminGroup(cfgRef.file, (*t.adminGroups)[j],
+                                     fmt::format("tasks.{}.admin_groups[{}]", t.name, j));
+        if (gid) {
+          gids.push_back(gid.value());
+        } else {
+          errors.insert(errors.end(), gid.errors().begin(), gid.errors().end());
+        }
+      }
+      e.adminGids = std::move(gids);
     }
     e.state = registry.get(t.name);
     snap->tasks.emplace(t.name, std::move(e));

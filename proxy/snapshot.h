@@ -3,12 +3,15 @@
 // atomically on reload; a connection keeps the snapshot it started with.
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <unordered_map>
+#include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
@@ -31,6 +34,9 @@ struct TaskEntry {
   config::EffectiveLimits limits;
   std::optional<TokenHash> token;  // absent: the task cannot use token-identified listeners
   std::shared_ptr<TaskState> state;
+  // tasks[].admin_groups as gids (resolved when the config has listen.admin): an admin client
+  // that is not root must hold one of them to use this task. Absent: no such restriction.
+  std::optional<std::vector<gid_t>> adminGids;
 };
 
 struct ResolveOverride {
@@ -58,7 +64,8 @@ struct Snapshot {
 };
 
 // Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes, resolve
-// addresses or transparent ranges. Task states come from `registry` so counters survive reloads.
+// addresses, transparent ranges or admin_groups that name no group. Task states come from
+// `registry` so counters survive reloads.
 Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
                                                       uint64_t generation);
 

@@ -19,7 +19,7 @@ import unittest
 
 import artifacts
 from run_support import NO_PROXY_ENV, namespaces_refused, run_bounded
-from sandgate_fixture import Sandgate, binary, wait_until
+from sandgate_fixture import ADMIN_DIR, Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
 # serve's transparent ranges: the sandbox's synthetic addresses must come from these.
@@ -42,14 +42,15 @@ class RunServeTest(unittest.TestCase):
         if os.geteuid() != 0:
             raise unittest.SkipTest("the admin socket is root-only: run as root")
         cls.upstream = HttpUpstream()
-        # Not under /tmp: the sandbox has its own /tmp, so hiding the socket there would be
-        # untestable. /var/tmp is part of the sandbox's read-only view of the host.
+        # The workspace and reports: not under /tmp, which the sandbox has its own of.
         cls.work = tempfile.mkdtemp(prefix="sandgate-serve-run-", dir="/var/tmp")
         os.chmod(cls.work, 0o755)
         cls.workspace = os.path.join(cls.work, "ws")
         os.mkdir(cls.workspace)
         os.chmod(cls.workspace, 0o777)
-        cls.sock = os.path.join(cls.work, "admin.sock")
+        # serve accepts listen.admin under /run/sandgate only (no sandbox sees it); removed by
+        # serve when it stops, and by tearDownClass if it did not.
+        cls.sock = os.path.join(ADMIN_DIR, os.path.basename(cls.work) + ".sock")
         cls.serve = Sandgate(
             policies={"api": {"allow": [{"host": "api.test", "ports": [80],
                                          "cidrs": ["127.0.0.0/8"]}]}},
@@ -69,6 +70,8 @@ class RunServeTest(unittest.TestCase):
         cls.serve.cleanup()
         cls.upstream.close()
         subprocess.run(["rm", "-rf", cls.work], check=False)
+        if os.path.lexists(cls.sock):
+            os.unlink(cls.sock)
 
     @classmethod
     def sandgate(cls, *args, timeout=60, exe=None, **popen):
@@ -167,15 +170,13 @@ class RunServeTest(unittest.TestCase):
                    what="serve's descriptor count back to %d" % before)
 
     def test_admin_socket_is_hidden_in_the_sandbox(self):
-        sibling = os.path.join(self.work, "sibling.txt")
-        with open(sibling, "w") as f:
-            f.write("x\n")
-        os.chmod(sibling, 0o644)
-        r = self.run_cmd(f"test -r {sibling} && echo sibling-visible; "
-                         f"test -S {self.sock} && echo socket-visible; true")
+        # The sandbox's /run is its own: its /run/sandgate holds its CA bundle, no socket.
+        r = self.run_cmd(f"test -S {self.sock} && echo socket-visible; "
+                         f"find {ADMIN_DIR} -type s; test -f {ADMIN_DIR}/ca-bundle.pem && echo ca")
         self.assertEqual(r.returncode, 0, r.stderr)
-        self.assertIn("sibling-visible", r.stdout)  # the directory itself is visible...
-        self.assertNotIn("socket-visible", r.stdout)  # ...the socket is not
+        self.assertTrue(stat.S_ISSOCK(os.lstat(self.sock).st_mode))  # there on the host...
+        self.assertNotIn("socket-visible", r.stdout)  # ...not in the sandbox
+        self.assertEqual(r.stdout.split(), ["ca"])
 
     def test_non_root_client_is_refused(self):
         # A copy nobody can execute: the build tree may sit in a directory only root can enter

@@ -46,6 +46,10 @@ def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
         time.sleep(interval)
 
 
+# The directory listen.admin must name a socket in (serve creates it when missing).
+ADMIN_DIR = "/run/sandgate"
+
+
 def sha256(token):
     return hashlib.sha256(token.encode()).hexdigest()
 
@@ -59,7 +63,9 @@ class Sandgate:
         self.config_path = os.path.join(self.dir, "sandgate.yaml")
         self.audit_path = os.path.join(self.dir, "audit.log")
         self.ready_path = os.path.join(self.dir, "ready.json")
-        self.admin_path = os.path.join(self.dir, "admin.sock")  # if the config sets listen.admin
+        # If the config sets listen.admin: serve accepts it under /run/sandgate only (no sandbox
+        # sees that directory). Unique per instance; cleanup() removes it.
+        self.admin_path = os.path.join(ADMIN_DIR, os.path.basename(self.dir) + ".sock")
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.threads = threads
         self.serve_args = list(serve_args)
@@ -209,6 +215,9 @@ class Sandgate:
             self.stop()
         finally:
             shutil.rmtree(self.dir, ignore_errors=True)
+            # serve removes its socket when it stops; not when it was killed.
+            if os.path.exists(self.admin_path):
+                os.unlink(self.admin_path)
 
     def __enter__(self):
         return self.start()

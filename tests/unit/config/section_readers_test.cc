@@ -19,7 +19,7 @@ TEST(SectionReaders, ListenAuditMetricsCaTls) {
       "listen:\n"
       "  proxy: \"[::1]:3128\"\n"
       "  metrics: 127.0.0.1:9464\n"
-      "  admin: /run/sandgate.sock\n"
+      "  admin: /run/sandgate/admin.sock\n"
       "audit: {path: /var/log/audit.jsonl}\n"
       "metrics: {task_series_ttl: 1h}\n"
       "ca: {cert: /ca.pem, key: /ca.key}\n"
@@ -30,9 +30,9 @@ TEST(SectionReaders, ListenAuditMetricsCaTls) {
   EXPECT_EQ(c.listen.proxy->value, "[::1]:3128");
   EXPECT_EQ(c.listen.proxy->mark.line, 2);
   EXPECT_EQ(c.listen.metrics->value, "127.0.0.1:9464");
-  EXPECT_EQ(c.listen.admin->value, "/run/sandgate.sock");
+  EXPECT_EQ(c.listen.admin->value, "/run/sandgate/admin.sock");
   EXPECT_FALSE(c.listen.adminGroup.has_value());
-  auto g = loadOk("listen: {admin: /run/a.sock, admin_group: sandgate}\n");
+  auto g = loadOk("listen: {admin: /run/sandgate/team/a.sock, admin_group: sandgate}\n");
   ASSERT_TRUE(g.listen.adminGroup.has_value());
   EXPECT_EQ(g.listen.adminGroup->value, "sandgate");
   EXPECT_EQ(g.listen.adminGroup->mark.line, 1);
@@ -45,6 +45,22 @@ TEST(SectionReaders, ListenAuditMetricsCaTls) {
   EXPECT_EQ(c.tls.upstreamCa, "/extra.pem");
   EXPECT_EQ(c.tls.leafCacheSize, 64u);
   EXPECT_EQ(c.transparent.ports, (std::vector<uint16_t>{8443, 993}));
+}
+
+TEST(SectionReaders, TaskAdminGroups) {
+  auto c = loadOk(
+      "listen: {admin: /run/sandgate/admin.sock, admin_group: sandgate}\n"
+      "policies: {p: {}}\n"
+      "tasks:\n"
+      "  - {name: a, policy: p, admin_groups: [team-a, 1001]}\n"
+      "  - {name: b, policy: p}\n");
+  ASSERT_EQ(c.tasks.size(), 2u);
+  ASSERT_TRUE(c.tasks[0].adminGroups.has_value());
+  ASSERT_EQ(c.tasks[0].adminGroups->size(), 2u);
+  EXPECT_EQ((*c.tasks[0].adminGroups)[0].value, "team-a");
+  EXPECT_EQ((*c.tasks[0].adminGroups)[1].value, "1001");
+  EXPECT_EQ((*c.tasks[0].adminGroups)[1].mark.line, 4);
+  EXPECT_FALSE(c.tasks[1].adminGroups.has_value());
 }
 
 TEST(SectionReaders, DefaultsWhenSectionsAreAbsent) {
@@ -238,12 +254,45 @@ TEST(SectionReaders, Errors) {
       {"leaf cache zero",
        "tls: {leaf_cache_size: 0}\n",
        {1, 24, "tls.leaf_cache_size", "expected an integer from 1 to 1000000, got `0`"}},
+      // A sandbox has a private /run: only there is an admin socket out of every sandbox's reach.
       {"admin relative",
-       "listen: {admin: run/admin.sock}\n",
-       {1, 17, "listen.admin", "expected an absolute path, got `run/admin.sock`"}},
+       "listen: {admin: run/sandgate/admin.sock}\n",
+       {1, 17, "listen.admin",
+        "the admin socket must be under /run/sandgate/, got `run/sandgate/admin.sock`; use a "
+        "path under /run/sandgate/ such as /run/sandgate/admin.sock (every sandbox has a private "
+        "/run, so no sandbox can reach a socket there)"}},
+      {"admin elsewhere",
+       "listen: {admin: /var/tmp/admin.sock}\n",
+       {1, 17, "listen.admin", "the admin socket must be under /run/sandgate/, got `/var/tmp/"}},
+      {"admin in /run itself",
+       "listen: {admin: /run/sandgate.sock}\n",
+       {1, 17, "listen.admin", "must be under /run/sandgate/, got `/run/sandgate.sock`"}},
+      {"admin is the directory",
+       "listen: {admin: /run/sandgate/}\n",
+       {1, 17, "listen.admin", "must be under /run/sandgate/, got `/run/sandgate/`"}},
+      {"admin escapes with ..",
+       "listen: {admin: /run/sandgate/../admin.sock}\n",
+       {1, 17, "listen.admin", "without empty, `.` or `..` components"}},
+      {"admin doubled slash",
+       "listen: {admin: /run/sandgate//admin.sock}\n",
+       {1, 17, "listen.admin", "without empty, `.` or `..` components"}},
+      {"admin a directory",
+       "listen: {admin: /run/sandgate/sub/}\n",
+       {1, 17, "listen.admin", "expected a socket path, not a directory"}},
       {"admin too long",
-       "listen: {admin: /" + std::string(107, 'a') + "}\n",
-       {1, 17, "listen.admin", "at most 107 bytes, got 108"}},
+       "listen: {admin: /run/sandgate/" + std::string(95, 'a') + "}\n",
+       {1, 17, "listen.admin", "at most 107 bytes, got 109"}},
+      {"task admin_groups without listen.admin_group",
+       "listen: {admin: /run/sandgate/a.sock}\npolicies: {p: {}}\n"
+       "tasks: [{name: t, policy: p, admin_groups: [team]}]\n",
+       {3, 45, "tasks[0].admin_groups", "admin_groups needs listen.admin_group"}},
+      {"task admin_groups empty",
+       "policies: {p: {}}\ntasks: [{name: t, policy: p, admin_groups: []}]\n",
+       {2, 44, "tasks[0].admin_groups", "empty list"}},
+      {"task admin_groups bad name",
+       "listen: {admin: /run/sandgate/a.sock, admin_group: g}\npolicies: {p: {}}\n"
+       "tasks: [{name: t, policy: p, admin_groups: [\"a,b\"]}]\n",
+       {3, 45, "tasks[0].admin_groups[0]", "expected a group name or numeric gid, got `a,b`"}},
       {"admin_group without admin",
        "listen: {admin_group: sandgate}\n",
        {1, 10, "listen.admin_group", "admin_group needs listen.admin"}},

@@ -8,7 +8,10 @@
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <boost/json.hpp>
+
+#include "tests/unit/proxy/test_netns.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -191,31 +194,28 @@ TEST(AdminProtocol, PeerCheck) {
     const char* name;
     PeerCredentials peer;
     std::optional<gid_t> group;
-    std::vector<gid_t> supplementary;
     bool allowed;
     std::string why;  // substring of the refusal
   };
   const Case cases[] = {
-      {"root", {10, 0, 0}, std::nullopt, {}, true, ""},
-      {"root with a group configured", {10, 0, 5}, 1000, {}, true, ""},
+      {"root", {10, 0, 0, {}}, std::nullopt, true, ""},
+      {"root with a group configured", {10, 0, 5, {}}, 1000, true, ""},
       {"user without group configured",
-       {10, 1000, 1000},
+       {10, 1000, 1000, {1000}},
        std::nullopt,
-       {1000},
        false,
        "uid 1000 (gid 1000, pid 10) is not root (no listen.admin_group is configured)"},
-      {"primary gid matches", {10, 1000, 2000}, 2000, {}, true, ""},
-      {"supplementary gid matches", {10, 1000, 1000}, 2000, {1000, 2000, 3000}, true, ""},
+      {"primary gid matches", {10, 1000, 2000, {}}, 2000, true, ""},
+      {"supplementary gid matches", {10, 1000, 1000, {1000, 2000, 3000}}, 2000, true, ""},
       {"not a member",
-       {10, 65534, 65534},
+       {10, 65534, 65534, {65534, 3000}},
        2000,
-       {65534, 3000},
        false,
-       "uid 65534 (gid 65534, pid 10) is neither root nor a member of group 2000"},
+       "uid 65534 (gid 65534, groups [65534, 3000], pid 10) is neither root nor holds group 2000"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
-    auto refused = checkPeer(c.peer, c.group, c.supplementary);
+    auto refused = checkPeer(c.peer, c.group);
     EXPECT_EQ(!refused.has_value(), c.allowed);
     if (refused) {
       EXPECT_NE(refused->find(c.why), std::string::npos) << *refused;
@@ -223,10 +223,117 @@ TEST(AdminProtocol, PeerCheck) {
   }
 }
 
-TEST(AdminProtocol, GroupsOfRootIncludeItsPrimaryGroup) {
-  auto groups = groupsOfUser(0, 0);
-  EXPECT_NE(std::find(groups.begin(), groups.end(), 0u), groups.end());
-  EXPECT_TRUE(groupsOfUser(4000000000u, 4000000000u).empty());  // no passwd entry
+TEST(AdminProtocol, TaskPeerCheck) {
+  EXPECT_EQ(checkTaskPeer({1, 0, 0, {}}, "t", {7}), std::nullopt);            // root
+  EXPECT_EQ(checkTaskPeer({1, 1000, 7, {}}, "t", {5, 7}), std::nullopt);      // its gid
+  EXPECT_EQ(checkTaskPeer({1, 1000, 1000, {9, 5}}, "t", {5}), std::nullopt);  // a group
+  auto refused = checkTaskPeer({1, 1000, 1000, {9}}, "t", {5, 7});
+  ASSERT_TRUE(refused);
+  EXPECT_NE(refused->find("holds none of task t's admin_groups (gids 5, 7)"), std::string::npos)
+      << *refused;
+}
+
+// What the kernel says of the process at the other end: this one's own ids and groups.
+TEST(AdminProtocol, PeerCredentialsAreTheKernels) {
+  int pair[2];
+  ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
+  auto peer = peerCredentials(pair[0]);
+  ASSERT_TRUE(peer.ok()) << peer.errorText();
+  EXPECT_EQ(peer->pid, ::getpid());
+  EXPECT_EQ(peer->uid, ::geteuid());
+  EXPECT_EQ(peer->gid, ::getegid());
+  std::vector<gid_t> mine(static_cast<size_t>(::getgroups(0, nullptr)));
+  mine.resize(static_cast<size_t>(::getgroups(static_cast<int>(mine.size()), mine.data())));
+  auto theirs = peer->groups;
+  std::sort(mine.begin(), mine.end());
+  std::sort(theirs.begin(), theirs.end());
+  EXPECT_EQ(theirs, mine);
+  ::close(pair[0]);
+  ::close(pair[1]);
+  int pipeFds[2];
+  ASSERT_EQ(::pipe(pipeFds), 0);
+  EXPECT_FALSE(peerCredentials(pipeFds[0]).ok());
+  ::close(pipeFds[0]);
+  ::close(pipeFds[1]);
+}
+
+TEST(AdminProtocol, LoopbackCheck) {
+  auto bound = [](int family, const char* ip) {
+    int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_storage a{};
+    socklen_t len;
+    if (family == AF_INET) {
+      auto& v4 = reinterpret_cast<sockaddr_in&>(a);
+      v4.sin_family = AF_INET;
+      ::inet_pton(AF_INET, ip, &v4.sin_addr);
+      len = sizeof(v4);
+    } else {
+      auto& v6 = reinterpret_cast<sockaddr_in6&>(a);
+      v6.sin6_family = AF_INET6;
+      ::inet_pton(AF_INET6, ip, &v6.sin6_addr);
+      len = sizeof(v6);
+    }
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  struct Case {
+    int family;
+    const char* ip;
+    bool loopback;
+  };
+  for (const Case& c : {Case{AF_INET, "127.0.0.1", true}, Case{AF_INET, "127.0.0.53", true},
+                        Case{AF_INET, "0.0.0.0", false}, Case{AF_INET6, "::1", true},
+                        Case{AF_INET6, "::", false}}) {
+    SCOPED_TRACE(c.ip);
+    int fd = bound(c.family, c.ip);
+    if (fd < 0 && c.family == AF_INET6) continue;  // no IPv6 on this host
+    ASSERT_GE(fd, 0);
+    auto bad = checkLoopback(fd, "it");
+    EXPECT_EQ(!bad, c.loopback);
+    if (bad) {
+      EXPECT_EQ(bad->reason, "not_loopback");
+      EXPECT_NE(bad->message.find(std::string("it is bound to ") + c.ip + ", not to loopback"),
+                std::string::npos)
+          << bad->message;
+    }
+    ::close(fd);
+  }
+}
+
+TEST(AdminProtocol, NetnsCheck) {
+  auto serve = ownNetns();
+  ASSERT_TRUE(serve.ok()) << serve.errorText();
+  int own = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  auto ns = socketNetns(own);
+  if (!ns) GTEST_SKIP() << "SIOCGSKNS needs CAP_NET_ADMIN: " << ns.errorText();
+  EXPECT_EQ(ns.value(), serve.value());
+  std::optional<NetnsId> first;
+  auto bad = checkSandboxNetns({own}, serve.value(), first);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->reason, "serve_netns");
+  EXPECT_FALSE(first);
+
+  TestNetns sandbox;
+  SANDGATE_NETNS_OR_SKIP(sandbox);
+  int a = sandbox.run([] { return ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); });
+  int b = sandbox.run([] { return ::socket(AF_INET6, SOCK_STREAM | SOCK_CLOEXEC, 0); });
+  EXPECT_EQ(checkSandboxNetns({a, b}, serve.value(), first), std::nullopt);
+  ASSERT_TRUE(first);  // the connection's namespace from now on
+  EXPECT_NE(*first, serve.value());
+  bad = checkSandboxNetns({a, own}, serve.value(), first);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->reason, "serve_netns");
+  TestNetns other;
+  int c = other.run([] { return ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); });
+  bad = checkSandboxNetns({c}, serve.value(), first);
+  ASSERT_TRUE(bad);
+  EXPECT_EQ(bad->reason, "mixed_netns");
+  std::optional<NetnsId> fresh;
+  EXPECT_EQ(checkSandboxNetns({c}, serve.value(), fresh), std::nullopt);  // alone, it is fine
+  for (int fd : {own, a, b, c}) ::close(fd);
 }
 
 TEST(AdminProtocol, ListenerCheck) {

@@ -27,6 +27,7 @@
 #include "proxy/admin_client.h"
 #include "proxy/listener_tally.h"
 #include "proxy/server.h"
+#include "tests/unit/proxy/test_netns.h"
 #include "tests/unit/proxy/test_server.h"
 
 namespace sandgate::proxy {
@@ -172,12 +173,15 @@ TEST(AdminSocket, StaleSocketIsReplacedOtherFilesAreNot) {
   o.path = dir.path() + "/missing/admin.sock";
   auto noDir = AdminSocket::open(o, fake.backend());
   ASSERT_FALSE(noDir.ok());
-  EXPECT_NE(noDir.errorText().find("cannot bind " + o.path + ": No such file or directory"),
-            std::string::npos)
+  EXPECT_NE(
+      noDir.errorText().find("cannot open " + dir.path() + "/missing: No such file or directory"),
+      std::string::npos)
       << noDir.errorText();
 }
 
 TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
+  TestNetns sandbox;
+  SANDGATE_NETNS_OR_SKIP(sandbox);
   TempDir dir;
   FakeBackend fake;
   std::string path = dir.path() + "/admin.sock";
@@ -222,7 +226,7 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
       << noOffer.errorText();
 
   uint16_t port = 0;
-  int listener = listenLoopback(&port);
+  int listener = sandbox.run([&] { return listenLoopback(&port); });
   ASSERT_GE(listener, 0);
   auto adopted = client.value()->adopt("t1", {listener});
   ASSERT_TRUE(adopted.ok()) << adopted.errorText();
@@ -239,7 +243,7 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   // An explicit release, then end of connection: released once only.
   auto again = AdminClient::connect(path);
   ASSERT_TRUE(again.ok());
-  listener = listenLoopback(&port);
+  listener = sandbox.run([&] { return listenLoopback(&port); });
   ASSERT_TRUE(again.value()->adopt("t1", {listener}).ok());
   ::close(listener);
   auto released = again.value()->release();
@@ -256,6 +260,8 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
 // launchers nor itself once the session is done.
 TEST(AdminSocket, WaitingReleaseDoesNotHoldUpOtherLaunchers) {
   using Clock = std::chrono::steady_clock;
+  TestNetns sandbox;
+  SANDGATE_NETNS_OR_SKIP(sandbox);
   TempDir dir;
   FakeBackend fake;
   AdminSocketOptions o;
@@ -268,7 +274,7 @@ TEST(AdminSocket, WaitingReleaseDoesNotHoldUpOtherLaunchers) {
   auto run = AdminClient::connect(o.path);
   ASSERT_TRUE(run.ok()) << run.errorText();
   uint16_t port = 0;
-  int listener = listenLoopback(&port);
+  int listener = sandbox.run([&] { return listenLoopback(&port); });
   ASSERT_GE(listener, 0);
   ASSERT_TRUE(run.value()->adopt("t1", {listener}).ok());
   ::close(listener);
@@ -319,11 +325,12 @@ TEST(AdminSocket, ConnectErrorsNameThePathAndErrno) {
 // ids could not be changed). Credentials are per thread in the kernel; the raw system calls
 // change only this thread's (glibc's wrappers would change every thread's). No fork: its child
 // would inherit whatever lock the admin socket's thread held at that moment.
+// `groups`: the supplementary groups the thread holds (none by default).
 template <typename Body>
-int asNobody(Body body) {
+int asNobody(Body body, std::vector<gid_t> groups = {}) {
   int result = 90;
   std::thread t([&] {
-    if (::syscall(SYS_setgroups, 0, nullptr) != 0 ||
+    if (::syscall(SYS_setgroups, groups.size(), groups.data()) != 0 ||
         ::syscall(SYS_setresgid, 65534, 65534, 65534) != 0 ||
         ::syscall(SYS_setresuid, 65534, 65534, 65534) != 0) {
       return;
@@ -378,10 +385,169 @@ TEST(AdminSocket, MembersOfTheAdminGroupAreServed) {
             0);
 }
 
+// The group is checked on the process, not on /etc/group for its uid: holding it as a
+// supplementary group is enough, and a process that dropped it is refused whatever the user
+// database says (uid 65534 is in no group 4242 anywhere; only the process's own set counts).
+TEST(AdminSocket, TheGroupIsThePeersOwnNotItsUsersInTheDatabase) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another uid";
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake, gid_t{4242});
+  ASSERT_TRUE(admin);
+  ASSERT_EQ(::chmod(path.c_str(), 0666), 0);  // past the file mode: the peer check decides
+  auto ask = [&] {
+    auto c = AdminClient::connect(path);
+    if (!c.ok()) return 2;
+    auto env = c.value()->taskEnvironment("t1");
+    if (env.ok()) return 0;
+    return env.errors().front().keyPath == "permission_denied" ? 1 : 3;
+  };
+  EXPECT_EQ(asNobody(ask, {4242}), 0);        // a supplementary group: served
+  EXPECT_EQ(asNobody(ask, {1, 4242, 7}), 0);  // among others
+  EXPECT_EQ(asNobody(ask), 1);                // dropped: refused
+}
+
+// tasks[].admin_groups: a client that is not root must hold one of the task's groups.
+TEST(AdminSocket, TaskGroupsNarrowWhoMayUseATask) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to become another uid";
+  TempDir dir;
+  FakeBackend fake;
+  AdminSocketOptions o;
+  o.path = dir.path() + "/admin.sock";
+  o.group = 65534;
+  auto backend = fake.backend();
+  backend.taskGroups = [](const std::string& task) -> std::optional<std::vector<gid_t>> {
+    if (task == "t1") return std::vector<gid_t>{4242, 4343};
+    return std::nullopt;
+  };
+  auto admin = AdminSocket::open(o, std::move(backend));
+  ASSERT_TRUE(admin.ok()) << admin.errorText();
+  admin.value()->start();
+  auto ask = [&](const char* task) {
+    return [&o, task] {
+      auto c = AdminClient::connect(o.path);
+      if (!c.ok()) return 2;
+      auto env = c.value()->taskEnvironment(task);
+      if (env.ok()) return 0;
+      if (env.errors().front().keyPath == "unknown_task") return 4;  // got past the check
+      if (env.errors().front().keyPath != "permission_denied") return 3;
+      return env.errorText().find("holds none of task t1's admin_groups (gids 4242, 4343)") !=
+                     std::string::npos
+                 ? 1
+                 : 5;
+    };
+  };
+  EXPECT_EQ(asNobody(ask("t1")), 1);          // in listen.admin_group only
+  EXPECT_EQ(asNobody(ask("t1"), {4343}), 0);  // and in one of t1's
+  EXPECT_EQ(asNobody(ask("t2")), 4);          // a task without admin_groups
+  EXPECT_EQ(ask("t1")(), 0);                  // root may use every task
+}
+
+// A listener that a sandbox would not hand over is refused and closed: one in serve's own
+// network namespace (it would serve the task on the host's network) or not on loopback.
+TEST(AdminSocket, ListenersOutsideASandboxNamespaceOrLoopbackAreRefused) {
+  TestNetns sandbox;
+  SANDGATE_NETNS_OR_SKIP(sandbox);
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake);
+  ASSERT_TRUE(admin);
+  auto client = AdminClient::connect(path);
+  ASSERT_TRUE(client.ok()) << client.errorText();
+
+  uint16_t port = 0;
+  int own = listenLoopback(&port);  // serve's namespace, 127.0.0.1
+  ASSERT_GE(own, 0);
+  auto refused = client.value()->adopt("t1", {own});
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.errors().front().keyPath, "serve_netns");
+  EXPECT_NE(refused.errorText().find("serve's own network namespace"), std::string::npos)
+      << refused.errorText();
+  ::close(own);
+
+  auto anyAddress = [](int family) {
+    int fd = ::socket(family, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    sockaddr_storage a{};
+    a.ss_family = static_cast<sa_family_t>(family);
+    socklen_t len = family == AF_INET ? sizeof(sockaddr_in) : sizeof(sockaddr_in6);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), len) != 0 || ::listen(fd, 1) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    return fd;
+  };
+  for (int family : {AF_INET, AF_INET6}) {
+    int wildcard = sandbox.run([&] { return anyAddress(family); });
+    ASSERT_GE(wildcard, 0);
+    auto notLoopback = client.value()->adopt("t1", {wildcard});
+    ASSERT_FALSE(notLoopback.ok());
+    EXPECT_EQ(notLoopback.errors().front().keyPath, "not_loopback");
+    EXPECT_NE(notLoopback.errorText().find(family == AF_INET ? "bound to 0.0.0.0, not to loopback"
+                                                             : "bound to ::, not to loopback"),
+              std::string::npos)
+        << notLoopback.errorText();
+    ::close(wildcard);
+  }
+
+  // One run, one sandbox: a second namespace on the same connection is refused too.
+  int first = sandbox.run([&] { return listenLoopback(&port); });
+  ASSERT_TRUE(client.value()->adopt("t1", {first}).ok());
+  ::close(first);
+  TestNetns other;
+  int second = other.run([&] { return listenLoopback(&port); });
+  auto mixed = client.value()->adopt("t1", {second});
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_EQ(mixed.errors().front().keyPath, "mixed_netns");
+  ::close(second);
+  std::lock_guard lock(fake.mu);
+  EXPECT_EQ(fake.adoptedTasks.size(), 1u);  // only the sandbox's own listener got through
+}
+
+// /run/sandgate is created when missing; a socket's directory that is a symbolic link or that
+// others may write is refused.
+TEST(AdminSocket, TheSocketsDirectoryMustBeARealDirectoryOnlyItsOwnerWrites) {
+  if (::geteuid() != 0) GTEST_SKIP() << "creating /run/sandgate needs root";
+  FakeBackend fake;
+  std::string sub = "/run/sandgate/unit-" + std::to_string(::getpid());
+  std::system(("rm -rf " + sub).c_str());
+  {
+    auto admin = openOrDie(sub + "/deeper/admin.sock", fake);
+    ASSERT_TRUE(admin);
+    struct stat st {};
+    ASSERT_EQ(::lstat((sub + "/deeper").c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 07777, 0755u);
+    EXPECT_EQ(st.st_uid, 0u);
+  }
+  std::system(("rm -rf " + sub).c_str());
+
+  TempDir dir;
+  ASSERT_EQ(::symlink(dir.path().c_str(), (dir.path() + "/link").c_str()), 0);
+  AdminSocketOptions o;
+  o.path = dir.path() + "/link/admin.sock";
+  auto linked = AdminSocket::open(o, fake.backend());
+  ASSERT_FALSE(linked.ok());
+  EXPECT_NE(linked.errorText().find("/link is not a directory (a symbolic link is refused too)"),
+            std::string::npos)
+      << linked.errorText();
+  ASSERT_EQ(::chmod(dir.path().c_str(), 0775), 0);
+  o.path = dir.path() + "/admin.sock";
+  auto open = AdminSocket::open(o, fake.backend());
+  ASSERT_FALSE(open.ok());
+  EXPECT_NE(open.errorText().find("is writable by others than its owner (mode 0775)"),
+            std::string::npos)
+      << open.errorText();
+}
+
 // A real Server: a run's listener is served for the task, counted, and closed on release.
 TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
+  TestNetns sandbox;
+  SANDGATE_NETNS_OR_SKIP(sandbox);
   TempDir dir;
-  std::string path = dir.path() + "/admin.sock";
+  // config/ accepts listen.admin under /run/sandgate only.
+  std::string path = "/run/sandgate/unit-" + std::to_string(::getpid()) + ".sock";
   std::string yaml = "listen: {admin: " + path + "}\n" +
                      "policies: {p: {allow: []}}\n"
                      "tasks: [{name: t1, policy: p}, {name: t2, policy: p}]\n"
@@ -401,7 +567,7 @@ TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
             env->hiddenPaths.end());
 
   uint16_t port = 0;
-  int listener = listenLoopback(&port);
+  int listener = sandbox.run([&] { return listenLoopback(&port); });
   ASSERT_GE(listener, 0);
   auto unknown = client.value()->adopt("t9", {listener});
   ASSERT_FALSE(unknown.ok());
@@ -412,21 +578,11 @@ TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
   ASSERT_TRUE(client.value()->adopt("t1", {listener}).ok());
   ::close(listener);  // only the server holds it now
 
-  int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  timeval tv{5, 0};
-  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  a.sin_port = htons(port);
-  ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)), 0);
-  std::string req = "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n";
-  ASSERT_EQ(::send(fd, req.data(), req.size(), MSG_NOSIGNAL), static_cast<ssize_t>(req.size()));
-  std::string out;
-  char buf[4096];
-  ssize_t n;
-  while ((n = ::recv(fd, buf, sizeof(buf), 0)) > 0) out.append(buf, static_cast<size_t>(n));
-  ::close(fd);
+  sockaddr_in a = loopback(port);
+  std::string out = sandbox.run([&] {
+    return tcpExchange(port, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+                       false);
+  });
   EXPECT_EQ(out.rfind("HTTP/1.1 403 ", 0), 0u) << out;
   EXPECT_NE(out.find("\"task\":\"t1\""), std::string::npos) << out;
 
@@ -440,10 +596,12 @@ TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
 
   // Released: nobody holds the listener any more, so the port refuses connections.
   EXPECT_TRUE(eventually([&] {
-    int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0;
-    ::close(s);
-    return refused;
+    return sandbox.run([&] {
+      int s = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+      bool refused = ::connect(s, reinterpret_cast<sockaddr*>(&a), sizeof(a)) != 0;
+      ::close(s);
+      return refused;
+    });
   }));
 
   server.value()->shutdown();

@@ -20,6 +20,7 @@
 #include "proxy/admin_client.h"
 #include "proxy/server.h"
 #include "proxy/transparent.h"
+#include "tests/unit/proxy/test_netns.h"
 #include "tests/unit/proxy/test_server.h"
 
 namespace sandgate::proxy {
@@ -132,8 +133,7 @@ TEST_F(CaptureServerTest, TcpAnswersInOrderAndClosesOnGarbage) {
 
 TEST_F(CaptureServerTest, CaptureListenerClosesConnectionsToUnassignedAddresses) {
   // 127.0.0.1 was never handed out: closed at once, nothing sent, nothing dialled.
-  EXPECT_EQ(
-      tcpExchange(capturePort_, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", true), "");
+  EXPECT_EQ(tcpExchange(capturePort_, "GET / HTTP/1.1\r\nHost: allowed.test\r\n\r\n", true), "");
   auto audit = auditText();
   EXPECT_NE(audit.find("\"reason\":\"not_a_synthetic_address\""), std::string::npos) << audit;
   EXPECT_NE(audit.find("\"task\":\"boxed\""), std::string::npos) << audit;
@@ -195,10 +195,13 @@ TEST(CaptureServer, WrongDescriptorsAreRefusedAndClosed) {
 // `sandgate run --proxy`: the capture handed over the admin socket is served with the ranges
 // serve's config names (said in task_env), counted for the run, and closed with the run.
 TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
+  TestNetns sandbox;  // serve refuses sockets from its own network namespace
+  SANDGATE_NETNS_OR_SKIP(sandbox);
   char tmpl[] = "/tmp/sandgate-capture-admin-XXXXXX";
   ASSERT_NE(::mkdtemp(tmpl), nullptr);
   const std::string dir = tmpl;
-  const std::string sock = dir + "/admin.sock";
+  // config/ accepts listen.admin under /run/sandgate only.
+  const std::string sock = "/run/sandgate/unit-capture-" + std::to_string(::getpid()) + ".sock";
   auto created = testServer("listen: {admin: " + sock +
                                 "}\n"
                                 "policies: {p: {allow: [{host: allowed.test}]}}\n"
@@ -212,18 +215,25 @@ TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
   server.start();
 
   struct Sandbox {  // loopback stand-ins for a sandbox's DNS stub and capture listener
+    TestNetns& ns;
     uint16_t udp = 0, tcp = 0, listener = 0;
     int udpFd = -1, tcpFd = -1, listenerFd = -1;
-    Sandbox() {
-      udpFd = boundLoopback(SOCK_DGRAM, &udp);
-      tcpFd = boundLoopback(SOCK_STREAM, &tcp);
-      listenerFd = boundLoopback(SOCK_STREAM, &listener);
+    explicit Sandbox(TestNetns& ns) : ns(ns) {
+      udpFd = ns.run([&] { return boundLoopback(SOCK_DGRAM, &udp); });
+      tcpFd = ns.run([&] { return boundLoopback(SOCK_STREAM, &tcp); });
+      listenerFd = ns.run([&] { return boundLoopback(SOCK_STREAM, &listener); });
+    }
+    std::vector<uint8_t> ask(const std::vector<uint8_t>& q) const {
+      return ns.run([&] { return udpExchange(udp, q); });
     }
     void closeOurCopies() {
       for (int fd : {udpFd, tcpFd, listenerFd}) ::close(fd);
     }
     // Polls (bounded) until serve holds none of them: the ports refuse or can be bound again.
     bool goneFromServe() const {
+      return ns.run([this] { return gone(); });
+    }
+    bool gone() const {
       for (int i = 0; i < 500; ++i) {
         int t = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
         auto a = loopback(tcp), l = loopback(listener);
@@ -252,7 +262,7 @@ TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
   EXPECT_EQ(env->capture->ipv4Range, "10.77.0.0/16");
   EXPECT_EQ(env->capture->ipv6Range, "fd53:4744:4e53::/64");
 
-  Sandbox box;
+  Sandbox box(sandbox);
   auto ports = env->capture->ports;
   ports.push_back(box.listener);  // the launcher's --capture-port
   auto wrongPort = client.value()->adoptCapture("t1", env->capture->ports, false, box.udpFd,
@@ -269,13 +279,13 @@ TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
       << twice.errorText();
   box.closeOurCopies();
 
-  auto a = udpExchange(box.udp, query("allowed.test", capture::dns::kTypeA));
+  auto a = box.ask(query("allowed.test", capture::dns::kTypeA));
   ASSERT_GE(a.size(), 16u);
   EXPECT_EQ(std::vector<uint8_t>(a.end() - 4, a.end()), (std::vector<uint8_t>{10, 77, 0, 1}));
-  auto nx = udpExchange(box.udp, query("denied.test", capture::dns::kTypeA));
+  auto nx = box.ask(query("denied.test", capture::dns::kTypeA));
   ASSERT_GE(nx.size(), 12u);
   EXPECT_EQ(nx[3] & 0x0F, capture::dns::kRcodeNxDomain);
-  auto aaaa = udpExchange(box.udp, query("allowed.test", capture::dns::kTypeAaaa));
+  auto aaaa = box.ask(query("allowed.test", capture::dns::kTypeAaaa));
   ASSERT_GE(aaaa.size(), 12u);
   EXPECT_EQ(aaaa[7], 0);  // "ipv6": false: no AAAA record, no data
 
@@ -294,7 +304,8 @@ TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
   EXPECT_TRUE(box.goneFromServe());
 
   // A launcher that dies: its connection closes, and the capture goes with it.
-  Sandbox second;
+  TestNetns secondSandbox;  // another run: its own namespace, on its own connection
+  Sandbox second(secondSandbox);
   auto other = AdminClient::connect(sock);
   ASSERT_TRUE(other.ok()) << other.errorText();
   ASSERT_TRUE(other.value()->taskEnvironment("t1").ok());
@@ -303,7 +314,7 @@ TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
                                  {second.listenerFd})
                   .ok());
   second.closeOurCopies();
-  EXPECT_FALSE(udpExchange(second.udp, query("allowed.test", capture::dns::kTypeA)).empty());
+  EXPECT_FALSE(second.ask(query("allowed.test", capture::dns::kTypeA)).empty());
   other.value().reset();
   EXPECT_TRUE(second.goneFromServe());
 
