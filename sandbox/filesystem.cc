@@ -218,25 +218,40 @@ void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
 }  // namespace
 
 const std::vector<std::string>& systemDirectories() {
-  static const std::vector<std::string> dirs = {"/usr",   "/bin",   "/sbin", "/lib",
+  static const std::vector<std::string> dirs = {"/usr",   "/bin",   "/sbin",   "/lib",
                                                 "/lib32", "/lib64", "/libx32", "/etc"};
   return dirs;
 }
 
 const std::vector<std::string>& emptyDirectories() {
-  static const std::vector<std::string> dirs = {"/var",  "/srv", "/home", "/mnt", "/media",
-                                                "/opt",  "/nix", "/snap", "/root", "/boot"};
+  static const std::vector<std::string> dirs = {"/var", "/srv", "/home", "/mnt",  "/media",
+                                                "/opt", "/nix", "/snap", "/root", "/boot"};
   return dirs;
 }
 
 const std::vector<std::string>& etcSecrets() {
-  static const std::vector<std::string> names = {
-      "shadow",         "shadow-",          "gshadow",      "gshadow-",
-      "sudoers",        "sudoers.d",        "ssh",          "ssl/private",
-      "pki/tls/private", "krb5.keytab",     "kubernetes",   "rancher",
-      "docker",         "wireguard",        "NetworkManager/system-connections",
-      "letsencrypt",    "libvirt",          "netplan",      "security/opasswd",
-      "credstore",      "credstore.encrypted", "sandgate"};
+  static const std::vector<std::string> names = {"shadow",
+                                                 "shadow-",
+                                                 "gshadow",
+                                                 "gshadow-",
+                                                 "sudoers",
+                                                 "sudoers.d",
+                                                 "ssh",
+                                                 "ssl/private",
+                                                 "pki/tls/private",
+                                                 "krb5.keytab",
+                                                 "kubernetes",
+                                                 "rancher",
+                                                 "docker",
+                                                 "wireguard",
+                                                 "NetworkManager/system-connections",
+                                                 "letsencrypt",
+                                                 "libvirt",
+                                                 "netplan",
+                                                 "security/opasswd",
+                                                 "credstore",
+                                                 "credstore.encrypted",
+                                                 "sandgate"};
   return names;
 }
 

@@ -32,7 +32,7 @@ struct MountStep {
     kWorkspace,  // the workspace, read-write (see FilesystemPlan::workspaceFd)
   };
   Kind kind;
-  std::string path;    // absolute, resolved on the host (no symlinks)
+  std::string path;      // absolute, resolved on the host (no symlinks)
   std::string target{};  // kSymlink: the link's text
 };
 

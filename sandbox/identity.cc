@@ -3,8 +3,8 @@
 
 #include <fcntl.h>
 #include <grp.h>
-#include <sys/file.h>
 #include <pwd.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -34,10 +34,12 @@ bool knownToTheHost(uint32_t id) {
 // Leases one id of [first, first + count): a lock file per id under /run/sandgate/ids, held
 // with flock(2) by this launcher for the whole run (the kernel drops it if the launcher dies).
 Result<std::pair<uint32_t, int>> leaseId(uint32_t first, uint32_t count) {
-  for (const char* dir : {"/run/sandgate", "/run/sandgate/ids"}) {
-    if (mkdir(dir, 0700) != 0 && errno != EEXIST) {
-      return diagnostic(sysFailure(std::string("lease a sandbox uid: create ") + dir, "mkdir",
-                                   errno));
+  // /run/sandgate as serve makes it for its admin sockets (0755, root's); the leases are root's.
+  for (auto [dir, mode] :
+       {std::pair{"/run/sandgate", 0755}, std::pair{"/run/sandgate/ids", 0700}}) {
+    if (mkdir(dir, static_cast<mode_t>(mode)) != 0 && errno != EEXIST) {
+      return diagnostic(
+          sysFailure(std::string("lease a sandbox uid: create ") + dir, "mkdir", errno));
     }
   }
   // Start at a different place for each launcher: concurrent runs rarely try the same id.

@@ -398,10 +398,11 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     spec.fs.workspaceFd = idmappedWorkspace(*ws, id->uid, id->gid, &why);
     closer.fds.push_back(spec.fs.workspaceFd);
     if (spec.fs.workspaceFd < 0) {
-      result.warnings.push_back(
-          "the workspace cannot be idmapped (" + why + "): it is bound as it is, so the "
-          "sandbox's uid " + std::to_string(id->uid) +
-          " can write only where the workspace's modes let any user write");
+      result.warnings.push_back("the workspace cannot be idmapped (" + why +
+                                "): it is bound as it is, so the "
+                                "sandbox's uid " +
+                                std::to_string(id->uid) +
+                                " can write only where the workspace's modes let any user write");
     }
   }
   if (options.transparent) planResolvConf(&spec.fs);
@@ -430,7 +431,9 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     if (null < 0) return error(sysFailure("replace a directory on stdio", "open /dev/null", errno));
     closer.fds.push_back(null);
     *stdio[i] = null;
-    result.warnings.push_back(std::string(i == 0 ? "stdin" : i == 1 ? "stdout" : "stderr") +
+    result.warnings.push_back(std::string(i == 0   ? "stdin"
+                                          : i == 1 ? "stdout"
+                                                   : "stderr") +
                               " is a directory or an O_PATH descriptor, a way out of the "
                               "sandbox's view: the command gets /dev/null instead");
   }

@@ -56,9 +56,9 @@ struct Options {
   // one the host's user or group database knows (sandbox.id_range).
   uint32_t idRangeFirst = 0x7E000000;
   uint32_t idRangeCount = 65536;
-  std::chrono::milliseconds killGrace{5000};         // SIGTERM → SIGKILL after a timeout
-  std::vector<std::string> hiddenPaths;  // config secret files, CA key, admin socket, ...
-  bool allowUnenforced = false;          // run even when a requested limit cannot be enforced
+  std::chrono::milliseconds killGrace{5000};  // SIGTERM → SIGKILL after a timeout
+  std::vector<std::string> hiddenPaths;       // config secret files, CA key, admin socket, ...
+  bool allowUnenforced = false;               // run even when a requested limit cannot be enforced
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
   uint16_t proxyPort = 3128;

@@ -96,7 +96,8 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
       return diagnostic("sandbox: workspace " + ws +
                         ": a component of the path is a symbolic link, which is never followed "
                         "(a link planted by an earlier run could send this one elsewhere); give "
-                        "the real path (realpath " + ws + ")");
+                        "the real path (realpath " +
+                        ws + ")");
     }
     if (err == ENOTDIR) return diagnostic("sandbox: workspace " + ws + " is not a directory");
     return diagnostic(sysFailure("workspace " + ws, "openat2", err));
@@ -115,36 +116,40 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
   const std::string& p = out.path;
   const std::string instead =
       "give --workspace a project directory of its own (e.g. a checkout under it)";
-  for (const char* dir : {"/", "/tmp", "/var/tmp", "/var", "/usr", "/usr/local", "/home",
-                          "/srv", "/opt", "/mnt", "/media", "/boot", "/bin", "/sbin", "/lib",
-                          "/lib32", "/lib64", "/libx32", "/nix", "/snap"}) {
+  for (const char* dir : {"/",    "/tmp",   "/var/tmp", "/var",    "/usr",  "/usr/local", "/home",
+                          "/srv", "/opt",   "/mnt",     "/media",  "/boot", "/bin",       "/sbin",
+                          "/lib", "/lib32", "/lib64",   "/libx32", "/nix",  "/snap"}) {
     if (p == dir) {
-      return fail(refuse(p, "it is a system or shared directory (the workload could change what "
-                            "every user and program relies on, or reach their sockets)",
+      return fail(refuse(p,
+                         "it is a system or shared directory (the workload could change what "
+                         "every user and program relies on, or reach their sockets)",
                          instead));
     }
   }
   for (const char* dir : {"/proc", "/dev", "/sys", "/run", "/etc"}) {
     if (under(p, dir)) {
-      return fail(refuse(p, std::string("it is under ") + dir +
-                                " (kernel interfaces, devices, host sockets or system "
-                                "configuration)",
+      return fail(refuse(p,
+                         std::string("it is under ") + dir +
+                             " (kernel interfaces, devices, host sockets or system "
+                             "configuration)",
                          instead));
     }
   }
   for (const auto& home : homeDirectories(out.st.st_uid)) {
     if (resolve(home) == p) {
-      return fail(refuse(p, "it is a home directory (the workload could write its .bashrc, "
-                            ".ssh/authorized_keys and every other dotfile)",
+      return fail(refuse(p,
+                         "it is a home directory (the workload could write its .bashrc, "
+                         ".ssh/authorized_keys and every other dotfile)",
                          instead));
     }
   }
   for (const auto& h : hiddenPaths) {
     std::string r = resolve(h);
     if (!r.empty() && under(r, p)) {
-      return fail(refuse(p, "it holds " + r +
-                                ", which the sandbox must not see (sandgate's config, a "
-                                "secret, the CA key or an admin socket)",
+      return fail(refuse(p,
+                         "it holds " + r +
+                             ", which the sandbox must not see (sandgate's config, a "
+                             "secret, the CA key or an admin socket)",
                          "keep the workspace apart from sandgate's files and secrets"));
     }
   }
@@ -173,12 +178,13 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
   }
   close(ready[1]);
   char c = 'n';
-  if (read(ready[0], &c, 1) != 1 || c != 'y') *why = "idmapped workspace: unshare(CLONE_NEWUSER) failed";
+  if (read(ready[0], &c, 1) != 1 || c != 'y')
+    *why = "idmapped workspace: unshare(CLONE_NEWUSER) failed";
   close(ready[0]);
-  writeProcFile(child, "uid_map",
-                std::to_string(ws.st.st_uid) + " " + std::to_string(uid) + " 1\n", why);
-  writeProcFile(child, "gid_map",
-                std::to_string(ws.st.st_gid) + " " + std::to_string(gid) + " 1\n", why);
+  writeProcFile(child, "uid_map", std::to_string(ws.st.st_uid) + " " + std::to_string(uid) + " 1\n",
+                why);
+  writeProcFile(child, "gid_map", std::to_string(ws.st.st_gid) + " " + std::to_string(gid) + " 1\n",
+                why);
   int userns = -1;
   if (why->empty()) {
     std::string ns = "/proc/" + std::to_string(child) + "/ns/user";
@@ -189,8 +195,8 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
   while (waitpid(child, nullptr, 0) < 0 && errno == EINTR) {
   }
   if (userns < 0) return -1;
-  int tree = static_cast<int>(syscall(SYS_open_tree, ws.fd, "",
-                                      OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+  int tree = static_cast<int>(
+      syscall(SYS_open_tree, ws.fd, "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
   if (tree < 0) {
     *why = sysFailure("idmapped workspace", "open_tree", errno);
     close(userns);

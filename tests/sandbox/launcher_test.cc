@@ -186,17 +186,17 @@ TEST(SandboxRun, SecretsAreHiddenAndTheLauncherInvisible) {
   std::ofstream(home + "/secrets/netrc") << "machine x password NETRC-SECRET";
   std::ofstream(home + "/secrets/sibling") << "SIBLING-SECRET";
   std::ofstream(home + "/visible.txt") << "VISIBLE";
-  for (const char* p : {"/secrets/netrc", "/secrets/sibling", "/.ssh", "/.ssh/id_ed25519",
-                        "/secrets", ""}) {
+  for (const char* p :
+       {"/secrets/netrc", "/secrets/sibling", "/.ssh", "/.ssh/id_ed25519", "/secrets", ""}) {
     std::filesystem::permissions(home + p, std::filesystem::perms::all);
   }
-  Options o = shell(
-      "cat " + home + "/visible.txt; echo; ls -A " + home + "/.ssh; echo ssh-listed; cat " + home +
-          "/secrets/netrc " + home + "/secrets/sibling; ls -A " + home +
-          "/secrets; echo netrc-read; ls -A /root; echo root-listed; "
-          "cat /proc/1/environ >/dev/null 2>&1 && echo ENVIRON-READABLE; "
-          "cat /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]*$'; ps -e -o pid=,comm=",
-      ws.path);
+  Options o =
+      shell("cat " + home + "/visible.txt; echo; ls -A " + home + "/.ssh; echo ssh-listed; cat " +
+                home + "/secrets/netrc " + home + "/secrets/sibling; ls -A " + home +
+                "/secrets; echo netrc-read; ls -A /root; echo root-listed; "
+                "cat /proc/1/environ >/dev/null 2>&1 && echo ENVIRON-READABLE; "
+                "cat /proc/1/cmdline; echo; ls /proc | grep -c '^[0-9]*$'; ps -e -o pid=,comm=",
+            ws.path);
   o.readOnlyPaths = {home};
   o.hiddenPaths = {home + "/.ssh", home + "/secrets/netrc"};
   auto c = runCaptured(o, nullptr);
@@ -646,7 +646,8 @@ TEST(SandboxRun, RotatedSecretStaysHidden) {
   }
   Options o = shell(
       "touch started; i=0; while [ ! -e go ] && [ $i -lt 400 ]; do sleep 0.05; i=$((i+1)); done; "
-      "cat " + secrets + "/key " + secrets + "/..data/key " + shown + "/plain-key 2>&1; ls -A " +
+      "cat " +
+          secrets + "/key " + secrets + "/..data/key " + shown + "/plain-key 2>&1; ls -A " +
           secrets + "; echo listed",
       ws.path);
   o.readOnlyPaths = {shown};
@@ -658,7 +659,8 @@ TEST(SandboxRun, RotatedSecretStaysHidden) {
       "cd " + secrets + " && i=0; while [ ! -e " + ws.path +
       "/started ] && [ $i -lt 600 ]; do sleep 0.05; i=$((i+1)); done; mkdir ..2026_12_02 && "
       "echo NEW-SECRET > ..2026_12_02/key && chmod -R a+rwX ..2026_12_02 && "
-      "ln -s ..2026_12_02 ..data_tmp && mv -T ..data_tmp ..data && touch " + ws.path + "/go";
+      "ln -s ..2026_12_02 ..data_tmp && mv -T ..data_tmp ..data && touch " +
+      ws.path + "/go";
   pid_t rotator = fork();
   ASSERT_GE(rotator, 0);
   if (rotator == 0) {
