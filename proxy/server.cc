@@ -171,7 +171,7 @@ struct Server::Impl {
   std::unique_ptr<tcp::acceptor> metricsAcceptor;
   std::mutex ownMu;
   std::vector<OwnEndpoint> own;
-  bool started = false;
+  std::atomic<bool> started{false};
   bool stopping = false;  // control thread only
   struct stat lastStat {};
   // Adopted sockets by group (adoptListeners, adoptCapture). Declared after `workers`:
@@ -306,6 +306,7 @@ struct Server::Impl {
         next.audit.path != current->config.audit.path) {
       spdlog::warn("reload: changes to listen and audit take effect after a restart");
     }
+    if (started) snap.value()->secrets->startRefresh();
     state.snapshot.store(snap.value());
     if (state.metrics) state.metrics->configReload(true);
     spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
@@ -735,7 +736,13 @@ Result<AdoptedCapture> Server::adoptCapture(CaptureSockets sockets, CaptureOptio
 void Server::start() {
   auto& im = *impl_;
   if (im.started) return;
-  im.started = true;
+  {
+    // Threads start here, never in create(): `sandgate run` forks its sandbox in between.
+    // Under reloadMu: a reload from now on starts its own store's refresh.
+    std::lock_guard lock(im.reloadMu);
+    im.started = true;
+    im.state.snapshot.load()->secrets->startRefresh();
+  }
   for (auto& w : im.workers) {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {

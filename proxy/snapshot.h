@@ -59,6 +59,8 @@ struct Snapshot {
 
 // Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes, resolve
 // addresses or transparent ranges. Task states come from `registry` so counters survive reloads.
+// Starts no thread: the server calls secrets->startRefresh() once it runs (Server::start(), or
+// at once for a reload after that), because `sandgate run` builds it before it forks.
 Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
                                                       uint64_t generation);
 
