@@ -153,8 +153,10 @@ int openWith(int anchor, const std::string& path, int flags, mode_t mode, bool b
   if (method == Method::kAuto && !gNoOpenat2.load(std::memory_order_relaxed)) {
     uint64_t resolve = RESOLVE_NO_SYMLINKS | (beneath ? RESOLVE_BENEATH : 0);
     int fd = callOpenat2(anchor, path, flags, mode, resolve);
-    if (fd >= 0 || errno != ENOSYS) return fd;
-    gNoOpenat2.store(true, std::memory_order_relaxed);
+    if (fd >= 0 || (errno != ENOSYS && errno != EPERM)) return fd;
+    // ENOSYS: a kernel before 5.6. EPERM: maybe a container's seccomp profile that refuses
+    // syscalls it does not know; the walk gives the real answer (the same EPERM otherwise).
+    if (errno == ENOSYS) gNoOpenat2.store(true, std::memory_order_relaxed);
   }
   return walk(anchor, path, flags, mode, beneath);
 }
