@@ -4,8 +4,10 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cerrno>
+#include <climits>
 #include <cstring>
 
 namespace sandgate::run {
@@ -13,15 +15,21 @@ namespace sandgate::run {
 Result<WorkspaceId> identifyWorkspace(const std::string& workspace) {
   const std::string path = workspace.empty() ? "." : workspace;
   struct stat st {};
-  // Followed on purpose: whatever the launcher makes of a link there, what could become the
-  // workspace is the directory it points at (and the launcher refuses links anyway).
+  // Followed on purpose: whether the launcher follows a link there or refuses it, the only
+  // directory that could become the workspace is the one it points at.
   if (::stat(path.c_str(), &st) != 0) {
     return Diagnostic{
         "", 0, 0, "",
         fmt::format("workspace {}: {}", workspace.empty() ? "(the current directory)" : workspace,
                     std::strerror(errno))};
   }
-  return WorkspaceId{workspace, st.st_dev, st.st_ino};
+  std::string shown = workspace;
+  if (shown.empty()) {
+    char cwd[PATH_MAX];
+    shown = ::getcwd(cwd, sizeof cwd) ? std::string(cwd) + " (the current directory)"
+                                      : std::string("(the current directory)");
+  }
+  return WorkspaceId{shown, st.st_dev, st.st_ino};
 }
 
 Result<safe_open::UniqueFd> openOutsideWorkspace(std::string_view what, const std::string& path,

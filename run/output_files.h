@@ -22,7 +22,7 @@ inline constexpr std::string_view kOutputUnopenable = "output_unopenable";
 // The directory the run will use as its workspace, by device and inode: a path can name it
 // through a link or `..`, its identity cannot.
 struct WorkspaceId {
-  std::string path;  // as given ("" is the current directory), for messages
+  std::string path;  // for messages: as given, or the current directory's path and "(the ...)"
   dev_t dev = 0;
   ino_t ino = 0;
 };
