@@ -43,6 +43,8 @@ struct SecretStore::Impl {
   std::atomic<uint64_t> refreshFailures{0};
   std::mutex mu;  // for cv only
   std::condition_variable_any cv;
+  bool anyExec = false;
+  std::mutex startMu;      // guards the start of the refresher
   std::jthread refresher;  // declared last: stopped and joined before the entries go
 
   Clock::duration refreshDelay(const Entry& e) const {
@@ -157,11 +159,17 @@ Result<std::shared_ptr<const SecretStore>> SecretStore::open(const config::Crede
     impl->entries.emplace(name, std::move(e));
   }
   if (!errors.empty()) return errors;
-  if (anyExec) {
-    Impl* raw = impl.get();
-    impl->refresher = std::jthread([raw](std::stop_token stop) { raw->refreshLoop(stop); });
-  }
-  return std::shared_ptr<const SecretStore>(new SecretStore(std::move(impl)));
+  impl->anyExec = anyExec;
+  auto store = std::shared_ptr<const SecretStore>(new SecretStore(std::move(impl)));
+  if (options.startRefresh) store->startRefresh();
+  return store;
+}
+
+void SecretStore::startRefresh() const {
+  Impl& im = *impl_;
+  std::lock_guard lock(im.startMu);
+  if (!im.anyExec || im.refresher.joinable()) return;
+  im.refresher = std::jthread([raw = &im](std::stop_token stop) { raw->refreshLoop(stop); });
 }
 
 Fetch SecretStore::get(std::string_view credential) const {

@@ -28,6 +28,9 @@ struct StoreOptions {
   // After a failed refresh, retry after minBackoff, doubling up to maxBackoff.
   std::chrono::milliseconds minBackoff{1000};
   std::chrono::milliseconds maxBackoff{60'000};
+  // false: open() starts no thread, startRefresh() does. A process that forks after loading
+  // its secrets (`sandgate run` forks the sandbox single-threaded) starts it after the fork.
+  bool startRefresh = true;
 };
 
 // The answer to "give me credential X now".
@@ -40,8 +43,9 @@ struct Fetch {
 };
 
 // One per config snapshot; thread-safe. get() never runs a command: exec secrets are loaded
-// when the store opens and refreshed by one background thread, which the destructor stops
-// (killing a running command, so dropping an old snapshot on reload never blocks for long).
+// when the store opens and refreshed by one background thread (started by open(), or by
+// startRefresh() with StoreOptions::startRefresh false), which the destructor stops (killing a
+// running command, so dropping an old snapshot on reload never blocks for long).
 class SecretStore {
  public:
   // Loads every credential. A source that cannot be loaded is an error (file:line:col of the
@@ -54,6 +58,11 @@ class SecretStore {
   // The current secret of `credential`, or credential_unavailable and why. Cheap: a lock and,
   // for file sources, one read(2) of an inotify descriptor (see FileSource).
   Fetch get(std::string_view credential) const;
+
+  // Starts the background refresh of exec secrets, if there are any and it has not started.
+  // Idempotent and thread-safe. A secret whose refresh fell due before it starts is refreshed
+  // at once; until then the value loaded by open() serves (within its ttl).
+  void startRefresh() const;
 
   // Counters for metrics: background refreshes that succeeded / failed.
   uint64_t refreshes() const;

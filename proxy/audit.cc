@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <type_traits>
 
+#include "common/safe_open.h"
 #include "proxy/audit_fields.h"
 
 namespace sandgate::proxy {
@@ -201,13 +202,15 @@ Result<int> openAppend(const std::string& path) {
       msg = "cannot open audit log '" + path + "': directory '" + parent.string() +
             "' does not exist (it is not created automatically)";
     } else {
-      msg = "cannot open audit log '" + path + "' for appending: " + std::strerror(err);
+      msg = "cannot open audit log '" + path + "' for appending: " + safe_open::describeError(err);
     }
     return Diagnostic{"", 0, 0, "audit.path", msg};
   };
+  // No link is followed on the way (safe_open.h): where a sandbox can write in a directory
+  // on the path, it could otherwise point the log at any file the proxy may write.
   // Two attempts: the file can disappear between the exclusive create and the plain open.
   for (int attempt = 0; attempt < 2; ++attempt) {
-    int fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_CLOEXEC, 0640);
+    int fd = safe_open::openNoSymlinks(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL, 0640);
     if (fd >= 0) {
       // The umask must not widen or narrow what the operator expects of a new audit log.
       if (::fchmod(fd, 0640) != 0) {
@@ -218,7 +221,7 @@ Result<int> openAppend(const std::string& path) {
       return fd;
     }
     if (errno != EEXIST) return fail(errno);
-    fd = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CLOEXEC);
+    fd = safe_open::openNoSymlinks(path, O_WRONLY | O_APPEND);
     if (fd >= 0) return fd;
     if (errno != ENOENT) return fail(errno);
   }
@@ -294,6 +297,10 @@ Result<std::shared_ptr<AuditLog>> AuditLog::open(const std::optional<std::string
   return std::shared_ptr<AuditLog>(new AuditLog(*fd, true, path));
 }
 
+std::shared_ptr<AuditLog> AuditLog::adopt(int fd) {
+  return std::shared_ptr<AuditLog>(new AuditLog(fd, true, std::nullopt));
+}
+
 AuditLog::AuditLog(int fd, bool ownsFd, std::optional<std::string> path)
     : fd_(fd), ownsFd_(ownsFd), path_(std::move(path)) {}
 
@@ -330,7 +337,8 @@ void AuditLog::write(const AuditRecord& r) {
   writeErrors_.fetch_add(1, std::memory_order_relaxed);
   if (!failing_) {
     spdlog::warn("audit log: write to {} failed: {} (lines are being lost; counted)",
-                 path_ ? *path_ : std::string("stdout"), std::strerror(err));
+                 path_ ? *path_ : std::string(ownsFd_ ? "its descriptor" : "stdout"),
+                 std::strerror(err));
   }
   failing_ = true;
 }

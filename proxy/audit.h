@@ -25,7 +25,7 @@ inline constexpr std::string_view kIntercept = "intercept";  // a request inside
 // reason idle_timeout. Frames are not scrubbed.
 inline constexpr std::string_view kWebsocket = "websocket";
 inline constexpr std::string_view kRefusal = "refusal";  // refused before any upstream
-inline constexpr std::string_view kDns = "dns";  // a DNS stub answer (transparent mode)
+inline constexpr std::string_view kDns = "dns";          // a DNS stub answer (transparent mode)
 }  // namespace audit_kind
 
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
@@ -34,7 +34,7 @@ inline constexpr std::string_view kDns = "dns";  // a DNS stub answer (transpare
 // `path` for that reason: it may carry an API key).
 struct AuditRecord {
   std::chrono::system_clock::time_point time;  // start of the request/tunnel
-  std::string kind;  // a value of audit_kind
+  std::string kind;                            // a value of audit_kind
   std::string task, client, listener;
   std::string mode = "proxy";  // or "transparent"
   std::string method, scheme, host;
@@ -63,10 +63,14 @@ class AuditLog {
   static constexpr size_t kMaxFieldBytes = 8192;
 
   // nullopt: stdout (never closed by us). Otherwise the file is opened with
-  // O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC; a file we create gets mode 0640 regardless of the
-  // umask, an existing file keeps its mode. The parent directory is not created: a missing
-  // directory is a Diagnostic naming it (keyPath "audit.path").
+  // O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, following no symbolic link in any component
+  // (common/safe_open.h: a link is refused, also on reopen()); a file we create gets mode 0640
+  // regardless of the umask, an existing file keeps its mode. The parent directory is not
+  // created: a missing directory is a Diagnostic naming it (keyPath "audit.path").
   static Result<std::shared_ptr<AuditLog>> open(const std::optional<std::string>& path);
+
+  // Writes to `fd` (taken; closed with the log). reopen() is a no-op: there is no path.
+  static std::shared_ptr<AuditLog> adopt(int fd);
 
   // Formats `r` and appends it with one write(2) (retried on EINTR; a short write is
   // completed before any other line starts). A failed write is counted in writeErrors()

@@ -127,14 +127,8 @@ EmbeddedProxy::~EmbeddedProxy() { stop(); }
 Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config config,
                                                              EmbeddedOptions options) {
   auto impl = std::make_unique<Impl>();
-  if (options.auditPath) {
-    impl->destFd =
-        ::open(options.auditPath->c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
-    if (impl->destFd < 0) {
-      return Diagnostic{"", 0, 0, "audit.path",
-                        fmt::format("cannot open audit log '{}' for appending: {}",
-                                    *options.auditPath, std::strerror(errno))};
-    }
+  if (options.auditFd >= 0) {
+    impl->destFd = options.auditFd;
     impl->ownsDest = true;
   } else {
     impl->destFd = STDERR_FILENO;
@@ -145,8 +139,7 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config conf
     return Diagnostic{"", 0, 0, "", fmt::format("pipe: {}", std::strerror(errno))};
   }
   impl->readFd = fds[0];
-  // The server's AuditLog opens this path like a file: it gets its own descriptor of the pipe.
-  config.audit.path = fmt::format("/proc/self/fd/{}", fds[1]);
+  config.audit.path.reset();  // the server's AuditLog writes into the pipe instead
   config.listen.proxy.reset();
   config.listen.metrics.reset();
   config.listen.admin.reset();  // the admin socket is serve's, never a launcher's
@@ -154,8 +147,8 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config conf
   serverOptions.threads = options.threads;
   serverOptions.handleSignals = false;
   serverOptions.watchConfigFile = false;
+  serverOptions.auditFd = fds[1];  // taken: from now on only the AuditLog holds the write end
   auto server = Server::create(std::move(config), std::move(serverOptions));
-  ::close(fds[1]);  // from now on only the AuditLog holds the write end
   if (!server) {
     impl->close();
     return server.errors();

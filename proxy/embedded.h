@@ -39,9 +39,10 @@ struct TrafficSummary {
 
 struct EmbeddedOptions {
   unsigned threads = 2;
-  // Where the audit lines go: nullopt = stderr (so that they never mix with the command's
-  // stdout); otherwise a file, appended to (created with mode 0640).
-  std::optional<std::string> auditPath;
+  // Where the audit lines go: -1 = stderr (so that they never mix with the command's stdout);
+  // otherwise a descriptor open for appending, taken by create() (closed on error too). The
+  // caller opens audit.path, with no link followed and never in the workspace (run/).
+  int auditFd = -1;
 };
 
 class EmbeddedProxy {

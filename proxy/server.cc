@@ -16,14 +16,15 @@
 #include <boost/json.hpp>
 #include <csignal>
 #include <cstring>
-#include <fstream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <thread>
+#include <utility>
 
 #include "broker/store.h"
 #include "common/host_port.h"
+#include "common/safe_open.h"
 #include "proxy/admin_protocol.h"
 #include "proxy/admin_socket.h"
 #include "proxy/audit.h"
@@ -171,7 +172,7 @@ struct Server::Impl {
   std::unique_ptr<tcp::acceptor> metricsAcceptor;
   std::mutex ownMu;
   std::vector<OwnEndpoint> own;
-  bool started = false;
+  std::atomic<bool> started{false};
   bool stopping = false;  // control thread only
   struct stat lastStat {};
   // Adopted sockets by group (adoptListeners, adoptCapture). Declared after `workers`:
@@ -223,13 +224,10 @@ struct Server::Impl {
     boost::json::object o;
     if (proxyEndpoint) o["proxy"] = endpointText(*proxyEndpoint);
     if (metricsEndpoint) o["metrics"] = endpointText(*metricsEndpoint);
-    std::string tmp = fmt::format("{}.tmp.{}", *options.readyFile, ::getpid());
-    {
-      std::ofstream out(tmp, std::ios::trunc);
-      out << boost::json::serialize(o) << "\n";
-    }
-    if (std::rename(tmp.c_str(), options.readyFile->c_str()) != 0) {
-      spdlog::error("cannot write ready file {}", *options.readyFile);
+    // Temp file + rename, no link followed on the way (a client polls for it to appear whole).
+    if (auto err =
+            safe_open::replaceFile(*options.readyFile, boost::json::serialize(o) + "\n", 0644)) {
+      spdlog::error("cannot write the ready file: {}", *err);
     }
   }
 
@@ -306,6 +304,7 @@ struct Server::Impl {
         next.audit.path != current->config.audit.path) {
       spdlog::warn("reload: changes to listen and audit take effect after a restart");
     }
+    if (started) snap.value()->secrets->startRefresh();
     state.snapshot.store(snap.value());
     if (state.metrics) state.metrics->configReload(true);
     spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
@@ -379,6 +378,9 @@ Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
 Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOptions options) {
   // A peer that closes while we write (or splice) must be an error code, not a signal.
   std::signal(SIGPIPE, SIG_IGN);
+  // Owned from here, so that every error below closes it.
+  std::shared_ptr<AuditLog> adoptedAudit;
+  if (options.auditFd >= 0) adoptedAudit = AuditLog::adopt(std::exchange(options.auditFd, -1));
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   unsigned n = impl->options.threads;
@@ -421,9 +423,13 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
   if (!errors.empty()) return errors;
   impl->state.snapshot.store(snap.value());
 
-  auto audit = AuditLog::open(auditPath);
-  if (!audit) return audit.errors();
-  impl->state.audit = audit.value();
+  if (adoptedAudit) {
+    impl->state.audit = std::move(adoptedAudit);
+  } else {
+    auto audit = AuditLog::open(auditPath);
+    if (!audit) return audit.errors();
+    impl->state.audit = audit.value();
+  }
   impl->state.metrics = std::make_shared<Metrics>(ttl);
 
   if (proxyEp) {
@@ -743,7 +749,13 @@ Result<AdoptedCapture> Server::adoptCapture(CaptureSockets sockets, CaptureOptio
 void Server::start() {
   auto& im = *impl_;
   if (im.started) return;
-  im.started = true;
+  {
+    // Threads start here, never in create(): `sandgate run` forks its sandbox in between.
+    // Under reloadMu: a reload from now on starts its own store's refresh.
+    std::lock_guard lock(im.reloadMu);
+    im.started = true;
+    im.state.snapshot.load()->secrets->startRefresh();
+  }
   for (auto& w : im.workers) {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {

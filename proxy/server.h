@@ -27,6 +27,9 @@ struct ServerOptions {
   // Written (tmp + rename) once the listeners are up:
   // {"proxy":"127.0.0.1:PORT","metrics":"127.0.0.1:PORT"}.
   std::optional<std::string> readyFile;
+  // >= 0: the audit lines go to this descriptor (taken by create(), closed with the server;
+  // the embedded proxy's pipe) and the config's audit.path is not opened.
+  int auditFd = -1;
   bool handleSignals = true;  // SIGHUP reloads, SIGTERM/SIGINT shut down
   bool watchConfigFile = true;
 };

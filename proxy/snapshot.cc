@@ -65,7 +65,9 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     errors.insert(errors.end(), capture.errors().begin(), capture.errors().end());
   }
   if (!errors.empty()) return errors;
-  auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file);
+  broker::StoreOptions storeOptions;
+  storeOptions.startRefresh = false;
+  auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions);
   if (!secrets) return secrets.errors();
   snap->secrets = secrets.value();
   auto upstreamTls = UpstreamTls::build(cfgRef);

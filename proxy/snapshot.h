@@ -65,7 +65,9 @@ struct Snapshot {
 
 // Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes, resolve
 // addresses, transparent ranges or admin_groups that name no group. Task states come from
-// `registry` so counters survive reloads.
+// `registry` so counters survive reloads. Starts no thread: the server calls
+// secrets->startRefresh() once it runs (Server::start(), or at once for a reload after that),
+// because `sandgate run` builds it before it forks.
 Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
                                                       uint64_t generation);
 

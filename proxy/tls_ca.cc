@@ -18,6 +18,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "common/safe_open.h"
+
 namespace sandgate::proxy {
 
 namespace {
@@ -133,11 +135,14 @@ std::string randomHex(size_t bytes) {
 }
 
 // Writes `data` to a new file created with `mode` (O_EXCL: never through an existing file or
-// symlink, so an attacker cannot pre-create the key file with looser permissions).
+// symlink, so an attacker cannot pre-create the key file with looser permissions; no link is
+// followed on the way either).
 std::optional<std::string> writeNewFile(const std::string& path, mode_t mode,
                                         const std::string& data) {
-  int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
-  if (fd < 0) return fmt::format("cannot create {}: {}", path, std::strerror(errno));
+  int fd = safe_open::openNoSymlinks(path, O_WRONLY | O_CREAT | O_EXCL, mode);
+  if (fd < 0) {
+    return fmt::format("cannot create {}: {}", path, safe_open::describeError(errno));
+  }
   std::optional<std::string> err;
   // umask may have removed bits; set exactly the mode asked for (never more than it).
   if (::fchmod(fd, mode) != 0) err = fmt::format("cannot chmod {}: {}", path, std::strerror(errno));
@@ -310,12 +315,10 @@ Result<CertificateAuthority::Files> CertificateAuthority::init(const std::string
 }
 
 Result<std::string> CertificateAuthority::writeCertificate(const std::string& path) const {
-  std::string tmp = path + ".tmp-" + randomHex(6);
-  if (auto err = writeNewFile(tmp, 0644, certificatePem())) return error(path, *err);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    return error(path, fmt::format("cannot replace: {}", std::strerror(e)));
+  // ca_cert_out may be in a workspace (that is how a sandbox can get the CA), where an earlier
+  // run could have planted links: none is followed, and a link at `path` itself is replaced.
+  if (auto err = safe_open::replaceFile(path, certificatePem(), 0644)) {
+    return Diagnostic{"", 0, 0, "ca_cert_out", *err};
   }
   return path;
 }

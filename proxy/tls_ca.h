@@ -76,7 +76,8 @@ class CertificateAuthority {
   // missing. Refuses if either file exists unless `force`, which removes them first.
   static Result<Files> init(const std::string& dir, bool force);
 
-  // Writes the certificate (never the key) to `path` (0644, atomic rename): `ca_cert_out:`.
+  // Writes the certificate (never the key) to `path` (0644, atomic rename, no symbolic link
+  // followed on the way: common/safe_open.h): `ca_cert_out:`.
   Result<std::string> writeCertificate(const std::string& path) const;
 
   std::string certificatePem() const;

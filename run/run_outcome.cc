@@ -2,17 +2,38 @@
 #include "run/run_outcome.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
+#include <string_view>
 
 #include "run/run_report.h"
 
 namespace sandgate::run {
 
+namespace {
+
+// Writes all of `data` to `fd`; false (errno set) if that failed.
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
+}
+
+}  // namespace
+
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
-              const std::optional<proxy::CaptureCounts>& dns) {
+              safe_open::UniqueFd report, const std::optional<proxy::CaptureCounts>& dns) {
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     return kExitSetupFailed;
@@ -29,13 +50,13 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
   } else if (rr.end == sandbox::RunResult::End::kMemoryLimit) {
     fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n", *req.memory);
   }
-  if (req.reportPath) {
+  if (report.valid()) {
+    // Through the descriptor opened before the sandbox started: whatever the workload did
+    // to paths since, this writes the file that was checked then.
     ReportInput in{task, policy, req.argv, rr, traffic, dns};
-    std::ofstream out(*req.reportPath, std::ios::trunc);
-    out << formatReport(in);
-    out.close();
-    if (!out) {
-      fmt::print(stderr, "sandgate run: cannot write the report to {}\n", *req.reportPath);
+    if (!writeAll(report.get(), formatReport(in))) {
+      fmt::print(stderr, "sandgate run: cannot write the report to {}: {}\n",
+                 req.reportPath.value_or("?"), std::strerror(errno));
       if (rr.exitStatus == 0) return kExitSetupFailed;
     }
   }

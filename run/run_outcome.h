@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "common/result.h"
+#include "common/safe_open.h"
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/run_task.h"
@@ -24,10 +25,12 @@ int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
 }
 
 // Prints the DNS stub's counts (when it was asked), warnings and how the sandbox ended to
-// stderr, writes --report if asked, and returns the exit status of `sandgate run` (the
+// stderr, writes the report to `report` (--report, opened before the sandbox started: see
+// run/output_files.h) when it is valid, and returns the exit status of `sandgate run` (the
 // command's, or kExitSetupFailed).
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
+              safe_open::UniqueFd report,
               const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
 
 }  // namespace sandgate::run

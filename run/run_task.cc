@@ -1,6 +1,7 @@
 // `sandgate run` end to end (see run_task.h).
 #include "run/run_task.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -11,6 +12,7 @@
 #include "config/default_config.h"
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
+#include "run/output_files.h"
 #include "run/run_outcome.h"
 #include "run/serve_run.h"
 #include "sandbox/launcher.h"
@@ -93,7 +95,27 @@ int runTask(const RunRequest& req) {
     }
     options.env[kv.substr(0, eq)] = kv.substr(eq + 1);
   }
-  if (req.proxy) return runWithServe(req, std::move(options));  // run/serve_run.cc
+  // Files written on the host are checked and opened before anything runs (output_files.h):
+  // once the workload runs it can plant links in the workspace, which is the cwd by default.
+  std::optional<WorkspaceId> workspace;
+  auto outsideWorkspace = [&](std::string_view what, const std::string& path, int flags,
+                              mode_t mode) -> Result<safe_open::UniqueFd> {
+    if (!workspace) {
+      auto id = identifyWorkspace(req.workspace);
+      if (!id) return id.errors();
+      workspace = id.value();
+    }
+    return openOutsideWorkspace(what, path, *workspace, flags, mode);
+  };
+  safe_open::UniqueFd report;
+  if (req.reportPath) {
+    auto opened = outsideWorkspace("--report", *req.reportPath, O_TRUNC, 0644);
+    if (!opened) return fail(kExitUsage, "{}", opened.errors().front().str());
+    report = std::move(opened.value());
+  }
+  if (req.proxy) {
+    return runWithServe(req, std::move(options), std::move(report));  // run/serve_run.cc
+  }
 
   auto loaded = req.configPath ? config::loadFile(*req.configPath) : config::defaultConfig();
   if (!loaded) {
@@ -113,8 +135,14 @@ int runTask(const RunRequest& req) {
   options.capture.rangeV4 = capture->v4Text;
   options.capture.rangeV6 = capture->v6Text;
 
-  proxy::EmbeddedOptions proxyOptions;
-  proxyOptions.auditPath = cfg.audit.path;  // absent: stderr, never the command's stdout
+  proxy::EmbeddedOptions proxyOptions;  // no audit.path: stderr, never the command's stdout
+  if (cfg.audit.path) {
+    auto opened = outsideWorkspace("audit.path", *cfg.audit.path, O_APPEND, 0640);
+    if (!opened) {
+      return fail(kExitUsage, "{}: {}", cfg.file, opened.errors().front().str());
+    }
+    proxyOptions.auditFd = opened.value().release();
+  }
   // Created now, started once the sandbox is forked: the launcher forks single-threaded.
   auto proxy = proxy::EmbeddedProxy::create(std::move(cfg), std::move(proxyOptions));
   if (!proxy) {
@@ -155,7 +183,7 @@ int runTask(const RunRequest& req) {
   auto traffic = embedded.stop();
   std::optional<proxy::CaptureCounts> dns;
   if (adopted) dns = adopted->counts();
-  return finishRun(req, taskName, policyName, result, traffic, dns);
+  return finishRun(req, taskName, policyName, result, traffic, std::move(report), dns);
 }
 
 }  // namespace sandgate::run

@@ -13,7 +13,7 @@
 
 namespace sandgate::run {
 
-int runWithServe(const RunRequest& req, sandbox::Options options) {
+int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report) {
   const std::string& spec = *req.proxy;
   constexpr std::string_view kScheme = "unix:";
   if (spec.rfind(kScheme, 0) != 0 || spec.size() == kScheme.size()) {
@@ -104,7 +104,7 @@ int runWithServe(const RunRequest& req, sandbox::Options options) {
                path, released.errors().front().message);
   }
   connected.value().reset();
-  return finishRun(req, task, env->policy, result, summary.traffic, summary.dns);
+  return finishRun(req, task, env->policy, result, summary.traffic, std::move(report), summary.dns);
 }
 
 }  // namespace sandgate::run

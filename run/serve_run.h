@@ -2,6 +2,7 @@
 // `sandgate serve`, reached over its admin socket (listen.admin), instead of an embedded proxy.
 #pragma once
 
+#include "common/safe_open.h"
 #include "run/run_task.h"
 #include "sandbox/launcher.h"
 
@@ -13,6 +14,7 @@ namespace sandgate::run {
 // the admin connection open until the command has ended (serve closes them all when it ends),
 // and reports with the traffic summary and DNS counts serve sends back. Exit statuses as
 // runTask().
-int runWithServe(const RunRequest& req, sandbox::Options options);
+// `report`: the --report file, opened already (or not valid).
+int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report);
 
 }  // namespace sandgate::run

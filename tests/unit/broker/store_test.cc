@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <filesystem>
 #include <sstream>
 
 #include "tests/unit/broker/test_util.h"
@@ -137,6 +138,34 @@ TEST(SecretStore, ExecIsCachedForItsTtl) {
   }
   EXPECT_EQ(readFile(dir.file("count")), "run\n");
   EXPECT_EQ((*store)->refreshes(), 0u);
+}
+
+// The threads of this process, from /proc/self/task.
+size_t threadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+// `sandgate run` forks its sandbox after the store opened and refuses to fork with a second
+// thread: with startRefresh off, exec refresh runs only once startRefresh() is called.
+TEST(SecretStore, DeferredRefreshStartsNoThreadUntilAsked) {
+  TempDir dir;
+  config::Credentials creds;
+  creds["x"] = headerCredential("x", execSource(countingCommand(dir.file("x")), 600), {"a."});
+  creds["y"] = headerCredential("y", execSource(countingCommand(dir.file("y")), 0.02), {"a."});
+  StoreOptions options;
+  options.startRefresh = false;
+  const size_t before = threadCount();
+  auto store = SecretStore::open(creds, "test.yaml", options);
+  ASSERT_TRUE(store.ok()) << store.errorText();
+  EXPECT_EQ(threadCount(), before);
+  EXPECT_EQ((*store)->get("x").secret->reveal(), "token-1");  // loaded by open() itself
+  (*store)->startRefresh();
+  (*store)->startRefresh();  // idempotent
+  EXPECT_EQ(threadCount(), before + 1);
+  // y's ttl of 20 ms: refreshed again and again from now on.
+  ASSERT_TRUE(eventually([&] { return (*store)->refreshes() >= 2; }, std::chrono::seconds(20)));
 }
 
 TEST(SecretStore, ExecBackoffDoublesUpToItsCap) {

@@ -443,6 +443,33 @@ TEST(AuditLogFile, ReopenFollowsRotation) {
   EXPECT_EQ(st.st_mode & 07777, 0640u);
 }
 
+// A link anywhere on the path (a directory a sandbox could write, or a rotation that leaves a
+// link behind) is refused, never written through: at open and at reopen.
+TEST(AuditLogFile, NoLinkIsFollowedAtOpenOrReopen) {
+  TempDir dir;
+  fs::create_directory(dir / "victimdir");
+  fs::create_directory(dir / "logs");
+  fs::create_directory_symlink(dir / "victimdir", dir / "link");
+  fs::create_symlink(dir / "victimdir" / "file", dir / "logs" / "linked.log");
+  for (const auto& path : {dir / "link" / "audit.log", dir / "logs" / "linked.log"}) {
+    auto log = AuditLog::open(path.string());
+    ASSERT_FALSE(log.ok()) << path;
+    EXPECT_EQ(log.errors()[0].keyPath, "audit.path");
+    EXPECT_NE(log.errorText().find("symbolic link"), std::string::npos) << log.errorText();
+  }
+  auto path = dir / "logs" / "audit.log";
+  auto log = AuditLog::open(path.string());
+  ASSERT_TRUE(log.ok()) << log.errorText();
+  fs::rename(dir / "logs", dir / "logs.1");
+  fs::create_directory_symlink(dir / "victimdir", dir / "logs");
+  auto err = (*log)->reopen();
+  ASSERT_TRUE(err.has_value());
+  EXPECT_NE(err->str().find("symbolic link"), std::string::npos) << err->str();
+  (*log)->write(sample());
+  EXPECT_EQ(readLines(dir / "logs.1" / "audit.log").size(), 1u);  // the old file stays
+  EXPECT_TRUE(fs::is_empty(dir / "victimdir"));
+}
+
 TEST(AuditLogFile, FailedReopenKeepsTheOldFile) {
   TempDir dir;
   fs::create_directory(dir / "logs");

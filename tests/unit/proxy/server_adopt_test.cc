@@ -7,7 +7,9 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -61,8 +63,8 @@ class AdoptListenerTest : public ServerFixture {
 };
 
 TEST_F(AdoptListenerTest, DeniedRequestIsAttributedToTheListenersTask) {
-  auto r = tcpExchange(proxyPort_,
-                     "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n", false);
+  auto r = tcpExchange(proxyPort_, "GET http://denied.test/ HTTP/1.1\r\nHost: denied.test\r\n\r\n",
+                       false);
   EXPECT_EQ(r.rfind("HTTP/1.1 403 ", 0), 0u) << r;  // not 407: no token is needed here
   EXPECT_NE(r.find("X-Sandgate-Reason: no_matching_rule"), std::string::npos) << r;
   EXPECT_NE(r.find("\"task\":\"bound\""), std::string::npos) << r;
@@ -108,6 +110,58 @@ TEST(AdoptListener, RefusesANonListeningDescriptor) {
   ASSERT_TRUE(server.ok()) << server.errorText();
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
   EXPECT_FALSE(server.value()->adoptListener(fd, "t").ok());
+}
+
+size_t threadCount() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/task")) ++n;
+  return n;
+}
+
+size_t lineCount(const std::string& path) {
+  std::ifstream in(path);
+  size_t n = 0;
+  for (std::string line; std::getline(in, line);) ++n;
+  return n;
+}
+
+// `sandgate run` creates its embedded server, forks the sandbox (which it refuses to do with a
+// second thread) and only then starts the server: create() must start no thread, whatever the
+// credentials (an exec source has a refresher thread), and start() must start the refresh.
+TEST_F(ServerFixture, CreateStartsNoThreadAndStartStartsTheExecRefresh) {
+  const std::string runs = dir_ + "/runs";
+  const std::string yaml =
+      "credentials:\n"
+      "  x:\n"
+      "    source:\n"
+      "      exec: [/bin/sh, -c, 'echo run >> \"$0\"; echo token-$(wc -l < \"$0\")', " +
+      runs +
+      "]\n"
+      "      ttl: 100ms\n"
+      "    hosts: [x.test]\n"
+      "    inject: {header: Authorization, value: 'Bearer {secret}'}\n"
+      "policies:\n"
+      "  p:\n"
+      "    allow:\n"
+      "      - host: x.test\n"
+      "        credential: x\n"
+      "tasks:\n"
+      "  - name: t\n"
+      "    policy: p\n" +
+      auditConfig();
+  const size_t before = threadCount();
+  auto server = testServer(yaml, "threads.yaml");
+  ASSERT_TRUE(server.ok()) << server.errorText();
+  server_ = std::move(server.value());
+  EXPECT_EQ(threadCount(), before);
+  EXPECT_EQ(lineCount(runs), 1u);  // loaded once by create()
+  server_->start();
+  // Refreshed every 80 ms from now on (bounded wait: 20 s).
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(20);
+  while (lineCount(runs) < 3 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  EXPECT_GE(lineCount(runs), 3u);
 }
 
 }  // namespace
