@@ -19,7 +19,7 @@
 #include <set>
 
 #include "sandbox/environment.h"
-#include "sandbox/no_symlinks.h"
+#include "common/safe_open.h"
 #include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 
@@ -194,7 +194,7 @@ void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
     return;
   }
   const std::string source = kOld + plan.workspace;
-  int fd = openNoSymlinks(source, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  int fd = safe_open::openNoSymlinks(source, O_PATH | O_DIRECTORY);
   if (fd < 0) throwSys(what, "openat2 (no symlinks)");
   struct stat st {};
   if (fstat(fd, &st) != 0 || st.st_dev != plan.workspaceDev || st.st_ino != plan.workspaceIno) {

@@ -15,7 +15,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "sandbox/no_symlinks.h"
+#include "common/safe_open.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
@@ -89,7 +89,7 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
     ws = std::string(cwd) + "/" + ws;
   }
   CheckedWorkspace out;
-  out.fd = openNoSymlinks(ws, O_PATH | O_DIRECTORY | O_CLOEXEC);
+  out.fd = safe_open::openNoSymlinks(ws, O_PATH | O_DIRECTORY);
   if (out.fd < 0) {
     int err = errno;
     if (err == ELOOP) {
