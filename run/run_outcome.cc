@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 
@@ -11,7 +12,8 @@
 namespace sandgate::run {
 
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
-              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
+              const Result<sandbox::RunResult>& result, const RunLimits& limits,
+              const proxy::TrafficSummary& traffic,
               const std::optional<proxy::CaptureCounts>& dns) {
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
@@ -21,16 +23,27 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
   // Said only when the stub was used: most runs that honour the proxy variables never ask.
   if (dns && dns->queries() > 0) fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
   for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
-  for (const auto& u : rr.unenforced) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
+  for (const auto& u : rr.unenforced) {
+    // A default limit that was not enforced is already one of the warnings.
+    bool warned = std::any_of(rr.warnings.begin(), rr.warnings.end(),
+                              [&](const std::string& w) { return w.find(u) != w.npos; });
+    if (!warned) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
+  }
   if (rr.end == sandbox::RunResult::End::kSetupFailed) {
     fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n", rr.error);
   } else if (rr.end == sandbox::RunResult::End::kTimeout) {
-    fmt::print(stderr, "sandgate run: timed out after {}\n", *req.timeout);
+    fmt::print(stderr, "sandgate run: timed out after {}\n",
+               limits.timeout ? formatDuration(*limits.timeout) : "the timeout");
   } else if (rr.end == sandbox::RunResult::End::kMemoryLimit) {
-    fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n", *req.memory);
+    if (limits.memoryBytes) {
+      fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n",
+                 formatSize(*limits.memoryBytes));
+    } else {
+      fmt::print(stderr, "sandgate run: killed by the out-of-memory killer\n");
+    }
   }
   if (req.reportPath) {
-    ReportInput in{task, policy, req.argv, rr, traffic, dns};
+    ReportInput in{task, policy, req.argv, rr, traffic, dns, limits};
     std::ofstream out(*req.reportPath, std::ios::trunc);
     out << formatReport(in);
     out.close();

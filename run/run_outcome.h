@@ -11,6 +11,7 @@
 #include "common/result.h"
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
+#include "run/run_limits.h"
 #include "run/run_task.h"
 #include "sandbox/launcher.h"
 
@@ -24,10 +25,11 @@ int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
 }
 
 // Prints the DNS stub's counts (when it was asked), warnings and how the sandbox ended to
-// stderr, writes --report if asked, and returns the exit status of `sandgate run` (the
-// command's, or kExitSetupFailed).
+// stderr, writes --report if asked (with `limits`, the run's), and returns the exit status of
+// `sandgate run` (the command's, or kExitSetupFailed).
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
-              const Result<sandbox::RunResult>& result, const proxy::TrafficSummary& traffic,
+              const Result<sandbox::RunResult>& result, const RunLimits& limits,
+              const proxy::TrafficSummary& traffic,
               const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
 
 }  // namespace sandgate::run
