@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <system_error>
@@ -171,8 +172,13 @@ boost::json::object limitsToJson(const RunLimits& l, const std::vector<std::stri
   };
   put("memory_bytes", "memory", "memory", l.memoryBytes.has_value(), l.memoryBytes.value_or(0));
   put("pids", "pids", "pids", l.pids.has_value(), l.pids.value_or(0));
-  put("cpus", "cpus", "cpu", l.cpus.has_value(), l.cpus.value_or(0));
-  // Whole seconds as an integer (JSON readers print 7200, not 7.2E3).
+  // Whole numbers as integers (boost::json writes a double 7200 as 7.2E3).
+  double cpus = l.cpus.value_or(0);
+  if (cpus == std::floor(cpus)) {
+    put("cpus", "cpus", "cpu", l.cpus.has_value(), static_cast<int64_t>(cpus));
+  } else {
+    put("cpus", "cpus", "cpu", l.cpus.has_value(), cpus);
+  }
   int64_t ms = l.timeout ? l.timeout->count() : 0;
   if (ms % 1000 == 0) {
     put("timeout_seconds", "timeout", nullptr, l.timeout.has_value(), ms / 1000);

@@ -20,7 +20,7 @@ import unittest
 
 import artifacts
 from run_support import TemporaryUser, namespaces_refused, run_bounded
-from sandgate_fixture import binary
+from sandgate_fixture import Sandgate, binary
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -338,6 +338,61 @@ class RunLimitsTest(unittest.TestCase):
         self.assertEqual(sizes, {"/tmp": str(64 * MIB), "/run": str(64 * MIB),
                                  "/dev/shm": str(64 * MIB)})
         self.assertIn("tmpfs 64M each", self.limits_line(r.stderr))
+
+
+class ServeRunLimitsTest(unittest.TestCase):
+    """`sandgate run --proxy unix:PATH` has no local config: the built-in defaults apply."""
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("the admin socket is root-only: run as root")
+        # Not under /tmp, which the sandbox replaces (as in test_run_serve).
+        cls.work = tempfile.mkdtemp(prefix="sandgate-serve-limits-", dir="/var/tmp")
+        os.chmod(cls.work, 0o755)
+        cls.workspace = os.path.join(cls.work, "ws")
+        os.mkdir(cls.workspace)
+        os.chmod(cls.workspace, 0o777)
+        cls.sock = os.path.join(cls.work, "admin.sock")
+        cls.serve = Sandgate(policies={"nothing": {"allow": []}},
+                             tasks=[{"name": "t1", "policy": "nothing"}],
+                             extra={"listen": {"proxy": "127.0.0.1:0", "admin": cls.sock}})
+        cls.serve.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.serve.cleanup()
+        shutil.rmtree(cls.work, ignore_errors=True)
+
+    def run_via_serve(self, *args):
+        report = os.path.join(self.work, f"report-{self._testMethodName}.json")
+        cmd = [binary(), "run", "--workspace", self.workspace, "--no-transparent", "--proxy",
+               "unix:" + self.sock, "--task", "t1", "--report", report, *args]
+        r = run_bounded(cmd, 120)
+        artifacts.record("log", "run-stderr", r.stderr)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses namespaces: " + r.stderr.strip())
+        with open(report) as f:
+            return r, json.load(f)
+
+    def test_builtin_defaults_apply_and_stop_a_fork_bomb(self):
+        r, rep = self.run_via_serve("--", "python3", "-c", FORK_1100)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        lim = rep["limits"]
+        self.assertEqual((lim["memory_bytes"], lim["pids"], lim["timeout_seconds"]),
+                         (4 * GIB, 1024, 7200))
+        self.assertEqual(LIMITS_LINE.findall(r.stderr), [expected_line(lim)])
+        started, failed = map(int, r.stdout.split())
+        if lim["enforced"]["pids"]:
+            self.assertGreater(failed, 0, "every fork succeeded: no pids limit")
+            self.assertEqual(rep["limit_fired"], "pids")
+
+    def test_flags_override_the_defaults(self):
+        r, rep = self.run_via_serve("--pids", "unlimited", "--timeout", "10m", "--", "true")
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIsNone(rep["limits"]["pids"])
+        self.assertEqual(rep["limits"]["timeout_seconds"], 600)
+        self.assertIn("pids unlimited, cpus unlimited, timeout 10m,", r.stderr)
 
 
 if __name__ == "__main__":
