@@ -29,14 +29,23 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "PATH (needs --task; the task and its audit log are serve's)");
   cmd->add_option("--workspace", req->workspace,
                   "Read-write directory and working directory (default: the current one)");
-  cmd->add_option("--memory", req->memory, "Memory limit, e.g. 2G");
-  cmd->add_option("--cpus", req->cpus, "CPU limit in cores, e.g. 1.5");
-  cmd->add_option("--pids", req->pids, "Maximum number of processes");
-  cmd->add_option("--timeout", req->timeout, "Wall-clock limit, e.g. 30m (then exit 124)");
+  cmd->add_option("--memory", req->memory,
+                  "Memory limit, e.g. 2G, or unlimited (default: sandbox.memory, 4G)");
+  cmd->add_option("--cpus", req->cpus,
+                  "CPU limit in cores, e.g. 1.5, or unlimited (default: sandbox.cpus, unlimited)");
+  cmd->add_option("--pids", req->pids,
+                  "Maximum number of processes, or unlimited (default: sandbox.pids, 1024)");
+  cmd->add_option("--timeout", req->timeout,
+                  "Wall-clock limit, e.g. 30m, or unlimited (then exit 124; default: "
+                  "sandbox.timeout, 2h)");
+  cmd->add_option("--tmpfs-size", req->tmpfsSize,
+                  "Size of each of /tmp, /run and /dev/shm (default: sandbox.tmpfs_size, 1G)");
+  cmd->add_option("--ro", req->readOnly,
+                  "Also show this host directory read-only (repeatable; added to sandbox.ro)");
   cmd->add_option("--env", req->env, "NAME=VALUE for the command (repeatable)");
   cmd->add_option("--report", req->reportPath, "Write a JSON summary of the run here");
   cmd->add_flag("--allow-unenforced", req->allowUnenforced,
-                "Run even if a requested limit cannot be enforced");
+                "Run even if a requested limit cannot be enforced (a default one only warns)");
   cmd->add_flag("!--no-transparent", req->transparent,
                 "Only HTTP_PROXY/HTTPS_PROXY: no DNS stub, no capture of direct connections");
   cmd->add_option("--capture-port", req->capturePorts,

@@ -1,5 +1,11 @@
-// The small behaviours of the config model: task lookup and limit inheritance.
+// The small behaviours of the config model: task lookup, limit inheritance and the values of
+// sandbox limits.
 #include "config/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <limits>
 
 namespace sandgate::config {
 
@@ -44,6 +50,59 @@ EffectiveLimits resolveLimits(const Limits& global, const Limits& task) {
   pick(out.connectTimeout, global.connectTimeout, task.connectTimeout);
   pick(out.shutdownGrace, global.shutdownGrace, task.shutdownGrace);
   return out;
+}
+
+std::optional<std::string> normaliseReadOnlyPath(std::string_view path, std::string* why) {
+  if (path.empty() || path.front() != '/') {
+    *why = "expected an absolute path (one that starts with /)";
+    return std::nullopt;
+  }
+  std::string out;
+  size_t i = 0;
+  while (i < path.size()) {
+    while (i < path.size() && path[i] == '/') ++i;
+    size_t end = path.find('/', i);
+    if (end == std::string_view::npos) end = path.size();
+    std::string_view part = path.substr(i, end - i);
+    if (part == "." || part == "..") {
+      *why = "expected a path without . or .. components";
+      return std::nullopt;
+    }
+    if (!part.empty()) {
+      out += '/';
+      out += part;
+    }
+    i = end;
+  }
+  if (out.empty()) {
+    *why = "/ cannot be read-only in the sandbox: name the directories it needs";
+    return std::nullopt;
+  }
+  return out;
+}
+
+std::optional<uint32_t> parsePidsLimit(std::string_view s) {
+  if (s.empty() || !std::all_of(s.begin(), s.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    return std::nullopt;
+  }
+  uint32_t v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || v == 0) return std::nullopt;
+  return v;
+}
+
+std::optional<double> parseCpusLimit(std::string_view s) {
+  // Plain decimal only: from_chars would also take "inf", "nan" and "1e3".
+  if (s.empty() ||
+      !std::all_of(s.begin(), s.end(), [](char c) { return (c >= '0' && c <= '9') || c == '.'; })) {
+    return std::nullopt;
+  }
+  double v = 0;
+  auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size() || !(v > 0) || v > kMaxCpus) {
+    return std::nullopt;
+  }
+  return v;
 }
 
 }  // namespace sandgate::config

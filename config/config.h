@@ -12,6 +12,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -185,6 +186,40 @@ struct Transparent {
   std::optional<Located<std::string>> ipv4Range, ipv6Range;
 };
 
+// `sandgate run`'s sandbox (`sandbox:`). A limit that is nullopt is unlimited (written
+// `unlimited`); an absent key, or no section at all, keeps the default below. The built-in
+// config (default_config.cc) writes the same defaults out.
+struct Sandbox {
+  std::optional<uint64_t> memoryBytes = uint64_t{4} << 30;  // memory: 4G (tmpfs pages count)
+  std::optional<uint32_t> pids = 1024;                      // pids: 1024
+  std::optional<double> cpus;                               // cpus: unlimited
+  std::optional<Seconds> timeout = Seconds{2 * 3600};       // timeout: 2h (wall clock)
+  uint64_t tmpfsBytes = uint64_t{1} << 30;  // tmpfs_size: 1G, each of /tmp, /run, /dev/shm
+  std::vector<std::string> readOnlyPaths;   // ro: absolute host paths shown read-only
+  // id_range: root-launched runs take their uid/gid from [first, first + count); by default
+  // 0x7E000000..0x7E00FFFF, far above the ranges distributions hand out (systemd reserves
+  // 0x7FFF0000 and up, subuid ranges start at 100000).
+  uint32_t idRangeFirst = 0x7E000000;
+  uint32_t idRangeCount = 65536;
+};
+
+// The highest uid an id range may include: (uid_t)-1 is "no uid" to setresuid(2) and chown(2).
+inline constexpr uint32_t kMaxRangeId = 0xFFFFFFFEu;
+
+// `path` as a read-only path of the sandbox (`sandbox.ro`, `--ro`), repeated and trailing
+// slashes removed; nullopt with `why` set when it cannot be one: relative (it would depend on
+// the launcher's cwd), with a `.` or `..` component, or `/` itself (the whole host, which the
+// allowlisted view exists to keep out).
+std::optional<std::string> normaliseReadOnlyPath(std::string_view path, std::string* why);
+
+// The word that unsets a sandbox limit, in `sandbox:` and in `sandgate run`'s flags.
+inline constexpr std::string_view kUnlimited = "unlimited";
+// A pids limit: a decimal integer from 1 to 4294967295.
+std::optional<uint32_t> parsePidsLimit(std::string_view s);
+// A CPU limit in cores: a decimal number greater than 0 and at most kMaxCpus.
+inline constexpr double kMaxCpus = 65536;
+std::optional<double> parseCpusLimit(std::string_view s);
+
 struct Config {
   std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
   Listen listen;
@@ -200,6 +235,7 @@ struct Config {
   std::optional<std::string> caCertOut;
   Tls tls;
   Transparent transparent;
+  Sandbox sandbox;
 
   const Task* findTask(std::string_view name) const;
   // Paths a sandbox must not see: the credentials' `file:` sources, the CA key and the admin

@@ -19,6 +19,17 @@ policies:
 tasks:
   - name: default
     policy: registries
+# The sandbox's limits (a config without this section gets the same). Raise them, or write
+# `unlimited` for memory, pids, cpus or timeout; --memory, --pids, --cpus, --timeout and
+# --tmpfs-size override them for one run.
+sandbox:
+  memory: 4G            # the run's cgroup, tmpfs pages included
+  pids: 1024            # processes and threads, the launcher's two helpers included
+  cpus: unlimited       # e.g. 2 or 1.5 cores
+  timeout: 2h           # wall clock, then SIGTERM, SIGKILL and exit 124
+  tmpfs_size: 1G        # each of /tmp, /run and /dev/shm
+  ro: []                # more host directories shown read-only, e.g. [/opt/toolchain]
+  id_range: 2113929216-2113994751   # uids/gids of root-launched runs (0x7E000000 + 65536)
 )";
   return text;
 }

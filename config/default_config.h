@@ -1,5 +1,6 @@
 // The built-in configuration `sandgate run` uses when no --config is given: one task `default`
-// whose policy allows the well-known package registries over HTTPS and nothing else.
+// whose policy allows the well-known package registries over HTTPS and nothing else, and the
+// sandbox's default limits written out (`sandbox:`, the same as config::Sandbox's defaults).
 #pragma once
 
 #include <string>

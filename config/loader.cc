@@ -21,8 +21,8 @@ using detail::Reader;
 constexpr size_t kMaxConfigBytes = 16 * 1024 * 1024;
 
 const std::vector<std::string_view> kTopLevelKeys = {
-    "listen", "credentials", "policies", "tasks",       "global", "limits",     "resolve",
-    "audit",  "metrics",     "ca",       "ca_cert_out", "tls",    "transparent"};
+    "listen", "credentials", "policies", "tasks",       "global", "limits",      "resolve",
+    "audit",  "metrics",     "ca",       "ca_cert_out", "tls",    "transparent", "sandbox"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -105,6 +105,8 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
       readTls(r, f, cfg.tls);
     } else if (key == "transparent") {
       readTransparent(r, f, cfg.transparent);
+    } else if (key == "sandbox") {
+      readSandbox(r, f, cfg.sandbox);
     }
   }
 }

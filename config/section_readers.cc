@@ -1,11 +1,13 @@
 // Reading the smaller sections: listen, tasks, limits, resolve, audit, metrics, ca, tls,
-// transparent.
+// transparent, sandbox.
 #include <arpa/inet.h>
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <charconv>
 #include <limits>
 #include <map>
+#include <utility>
 
 #include "common/host_port.h"
 #include "config/readers.h"
@@ -74,6 +76,44 @@ bool isValidHostName(std::string_view name) {
   return std::all_of(name.begin(), name.end(), [](char c) {
     return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' || c == '.' || c == '_';
   });
+}
+
+// "A-B" (inclusive, as in /etc/subuid listings) -> first and count; nullopt unless both are
+// decimal and A <= B.
+std::optional<std::pair<uint64_t, uint64_t>> parseIdRangeText(std::string_view s) {
+  auto dash = s.find('-');
+  if (dash == std::string_view::npos) return std::nullopt;
+  auto number = [](std::string_view t) -> std::optional<uint64_t> {
+    if (t.empty() || t.size() > 10 ||
+        !std::all_of(t.begin(), t.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      return std::nullopt;
+    }
+    uint64_t v = 0;
+    std::from_chars(t.data(), t.data() + t.size(), v);
+    return v;
+  };
+  auto a = number(s.substr(0, dash));
+  auto b = number(s.substr(dash + 1));
+  if (!a || !b || *b < *a) return std::nullopt;
+  return std::pair{*a, *b - *a + 1};
+}
+
+// A limit of `sandbox:` that `unlimited` unsets: `parse` reads any other scalar; on failure
+// the message says "expected <what> or unlimited". Leaves `out` alone after an error.
+template <typename T, typename Parse>
+void readSandboxLimit(Reader& r, const Field* f, std::string_view what, std::optional<T>& out,
+                      Parse parse) {
+  if (f == nullptr) return;
+  auto expected = fmt::format("{} or {}", what, kUnlimited);
+  auto s = r.string(*f, expected);
+  if (!s) return;
+  if (s->value == kUnlimited) {
+    out.reset();
+  } else if (auto v = parse(s->value)) {
+    out = *v;
+  } else {
+    r.error(f->mark, f->path, fmt::format("expected {}, got {}", expected, quoted(s->value)));
+  }
 }
 
 }  // namespace
@@ -341,6 +381,100 @@ void readTransparent(Reader& r, const Field& f, Transparent& t) {
       }
     }
   }
+}
+
+void readSandbox(Reader& r, const Field& f, Sandbox& sb) {
+  auto m = r.map(f, {"memory", "pids", "cpus", "timeout", "tmpfs_size", "ro", "id_range"},
+                 "a map with memory, pids, cpus, timeout, tmpfs_size, ro, id_range", true);
+  if (!m) return;
+  auto positiveSize = [](std::string_view s) -> std::optional<uint64_t> {
+    auto v = parseSize(s);
+    return v && *v > 0 ? v : std::nullopt;
+  };
+  readSandboxLimit(r, m->get("memory"), "a size such as 4G or 512M", sb.memoryBytes, positiveSize);
+  readSandboxLimit(r, m->get("pids"), "an integer from 1 to 4294967295", sb.pids, parsePidsLimit);
+  readSandboxLimit(r, m->get("cpus"), "a number of cores such as 2 or 1.5", sb.cpus,
+                   parseCpusLimit);
+  readSandboxLimit(r, m->get("timeout"), "a duration such as 90s, 30m or 2h", sb.timeout,
+                   [](std::string_view s) -> std::optional<Seconds> {
+                     auto d = parseDuration(s);
+                     return d && d->count() > 0 ? d : std::nullopt;
+                   });
+  if (const Field* t = m->get("tmpfs_size")) {
+    constexpr std::string_view kWhat = "a size such as 1G or 256M";
+    if (auto s = r.string(*t, kWhat)) {
+      auto v = positiveSize(s->value);
+      if (s->value == kUnlimited) {
+        // An unsized tmpfs takes up to half of RAM, each: exactly what sizing them prevents.
+        r.error(t->mark, t->path,
+                fmt::format("tmpfs_size cannot be unlimited; expected {}", kWhat));
+      } else if (!v) {
+        r.error(t->mark, t->path, fmt::format("expected {}, got {}", kWhat, quoted(s->value)));
+      } else {
+        sb.tmpfsBytes = *v;
+      }
+    }
+  }
+  if (const Field* p = m->get("ro")) {
+    if (auto items = r.list(*p, "a list of absolute host paths, e.g. [/opt/toolchain]", true)) {
+      std::map<std::string, int, std::less<>> seen;  // normalised path -> line
+      for (const auto& item : *items) {
+        auto s = r.string(item, "an absolute host path");
+        if (!s) continue;
+        std::string why;
+        auto path = normaliseReadOnlyPath(s->value, &why);
+        if (!path) {
+          r.error(item.mark, item.path, fmt::format("{}, got {}", why, quoted(s->value)));
+        } else if (auto [it, fresh] = seen.emplace(*path, item.mark.line); !fresh) {
+          r.error(item.mark, item.path,
+                  fmt::format("{} is already listed at line {}", quoted(*path), it->second));
+        } else {
+          sb.readOnlyPaths.push_back(std::move(*path));
+        }
+      }
+    }
+  }
+  if (const Field* p = m->get("id_range")) readIdRange(r, *p, sb);
+}
+
+void readIdRange(Reader& r, const Field& f, Sandbox& sb) {
+  constexpr std::string_view kWhat =
+      "a uid range FIRST-LAST such as 2113929216-2113994751, or {first: N, count: N}";
+  std::optional<uint64_t> first, count;
+  if (f.node.IsMap()) {
+    auto m = r.map(f, {"first", "count"}, kWhat);
+    if (!m) return;
+    const Field* a = m->get("first");
+    const Field* n = m->get("count");
+    if (!a) r.missing(f, "first", "the range's first uid");
+    if (!n) r.missing(f, "count", "how many uids the range holds");
+    if (a) first = r.integer(*a, 1, kMaxRangeId);
+    if (n) count = r.integer(*n, 1, kMaxRangeId);
+    if (!first || !count) return;
+  } else {
+    auto s = r.string(f, kWhat);
+    if (!s) return;
+    auto range = parseIdRangeText(s->value);
+    if (!range) {
+      r.error(f.mark, f.path, fmt::format("expected {}, got {}", kWhat, quoted(s->value)));
+      return;
+    }
+    first = range->first;
+    count = range->second;
+  }
+  // 0 is root; (uid_t)-1 means "no uid" to setresuid(2) and chown(2). Neither can be a run's.
+  if (*first == 0) {
+    r.error(f.mark, f.path, "the id range must not include 0 (root); start it at 1 or above");
+    return;
+  }
+  if (*first + *count - 1 > kMaxRangeId) {
+    r.error(f.mark, f.path,
+            fmt::format("the id range {}-{} goes past {}, the highest uid there is", *first,
+                        *first + *count - 1, kMaxRangeId));
+    return;
+  }
+  sb.idRangeFirst = static_cast<uint32_t>(*first);
+  sb.idRangeCount = static_cast<uint32_t>(*count);
 }
 
 }  // namespace sandgate::config::detail

@@ -51,6 +51,7 @@ std::string formatReport(const ReportInput& in) {
   } else {
     o["dns"] = nullptr;
   }
+  o["limits"] = limitsToJson(in.limits, in.result.unenforced);
   o["warnings"] = strings(in.result.warnings);
   o["unenforced"] = strings(in.result.unenforced);
   if (in.result.error.empty()) {

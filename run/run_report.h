@@ -8,6 +8,7 @@
 
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
+#include "run/run_limits.h"
 #include "sandbox/launcher.h"
 
 namespace sandgate::run {
@@ -19,6 +20,7 @@ struct ReportInput {
   sandbox::RunResult result;
   proxy::TrafficSummary traffic;
   std::optional<proxy::CaptureCounts> dns;  // transparent mode: the DNS stub's answers
+  RunLimits limits;                         // what the run was given
 };
 
 // One JSON object, newline-terminated. Fields: task, policy, command, exit_status, end
@@ -26,8 +28,10 @@ struct ReportInput {
 // ("timeout" | "memory" | "pids" | null), requests {allowed, denied, other, bytes_up,
 // bytes_down}, by_host [{host, port, kind, verdict, reason, count, bytes_up, bytes_down}],
 // credentials_used (names from the audit lines), dns ({answered, nodata, nxdomain, refused,
-// notimp, pool_exhausted, malformed, names}; null without transparent capture), warnings,
-// unenforced, error (null unless the sandbox could not be set up).
+// notimp, pool_exhausted, malformed, names}; null without transparent capture), limits
+// (run_limits.h's limitsToJson: memory_bytes, pids, cpus, timeout_seconds, tmpfs_bytes, null
+// for unlimited, and `enforced` per limit), warnings, unenforced, error (null unless the
+// sandbox could not be set up).
 std::string formatReport(const ReportInput& in);
 
 }  // namespace sandgate::run

@@ -13,6 +13,7 @@
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/output_files.h"
+#include "run/run_limits.h"
 #include "run/run_outcome.h"
 #include "run/serve_run.h"
 #include "sandbox/launcher.h"
@@ -66,28 +67,6 @@ int runTask(const RunRequest& req) {
   options.workspace = req.workspace;
   options.allowUnenforced = req.allowUnenforced;
   options.transparent = req.transparent;
-  if (req.memory) {
-    auto bytes = config::parseSize(*req.memory);
-    if (!bytes || *bytes == 0) {
-      return fail(kExitUsage, "--memory {}: expected a size such as 512M or 2G", *req.memory);
-    }
-    options.memoryBytes = *bytes;
-  }
-  if (req.cpus) {
-    if (!(*req.cpus > 0)) return fail(kExitUsage, "--cpus must be greater than 0");
-    options.cpus = *req.cpus;
-  }
-  if (req.pids) {
-    if (*req.pids == 0) return fail(kExitUsage, "--pids must be at least 1");
-    options.pids = *req.pids;
-  }
-  if (req.timeout) {
-    auto d = config::parseDuration(*req.timeout);
-    if (!d || d->count() <= 0) {
-      return fail(kExitUsage, "--timeout {}: expected a duration such as 90s or 30m", *req.timeout);
-    }
-    options.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(*d);
-  }
   for (const auto& kv : req.env) {
     auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) {
@@ -114,6 +93,10 @@ int runTask(const RunRequest& req) {
     report = std::move(opened.value());
   }
   if (req.proxy) {
+    // No local config with --proxy: the built-in defaults (config::Sandbox's), then the flags.
+    if (auto e = applySandboxSettings(config::Sandbox{}, req, &options); !e.empty()) {
+      return fail(kExitUsage, "{}", e);
+    }
     return runWithServe(req, std::move(options), std::move(report));  // run/serve_run.cc
   }
 
@@ -123,6 +106,9 @@ int runTask(const RunRequest& req) {
     return kExitUsage;
   }
   config::Config cfg = std::move(loaded.value());
+  if (auto e = applySandboxSettings(cfg.sandbox, req, &options); !e.empty()) {
+    return fail(kExitUsage, "{}", e);
+  }
   auto task = chooseTask(cfg, req);
   if (!task) return fail(kExitUsage, "{}", task.errors().front().message);
   const std::string taskName = task.value();
@@ -183,7 +169,8 @@ int runTask(const RunRequest& req) {
   auto traffic = embedded.stop();
   std::optional<proxy::CaptureCounts> dns;
   if (adopted) dns = adopted->counts();
-  return finishRun(req, taskName, policyName, result, traffic, std::move(report), dns);
+  return finishRun(req, taskName, policyName, result, RunLimits::of(options), traffic,
+                   std::move(report), dns);
 }
 
 }  // namespace sandgate::run

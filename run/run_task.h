@@ -20,11 +20,15 @@ struct RunRequest {
   std::optional<std::string> policy;      // an ad-hoc task bound to this policy
   std::optional<std::string> proxy;       // "unix:PATH" of a running serve (run/serve_run.h)
   std::string workspace;                  // empty: the current directory
-  std::optional<std::string> memory;      // config::parseSize
-  std::optional<double> cpus;
-  std::optional<uint32_t> pids;
-  std::optional<std::string> timeout;  // config::parseDuration
-  std::vector<std::string> env;        // K=V
+  // Limits as written: override the config's `sandbox:` (or the built-in defaults, with
+  // --proxy); each may also be config::kUnlimited (run/run_limits.h).
+  std::optional<std::string> memory;     // config::parseSize
+  std::optional<std::string> cpus;       // config::parseCpusLimit
+  std::optional<std::string> pids;       // config::parsePidsLimit
+  std::optional<std::string> timeout;    // config::parseDuration
+  std::optional<std::string> tmpfsSize;  // config::parseSize, each of /tmp, /run, /dev/shm
+  std::vector<std::string> readOnly;     // --ro: added to sandbox.ro
+  std::vector<std::string> env;          // K=V
   std::optional<std::string> reportPath;
   bool allowUnenforced = false;
   // Transparent capture (default): a DNS stub and listeners on the capture ports, so that

@@ -9,6 +9,7 @@
 #include <stdexcept>
 
 #include "proxy/admin_client.h"
+#include "run/run_limits.h"
 #include "run/run_outcome.h"
 
 namespace sandgate::run {
@@ -104,7 +105,8 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
                path, released.errors().front().message);
   }
   connected.value().reset();
-  return finishRun(req, task, env->policy, result, summary.traffic, std::move(report), summary.dns);
+  return finishRun(req, task, env->policy, result, RunLimits::of(options), summary.traffic,
+                   std::move(report), summary.dns);
 }
 
 }  // namespace sandgate::run

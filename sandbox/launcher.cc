@@ -451,16 +451,35 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   std::string name = "sandgate-" + std::to_string(getpid()) + "-" + std::to_string(runs++);
   auto cgroup = Cgroup::create({options.memoryBytes, options.cpus, options.pids}, name,
                                &result.unenforced, &result.warnings);
-  if (!result.unenforced.empty()) {
-    std::string what;
-    for (const auto& u : result.unenforced) what += (what.empty() ? "" : "; ") + u;
-    if (!options.allowUnenforced) {
+  {
+    // Cgroup::create names each entry after its controller ("memory: why"). A default limit
+    // (built-in or config, no flag) that this machine cannot enforce is a warning: refusing
+    // would make `sandgate run` unusable without cgroup delegation. A requested one refuses.
+    auto isDefault = [&](const std::string& u) {
+      return (u.rfind("memory:", 0) == 0 && options.memoryIsDefault) ||
+             (u.rfind("pids:", 0) == 0 && options.pidsIsDefault) ||
+             (u.rfind("cpu:", 0) == 0 && options.cpusIsDefault);
+    };
+    std::string requested;
+    for (const auto& u : result.unenforced) {
+      if (!isDefault(u)) requested += (requested.empty() ? "" : "; ") + u;
+    }
+    if (!requested.empty() && !options.allowUnenforced) {
       return error(
           "sandbox: refusing to start: a requested limit cannot be enforced on this "
           "machine (" +
-          what + "); allowUnenforced runs without it");
+          requested + "); allowUnenforced runs without it");
     }
-    spdlog::warn("sandbox: running WITHOUT these limits (allowUnenforced): {}", what);
+    for (const auto& u : result.unenforced) {
+      if (!isDefault(u)) continue;
+      std::string w = "default limit not enforced on this machine, running without it: " + u;
+      spdlog::warn("sandbox: {}", w);
+      result.warnings.push_back(std::move(w));
+    }
+    if (!requested.empty()) {
+      spdlog::warn("sandbox: running WITHOUT these limits (allowUnenforced): {}", requested);
+    }
+    if (options.onLimits) options.onLimits(result.unenforced);
   }
 
   int sv[2];

@@ -59,6 +59,9 @@ struct Options {
   std::chrono::milliseconds killGrace{5000};  // SIGTERM → SIGKILL after a timeout
   std::vector<std::string> hiddenPaths;       // config secret files, CA key, admin socket, ...
   bool allowUnenforced = false;               // run even when a requested limit cannot be enforced
+  // Called once on run()'s thread after the cgroup is made and before anything is forked,
+  // with RunResult::unenforced: where the caller says which limits are in force.
+  std::function<void(const std::vector<std::string>& unenforced)> onLimits;
   std::optional<uid_t> uid;
   std::optional<gid_t> gid;
   uint16_t proxyPort = 3128;
