@@ -40,16 +40,21 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "sandbox.timeout, 2h)");
   cmd->add_option("--tmpfs-size", req->tmpfsSize,
                   "Size of each of /tmp, /run and /dev/shm (default: sandbox.tmpfs_size, 1G)");
+  // One value per occurrence: a vector option would otherwise take `--` as the end of its own
+  // list, and the command's arguments after it (sh -c ...) would be read as flags.
   cmd->add_option("--ro", req->readOnly,
-                  "Also show this host directory read-only (repeatable; added to sandbox.ro)");
-  cmd->add_option("--env", req->env, "NAME=VALUE for the command (repeatable)");
+                  "Also show this host directory read-only (repeatable; added to sandbox.ro)")
+      ->allow_extra_args(false);
+  cmd->add_option("--env", req->env, "NAME=VALUE for the command (repeatable)")
+      ->allow_extra_args(false);
   cmd->add_option("--report", req->reportPath, "Write a JSON summary of the run here");
   cmd->add_flag("--allow-unenforced", req->allowUnenforced,
                 "Run even if a requested limit cannot be enforced (a default one only warns)");
   cmd->add_flag("!--no-transparent", req->transparent,
                 "Only HTTP_PROXY/HTTPS_PROXY: no DNS stub, no capture of direct connections");
   cmd->add_option("--capture-port", req->capturePorts,
-                  "Also capture direct connections to this port (repeatable; 80 and 443 always)");
+                  "Also capture direct connections to this port (repeatable; 80 and 443 always)")
+      ->allow_extra_args(false);
   cmd->add_option("command", req->argv, "CMD [ARG...] (after --)")->required();
   cmd->callback([req, action] {
     *action = [req]() -> int {

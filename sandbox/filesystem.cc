@@ -170,7 +170,8 @@ void buildDev(const std::string& dev, const FilesystemPlan& plan,
              "symlink");
   }
   checkSys(mkdir((dev + "/shm").c_str(), 01777), "create /dev/shm", "mkdir");
-  mountTmpfs(dev + "/shm", MS_NOSUID | MS_NODEV, "mode=1777", "mount /dev/shm");
+  mountTmpfs(dev + "/shm", MS_NOSUID | MS_NODEV,
+             ("mode=1777,size=" + std::to_string(plan.tmpfsBytes)).c_str(), "mount /dev/shm");
   if (plan.devPts) {
     checkSys(mkdir((dev + "/pts").c_str(), 0755), "create /dev/pts", "mkdir");
     if (mount("devpts", (dev + "/pts").c_str(), "devpts", MS_NOSUID | MS_NOEXEC,
@@ -321,10 +322,9 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
 
   std::set<std::string> seen;
   auto hide = [&](const std::string& path) {
+    // Only where the view shows the host's tree (a read-only path under /tmp included: it is
+    // bound over the private /tmp, and what it holds must be hidden there too).
     if (!isShown(path) || !seen.insert(path).second) return;
-    for (const char* dir : {"/tmp", "/run", "/dev", "/proc", "/sys"}) {
-      if (under(path, dir)) return;  // replaced by a private one
-    }
     struct stat st {};
     if (lstat(path.c_str(), &st) != 0) return;
     plan.steps.push_back({S_ISDIR(st.st_mode) ? K::kHideDir : K::kHideFile, path});

@@ -191,6 +191,45 @@ class EscapeViewTest(unittest.TestCase):
         self.assertEqual(nics.split(), ["lo"], f"host: {host_nics}")
         self.assertEqual(cgroups.strip(), "0")
 
+    def test_ro_path_is_read_only_and_secrets_and_config_in_it_stay_hidden(self):
+        # A toolchain directory shown on purpose, which also holds a secret and the config.
+        tool = tempfile.mkdtemp(dir=self.dir, prefix="toolchain-")
+        os.chmod(tool, 0o755)
+        os.makedirs(os.path.join(tool, "creds"))
+        os.makedirs(os.path.join(tool, "conf"))
+        with open(os.path.join(tool, "tool.txt"), "w") as f:
+            f.write("TOOL-VISIBLE")
+        with open(os.path.join(tool, "creds", "key"), "w") as f:
+            f.write(SECRET)
+        artifacts.register_secret("escape-view", SECRET)
+        config = os.path.join(tool, "conf", "sandgate.yaml")
+        with open(config, "w") as f:
+            json.dump({"policies": {"p": {"allow": []}},
+                       "credentials": {"c": {"source": {"file": os.path.join(tool, "creds",
+                                                                             "key")},
+                                             "hosts": ["x.test"],
+                                             "inject": {"header": "X-Key", "value": "{secret}"}}},
+                       "tasks": [{"name": "t", "policy": "p"}]}, f)
+        for root, dirs, files in os.walk(tool):
+            for n in dirs + files:
+                os.chmod(os.path.join(root, n), 0o755)
+        r = self.sh(f"cat {tool}/tool.txt; echo; touch {tool}/x 2>&1; echo touch=$?; "
+                    f"cat {tool}/creds/key {config} 2>&1; ls -A {tool}/creds {tool}/conf",
+                    "--ro", tool, config=config)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("TOOL-VISIBLE", r.stdout)
+        self.assertIn("Read-only file system", r.stdout)
+        self.assertIn("touch=1", r.stdout)
+        self.assertNotIn(SECRET, r.stdout)
+        self.assertNotIn("policies", r.stdout)  # the config file is hidden too
+        self.assertFalse(os.path.exists(os.path.join(tool, "x")))
+
+    def test_ro_path_under_run_is_refused(self):
+        r = self.sh("echo RAN", "--ro", "/run")
+        self.assertEqual(r.returncode, 125, r.stderr)
+        self.assertIn("host sockets stay connectable", r.stderr)
+        self.assertNotIn("RAN", r.stdout)
+
     # --- 3. one identity per run ------------------------------------------------------------
 
     def test_every_run_has_its_own_uid_outside_the_user_database(self):

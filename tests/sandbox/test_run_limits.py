@@ -328,7 +328,6 @@ class RunLimitsTest(unittest.TestCase):
             self.assertNotIn("sandgate run: limits:", r.stderr)
 
     # (f) the private tmpfs mounts are sized, as the workload's df sees them.
-    @unittest.expectedFailure  # needs the lead's filesystem.cc change (tmpfs size=tmpfsBytes)
     def test_private_tmpfs_mounts_have_the_configured_size(self):
         cfg = self.config("tmpfs", {"tmpfs_size": "64M"})
         r = self.sandgate(cfg, "--", "df", "-B1", "--output=target,size", "/tmp", "/run",
@@ -353,7 +352,8 @@ class ServeRunLimitsTest(unittest.TestCase):
         cls.workspace = os.path.join(cls.work, "ws")
         os.mkdir(cls.workspace)
         os.chmod(cls.workspace, 0o777)
-        cls.sock = os.path.join(cls.work, "admin.sock")
+        # listen.admin lives under /run/sandgate, which no sandbox sees.
+        cls.sock = f"/run/sandgate/test-limits-{os.getpid()}.sock"
         cls.serve = Sandgate(policies={"nothing": {"allow": []}},
                              tasks=[{"name": "t1", "policy": "nothing"}],
                              extra={"listen": {"proxy": "127.0.0.1:0", "admin": cls.sock}})
@@ -363,6 +363,8 @@ class ServeRunLimitsTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.serve.cleanup()
         shutil.rmtree(cls.work, ignore_errors=True)
+        if os.path.lexists(cls.sock):
+            os.unlink(cls.sock)
 
     def run_via_serve(self, *args):
         report = os.path.join(self.work, f"report-{self._testMethodName}.json")
