@@ -167,18 +167,27 @@ class EscapeViewTest(unittest.TestCase):
         self.assertIn("top=1", touch)
 
     def test_other_users_files_are_not_in_the_view(self):
-        # Secrets the old 12-name denylist missed, in a home the test creates for a user.
+        # Secrets the old 12-name denylist missed, in a home under /home that the test makes for
+        # a user (not under /tmp, which is private anyway).
         with TemporaryUser() as user:
+            home = tempfile.mkdtemp(dir="/home" if os.path.isdir("/home") else "/var/tmp",
+                                    prefix="sandgate-escape-")
+            self.addCleanup(shutil.rmtree, home, True)
             files = {".config/hub/token": "hub", ".cargo/credentials.toml": "cargo",
                      ".pgpass": "pg", ".vault-token": "vault", ".bash_history": "history"}
             for rel, content in files.items():
-                path = os.path.join(user.home, rel)
+                path = os.path.join(home, rel)
                 os.makedirs(os.path.dirname(path), exist_ok=True)
                 with open(path, "w") as f:
                     f.write(f"SECRET-{content}")
-            os.chmod(user.home, 0o755)
-            r = self.sh("for f in " + " ".join(os.path.join(user.home, k) for k in files) +
-                        "; do cat $f 2>&1; done; ls -A " + user.home + " 2>&1; true")
+                os.chmod(path, 0o644)
+            for root, dirs, _ in os.walk(home):
+                for d in dirs:
+                    os.chmod(os.path.join(root, d), 0o755)
+            os.chmod(home, 0o755)
+            os.chown(home, user.uid, user.gid)
+            r = self.sh("for f in " + " ".join(os.path.join(home, k) for k in files) +
+                        "; do cat $f 2>&1; done; ls -A " + home + " 2>&1; true")
             self.assertEqual(r.returncode, 0, r.stderr)
             self.assertNotIn("SECRET-", r.stdout)
             self.assertIn("No such file or directory", r.stdout)
