@@ -23,7 +23,8 @@ import time
 import unittest
 
 import artifacts
-from run_support import TemporaryUser, descendants, namespaces_refused, run_bounded
+from run_support import (TemporaryUser, descendants, namespaces_refused, proc_stat,
+                         run_bounded)
 from sandgate_fixture import binary
 
 EAFNOSUPPORT = 97
@@ -94,13 +95,8 @@ time.sleep(60)
 
 def stat_fields(pid):
     """(state, session id) of a host pid, or None when it is gone."""
-    try:
-        with open(f"/proc/{pid}/stat") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    fields = stat[stat.rfind(")") + 2:].split()
-    return fields[0], int(fields[3])
+    fields = proc_stat(pid)
+    return None if fields is None else (fields[0], int(fields[3]))
 
 
 def cmdline(pid):

@@ -44,14 +44,21 @@ def descendants(root):
     return order
 
 
-def alive(pid):
-    """Whether `pid` still runs (a zombie has ended: only its exit status is left)."""
+def proc_stat(pid):
+    """The fields of /proc/<pid>/stat after the command name (state first, then ppid, pgrp,
+    session, ...), or None when the process is gone."""
     try:
         with open(f"/proc/{pid}/stat") as f:
             stat = f.read()
     except OSError:
-        return False
-    return stat[stat.rfind(")") + 2:].split()[0] not in ("Z", "X")
+        return None
+    return stat[stat.rfind(")") + 2:].split()
+
+
+def alive(pid):
+    """Whether `pid` still runs (a zombie has ended: only its exit status is left)."""
+    fields = proc_stat(pid)
+    return fields is not None and fields[0] not in ("Z", "X")
 
 
 def _read(path):
