@@ -16,6 +16,7 @@
 #include <boost/json.hpp>
 #include <csignal>
 #include <cstring>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <set>
@@ -497,7 +498,15 @@ AdminBackend Server::adminBackend() {
     out.policy = t->policy.value;
     out.caPem = env->caPem;
     for (const auto& [name, value] : env->variables) out.env[name] = value;
-    out.hiddenPaths = snap->config.secretPaths();
+    // Absolute: the launcher resolves them from its own working directory, not serve's.
+    for (auto p : snap->config.secretPaths()) {
+      if (!p.empty() && p.front() != '/') {
+        std::error_code ec;
+        auto abs = std::filesystem::absolute(p, ec);
+        if (!ec) p = abs.lexically_normal().string();
+      }
+      out.hiddenPaths.push_back(std::move(p));
+    }
     // Serve's config decides the pools: the launcher routes them before the sandbox exists.
     out.capture = CaptureOffer{snap->capture.ports, snap->capture.v4Text, snap->capture.v6Text};
     return out;
