@@ -7,6 +7,8 @@ seen.
   `Transfer-Encoding: gzip` then `gzip, chunked` are more than one layer or one sandgate cannot
   undo, and are refused (`502 response_not_scrubbable`, audited, counted). Either way nothing
   the client got decompresses to the secret.
+- The status line's reason phrase ("401 invalid token <the injected header>"): the client gets
+  the standard phrase for the code, never the upstream's.
 
 plain.test maps to a plain-HTTP upstream (a credential with allow_plaintext injects X-Api-Key),
 api.test to an HTTPS one (Authorization: Bearer), both echoing what they were sent.
@@ -179,6 +181,28 @@ class ScrubResponseHeadTest(unittest.TestCase):
         stderr = self.sg.stderr()
         self.assertNotIn(FWD_SECRET, stderr)
         self.assertNotIn(API_SECRET, stderr)
+
+    def test_the_reason_phrase_is_the_standard_one(self):
+        for intercept, secret, header in ((False, FWD_SECRET, "X-Api-Key"),
+                                          (True, API_SECRET, "Authorization")):
+            for code, phrase in ((401, "Unauthorized"), (200, "OK"), (599, None)):
+                with self.subTest(intercept=intercept, code=code):
+                    target = "/reason-echo?code=%d&h=%s" % (code, header)
+                    data = self.exchange(intercept, target)
+                    self.assert_no_secret(data, secret)
+                    status, _, _ = self.parse(data)
+                    self.assertNotIn("invalid token", status)
+                    if phrase:
+                        self.assertEqual(status, "HTTP/1.1 %d %s" % (code, phrase))
+                    else:
+                        self.assertTrue(status.startswith("HTTP/1.1 %d " % code), status)
+                    # The upstream did put the secret there.
+                    seen = (self.https if intercept else self.plain).requests_to(target)
+                    self.assertEqual(len(seen), 1)
+                    sent = [v for k, v in seen[0]["headers"] if k.lower() == header.lower()]
+                    self.assertEqual(len(sent), 1)
+                    self.assertIn(secret, sent[0])
+                    self.sg.wait_audit(path="/reason-echo", status=code, injected=True)
 
 
 if __name__ == "__main__":

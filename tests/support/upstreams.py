@@ -35,6 +35,9 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
                   once per element named, content codings first: deflate is zlib, identity and
                   a final chunked nothing, any other name gzip (br: gzip bytes labelled br); te
                   must end in chunked (the body is then chunked), else Content-Length
+  /reason-echo?code=C&h=NAME
+                  an empty response with status C (default 401) whose reason phrase is
+                  "invalid token " and the value of the request's header NAME (Authorization)
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -195,6 +198,11 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.wfile.write(b"0\r\n\r\n")
         elif p == "/layered-echo":
             self._layered_echo(q)
+        elif p == "/reason-echo":
+            value = self.headers.get(q.get("h", "Authorization"), "")
+            self.send_response(int(q.get("code", "401")), "invalid token " + value)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif p == "/surplus":
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsurplusEXTRA-BYTES")
             self.wfile.flush()
