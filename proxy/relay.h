@@ -230,7 +230,8 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
 }
 
 // Reads a response head from `in` into a fresh `rp`, dropping interim 1xx responses (sandgate
-// answers 100-continue itself); a 101 is returned like a final response.
+// answers 100-continue itself); a 101 is returned like a final response. The upstream's reason
+// phrase is dropped: the response is relayed with the standard one for its status code.
 template <class Stream>
 boost::asio::awaitable<boost::beast::error_code> readResponseHead(
     Stream& in, boost::beast::flat_buffer& buf, std::optional<ResponseParser>& rp, bool headRequest,
@@ -246,6 +247,11 @@ boost::asio::awaitable<boost::beast::error_code> readResponseHead(
     if (ec) co_return ec;
     int status = rp->get().result_int();
     if (status >= 100 && status < 200 && status != 101) continue;
+    // The reason phrase is the upstream's free text, and some servers put request data there
+    // ("401 invalid token Bearer sk-..."), where no scrubber looks. Clients ignore it (RFC
+    // 9112, section 4): every relayed response gets the standard phrase for its code instead
+    // (an empty reason makes Beast's writer and formatMessage write obsolete_reason()).
+    rp->get().reason({});
     co_return boost::beast::error_code{};
   }
 }

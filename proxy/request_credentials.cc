@@ -31,21 +31,6 @@ void wipeAll(broker::Headers& hs) {
   for (auto& [name, value] : hs) broker::wipe(value);
 }
 
-// A coding of a response body, as its header field named it.
-struct Coding {
-  std::string_view field;  // "Content-Encoding" or "Transfer-Encoding"
-  std::string_view name;
-};
-
-// Appends the codings of a comma-separated field value, except `plain` (identity for
-// Content-Encoding, chunked for Transfer-Encoding, which the parser has undone already).
-void addCodings(std::string_view value, std::string_view field, std::string_view plain,
-                std::vector<Coding>& out) {
-  broker::forEachListElement(value, [&](std::string_view c) {
-    if (!broker::iequals(c, plain)) out.push_back({field, c});
-  });
-}
-
 // A coding's registered name, or a stand-in: the value is the upstream's to choose (an echo
 // could put a secret there), so only a registered coding is named in logs and refusals.
 std::string_view registeredName(std::string_view coding) {
@@ -63,6 +48,30 @@ void replaceFields(http::fields& f, broker::Headers& hs) {
 }
 
 }  // namespace
+
+std::vector<ResponseCoding> responseCodings(const http::fields& res) {
+  // A recipient reads every field line of a name as one comma-separated list (RFC 9110,
+  // section 5.3): reading only the first would leave a second layer (identity, then gzip)
+  // unseen, and the client would inflate an unscrubbed body.
+  std::vector<ResponseCoding> out;
+  for (const auto& f : res) {
+    if (f.name() != http::field::content_encoding) continue;
+    broker::forEachListElement(f.value(), [&](std::string_view c) {
+      if (!broker::iequals(c, "identity")) out.push_back({"Content-Encoding", c});
+    });
+  }
+  // Transfer codings are applied after the content codings. Only a final chunked is the
+  // framing the parser has undone; a chunked anywhere else is a layer like any other.
+  const size_t firstTransfer = out.size();
+  for (const auto& f : res) {
+    if (f.name() != http::field::transfer_encoding) continue;
+    broker::forEachListElement(f.value(), [&](std::string_view c) {
+      out.push_back({"Transfer-Encoding", c});
+    });
+  }
+  if (out.size() > firstTransfer && broker::iequals(out.back().name, "chunked")) out.pop_back();
+  return out;
+}
 
 CleanseOnExit::~CleanseOnExit() { cleanseRequestHead(head); }
 
@@ -139,11 +148,8 @@ std::optional<Refusal> RequestCredentials::scrubHeaders(
   // secret echoed in it could not be found as it is. A single gzip or deflate layer, as a
   // content coding or as a transfer coding before chunked, is undone on the way (the client
   // gets the identity body it asked for); anything else is refused.
-  std::vector<Coding> codings;
-  if (hasBody) {
-    addCodings(res[http::field::content_encoding], "Content-Encoding", "identity", codings);
-    addCodings(res[http::field::transfer_encoding], "Transfer-Encoding", "chunked", codings);
-  }
+  std::vector<ResponseCoding> codings;
+  if (hasBody) codings = responseCodings(res);
   if (!codings.empty()) {
     if (codings.size() == 1) decoder = broker::BodyDecoder::forCoding(codings[0].name);
     if (!decoder) {

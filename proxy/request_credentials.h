@@ -45,8 +45,9 @@ class RequestCredentials {
   // before chunked) gets a `decoder`; its Content-Encoding, Transfer-Encoding and
   // Content-Length fields are removed and a strong ETag made weak (the client gets the
   // identity body it asked for; frame it anew, with a length that may change). Any other
-  // coding, or more than one, cannot be read to scrub it: the response is refused (502
-  // response_not_scrubbable, returned), never relayed unscrubbed.
+  // coding, or more than one over all field lines of both names (responseCodings), cannot be
+  // read to scrub it: the response is refused (502 response_not_scrubbable, returned), never
+  // relayed unscrubbed.
   // `hasBody`: a body follows the head (a HEAD response, a 204 or 304 keep their fields).
   std::optional<Refusal> scrubHeaders(boost::beast::http::fields& res, bool hasBody,
                                       const RequestLog& log,
@@ -60,6 +61,18 @@ class RequestCredentials {
   std::optional<broker::Injector> injector_;  // made on the connection's first request
   std::vector<broker::ScrubRule> scrubRules_;
 };
+
+// A coding of a response body, as its header field named it.
+struct ResponseCoding {
+  std::string_view field;  // "Content-Encoding" or "Transfer-Encoding"
+  std::string_view name;   // as sent (a view into the fields)
+};
+
+// The codings of a response body in the order they were applied, from every field line of
+// Content-Encoding and then of Transfer-Encoding: identity content codings and the final
+// chunked (the framing, which the parser has undone) left out. The one place that reads a
+// response's codings: anything left here is a layer between the body's bytes and its content.
+std::vector<ResponseCoding> responseCodings(const boost::beast::http::fields& res);
 
 // Cleanses a request head (cleanseRequestHead) when it goes out of scope.
 struct CleanseOnExit {

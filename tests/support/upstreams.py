@@ -29,6 +29,15 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
                   compressed bytes in two chunks written 50 ms apart (ETag "gz-1" when whole);
                   &te=1: gzip as a transfer coding (Transfer-Encoding: gzip, chunked) instead
                   of the content coding; &te=2: as well as it
+  /layered-echo?ce=A|B&te=C|D
+                  the request's headers as JSON with each `|`-separated value of ce (te) sent as
+                  a Content-Encoding (Transfer-Encoding) field line of its own, the body coded
+                  once per element named, content codings first: deflate is zlib, identity and
+                  a final chunked nothing, any other name gzip (br: gzip bytes labelled br); te
+                  must end in chunked (the body is then chunked), else Content-Length
+  /reason-echo?code=C&h=NAME
+                  an empty response with status C (default 401) whose reason phrase is
+                  "invalid token " and the value of the request's header NAME (Authorization)
   /drop           a 200 that looks keep-alive (Content-Length, no Connection: close), after which
                   the upstream closes the connection anyway
   /sse?n=N&gap=S&mode=chunked|close
@@ -187,6 +196,13 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                 self.wfile.flush()
                 time.sleep(0.05)
             self.wfile.write(b"0\r\n\r\n")
+        elif p == "/layered-echo":
+            self._layered_echo(q)
+        elif p == "/reason-echo":
+            value = self.headers.get(q.get("h", "Authorization"), "")
+            self.send_response(int(q.get("code", "401")), "invalid token " + value)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
         elif p == "/surplus":
             self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 7\r\n\r\nsurplusEXTRA-BYTES")
             self.wfile.flush()
@@ -203,6 +219,33 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self.close_connection = True
         else:
             self._send(404, b"not found")
+
+    def _layered_echo(self, q):
+        body = json.dumps({"headers": list(self.headers.items())}).encode()
+        ce = [v for v in q.get("ce", "").split("|") if v]
+        te = [v for v in q.get("te", "").split("|") if v]
+        names = [c.strip().lower() for line in ce + te for c in line.split(",") if c.strip()]
+        if te:
+            assert names[-1] == "chunked", "te must end in chunked"
+            names.pop()
+        for name in names:
+            if name == "deflate":
+                body = zlib.compress(body)
+            elif name != "identity":
+                body = gzip.compress(body)
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        for line in ce:
+            self.send_header("Content-Encoding", line)
+        for line in te:
+            self.send_header("Transfer-Encoding", line)
+        if not te:
+            self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if te:
+            self.wfile.write(b"%x\r\n%s\r\n0\r\n\r\n" % (len(body), body))
+        else:
+            self.wfile.write(body)
 
     def _sse(self, srv, n, gap, chunked):
         self.send_response(200)
