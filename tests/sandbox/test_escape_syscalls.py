@@ -215,11 +215,17 @@ class EscapeSyscallsTest(unittest.TestCase):
             while p.poll() is None and time.monotonic() < deadline:
                 tree = descendants(p.pid)
                 roles = {"launcher": p.pid}
-                if len(tree) > 1:
-                    roles["outer child"] = tree[1]
                 for pid in tree[2:]:
                     if cmdline(pid).startswith("python3 "):  # exec'd (PID 1's name differs)
                         roles["command"] = pid
+                        # The outer child is the parent of PID 1, the command's parent: the
+                        # launcher's other children (a short-lived helper, a sanitizer's tracer
+                        # at exit) share its session and must not be taken for it.
+                        command = proc_stat(pid)
+                        init = proc_stat(int(command[1])) if command else None
+                        outer = proc_stat(int(init[1])) if init else None
+                        if outer and int(outer[1]) == p.pid:
+                            roles["outer child"] = int(init[1])
                 for role, pid in roles.items():
                     f = stat_fields(pid)
                     if f:

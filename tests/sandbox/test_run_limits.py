@@ -52,7 +52,7 @@ print(len(started), failed)
 """
 
 # Allocates and touches 200 MiB (bytes * n fills every page).
-ALLOC_200M = "b = b'x' * (200 << 20); print('survived', len(b))"
+ALLOC_600M = "b = b'x' * (600 << 20); print('survived', len(b))"
 
 LIMITS_LINE = re.compile(r"^sandgate run: limits: (.*)$", re.M)
 
@@ -183,18 +183,20 @@ class RunLimitsTest(unittest.TestCase):
 
     # (b) a memory limit from the config's sandbox: section, no flag.
     def test_configured_memory_limit_kills_an_allocation_past_it(self):
-        cfg = self.config("mem64", {"memory": "64M"})
-        r, rep = self.report_of(cfg, "--", "python3", "-c", ALLOC_200M)
+        # 256M, not less: the launcher's helpers are in the cgroup too, and in the sanitizer
+        # build their copies of the launcher (ASan's quarantine) need well over 64M to set up.
+        cfg = self.config("mem256", {"memory": "256M"})
+        r, rep = self.report_of(cfg, "--", "python3", "-c", ALLOC_600M)
         if not rep["limits"]["enforced"]["memory"]:
             self.skipTest("this machine cannot enforce a memory limit: " + r.stderr)
         self.assertNotIn("survived", r.stdout)
         self.assertEqual(r.returncode, 137, r.stderr)
         self.assertEqual(rep["end"], "oom")
         self.assertEqual(rep["limit_fired"], "memory")
-        self.assertEqual(rep["limits"]["memory_bytes"], 64 * MIB)
-        self.assertLessEqual(rep["peak_memory_bytes"], 64 * MIB)  # the host's cgroup count
-        self.assertIn("killed by the memory limit (64M)", r.stderr)
-        self.assertIn("memory 64M,", self.limits_line(r.stderr))
+        self.assertEqual(rep["limits"]["memory_bytes"], 256 * MIB)
+        self.assertLessEqual(rep["peak_memory_bytes"], 256 * MIB)  # the host's cgroup count
+        self.assertIn("killed by the memory limit (256M)", r.stderr)
+        self.assertIn("memory 256M,", self.limits_line(r.stderr))
 
     # (c) the default timeout is in force and said; a configured one fires without a flag.
     def test_default_limits_are_reported_and_said(self):
@@ -241,7 +243,7 @@ class RunLimitsTest(unittest.TestCase):
     def test_unlimited_flag_overrides_the_config(self):
         cfg = self.config("mem64flag", {"memory": "64M"})
         r, rep = self.report_of(cfg, "--memory", "unlimited", "--pids", "2000", "--",
-                                "python3", "-c", ALLOC_200M)
+                                "python3", "-c", ALLOC_600M)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("survived", r.stdout)
         self.assertIsNone(rep["limits"]["memory_bytes"])
