@@ -162,8 +162,9 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
     const std::string_view secret = i.secret->reveal();
     const std::string replacement = replacementFor(c);
     // A credential with `scrub: false` leaves responses as the upstream sent them.
-    // Another form of the secret (Basic, percent-encoded) is copied into protected memory
-    // only when it is to be scrubbed.
+    // Another form of the secret (Basic) is copied into protected memory only when it is to
+    // be scrubbed. The secret's rule matches its URL forms too (ScrubRule::urlForms), so the
+    // percent-encoded query value, and any re-encoding of it by the upstream, needs no rule.
     auto scrubForm = [&](std::string_view form, std::string shown) {
       if (c.scrub) addScrubRule(result.scrub, {Secret::copyOf(form), std::move(shown), c.name});
     };
@@ -196,9 +197,6 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         std::string query = target.substr(q + 1);
         std::string encoded = percentEncode(secret);
         if (replaceAll(query, ph, encoded)) {
-          if (encoded != secret) {
-            scrubForm(encoded, replacement);
-          }
           std::string newTarget = target.substr(0, q + 1) + query;
           wipe(target);
           target = std::move(newTarget);
@@ -249,9 +247,6 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
           start = amp + 1;
         }
         std::string encoded = percentEncode(secret);
-        if (encoded != secret) {
-          scrubForm(encoded, replacement);
-        }
         if (!kept.empty()) kept += '&';
         kept += percentEncode(inj.query) + "=" + encoded;
         wipe(encoded);

@@ -19,20 +19,37 @@ struct ScrubRule {
   std::shared_ptr<const Secret> needle;  // never empty (secrets are validated)
   std::string replacement;               // the placeholder, or "[REDACTED:<credential>]"
   std::string credential;
+  // Also match every URL encoding of the needle's bytes (see "URL forms" below), not only the
+  // bytes themselves. On by default: an upstream that reflects a query parameter re-encodes it
+  // as its own URL encoder does (leaving '/' raw, "%2f" in lower case, '+' for a space).
+  bool urlForms = true;
 };
 
 // "[REDACTED:<credential>]": the replacement where a credential has no placeholder.
 std::string redactionMarker(std::string_view credential);
 
 // Adds `rule` unless an identical needle is already there (the same secret injected on every
-// request of a keep-alive connection).
+// request of a keep-alive connection); the one kept matches URL forms if either did.
 void addScrubRule(std::vector<ScrubRule>& rules, ScrubRule rule);
 
 // Feed an identity-encoded body in slices of any size; output is exactly what a single pass
 // over the whole body would give, whatever the split: at each position the earliest match wins,
-// the longest needle among those starting there. Between calls only a tail that could still
-// become a needle is held back (at most longest needle - 1 bytes; none when the input does not
+// the longest match among those starting there. Between calls only a tail that could still
+// become a match is held back (at most longest form - 1 bytes; none when the input does not
 // end with the start of one), and it is wiped when released. Not thread-safe (one per response).
+//
+// URL forms (ScrubRule::urlForms). A URL encoder may leave a byte raw or write it as %XX, in
+// either hex case, and may write a space as '+'; encoders differ in which bytes they leave
+// raw (JavaScript's encodeURIComponent escapes '/', Python's quote() does not). Rather than
+// list the 3^n spellings of an n-byte needle, the matcher walks the needle byte by byte and
+// takes, at each response byte, the one spelling it can be: '%' must be an escape whose value
+// (hexValue(): either case) is the needle byte; '+' is a space or a raw '+'; any other byte
+// must be the needle byte raw. A raw '%' is never part of a URL form (an encoder always
+// escapes it), so the walk never backtracks; the needle as written is matched as well. A form
+// is at most 3 * needle length bytes, which bounds what is held back between slices. A form
+// is replaced by the replacement in the same shape (byte for byte raw where the form was raw,
+// %XX in the case it used where it was escaped), so a placeholder of the secret's length keeps
+// the body's length and the client decodes the placeholder it sent.
 class Scrubber {
  public:
   explicit Scrubber(std::vector<ScrubRule> rules);
@@ -65,15 +82,20 @@ class Scrubber {
   // Emits the replaced, final part of `buffer` into `out` and leaves the held-back tail in it;
   // `final` means no more input will come (nothing is held back).
   void process(std::string& buffer, std::string& out, bool final);
-  // Is `tail` a proper prefix of some needle (it may complete with the next slice)?
+  // Is `tail` a proper prefix of some needle or of one of its URL forms (it may complete with
+  // the next slice)?
   bool couldStartNeedle(std::string_view tail) const;
+  // The earliest match of `r` at or after `from` in `work` (npos when none), its length in *len.
+  size_t findRule(const ScrubRule& r, std::string_view work, size_t from, size_t* len) const;
+  // Appends the replacement for the match `form` of `r`.
+  void emit(const ScrubRule& r, std::string_view form, std::string& out) const;
   // The first position at or after `from`, among the last maxLen_ - 1 of `work`, where a needle
   // may start but has not fully arrived (couldStartNeedle); work.size() when there is none.
   size_t firstPartialFrom(std::string_view work, size_t from) const;
 
   std::vector<ScrubRule> rules_;
-  size_t maxLen_ = 0;
-  std::string work_;  // held-back tail + new input; may hold a partial secret, wiped
+  size_t maxLen_ = 0;  // of the longest form a rule can match
+  std::string work_;   // held-back tail + new input; may hold a partial secret, wiped
   uint64_t count_ = 0;
   std::map<std::string, uint64_t> byCredential_;
 };

@@ -8,7 +8,7 @@ bool nameMayBeAllowed(const policy::Engine& engine, std::string_view task, const
   policy::Target target;
   target.name = name;
   for (uint16_t port : capturePorts) {
-    policy::Request req{target, port, std::nullopt, std::nullopt};
+    policy::Request req{target, port, std::nullopt, std::nullopt, std::nullopt};
     if (engine.decide(task, req).allowed()) return true;
   }
   return false;

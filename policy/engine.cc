@@ -13,6 +13,10 @@
 //      but none the port                 -> deny  port_not_allowed
 //      if the request is visible and no rule of that tier admits the method / the path
 //                                        -> deny  method_not_allowed / path_not_allowed
+//      (path_ambiguous when the path is not in normal form, so no `paths` rule can judge it;
+//      a deny rule with `paths` matched only for that reason says path_ambiguous too)
+//      if an admitting rule has methods or paths and the request carries a method or URL
+//      override header                  -> deny  override_header
 //      if the admitting rules carry different credentials
 //                                        -> deny  credential_conflict
 //   5. nothing matched                   -> deny  no_matching_rule
@@ -161,6 +165,20 @@ Decision vetAddressClass(Decision d, const IpAddress& addr) {
 
 }  // namespace
 
+bool isOverrideHeader(std::string_view name) {
+  static constexpr std::string_view kNames[] = {"x-http-method-override", "x-http-method",
+                                                "x-method-override", "x-original-url",
+                                                "x-rewrite-url"};
+  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  for (std::string_view k : kNames) {
+    if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(),
+                                              [&](char a, char b) { return a == lower(b); })) {
+      return true;
+    }
+  }
+  return false;
+}
+
 Decision Engine::decide(std::string_view task, const Request& req) const {
   Decision d;
   d.port = req.port;
@@ -207,8 +225,12 @@ Decision Engine::decide(std::string_view task, const Request& req) const {
       std::string detail = r->hasL7() ? cat(kind(t), t.name, " is denied by ", r->keyPath,
                                             " (method ", method, ", path ", path, ")")
                                       : cat(kind(t), t.name, " is denied by ", r->keyPath);
-      if (!r->audit) return refuse(std::move(d), why, r, std::move(detail));
-      if (!audited) audited = Audited{why, r, std::move(detail)};
+      // A deny rule with paths that matched only because the path cannot be judged.
+      const bool ambiguous = visible && r->paths && !normalPath;
+      const std::string_view denyWhy = ambiguous ? reason::kPathAmbiguous : why;
+      if (ambiguous) detail += " (the path is not in normal form)";
+      if (!r->audit) return refuse(std::move(d), denyWhy, r, std::move(detail));
+      if (!audited) audited = Audited{denyWhy, r, std::move(detail)};
     }
   }
 
@@ -285,20 +307,34 @@ Decision Engine::decide(std::string_view task, const Request& req) const {
         detail = cat("method ", method, " is not allowed for ", kind(t), t.name, " by ", r->keyPath,
                      " (methods: ", joinList(r->methods), ")");
       } else if (!normalPath) {
-        detail = cat("path ", path, " for ", kind(t), t.name,
-                     " is not in normal form ('.', '..' or empty segments, or encoded '.', '/', "
-                     "'\\'), so the path rules of ",
-                     r->keyPath, " cannot admit it");
+        detail =
+            cat("path ", path, " for ", kind(t), t.name,
+                " is not in normal form ('.', '..' or empty segments, ';', or encoded '.', '/', "
+                "'\\'), so the path rules of ",
+                r->keyPath, " cannot admit it");
       } else {
         detail = cat("path ", path, " is not allowed for ", kind(t), t.name, " by ", r->keyPath,
                      " (paths: ", joinList(r->pathTexts), ")");
       }
-      std::string_view why = pathFault ? reason::kPathNotAllowed : reason::kMethodNotAllowed;
+      std::string_view why = !pathFault   ? reason::kMethodNotAllowed
+                             : normalPath ? reason::kPathNotAllowed
+                                          : reason::kPathAmbiguous;
       if (auditRule == admitting.end()) return refuseAllow(why, r, std::move(detail));
       if (!audited) audited = Audited{why, r, std::move(detail)};
       fits.push_back(r);
     }
     admitting.swap(fits);
+    if (req.overrideHeader) {
+      auto l7 = std::find_if(admitting.begin(), admitting.end(),
+                             [](const CompiledRule* r) { return r->hasL7(); });
+      if (l7 != admitting.end()) {
+        std::string detail = cat("header ", *req.overrideHeader, " may make ", t.name,
+                                 " act on another method or path than ", method, " ", path,
+                                 ", which ", (*l7)->keyPath, " restricts");
+        if (!(*l7)->audit) return refuseAllow(reason::kOverrideHeader, *l7, std::move(detail));
+        if (!audited) audited = Audited{reason::kOverrideHeader, *l7, std::move(detail)};
+      }
+    }
   }
 
   // One credential, or none: never guess which secret an upstream should receive.

@@ -26,6 +26,13 @@ inline constexpr std::string_view kGlobalDeny = "global_deny";
 inline constexpr std::string_view kPortNotAllowed = "port_not_allowed";
 inline constexpr std::string_view kMethodNotAllowed = "method_not_allowed";
 inline constexpr std::string_view kPathNotAllowed = "path_not_allowed";
+// A rule with `paths` would decide the request, but its path is not in normal form (dot
+// segments in any spelling, ';' parameters, '\\', encoded '/' or '\\'): an upstream may read
+// another path than the one matched (Tomcat, Spring and Jetty read /v1/..;/admin as /admin).
+inline constexpr std::string_view kPathAmbiguous = "path_ambiguous";
+// A request that a rule with `methods` or `paths` admits carries a header that makes some
+// upstreams read another method or path (X-HTTP-Method-Override, X-Original-URL, ...).
+inline constexpr std::string_view kOverrideHeader = "override_header";
 inline constexpr std::string_view kAddressDenied = "address_denied";
 inline constexpr std::string_view kUnknownTask = "unknown_task";
 inline constexpr std::string_view kInvalidHost = "invalid_host";
@@ -42,7 +49,15 @@ struct Request {
   uint16_t port = 0;
   std::optional<std::string_view> method;
   std::optional<std::string_view> path;  // origin-form path, query excluded
+  // The name of a method or URL override header the request carries (isOverrideHeader()),
+  // if any: a rule with `methods` or `paths` cannot admit it.
+  std::optional<std::string_view> overrideHeader;
 };
+
+// X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, X-Original-URL, X-Rewrite-URL
+// (any case): frameworks that honour them act on another method or path than the request
+// line's, which is the one the rules saw.
+bool isOverrideHeader(std::string_view name);
 
 struct Decision {
   Verdict verdict = Verdict::kDeny;

@@ -19,6 +19,10 @@ bool ieq(char a, char b) {
   return lower(a) == lower(b);
 }
 
+bool isHex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
+}
+
 // Visible ASCII a glob or a path may contain. '?' and '#' never reach us (the query and the
 // fragment are not part of the path), so in a pattern they are a mistake.
 bool isPathChar(char c) { return c > 0x20 && c < 0x7f && c != '?' && c != '#'; }
@@ -53,12 +57,20 @@ bool isNormalPath(std::string_view path) {
   if (path.empty() || path[0] != '/') return false;
   for (size_t i = 0; i < path.size(); ++i) {
     char c = path[i];
-    if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#' || c == '?') return false;
+    // ';' starts a path parameter: Tomcat, Spring and Jetty drop "..;" to "..", so
+    // /v1/..;/admin is /admin to them.
+    if (c <= 0x20 || c >= 0x7f || c == '\\' || c == '#' || c == '?' || c == ';') return false;
     if (c == '%') {
-      // %2e '.', %2f '/', %5c '\': an upstream that decodes them sees a different path.
+      // %2e '.', %2f '/', %5c '\', %3b ';': an upstream that decodes them sees a different
+      // path. %c0 and %c1 start overlong UTF-8 ("%c0%ae" is '.' to a lax decoder), and a '%'
+      // without two hex digits ("%u002e") is an escape only some servers know.
       if (i + 2 >= path.size()) return false;
       char a = path[i + 1], b = path[i + 2];
-      if ((a == '2' && (ieq(b, 'e') || ieq(b, 'f'))) || (a == '5' && ieq(b, 'c'))) return false;
+      if (!isHex(a) || !isHex(b)) return false;
+      if ((a == '2' && (ieq(b, 'e') || ieq(b, 'f'))) || (a == '5' && ieq(b, 'c')) ||
+          (a == '3' && ieq(b, 'b')) || (ieq(a, 'c') && (b == '0' || b == '1'))) {
+        return false;
+      }
     }
   }
   size_t start = 1;

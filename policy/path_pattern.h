@@ -21,8 +21,9 @@ bool isValidMethod(std::string_view method, std::string* error);
 bool pathPatternToRegex(std::string_view pattern, std::string* regex, std::string* error);
 
 // A path is in normal form when it starts with '/', has no ".", ".." or empty segments, no
-// percent-encoded '.', '/' or '\', no '\', and only visible ASCII. Paths that are not may be
-// read differently by the upstream than by our patterns, so path rules refuse them.
+// ';' (path parameters), no '\', no percent-encoded '.', '/', '\' or ';', no overlong UTF-8
+// lead byte (%c0, %c1), no '%' without two hex digits, and only visible ASCII. Paths that are not
+// may be read differently by the upstream than by our patterns, so path rules refuse them.
 bool isNormalPath(std::string_view path);
 
 }  // namespace sandgate::policy

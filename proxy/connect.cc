@@ -118,7 +118,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   auto& target = std::get<policy::Target>(normalized);
   rec.host = target.name;
 
-  policy::Request preq{target, head.port, std::nullopt, std::nullopt};
+  policy::Request preq{target, head.port, std::nullopt, std::nullopt, std::nullopt};
   auto decision = c.snap->engine->decide(task.name, preq);
   rec.rule = decision.rule;
   if (!decision.allowed()) {

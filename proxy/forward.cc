@@ -101,7 +101,14 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   const bool clientKeepAlive = req.keep_alive();
   const unsigned clientVersion = req.version();
 
-  policy::Request preq{target, head.port, head.method, head.path};
+  policy::Request preq{target, head.port, head.method, head.path, std::nullopt};
+  for (const auto& f : req) {
+    // Rules with methods or paths refuse a request that asks the upstream for another one.
+    if (policy::isOverrideHeader(f.name_string())) {
+      preq.overrideHeader = f.name_string();
+      break;
+    }
+  }
   auto decision = c.snap->engine->decide(task.name, preq);
   rec.rule = decision.rule;
   if (!decision.allowed()) {

@@ -372,7 +372,15 @@ asio::awaitable<bool> InterceptSession::one() {
   const bool clientKeepAlive = req.keep_alive();
   const unsigned clientVersion = req.version();
 
-  policy::Request preq{target_, port_, std::string_view(rec.method), std::string_view(path)};
+  policy::Request preq{target_, port_, std::string_view(rec.method), std::string_view(path),
+                       std::nullopt};
+  for (const auto& f : req) {
+    // Rules with methods or paths refuse a request that asks the upstream for another one.
+    if (policy::isOverrideHeader(f.name_string())) {
+      preq.overrideHeader = f.name_string();
+      break;
+    }
+  }
   auto decision = c_.snap->engine->decide(task.name, preq);
   rec.rule = decision.rule;
   if (!decision.allowed()) {

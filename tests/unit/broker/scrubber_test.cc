@@ -2,16 +2,21 @@
 // the input, with several needles, and counts what it replaced.
 #include "broker/scrubber.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <random>
 
+#include "broker/encoding.h"
+
 namespace sandgate::broker {
 namespace {
 
+// Exact needles (no URL forms): what the reference below computes. URL forms have their own
+// tests at the end.
 std::vector<ScrubRule> rules(std::vector<std::pair<std::string, std::string>> pairs) {
   std::vector<ScrubRule> out;
-  for (auto& [needle, repl] : pairs) out.push_back({Secret::copyOf(needle), repl, "c"});
+  for (auto& [needle, repl] : pairs) out.push_back({Secret::copyOf(needle), repl, "c", false});
   return out;
 }
 
@@ -268,6 +273,153 @@ TEST(ScrubRules, AddDeduplicatesAndMarker) {
   addScrubRule(r, {nullptr, "Q", "b"});
   EXPECT_EQ(r.size(), 2u);
   EXPECT_EQ(redactionMarker("openai"), "[REDACTED:openai]");
+}
+
+// ---------------------------------------------------------------------------------------------
+// URL forms: every spelling a URL encoder can give the secret's bytes.
+
+std::string scrubUrl(std::string_view secret, std::string_view repl,
+                     const std::vector<std::string_view>& parts, uint64_t* count = nullptr) {
+  std::vector<ScrubRule> r;
+  r.push_back({Secret::copyOf(secret), std::string(repl), "c"});  // urlForms by default
+  Scrubber s(std::move(r));
+  std::string out;
+  for (auto part : parts) s.feed(part, out);
+  s.finish(out);
+  if (count) *count = s.count();
+  return out;
+}
+
+TEST(ScrubberUrlForms, EveryEncodingAndEverySplit) {
+  struct UrlCase {
+    const char* name;
+    const char* secret;
+    const char* placeholder;
+    std::string form;  // how the upstream wrote the secret
+    std::string want;  // the placeholder in the same shape (or the input, when no form)
+    uint64_t count;
+  };
+  const UrlCase cases[] = {
+      {"raw", "s3/cr t", "PLJCEJO", "s3/cr t", "PLJCEJO", 1},
+      {"raw_slash_plus_space", "s3/cr t", "PLJCEJO", "s3/cr+t", "PLJCEJO", 1},
+      {"upper_2F_and_20", "s3/cr t", "PLJCEJO", "s3%2Fcr%20t", "PL%4ACE%4AO", 1},
+      {"lower_2f", "s3/cr t", "PLJCEJO", "s3%2fcr%20t", "PL%4aCE%4AO", 1},
+      {"another_byte_escaped", "s3/cr t", "PLJCEJO", "s3%2fcr%2Ct", "s3%2fcr%2Ct", 0},
+      {"every_byte_escaped", "s3/cr t", "PLJCEJO", "%73%33%2f%63%72%20%74", "%50%4C%4a%43%45%4A%4F",
+       1},
+      {"escaped_letter_either_case", "sk-Ab", "PH-Zz", "sk-%41%62", "PH-%5A%7A", 1},
+      {"hex_letters_mixed", "a:b", "PJQ", "a%3Ab", "P%4AQ", 1},
+      {"hex_letters_mixed_lower", "a:b", "PJQ", "a%3ab", "P%4aQ", 1},
+      {"in_a_query", "s3/cr t", "PLJCEJO", "GET /?q=s3%2Fcr+t&x=1", "GET /?q=PL%4ACEJO&x=1", 1},
+      {"twice", "s3/cr t", "PLJCEJO", "s3/cr+t,s3%2fcr%20t", "PLJCEJO,PL%4aCE%4AO", 2},
+      {"percent_and_plus_in_secret", "a%b+c", "PQRST", "a%25b%2Bc", "P%51R%53T", 1},
+      {"percent_escaped_plus_raw", "a%b+c", "PQRST", "a%25b+c", "P%51RST", 1},
+      {"percent_raw_as_sent", "a%b+c", "PQRST", "a%b+c", "PQRST", 1},
+      // Not forms of the secret: a '+' is not an escaped '/', a bad escape is no escape, and a
+      // double encoding is a form of another string (a second decode is out of bounds).
+      {"plus_is_not_slash", "s3/cr t", "PLJCEJO", "s3+cr t", "s3+cr t", 0},
+      {"escaped_plus_is_not_space", "s3/cr t", "PLJCEJO", "s3/cr%2Bt", "s3/cr%2Bt", 0},
+      {"bad_escape", "s3/cr t", "PLJCEJO", "s3%2Gcr t", "s3%2Gcr t", 0},
+      {"double_encoded", "s3/cr t", "PLJCEJO", "s3%252Fcr t", "s3%252Fcr t", 0},
+      {"truncated", "s3/cr t", "PLJCEJO", "s3%2Fcr%2", "s3%2Fcr%2", 0},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    uint64_t count = 0;
+    const std::string_view in(c.form);
+    EXPECT_EQ(scrubUrl(c.secret, c.placeholder, {in}, &count), c.want);
+    EXPECT_EQ(count, c.count);
+    // The client decodes the placeholder, never the secret; the length is kept.
+    auto decoded = percentDecode(c.want, true);
+    if (decoded && c.count > 0) {
+      EXPECT_EQ(decoded->find(c.secret), std::string::npos);
+    }
+    EXPECT_EQ(c.want.size(), c.form.size());
+    for (size_t i = 0; i <= in.size(); ++i) {
+      for (size_t j = i; j <= in.size(); ++j) {
+        ASSERT_EQ(
+            scrubUrl(c.secret, c.placeholder, {in.substr(0, i), in.substr(i, j - i), in.substr(j)}),
+            c.want)
+            << "splits at " << i << ", " << j;
+      }
+    }
+    std::vector<std::string_view> bytes;
+    for (size_t i = 0; i < in.size(); ++i) bytes.push_back(in.substr(i, 1));
+    EXPECT_EQ(scrubUrl(c.secret, c.placeholder, bytes), c.want);
+  }
+}
+
+// Random spellings of a secret (each byte raw, %XX upper, %XX lower, '+' for a space) among
+// other bytes, split at random: the output never decodes to the secret, and it decodes to what
+// the input would decode to with the placeholder for the secret.
+TEST(ScrubberUrlForms, RandomSpellingsNeverDecodeToTheSecret) {
+  const std::string secret = "k/ z+%~";
+  const std::string placeholder = "PHJKLMN";
+  std::mt19937 rng(2026);
+  for (int round = 0; round < 400; ++round) {
+    std::string form;
+    for (char ch : secret) {
+      const auto b = static_cast<unsigned char>(ch);
+      switch (rng() % 4) {
+        case 0:
+          if (ch != '%') {
+            form += ch == ' ' ? '+' : ch;
+            break;
+          }
+          [[fallthrough]];
+        case 1:
+          form += fmt::format("%{:02X}", b);
+          break;
+        case 2:
+          form += fmt::format("%{:02x}", b);
+          break;
+        default:
+          form += ch == ' ' ? "%20" : (ch == '%' ? "%25" : std::string(1, ch));
+      }
+    }
+    const std::string in = "a=1&key=" + form + "&b=%2F+";
+    std::vector<std::string_view> parts;
+    for (size_t pos = 0; pos < in.size();) {
+      size_t n = std::min<size_t>(in.size() - pos, rng() % 7);
+      parts.push_back(std::string_view(in).substr(pos, n));
+      pos += n;
+    }
+    uint64_t count = 0;
+    std::string out = scrubUrl(secret, placeholder, parts, &count);
+    ASSERT_EQ(count, 1u) << in;
+    auto decoded = percentDecode(out, true);
+    ASSERT_TRUE(decoded) << out;
+    EXPECT_EQ(*decoded, "a=1&key=" + placeholder + "&b=/ ") << in << " -> " << out;
+    EXPECT_EQ(out.size(), in.size());
+  }
+}
+
+TEST(ScrubberUrlForms, HeadersOccursInAndHoldBack) {
+  std::vector<ScrubRule> r;
+  r.push_back({Secret::copyOf("s3/cr t"), "PLJCEJO", "c"});
+  Scrubber s(std::move(r));
+  EXPECT_EQ(s.maxHoldBack(), 20u);  // the longest form: every byte escaped
+  EXPECT_TRUE(s.preservesLength());
+  EXPECT_TRUE(s.occursIn("https://x.test/?k=s3%2fcr+t"));
+  EXPECT_FALSE(s.occursIn("https://x.test/?k=s3%2fcr+"));
+  Headers h = {{"Location", "/next?k=s3%2Fcr%20t&p=1"}};
+  EXPECT_EQ(s.scrubHeaders(h), 1u);
+  EXPECT_EQ(h[0].second, "/next?k=PL%4ACE%4AO&p=1");
+  // A paused stream: only a tail that may still become a form waits.
+  std::string out;
+  s.feed("data: s3%2", out);
+  EXPECT_EQ(out, "data: ");
+  s.feed("x\n", out);
+  EXPECT_EQ(out, "data: s3%2x\n");
+  s.finish(out);
+}
+
+TEST(ScrubRules, DuplicateKeepsUrlForms) {
+  std::vector<ScrubRule> r;
+  addScrubRule(r, {Secret::copyOf("same"), "PPPP", "a", false});
+  addScrubRule(r, {Secret::copyOf("same"), "PPPP", "a", true});
+  ASSERT_EQ(r.size(), 1u);
+  EXPECT_TRUE(r[0].urlForms);
 }
 
 }  // namespace

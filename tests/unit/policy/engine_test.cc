@@ -222,9 +222,9 @@ TEST(PolicyEngineRules, PortsMethodsPaths) {
           {"path_not_allowed", "t", visible("api.example.com", 443, "GET", "/admin"), kDeny,
            reason::kPathNotAllowed, "agent.yaml:4"},
           {"dot_dot_refused", "t", visible("api.example.com", 443, "GET", "/v1/../admin"), kDeny,
-           reason::kPathNotAllowed, "agent.yaml:4"},
+           reason::kPathAmbiguous, "agent.yaml:4"},
           {"encoded_dot_dot_refused", "t", visible("api.example.com", 443, "GET", "/v1/%2e%2e/x"),
-           kDeny, reason::kPathNotAllowed, "agent.yaml:4"},
+           kDeny, reason::kPathAmbiguous, "agent.yaml:4"},
           {"star_one_segment", "t", visible("glob.example.com", 443, "GET", "/repos/a/issues"),
            kAllow, reason::kAllowed, "agent.yaml:5"},
           {"star_not_two_segments", "t",
@@ -241,6 +241,92 @@ TEST(PolicyEngineRules, PortsMethodsPaths) {
   EXPECT_EQ(d.detail,
             "port 443 is not allowed for host ports.example.com by policies.p.allow[1] (ports: 80, "
             "8080)");
+}
+
+// Paths an upstream may read as another path: a rule with `paths` cannot decide them, whatever
+// its patterns (Tomcat, Spring and Jetty read /v1/..;/admin as /admin, which /v1/** would
+// never admit). A rule without paths still admits them: it does not look at the path.
+TEST(PolicyEngineRules, AmbiguousPathsAreRefusedWhereAPathRuleDecides) {
+  Cfg c;
+  c.allow("p", R(2).host("api.example.com").methods({"GET"}).paths({"/v1/**"}));
+  c.allow("p", R(3).host("open.example.com"));
+  c.task("t", "p");
+  auto e = c.build();
+  ASSERT_TRUE(e);
+  const char* ambiguous[] = {
+      "/v1/..;/admin",  "/v1/;/x",          "/v1/a;jsessionid=1", "/v1/..",
+      "/v1/./x",        "/v1/../admin",     "/v1/%2e%2e/admin",   "/v1/%2E%2e/admin",
+      "/v1/.%2e/admin", "/v1/%2e/x",        "/v1/%2E/x",          "/v1/..%2fadmin",
+      "/v1/x%2Fy",      "/v1/x%5cy",        "/v1/x%5C..%5Cadmin", "/v1\\..\\admin",
+      "/v1/x%3b/y",     "/v1/%c0%ae%c0%ae", "/v1/%u002e%u002e",   "/v1/%2",
+  };
+  for (const char* path : ambiguous) {
+    SCOPED_TRACE(path);
+    Decision d = e->decide("t", visible("api.example.com", 443, "GET", path));
+    EXPECT_EQ(d.verdict, kDeny);
+    EXPECT_EQ(d.reason, reason::kPathAmbiguous);
+    EXPECT_EQ(d.rule, "agent.yaml:2");
+    EXPECT_EQ(e->decide("t", visible("open.example.com", 443, "GET", path)).verdict, kAllow);
+  }
+  expectCases(*e, {
+                      {"normal_path", "t", visible("api.example.com", 443, "GET", "/v1/a/b"),
+                       kAllow, reason::kAllowed, "agent.yaml:2"},
+                      {"dots_inside_a_name", "t",
+                       visible("api.example.com", 443, "GET", "/v1/a..b/.well-known"), kAllow,
+                       reason::kAllowed, "agent.yaml:2"},
+                      {"other_escape", "t", visible("api.example.com", 443, "GET", "/v1/a%20b"),
+                       kAllow, reason::kAllowed, "agent.yaml:2"},
+                      {"normal_but_outside", "t", visible("api.example.com", 443, "GET", "/admin"),
+                       kDeny, reason::kPathNotAllowed, "agent.yaml:2"},
+                  });
+}
+
+// Method and URL override headers are refused where a rule with methods or paths admits the
+// request, and ignored where no such rule is involved.
+TEST(PolicyEngineRules, OverrideHeadersOnRestrictedRules) {
+  Cfg c;
+  c.allow("p", R(2).host("api.example.com").methods({"GET"}));
+  c.allow("p", R(3).host("paths.example.com").paths({"/v1/**"}));
+  c.allow("p", R(4).host("open.example.com"));
+  c.allow("p", R(5).host("audit.example.com").methods({"GET"}).audit());
+  c.task("t", "p");
+  auto e = c.build();
+  ASSERT_TRUE(e);
+  struct OverrideCase {
+    const char* name;
+    const char* host;
+    const char* header;
+    Verdict verdict;
+    std::string_view reason;
+  };
+  const OverrideCase cases[] = {
+      {"method_override", "api.example.com", "X-HTTP-Method-Override", kDeny,
+       reason::kOverrideHeader},
+      {"method_override_lower", "api.example.com", "x-http-method-override", kDeny,
+       reason::kOverrideHeader},
+      {"x_http_method", "api.example.com", "X-HTTP-Method", kDeny, reason::kOverrideHeader},
+      {"x_method_override", "api.example.com", "X-Method-Override", kDeny, reason::kOverrideHeader},
+      {"original_url", "paths.example.com", "X-Original-URL", kDeny, reason::kOverrideHeader},
+      {"rewrite_url", "paths.example.com", "X-REWRITE-URL", kDeny, reason::kOverrideHeader},
+      {"unrestricted_rule", "open.example.com", "X-HTTP-Method-Override", kAllow, reason::kAllowed},
+      {"audit_rule", "audit.example.com", "X-HTTP-Method-Override", Verdict::kAudit,
+       reason::kOverrideHeader},
+  };
+  for (const auto& oc : cases) {
+    SCOPED_TRACE(oc.name);
+    ASSERT_TRUE(isOverrideHeader(oc.header));
+    Request r = visible(oc.host, 443, "GET", "/v1/x");
+    r.overrideHeader = oc.header;
+    Decision d = e->decide("t", r);
+    EXPECT_EQ(d.verdict, oc.verdict) << d.detail;
+    EXPECT_EQ(d.reason, oc.reason);
+    // Without the header the same request is allowed.
+    r.overrideHeader.reset();
+    EXPECT_EQ(e->decide("t", r).reason, reason::kAllowed);
+  }
+  EXPECT_FALSE(isOverrideHeader("X-HTTP-Method-Overrid"));
+  EXPECT_FALSE(isOverrideHeader("X-Forwarded-For"));
+  EXPECT_FALSE(isOverrideHeader(""));
 }
 
 TEST(PolicyEngineRules, DenyWithMethodsOrPathsNeedsAVisibleRequest) {
@@ -264,7 +350,7 @@ TEST(PolicyEngineRules, DenyWithMethodsOrPathsNeedsAVisibleRequest) {
               // A path we cannot judge must not walk around a deny rule.
               {"non_normal_path_hits_path_deny", "t",
                visible("api.example.com", 443, "GET", "/x/../admin/users"), kDeny,
-               reason::kDeniedByRule, "agent.yaml:4"},
+               reason::kPathAmbiguous, "agent.yaml:4"},
           });
   // The CONNECT must be intercepted, or the deny rules could never apply.
   EXPECT_TRUE(e->decide("t", tunnel("api.example.com")).intercept);

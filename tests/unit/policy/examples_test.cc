@@ -81,7 +81,7 @@ TEST(PolicyExamples, CodingAgentDecisions) {
     }
   }
   Decision openai = e.decide("agent", Request{std::get<Target>(normalizeHost("api.openai.com")),
-                                              443, std::nullopt, std::nullopt});
+                                              443, std::nullopt, std::nullopt, std::nullopt});
   EXPECT_EQ(openai.credential, "openai");
 }
 
