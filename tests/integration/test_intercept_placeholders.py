@@ -233,6 +233,8 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "authorization"],
                          ["Bearer " + API_SECRET])
         self.assertNotIn(API_SECRET, repr(seen[1]))
+        # serve said so when it loaded the config, as `policy lint` does.
+        self.assertIn("admits get no credential, and a placeholder of api", self.sg.stderr())
 
     def test_query_injection_replaces_the_clients_parameter(self):
         # The client sends its own `key`; the upstream gets the secret there instead (once,
