@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
+#include <optional>
 
 #include "broker/encoding.h"
 
@@ -49,12 +51,74 @@ std::string hostList(const config::Credential& c) {
   return out;
 }
 
-struct Involved {
-  const config::Credential* cred;
-  const Placeholder* placeholder;  // set when the client sent this credential's placeholder
-  bool inject;                     // the admitting rule's credential
-  std::shared_ptr<const Secret> secret;
-};
+// A client-chosen name (a header's, a query parameter's) shown in a refusal when it is a short
+// token; else a stand-in, so that a refusal never echoes arbitrary request bytes.
+std::string shownName(std::string_view name, std::string_view placeholder, std::string_view what) {
+  const bool token =
+      !name.empty() && name.size() <= 64 && name.find(placeholder) == std::string_view::npos &&
+      std::all_of(name.begin(), name.end(), [](char ch) {
+        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' || ch == '_' || ch == '.';
+      });
+  return token ? fmt::format("{} {}", what, name) : fmt::format("a {}", what);
+}
+
+bool containsForm(std::string_view text, std::string_view ph, bool percentDecoded) {
+  if (text.find(ph) != std::string_view::npos) return true;
+  if (!percentDecoded || text.find('%') == std::string_view::npos) return false;
+  auto decoded = percentDecode(text, false);
+  bool in = decoded && decoded->find(ph) != std::string::npos;
+  if (decoded) wipe(*decoded);
+  return in;
+}
+
+// Where the request carries placeholder `ph` outside the place credential `c` is injected (the
+// place injection overwrites), as a few words for the refusal; nullopt when it is nowhere else.
+// The same forms PlaceholderSet::findAll looks for: header names and values, the decoded token
+// of a Basic value, the target raw and percent-decoded.
+std::optional<std::string> misplacedAt(std::string_view ph, const config::Credential& c,
+                                       const Headers& headers, std::string_view target) {
+  const config::Injection& inj = c.inject;
+  for (const auto& [name, value] : headers) {
+    if (iequals(name, "proxy-authorization")) continue;
+    const std::string_view token = basicToken(value);
+    if (inj.kind == config::Injection::Kind::kHeader && iequals(name, inj.header)) continue;
+    if (inj.kind == config::Injection::Kind::kBasic && iequals(name, "authorization") &&
+        !token.empty()) {
+      continue;
+    }
+    if (name.find(ph) != std::string::npos) return "a header name";
+    bool in = value.find(ph) != std::string::npos;
+    if (!in && !token.empty()) {
+      if (auto decoded = base64Decode(token)) {
+        in = decoded->find(ph) != std::string::npos;
+        wipe(*decoded);
+      }
+    }
+    if (in) return shownName(name, ph, "header");
+  }
+  const size_t q = target.find('?');
+  if (containsForm(target.substr(0, q), ph, true)) return std::string("the path");
+  if (q == std::string_view::npos) return std::nullopt;
+  const std::string_view query = target.substr(q + 1);
+  std::string rest;  // the query as it goes upstream, less the parameters injection replaces
+  for (size_t start = 0; start <= query.size();) {
+    size_t amp = query.find('&', start);
+    if (amp == std::string_view::npos) amp = query.size();
+    const std::string_view param = query.substr(start, amp - start);
+    start = amp + 1;
+    const std::string_view name = param.substr(0, param.find('='));
+    if (inj.kind == config::Injection::Kind::kQuery) {
+      // The parameters injection removes (by raw or decoded name, as injection does).
+      auto decodedName = percentDecode(name, true);
+      if (name == inj.query || (decodedName && *decodedName == inj.query)) continue;
+    }
+    if (containsForm(param, ph, true)) return shownName(name, ph, "query parameter");
+    rest.append(param).append("&");
+  }
+  // A placeholder cut by '&' is not one; this catches what the walk above could not name.
+  if (containsForm(rest, ph, true)) return std::string("the query");
+  return std::nullopt;
+}
 
 }  // namespace
 
@@ -90,6 +154,18 @@ std::string Injector::replacementFor(const config::Credential& c) const {
   return p ? p->value : redactionMarker(c.name);
 }
 
+std::string injectionPlace(const config::Credential& c) {
+  switch (c.inject.kind) {
+    case config::Injection::Kind::kHeader:
+      return fmt::format("header {}", c.inject.header);
+    case config::Injection::Kind::kBasic:
+      return "Authorization: Basic";
+    case config::Injection::Kind::kQuery:
+      return fmt::format("query parameter {}", c.inject.query);
+  }
+  return "nowhere";
+}
+
 InjectResult Injector::apply(const OutgoingRequest& req, std::string_view credential) const {
   InjectResult result;
   auto refuse = [&](std::string_view why, std::string name, std::string detail) {
@@ -102,9 +178,10 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
   std::string& target = *req.target;
 
   // ---- checks: nothing is edited until all of them pass --------------------------------
-  std::vector<Involved> involved;
+  std::vector<std::pair<const Placeholder*, const config::Credential*>> found;
   if (placeholders_) {
     for (const Placeholder* p : placeholders_->findAll(headers, target)) {
+      result.placeholder = true;
       const config::Credential* c = find(p->credential);
       if (!c) {
         return refuse(reason::kCredentialUnavailable, p->credential,
@@ -119,47 +196,61 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
                                   "which may only be sent to {}",
                                   req.host, c->name, hostList(*c)));
       }
-      involved.push_back({c, p, false, nullptr});
+      found.emplace_back(p, c);
+    }
+    // A placeholder is honoured only where its credential is injected, on a request that a
+    // rule naming that credential admitted: anywhere else the secret could be stored by the
+    // upstream and read back through a route (or an account) that carries no credential.
+    for (const auto& [p, c] : found) {
+      if (c->name != credential) {
+        return refuse(
+            reason::kPlaceholderMisplaced, c->name,
+            fmt::format("possible exfiltration attempt: the request carries the placeholder of "
+                        "credential `{}`, but the rule that admitted it {}; a placeholder is "
+                        "honoured only on requests that a rule naming its credential admits",
+                        c->name,
+                        credential.empty() ? std::string("names no credential")
+                                           : fmt::format("names credential `{}`", credential)));
+      }
+      if (auto where = misplacedAt(p->value, *c, headers, target)) {
+        return refuse(reason::kPlaceholderMisplaced, c->name,
+                      fmt::format("possible exfiltration attempt: the request carries the "
+                                  "placeholder of credential `{}` in {}; it is honoured only in "
+                                  "{}, where sandgate puts the secret",
+                                  c->name, *where, injectionPlace(*c)));
+      }
     }
   }
-  if (!credential.empty()) {
-    const config::Credential* c = find(credential);
-    if (!c) {
-      return refuse(reason::kCredentialUnavailable, std::string(credential),
-                    fmt::format("no credential named `{}` in this configuration", credential));
-    }
-    if (!hostAllowed(*c, req.host)) {
-      return refuse(reason::kCredentialHostMismatch, c->name,
-                    fmt::format("credential `{}` may only be sent to {}, not {}", c->name,
-                                hostList(*c), req.host));
-    }
-    auto it = std::find_if(involved.begin(), involved.end(),
-                           [&](const Involved& i) { return i.cred == c; });
-    if (it != involved.end()) {
-      it->inject = true;
-    } else {
-      involved.push_back({c, nullptr, true, nullptr});
-    }
+  // Only the rule's credential goes out: any placeholder left is its own, in its place.
+  result.placeholder = !found.empty();
+  if (credential.empty()) return result;
+  const config::Credential* cp = find(credential);
+  if (!cp) {
+    return refuse(reason::kCredentialUnavailable, std::string(credential),
+                  fmt::format("no credential named `{}` in this configuration", credential));
   }
-  for (auto& i : involved) {
-    if (!req.tls && !i.cred->allowPlaintext) {
-      return refuse(reason::kCredentialRequiresTls, i.cred->name,
-                    fmt::format("credential `{}` is only sent over TLS; this is a plain http:// "
-                                "request to {}",
-                                i.cred->name, req.host));
-    }
-    Fetch f = store_->get(i.cred->name);
-    if (!f.ok()) return refuse(f.reason, i.cred->name, std::move(f.detail));
-    i.secret = std::move(f.secret);
+  const config::Credential& c = *cp;
+  if (!hostAllowed(c, req.host)) {
+    return refuse(reason::kCredentialHostMismatch, c.name,
+                  fmt::format("credential `{}` may only be sent to {}, not {}", c.name, hostList(c),
+                              req.host));
   }
+  if (!req.tls && !c.allowPlaintext) {
+    return refuse(reason::kCredentialRequiresTls, c.name,
+                  fmt::format("credential `{}` is only sent over TLS; this is a plain http:// "
+                              "request to {}",
+                              c.name, req.host));
+  }
+  Fetch f = store_->get(c.name);
+  if (!f.ok()) return refuse(f.reason, c.name, std::move(f.detail));
+  const std::shared_ptr<const Secret> held = std::move(f.secret);
 
   // ---- edits ---------------------------------------------------------------------------
   size_t q = target.find('?');
-  for (auto& i : involved) {
-    const config::Credential& c = *i.cred;
+  {
     // reveal(): the secret goes into the outgoing request to a host its credential names,
     // which leaves only over verified TLS (or plaintext where the credential allows it).
-    const std::string_view secret = i.secret->reveal();
+    const std::string_view secret = held->reveal();
     const std::string replacement = replacementFor(c);
     // A credential with `scrub: false` leaves responses as the upstream sent them.
     // Another form of the secret (Basic) is copied into protected memory only when it is to
@@ -168,45 +259,8 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
     auto scrubForm = [&](std::string_view form, std::string shown) {
       if (c.scrub) addScrubRule(result.scrub, {Secret::copyOf(form), std::move(shown), c.name});
     };
-    if (c.scrub) addScrubRule(result.scrub, {i.secret, replacement, c.name});
+    if (c.scrub) addScrubRule(result.scrub, {held, replacement, c.name});
 
-    if (i.placeholder) {
-      const std::string& ph = i.placeholder->value;
-      for (auto& [name, value] : headers) {
-        if (iequals(name, "proxy-authorization")) continue;
-        if (auto token = basicToken(value); !token.empty()) {
-          if (auto decoded = base64Decode(token)) {
-            std::string original(token);
-            if (replaceAll(*decoded, ph, secret)) {
-              std::string encoded = base64Encode(*decoded);
-              wipe(*decoded);
-              // The Basic form is what an echoing upstream would reflect: scrub it back to
-              // what the client sent.
-              scrubForm(encoded, original);
-              std::string newValue = "Basic " + encoded;
-              wipe(encoded);
-              wipe(value);
-              value = std::move(newValue);
-              continue;
-            }
-          }
-        }
-        replaceAll(value, ph, secret);
-      }
-      if (q != std::string::npos) {
-        std::string query = target.substr(q + 1);
-        std::string encoded = percentEncode(secret);
-        if (replaceAll(query, ph, encoded)) {
-          std::string newTarget = target.substr(0, q + 1) + query;
-          wipe(target);
-          target = std::move(newTarget);
-        }
-        wipe(query);
-        wipe(encoded);
-      }
-    }
-
-    if (!i.inject) continue;
     const config::Injection& inj = c.inject;
     switch (inj.kind) {
       case config::Injection::Kind::kHeader: {
@@ -260,9 +314,8 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
       }
     }
   }
-  result.credential = credential.empty() && !involved.empty() ? involved.front().cred->name
-                                                              : std::string(credential);
-  result.injected = !involved.empty();
+  result.credential = c.name;
+  result.injected = true;
   return result;
 }
 

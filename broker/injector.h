@@ -29,7 +29,10 @@ struct InjectResult {
   std::string_view reason;  // empty on success; else a reason:: token and the request must not go
   std::string detail;       // one sentence for logs and the refusal body; never secret bytes
   std::string credential;   // the credential concerned (injected, or the cause of the refusal)
-  bool injected = false;    // a secret went into the request (a placeholder's, the credential)
+  bool injected = false;    // the credential's secret went into the request
+  // The request carried the placeholder of `credential`: on success it was where the secret
+  // goes and was replaced by it; on a refusal, the refusal is about a placeholder.
+  bool placeholder = false;
   // What to scrub from the response (add them to the connection's rules with addScrubRule):
   // the forms of each secret that went in, except for credentials with `scrub: false`.
   std::vector<ScrubRule> scrub;
@@ -40,6 +43,10 @@ struct InjectResult {
 // Does credential host pattern `pattern` (exact, or "*.suffix": any subdomain, not the apex)
 // cover `host`? Case-insensitive, trailing dots ignored; anything else (e.g. "re:") never matches.
 bool credentialHostMatches(std::string_view pattern, std::string_view host);
+
+// Where credential `c` is injected, for people: "header Authorization", "Authorization: Basic",
+// "query parameter key". The one place a placeholder of `c` is honoured.
+std::string injectionPlace(const config::Credential& c);
 
 // One task's view of the credentials of one snapshot. Immutable and thread-safe.
 class Injector {
@@ -53,13 +60,19 @@ class Injector {
   // credential; empty for none). In order:
   //  1. Every placeholder of this task found in the request (see PlaceholderSet::findIn) must
   //     belong to a credential whose hosts cover req.host, else credential_host_mismatch.
-  //  2. `credential`, if named, must cover req.host too (else credential_host_mismatch).
-  //  3. Over plain HTTP, each credential involved must allow_plaintext (credential_requires_tls).
-  //  4. Each secret involved is fetched; any unavailable one fails the request
-  //     (credential_unavailable): a request never goes out without the secret it needs.
-  //  5. Placeholders are replaced by their secrets in header values, inside Basic tokens, and in
-  //     the query string; then `credential` is injected, replacing (never appending to) any
-  //     header or query parameter of that name that the client sent.
+  //  2. Each placeholder must be that of `credential` (a rule's methods and paths bind its
+  //     credential: a request another rule admitted gets no secret), and must appear only
+  //     where `credential` is injected (injectionPlace): else placeholder_misplaced. A
+  //     placeholder anywhere else (User-Agent, Cookie, an X- header, a Basic token in another
+  //     header, another query parameter, the path) would put the secret where the upstream may
+  //     store it and hand it back through a route that carries no credential.
+  //  3. `credential`, if named, must cover req.host too (else credential_host_mismatch).
+  //  4. Over plain HTTP, it must allow_plaintext (credential_requires_tls).
+  //  5. Its secret is fetched; if unavailable the request fails (credential_unavailable): a
+  //     request never goes out without the secret it needs.
+  //  6. `credential` is injected, replacing (never appending to) every header or query
+  //     parameter of that name the client sent: this is what replaces a placeholder, so the
+  //     only place a secret ever goes is the injection's.
   // All checks come before any edit: a refused request is left exactly as it was.
   InjectResult apply(const OutgoingRequest& req, std::string_view credential) const;
 

@@ -18,6 +18,9 @@ namespace reason {
 inline constexpr std::string_view kCredentialUnavailable = "credential_unavailable";
 inline constexpr std::string_view kCredentialHostMismatch = "credential_host_mismatch";
 inline constexpr std::string_view kCredentialRequiresTls = "credential_requires_tls";
+// 403: a placeholder outside the one place its credential is injected, or on a request whose
+// admitting rule does not name its credential: a possible exfiltration attempt.
+inline constexpr std::string_view kPlaceholderMisplaced = "placeholder_misplaced";
 }  // namespace reason
 
 struct StoreOptions {

@@ -1,10 +1,12 @@
 // `sandgate policy lint | check | test`: argument parsing and output formatting only.
+#include <fmt/format.h>
+
 #include <boost/json.hpp>
 #include <cstdio>
-#include <fmt/format.h>
 #include <map>
 #include <memory>
 
+#include "broker/injector.h"
 #include "cli/commands.h"
 #include "config/config.h"
 #include "config/test_cases.h"
@@ -51,9 +53,9 @@ int runLint(const std::string& file) {
     fmt::print(stderr, "{}: invalid\n", file);
     return kExitDenyOrInvalid;
   }
-  fmt::print("{}: ok ({} tasks, {} policies, {} credentials)\n", file,
-             loaded->config.tasks.size(), loaded->config.policies.size(),
-             loaded->config.credentials.size());
+  for (const auto& w : loaded->engine->warnings()) fmt::print(stderr, "warning: {}\n", w.str());
+  fmt::print("{}: ok ({} tasks, {} policies, {} credentials)\n", file, loaded->config.tasks.size(),
+             loaded->config.policies.size(), loaded->config.credentials.size());
   return kExitAllowOrValid;
 }
 
@@ -99,13 +101,18 @@ int runCheck(const CheckArgs& args) {
       o["path"] = target.path.value_or("/");
     }
     o["credential"] = d.credential;
+    if (auto c = loaded->config.credentials.find(d.credential);
+        d.allowed() && c != loaded->config.credentials.end()) {
+      o["injected_into"] = broker::injectionPlace(c->second);
+    }
     o["intercept"] = d.intercept;
     if (result.resolvedAddress) o["resolved"] = result.resolvedAddress->str();
     fmt::print("{}\n", boost::json::serialize(o));
   } else {
-    std::string what = fmt::format("{}:{}", target.target.isAddress && target.target.address.v6
-                                                ? "[" + target.target.name + "]"
-                                                : target.target.name,
+    std::string what = fmt::format("{}:{}",
+                                   target.target.isAddress && target.target.address.v6
+                                       ? "[" + target.target.name + "]"
+                                       : target.target.name,
                                    target.port);
     if (visible) what = fmt::format("{} {}{}", effectiveMethod, what, target.path.value_or("/"));
     fmt::print("{} {} (task {})\n", policy::verdictName(d.verdict), what, args.task);
@@ -118,6 +125,20 @@ int runCheck(const CheckArgs& args) {
     if (d.allowed() && d.intercept) {
       fmt::print("  TLS: intercepted{}\n",
                  d.credential.empty() ? "" : " (credential " + d.credential + " injected)");
+    }
+    if (d.allowed()) {
+      // Which secret this target gets, and where the sandbox's placeholder would be honoured.
+      auto c = loaded->config.credentials.find(d.credential);
+      if (c != loaded->config.credentials.end()) {
+        fmt::print("  credential: {} (injected into {}; its placeholder is honoured only there)\n",
+                   d.credential, broker::injectionPlace(c->second));
+      } else if (!visible && d.intercept) {
+        fmt::print(
+            "  credential: none for the CONNECT (each request inside gets its admitting rule's; "
+            "pass a URL to see one)\n");
+      } else {
+        fmt::print("  credential: none (a placeholder sent on this request is refused)\n");
+      }
     }
   }
   return d.allowed() ? kExitAllowOrValid : kExitDenyOrInvalid;
@@ -165,9 +186,9 @@ int runTests(const TestArgs& args) {
         continue;
       }
       ++failed;
-      fmt::print("FAIL {}:{}:{}: {} (task {}, target {}{}): {}\n", file, tc.mark.line,
-                 tc.mark.col, tc.name, tc.task, tc.target,
-                 tc.method ? ", method " + *tc.method : "", outcome.message);
+      fmt::print("FAIL {}:{}:{}: {} (task {}, target {}{}): {}\n", file, tc.mark.line, tc.mark.col,
+                 tc.name, tc.task, tc.target, tc.method ? ", method " + *tc.method : "",
+                 outcome.message);
     }
   }
   fmt::print("{} passed, {} failed\n", passed, failed);
@@ -188,10 +209,10 @@ void addPolicyCommands(CLI::App& app, Action* action) {
   lint->callback([action, lintFile] { *action = [lintFile] { return runLint(*lintFile); }; });
 
   auto check = std::make_shared<CheckArgs>();
-  auto* checkCmd = policy->add_subcommand(
-      "check",
-      "Show the decision for TARGET (host:port, IP, or http(s):// URL). "
-      "Exit 0 allow, 1 deny, 2 usage or config error.");
+  auto* checkCmd =
+      policy->add_subcommand("check",
+                             "Show the decision for TARGET (host:port, IP, or http(s):// URL). "
+                             "Exit 0 allow, 1 deny, 2 usage or config error.");
   checkCmd->add_option("--config", check->config, "config file")->required();
   checkCmd->add_option("--task", check->task, "task name")->required();
   checkCmd->add_option("--method", check->method,

@@ -264,10 +264,12 @@ class Compiler {
             continue;
           }
           // Rules that can never admit the same request are not a tie.
-          if (!a.methods.empty() && !b.methods.empty() && !intersects(a.methods, b.methods))
-            continue;
-          if (!a.pathTexts.empty() && !b.pathTexts.empty() &&
-              !intersects(a.pathTexts, b.pathTexts)) {
+          const bool disjoint =
+              (!a.methods.empty() && !b.methods.empty() && !intersects(a.methods, b.methods)) ||
+              (!a.pathTexts.empty() && !b.pathTexts.empty() &&
+               !intersects(a.pathTexts, b.pathTexts));
+          if (disjoint) {
+            if (a.credential.empty() != b.credential.empty()) warnMixed(a, b);
             continue;
           }
           if (!reportedTies_.insert({a.order, b.order}).second) continue;
@@ -286,11 +288,30 @@ class Compiler {
     });
   }
 
+  // One host, one rule with a credential and one without (disjoint methods or paths): legal,
+  // and often meant (a public path), but the credential then binds only to the first rule's
+  // requests, which a policy author may not expect.
+  void warnMixed(const CompiledRule& a, const CompiledRule& b) {
+    if (!reportedMixes_.insert({a.order, b.order}).second) return;
+    const CompiledRule& with = a.credential.empty() ? b : a;
+    const CompiledRule& without = a.credential.empty() ? a : b;
+    impl_.warnings.push_back(Diagnostic{
+        cfg_.file, without.patternMark.line, without.patternMark.col,
+        without.keyPath + (without.host ? ".host" : ".cidrs"),
+        "rules at " + with.where + " (" + with.keyPath + ", credential " + with.credential +
+            ") and " + without.where + " (" + without.keyPath + ", no credential) both match " +
+            describePattern(without) + ": requests that " + without.keyPath +
+            " admits get no credential, and a placeholder of " + with.credential +
+            " sent on them is refused (placeholder_misplaced); if they need it, add `credential: " +
+            with.credential + "` to " + without.keyPath});
+  }
+
   const config::Config& cfg_;
   Engine::Impl& impl_;
   Diagnostics errors_;
   std::map<std::string, std::pair<std::vector<CompiledRule*>, std::vector<CompiledRule*>>> lists_;
   std::set<std::pair<int, int>> reportedTies_;
+  std::set<std::pair<int, int>> reportedMixes_;
 };
 
 }  // namespace
@@ -304,6 +325,8 @@ Result<std::shared_ptr<const Engine>> Engine::compile(const config::Config& cfg)
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Engine::~Engine() = default;
+
+const Diagnostics& Engine::warnings() const { return impl_->warnings; }
 
 bool Engine::hasTask(std::string_view task) const {
   return impl_->tasks.find(task) != impl_->tasks.end();

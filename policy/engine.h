@@ -101,6 +101,11 @@ class Engine {
 
   bool hasTask(std::string_view task) const;
 
+  // What compiles but may not do what its author meant (`sandgate policy lint` prints them):
+  // one host with a rule that names a credential and another, for other methods or paths,
+  // that names none.
+  const Diagnostics& warnings() const;
+
   ~Engine();
   struct Impl;
 

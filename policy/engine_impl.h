@@ -26,6 +26,7 @@ struct Engine::Impl {
   HostIndex globalDeny;
   std::vector<std::unique_ptr<CompiledPolicy>> policies;
   std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> tasks;
+  Diagnostics warnings;  // see Engine::warnings()
 };
 
 }  // namespace sandgate::policy

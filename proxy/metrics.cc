@@ -78,14 +78,18 @@ TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string n
   intercepted_ = &families_->intercepted->Add({{"task", name_}});
 }
 
-void TaskMetrics::credentialInjection(std::string_view credential, std::string_view result) {
+void TaskMetrics::credentialInjection(std::string_view credential, std::string_view result,
+                                      std::string_view how) {
+  const std::string_view shownHow = how == "placeholder" ? "placeholder" : "injected";
   std::lock_guard lock(mu_);
   std::string key = brokerKey('i', credential, result);
+  key.append("|").append(shownHow);
   auto it = broker_.find(key);
   if (it == broker_.end()) {
     auto& c = families_->injections->Add({{"task", name_},
                                           {"credential", std::string(credential)},
-                                          {"result", std::string(result)}});
+                                          {"result", std::string(result)},
+                                          {"how", std::string(shownHow)}});
     it = broker_.emplace(std::move(key), &c).first;
   }
   it->second->Increment();
@@ -186,10 +190,13 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                             .Name("sandgate_request_duration_seconds")
                             .Help("Duration of requests and tunnels, by task")
                             .Register(*registry);
-  families->injections = &prometheus::BuildCounter()
-                              .Name("sandgate_credential_injections_total")
-                              .Help("Credential injections by task, credential and result")
-                              .Register(*registry);
+  families->injections =
+      &prometheus::BuildCounter()
+           .Name("sandgate_credential_injections_total")
+           .Help(
+               "Secrets sent upstream (result ok) or refused, by task, credential, "
+               "result and how (injected, placeholder)")
+           .Register(*registry);
   families->scrubs = &prometheus::BuildCounter()
                           .Name("sandgate_secret_scrubs_total")
                           .Help("Secrets replaced in upstream responses, by task and credential")

@@ -41,8 +41,11 @@ class TaskMetrics {
   void bytesUp(uint64_t n);
   void bytesDown(uint64_t n);
   void requestDuration(double seconds);
-  // Interception: `credential` is a config key (bounded), `result` "ok" or a reason token.
-  void credentialInjection(std::string_view credential, std::string_view result);
+  // A secret sent upstream (`result` "ok") or refused (a reason token). `credential` is a
+  // config key (bounded); `how` is "injected" (sandgate added it for the admitting rule) or
+  // "placeholder" (the sandbox's placeholder stood where it is injected, or was refused).
+  void credentialInjection(std::string_view credential, std::string_view result,
+                           std::string_view how);
   void secretScrubs(std::string_view credential, uint64_t n);
   void tlsIntercepted();
 

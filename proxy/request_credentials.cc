@@ -41,6 +41,11 @@ std::string_view registeredName(std::string_view coding) {
   return "an unregistered coding";
 }
 
+// The `how` label of sandgate_credential_injections_total.
+std::string_view how(const broker::InjectResult& inj) {
+  return inj.placeholder ? "placeholder" : "injected";
+}
+
 void replaceFields(http::fields& f, broker::Headers& hs) {
   f.clear();
   for (auto& [name, value] : hs) f.insert(name, value);
@@ -113,18 +118,27 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   if (!inj.ok()) {
     wipeAll(hs);
     broker::wipe(target);
-    if (tm && !inj.credential.empty()) tm->credentialInjection(inj.credential, inj.reason);
-    if (inj.reason == broker::reason::kCredentialHostMismatch) {
+    if (tm && !inj.credential.empty()) {
+      tm->credentialInjection(inj.credential, inj.reason, how(inj));
+    }
+    if (inj.reason == broker::reason::kCredentialHostMismatch ||
+        inj.reason == broker::reason::kPlaceholderMisplaced) {
       // The sandbox tried to send a credential (or its placeholder) where it must never go.
       spdlog::warn("task {}: possible exfiltration attempt refused: {}", task.name, inj.detail);
+      // And in the audit line, which a deny does not otherwise give an error.
+      rec.error = inj.reason == broker::reason::kPlaceholderMisplaced
+                      ? inj.detail
+                      : "possible exfiltration attempt: " + inj.detail;
     }
     const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
     return Refusal{status, inj.reason, task.name, rec.host, decision.rule, inj.detail, ""};
   }
   rec.injected = inj.injected;
-  if (tm && !decision.credential.empty()) tm->credentialInjection(decision.credential, "ok");
+  // Every secret that goes out is counted once: how says whether the sandbox's placeholder
+  // stood in its place or sandgate added it.
+  if (tm && inj.injected) tm->credentialInjection(inj.credential, "ok", how(inj));
   if (!inj.injected) {
-    // No placeholder was found and nothing was injected: the head is unchanged.
+    // No credential: nothing was injected and no placeholder found; the head is unchanged.
     wipeAll(hs);
     broker::wipe(target);
     return std::nullopt;

@@ -1,5 +1,5 @@
 // The broker's part in the requests of one client connection, whether they leave over verified
-// TLS (interception) or as plain http:// (forwarding): placeholders checked and replaced, the
+// TLS (interception) or as plain http:// (forwarding): placeholders checked, the
 // admitting rule's credential injected, and the secrets that went upstream scrubbed from the
 // responses that follow. Internal to proxy/ (forward.cc, intercept_session.cc).
 #pragma once
@@ -27,9 +27,10 @@ class RequestCredentials {
 
   // Checks, then edits, a request head about to go upstream to `host` (hop-by-hop and Proxy-*
   // fields already removed): every placeholder it carries must belong to a credential whose
-  // hosts cover `host`, and the admitting rule's credential must be loadable; then the
-  // placeholders are replaced by their secrets (headers, Basic tokens, the query) and the
-  // credential is injected. `tls`: the request leaves over verified TLS; over plain HTTP only
+  // hosts cover `host` (else credential_host_mismatch), must be that of the admitting rule's
+  // credential and stand only where it is injected (else placeholder_misplaced; see
+  // broker::Injector::apply), and the credential must be loadable; then the credential is
+  // injected, which is what replaces its placeholder. `tls`: the request leaves over verified TLS; over plain HTTP only
   // a credential with allow_plaintext may be sent (else credential_requires_tls). Sets the
   // audit record's credential and injected, counts the injection, and returns the refusal to
   // send instead (the head is then left as it was). When a secret went into the head, Accept-

@@ -2,6 +2,7 @@
 #include "proxy/snapshot.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include "broker/store.h"
 #include "proxy/admin_socket.h"
@@ -19,6 +20,8 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
   if (!engine) return engine.errors();
   snap->generation = generation;
   snap->engine = std::move(engine.value());
+  // What `policy lint` warns about, once per load or reload.
+  for (const auto& w : snap->engine->warnings()) spdlog::warn("config: {}", w.str());
   snap->defaults = config::resolveLimits(cfgRef.limits, config::Limits{});
   Diagnostics errors;
   for (const auto& t : cfgRef.tasks) {

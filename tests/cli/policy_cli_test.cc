@@ -98,7 +98,8 @@ class PolicyCli : public ::testing::Test {
 };
 
 TEST_F(PolicyCli, LintAcceptsTheShippedExamples) {
-  for (const auto& entry : fs::directory_iterator(fs::path(SANDGATE_SOURCE_DIR) / "config/examples")) {
+  for (const auto& entry :
+       fs::directory_iterator(fs::path(SANDGATE_SOURCE_DIR) / "config/examples")) {
     if (entry.path().extension() != ".yaml" || entry.path().string().ends_with(".tests.yaml")) {
       continue;
     }
@@ -159,20 +160,45 @@ TEST_F(PolicyCli, CheckDecisions) {
       {"deny_beats_allow", "gist.githubusercontent.com:443", {}, 1, "deny", "denied_by_rule", 34},
       {"global_deny", "metadata.google.internal:443", {}, 1, "deny", "global_deny", 37},
       {"plain_http_url", "http://plain.test/x", {}, 0, "allow", "allowed", 25},
-      {"https_url_method_ok", "https://api.llm.test/v1/responses", {"--method", "POST"}, 0,
-       "allow", "allowed", 20},
-      {"url_default_get", "https://api.llm.test/v1/responses", {}, 1, "deny",
-       "method_not_allowed", 20},
-      {"path_glob_deep", "https://api.llm.test/v1/models/a/b", {"--method", "POST"}, 0, "allow",
-       "allowed", 20},
-      {"path_not_allowed", "https://api.llm.test/v2/x", {"--method", "POST"}, 1, "deny",
-       "path_not_allowed", 20},
+      {"https_url_method_ok",
+       "https://api.llm.test/v1/responses",
+       {"--method", "POST"},
+       0,
+       "allow",
+       "allowed",
+       20},
+      {"url_default_get",
+       "https://api.llm.test/v1/responses",
+       {},
+       1,
+       "deny",
+       "method_not_allowed",
+       20},
+      {"path_glob_deep",
+       "https://api.llm.test/v1/models/a/b",
+       {"--method", "POST"},
+       0,
+       "allow",
+       "allowed",
+       20},
+      {"path_not_allowed",
+       "https://api.llm.test/v2/x",
+       {"--method", "POST"},
+       1,
+       "deny",
+       "path_not_allowed",
+       20},
       {"loopback_literal", "127.0.0.1:443", {}, 1, "deny", "address_denied", 0},
       {"decimal_loopback", "2130706433:443", {}, 1, "deny", "address_denied", 0},
       {"resolve_override_loopback", "local.test:443", {}, 1, "deny", "address_denied", 0},
       {"resolve_override_cidr_opened", "intranet.test:443", {}, 0, "allow", "allowed", 27},
-      {"audit_mode", "https://audited.test/", {"--method", "POST"}, 0, "audit",
-       "method_not_allowed", 30},
+      {"audit_mode",
+       "https://audited.test/",
+       {"--method", "POST"},
+       0,
+       "audit",
+       "method_not_allowed",
+       30},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -217,6 +243,67 @@ TEST_F(PolicyCli, CheckInterceptionIsShown) {
   EXPECT_EQ(o["credential"].as_string(), "llm");
 }
 
+// One host, the credential on GET /v1/** only, /public/** without: valid, but the credential
+// binds to the first rule's requests alone, so lint says so.
+constexpr const char* kMixedConfig = R"(credentials:
+  llm:
+    source: { env: SANDGATE_TEST_LLM_KEY }
+    optional: true
+    hosts: [api.llm.test]
+    inject: { header: Authorization, value: "Bearer {secret}" }
+policies:
+  agent:
+    allow:
+      - host: api.llm.test
+        methods: [GET]
+        paths: ["/v1/**"]
+        credential: llm
+      - host: api.llm.test
+        paths: ["/public/**"]
+tasks:
+  - name: demo
+    policy: agent
+)";
+
+TEST_F(PolicyCli, LintWarnsWhenOneHostHasRulesWithAndWithoutACredential) {
+  auto mixed = write("mixed.yaml", kMixedConfig);
+  auto r = run({"policy", "lint", mixed});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find(": ok"), std::string::npos) << r.out;
+  EXPECT_NE(r.err.find("warning: " + mixed + ":14:15: policies.agent.allow[1].host"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("policies.agent.allow[1] admits get no credential"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("placeholder_misplaced"), std::string::npos) << r.err;
+  // The test config mixes nothing on one host: no warning.
+  auto clean = run({"policy", "lint", config_});
+  EXPECT_EQ(clean.err.find("warning"), std::string::npos) << clean.err;
+}
+
+TEST_F(PolicyCli, CheckShowsTheCredentialATargetGets) {
+  auto r = check("https://api.llm.test/v1/responses", {"--method", "POST"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("  credential: llm (injected into header Authorization; its placeholder is "
+                       "honoured only there)"),
+            std::string::npos)
+      << r.out;
+  auto o = checkJson("https://api.llm.test/v1/responses", {"--method", "POST"});
+  EXPECT_EQ(o["credential"].as_string(), "llm");
+  EXPECT_EQ(o["injected_into"].as_string(), "header Authorization");
+  // Another rule of the same host: no credential, and a placeholder would be refused.
+  config_ = write("mixed.yaml", kMixedConfig);
+  r = check("https://api.llm.test/public/echo", {"--method", "POST"});
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("  credential: none (a placeholder sent on this request is refused)"),
+            std::string::npos)
+      << r.out;
+  EXPECT_FALSE(checkJson("https://api.llm.test/public/echo").contains("injected_into"));
+  r = check("https://api.llm.test/v1/models");
+  EXPECT_NE(r.out.find("  credential: llm (injected into header Authorization"), std::string::npos)
+      << r.out;
+}
+
 TEST_F(PolicyCli, CheckUsageErrorsExitTwo) {
   EXPECT_EQ(run({"policy", "check", "--config", config_, "--task", "nobody", "a.test:443"}).status,
             2);
@@ -231,13 +318,14 @@ TEST_F(PolicyCli, CheckUsageErrorsExitTwo) {
 }
 
 TEST_F(PolicyCli, TestRunnerPassesAndFails) {
-  auto good = write("good.tests.yaml",
-                    "config: config.yaml\n"
-                    "cases:\n"
-                    "  - {task: demo, target: registry.npmjs.org:443, expect: allow}\n"
-                    "  - {task: demo, target: example.org, expect: deny, reason: no_matching_rule}\n"
-                    "  - {task: demo, target: \"https://api.llm.test/v1/responses\", method: POST,"
-                    " expect: allow}\n");
+  auto good =
+      write("good.tests.yaml",
+            "config: config.yaml\n"
+            "cases:\n"
+            "  - {task: demo, target: registry.npmjs.org:443, expect: allow}\n"
+            "  - {task: demo, target: example.org, expect: deny, reason: no_matching_rule}\n"
+            "  - {task: demo, target: \"https://api.llm.test/v1/responses\", method: POST,"
+            " expect: allow}\n");
   auto r = run({"policy", "test", good});
   EXPECT_EQ(r.status, 0) << r.out << r.err;
   EXPECT_NE(r.out.find("3 passed, 0 failed"), std::string::npos) << r.out;
@@ -278,9 +366,11 @@ TEST_F(PolicyCli, ShippedPolicyTestsPass) {
 }
 
 TEST_F(PolicyCli, HelpOnEveryCommand) {
-  const std::vector<std::vector<std::string>> commands = {
-      {"--help"}, {"policy", "--help"}, {"policy", "lint", "--help"},
-      {"policy", "check", "--help"}, {"policy", "test", "--help"}};
+  const std::vector<std::vector<std::string>> commands = {{"--help"},
+                                                          {"policy", "--help"},
+                                                          {"policy", "lint", "--help"},
+                                                          {"policy", "check", "--help"},
+                                                          {"policy", "test", "--help"}};
   for (const auto& c : commands) {
     auto r = run(c);
     EXPECT_EQ(r.status, 0) << c.back();

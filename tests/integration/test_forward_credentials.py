@@ -6,10 +6,13 @@ intercepted tunnel: the upstream is asked for identity bodies, a gzip or deflate
 anyway is decoded and scrubbed, any other coding is refused (`502 response_not_scrubbable`),
 and a credential with `scrub: false` is not scrubbed at all. A rule naming a credential
 without it fails the request closed (`403 credential_requires_tls`): the request never
-leaves without its credential, and the secret never leaves in clear. plain.test and
-clear.test map to one plain-HTTP echo upstream.
+leaves without its credential, and the secret never leaves in clear. A placeholder is honoured
+only in the header its credential is injected into; anywhere else on the request it is refused
+(`403 placeholder_misplaced`) and the upstream sees nothing. plain.test, ph.test and clear.test
+map to one plain-HTTP echo upstream.
 """
 
+import base64
 import gzip
 import json
 import unittest
@@ -22,6 +25,7 @@ TOKEN = "tok-fwd-cred"
 PLAIN_SECRET = "plainsecret-0123456789abcdefghij"
 NOSCRUB_SECRET = "noscrubsecret-0123456789abcdefghij"
 TLS_SECRET = "sk-tlsonlysecret-0123456789abcdef"
+PH_SECRET = "sk-plainphsecret-0123456789abcdef"
 
 
 class ForwardCredentialsTest(unittest.TestCase):
@@ -37,22 +41,29 @@ class ForwardCredentialsTest(unittest.TestCase):
             "noscrub": {"source": {"file": cls.sg.secret_file("noscrub", NOSCRUB_SECRET)},
                         "hosts": ["noscrub.test"], "allow_plaintext": True, "scrub": False,
                         "inject": {"header": "X-Api-Key", "value": "{secret}"}},
+            "plainph": {"source": {"file": cls.sg.secret_file("plainph", PH_SECRET)},
+                        "hosts": ["ph.test"], "allow_plaintext": True, "placeholder": "PH_KEY",
+                        "inject": {"header": "X-Api-Key", "value": "{secret}"}},
             "tlsonly": {"source": {"file": cls.sg.secret_file("tlsonly", TLS_SECRET)},
                         "hosts": ["clear.test"],
                         "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
         }
         policies = {"web": {"allow": [dict(rule, host="plain.test", credential="plainok"),
                                       dict(rule, host="noscrub.test", credential="noscrub"),
+                                      dict(rule, host="ph.test", credential="plainph"),
                                       dict(rule, host="clear.test", credential="tlsonly")]}}
         cls.sg.config = cls.sg.make_config(
             policies, [{"name": "demo", "policy": "web", "token": TOKEN}],
             resolve={"plain.test": "127.0.0.1:%d" % cls.up.port,
                      "noscrub.test": "127.0.0.1:%d" % cls.up.port,
+                     "ph.test": "127.0.0.1:%d" % cls.up.port,
                      "clear.test": "127.0.0.1:%d" % cls.up.port},
             extra={"credentials": creds})
+        cls.sg.config["listen"]["admin"] = cls.sg.admin_path
         cls.sg.write_config(cls.sg.config)
         cls.sg.start()
         cls.proxy = cls.sg.proxy_url("demo", TOKEN)
+        cls.ph = cls.sg.task_env("demo")["env"]["PH_KEY"]
 
     @classmethod
     def tearDownClass(cls):
@@ -195,10 +206,45 @@ class ForwardCredentialsTest(unittest.TestCase):
             self.sg.metric("sandgate_credential_injections_total", task="demo",
                            credential="tlsonly", result="credential_requires_tls"), 1)
 
+    def test_placeholder_only_in_the_injected_header(self):
+        # From the sandbox's side, over a raw socket: the placeholder in the header the
+        # credential is injected into goes out as the secret ...
+        status, _, body = self.raw_get("http://ph.test/echo/ph-right", "X-Api-Key: " + self.ph)
+        self.assertEqual(status, 200, body)
+        seen = self.up.requests_to("/echo/ph-right")
+        self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "x-api-key"],
+                         [PH_SECRET])
+        self.assertNotIn(PH_SECRET.encode(), body)
+        # ... and anywhere else it is refused: the upstream sees no request at all.
+        cases = [("user-agent", ["User-Agent: agent/" + self.ph], ""),
+                 ("cookie", ["Cookie: s=" + self.ph], ""),
+                 ("x-header", ["X-Note: " + self.ph], ""),
+                 ("basic-elsewhere", ["X-Auth: Basic " + base64.b64encode(
+                     ("u:" + self.ph).encode()).decode()], ""),
+                 ("query", [], "?api_key=" + self.ph)]
+        for name, headers, query in cases:
+            with self.subTest(name):
+                path = "/echo/ph-wrong-" + name
+                before = len(self.up.requests)
+                status, head, body = self.raw_get("http://ph.test" + path + query, *headers)
+                self.assertEqual(status, 403, body)
+                self.assertEqual(head.get("x-sandgate-reason"), "placeholder_misplaced")
+                self.assertEqual(self.up.requests[before:], [])
+                self.assertNotIn(PH_SECRET.encode(), body)
+                rec = self.sg.wait_audit(path=path, reason="placeholder_misplaced",
+                                         credential="plainph", verdict="deny")
+                self.assertIn("possible exfiltration attempt", rec["error"])
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
+                                               reason="placeholder_misplaced"), len(cases))
+        self.assertGreaterEqual(
+            self.sg.metric("sandgate_credential_injections_total", task="demo",
+                           credential="plainph", result="placeholder_misplaced",
+                           how="placeholder"), len(cases))
+
     def test_zz_secrets_never_logged(self):
         with open(self.sg.audit_path) as f:
             audit = f.read()
-        for s in (PLAIN_SECRET, NOSCRUB_SECRET, TLS_SECRET):
+        for s in (PLAIN_SECRET, NOSCRUB_SECRET, TLS_SECRET, PH_SECRET):
             self.assertNotIn(s, audit)
             self.assertNotIn(s, self.sg.stderr())
 

@@ -1,17 +1,22 @@
 """Placeholders end to end with real clients against `sandgate serve`. Each task's placeholders
 come from the admin socket's task_env: what `sandgate run` puts in a sandbox's environment.
 
-- A placeholder in any request header, inside a Basic token, or in the query is replaced by the
-  secret on requests to its credential's hosts; an upstream echoing the secret is answered to
-  the client with the placeholder, also when the echo arrives split across two chunks.
+- A placeholder is honoured only where its credential is injected (the configured header,
+  `Authorization: Basic`, the configured query parameter), on a request whose admitting rule
+  names that credential: there injection replaces it with the secret. Anywhere else (User-Agent,
+  Cookie, an X- header, a Basic token in another header, another query parameter), or on a
+  request another rule of the same host admitted, it is refused (`403 placeholder_misplaced`),
+  audited and counted as a possible exfiltration attempt, and nothing reaches the upstream.
+- An upstream echoing the secret is answered to the client with the placeholder, also when the
+  echo arrives split across two chunks.
 - `git clone` with the placeholder as its password reaches the git server with the real secret.
 - `inject: {query: key}` replaces the client's own `key` parameter with the secret, percent-
   encoded, and the echo of the query comes back with the placeholder.
 - The placeholder sent to a host its credential does not name is refused
   (`403 credential_host_mismatch`), counted, audited and logged; nothing reaches the upstream.
 
-api.test and other.test map to the HTTPS echo upstream, maps.test to a second one with a
-certificate of its own, git.test to a git smart-HTTP server
+api.test and other.test map to the HTTPS echo upstream, maps.test and split.test (GET /echo/v1/**
+with the credential, /echo/public/** without) to others with certificates of their own, git.test to a git smart-HTTP server
 that requires the real secret (runtime test CA, given to sandgate as tls.upstream_ca).
 """
 
@@ -47,6 +52,7 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         cls.pki = test_pki()
         cls.https = HttpUpstream(cls.pki)
         cls.maps = HttpUpstream(cert=cls.pki.other_leaf("maps.test"))
+        cls.split = HttpUpstream(cert=cls.pki.other_leaf("split.test"))
         cls.git = (git_server.GitHttpsServer(cls.pki, auth=("git", GIT_SECRET))
                    if git_server.available() else None)
         cls.sg = Sandgate({}, [])
@@ -54,7 +60,7 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         rule = {"cidrs": ["127.0.0.0/8"]}
         creds = {
             "api": {"source": {"file": cls.sg.secret_file("ph-api", API_SECRET)},
-                    "hosts": ["api.test"], "placeholder": "API_KEY",
+                    "hosts": ["api.test", "split.test"], "placeholder": "API_KEY",
                     "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
             "maps": {"source": {"file": cls.sg.secret_file("ph-maps", MAPS_SECRET)},
                      "hosts": ["maps.test"], "placeholder": "MAPS_KEY",
@@ -68,8 +74,12 @@ class InterceptPlaceholdersTest(unittest.TestCase):
             dict(rule, host="git.test", credential="git"),
             dict(rule, host="maps.test", credential="maps"),
             dict(rule, host="other.test", inspect=True),  # intercepted, no credential of its own
+            # One host, two rules: the credential only for what the first admits.
+            dict(rule, host="split.test", methods=["GET"], paths=["/echo/v1/**"], credential="api"),
+            dict(rule, host="split.test", paths=["/echo/public/**"]),
         ]}}
         resolve = {"api.test": "127.0.0.1:%d" % cls.https.port,
+                   "split.test": "127.0.0.1:%d" % cls.split.port,
                    "other.test": "127.0.0.1:%d" % cls.https.port,
                    "maps.test": "127.0.0.1:%d" % cls.maps.port}
         if cls.git:
@@ -93,6 +103,7 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         cls.sg.cleanup()
         cls.https.close()
         cls.maps.close()
+        cls.split.close()
         if cls.git:
             cls.git.close()
 
@@ -112,34 +123,118 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         self.assertNotEqual(other["API_KEY"], self.api_ph)
         self.assertNotEqual(other["GIT_TOKEN"], self.git_ph)
 
-    def test_placeholder_in_headers_basic_and_query_is_replaced_on_its_host(self):
-        # The client holds only the placeholder and puts it where an SDK would: its own header,
-        # a Basic token, the query. The upstream gets the secret in each; the echo of all of
-        # them comes back to the client with the placeholder in place of the secret.
-        r = self.get("https://api.test/echo/ph-forms?key=%s&x=1" % self.api_ph,
-                     "X-Api-Key: " + self.api_ph, "X-Basic: " + basic("user", self.api_ph))
+    def test_placeholder_where_the_credential_is_injected_is_replaced(self):
+        # The client holds only the placeholder and puts it where the credential is injected:
+        # the upstream gets the secret there; the echo comes back with the placeholder.
+        before = self.sg.metric("sandgate_credential_injections_total", task="demo",
+                                credential="api", result="ok", how="placeholder") or 0
+        r = self.get("https://api.test/echo/ph-forms?x=1", "Authorization: Bearer " + self.api_ph)
         self.assertEqual(r.status, 200, r)
         seen = self.https.requests_to("/echo/ph-forms", ignore_query=True)
         self.assertEqual(len(seen), 1)
         got = dict((k.lower(), v) for k, v in seen[0]["headers"])
-        self.assertEqual(got["x-api-key"], API_SECRET)
-        self.assertEqual(got["x-basic"], basic("user", API_SECRET))
         self.assertEqual(got["authorization"], "Bearer " + API_SECRET)
-        self.assertEqual(urllib.parse.parse_qs(urllib.parse.urlsplit(seen[0]["path"]).query),
-                         {"key": [API_SECRET], "x": ["1"]})
         self.assertNotIn(self.api_ph, repr(seen[0]))
-        # The client's view: the placeholder forms it sent, never the secret's.
+        # The client's view: the placeholder it sent, never the secret.
         echo = json.loads(r.body)
         echoed = dict((k.lower(), v) for k, v in echo["headers"])
-        self.assertEqual(echoed["x-api-key"], self.api_ph)
-        self.assertEqual(echoed["x-basic"], basic("user", self.api_ph))
         self.assertEqual(echoed["authorization"], "Bearer " + self.api_ph)
-        self.assertIn("key=" + self.api_ph, echo["path"])
         self.assertNotIn(API_SECRET.encode(), r.body)
-        self.assertNotIn(basic("user", API_SECRET).encode(), r.body)
-        # The audit line names the credential and keeps the query (and with it the key) out.
-        rec = self.sg.wait_audit(path="/echo/ph-forms", credential="api", injected=True)
-        self.assertNotIn("key=", json.dumps(rec))
+        self.sg.wait_audit(path="/echo/ph-forms", credential="api", injected=True)
+        # Counted once, as the sandbox's placeholder going out as the secret.
+        self.assertEqual(self.sg.metric("sandgate_credential_injections_total", task="demo",
+                                        credential="api", result="ok", how="placeholder"),
+                         before + 1)
+        # The same through the configured query parameter of a query credential.
+        r = self.get("https://maps.test/echo/maps-ph?key=%s&x=1" % self.maps_ph)
+        self.assertEqual(r.status, 200, r)
+        seen = [q for q in self.maps.requests if q["path"].startswith("/echo/maps-ph?")]
+        self.assertEqual(urllib.parse.parse_qs(urllib.parse.urlsplit(seen[0]["path"]).query),
+                         {"key": [MAPS_SECRET], "x": ["1"]})
+
+    def assert_misplaced(self, r, upstream, before, path, credential="api"):
+        """`r` was refused as a misplaced placeholder, and the upstream saw no request since
+        `before` (its request count)."""
+        self.assertEqual(r.status, 403, r)
+        self.assertIn(("x-sandgate-reason", "placeholder_misplaced"), r.headers)
+        self.assertIn(b"possible exfiltration attempt", r.body)
+        self.assertEqual(upstream.requests[before:], [])
+        for secret in (API_SECRET, MAPS_SECRET):
+            self.assertNotIn(secret.encode(), r.body)
+        rec = self.sg.wait_audit(path=path, verdict="deny", reason="placeholder_misplaced",
+                                 credential=credential, status=403)
+        self.assertIn("possible exfiltration attempt", rec["error"])
+        return rec
+
+    def test_placeholder_anywhere_else_is_refused(self):
+        # The sandbox puts its placeholder where the host would store it (a user agent in a
+        # log, a cookie, a header or parameter it reflects or keeps) to read the key back
+        # later. None of these reaches the upstream, with the secret or at all.
+        cases = [
+            ("user-agent", ["User-Agent: agent/" + self.api_ph], "", "header User-Agent"),
+            ("cookie", ["Cookie: session=" + self.api_ph], "", "header Cookie"),
+            ("x-header", ["X-Api-Key: " + self.api_ph], "", "header X-Api-Key"),
+            ("basic-elsewhere", ["X-Basic: " + basic("user", self.api_ph)], "",
+             "header X-Basic"),
+            ("query", [], "?api_key=" + self.api_ph, "query parameter api_key"),
+            # Next to the placeholder in its right place: still refused, whole.
+            ("both", ["Authorization: Bearer " + self.api_ph, "X-Note: " + self.api_ph], "",
+             "header X-Note"),
+        ]
+        before_requests = self.sg.metric("sandgate_requests_total", task="demo",
+                                         reason="placeholder_misplaced") or 0
+        before_refused = self.sg.metric("sandgate_credential_injections_total", task="demo",
+                                        credential="api", result="placeholder_misplaced",
+                                        how="placeholder") or 0
+        for name, headers, query, where in cases:
+            with self.subTest(name):
+                path = "/echo/misplaced-" + name
+                before = len(self.https.requests)
+                r = self.get("https://api.test" + path + query, *headers)
+                rec = self.assert_misplaced(r, self.https, before, path)
+                self.assertIn(where, rec["error"])
+        # A query credential's placeholder in a parameter other than the configured one.
+        before = len(self.maps.requests)
+        r = self.get("https://maps.test/echo/misplaced-maps?key=mine&note=" + self.maps_ph)
+        self.assert_misplaced(r, self.maps, before, "/echo/misplaced-maps", credential="maps")
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
+                                               reason="placeholder_misplaced"),
+                                before_requests + len(cases) + 1)
+        self.assertGreaterEqual(
+            self.sg.metric("sandgate_credential_injections_total", task="demo",
+                           credential="api", result="placeholder_misplaced", how="placeholder"),
+            before_refused + len(cases))
+        self.assertIn("task demo: possible exfiltration attempt refused", self.sg.stderr())
+
+    def test_a_rule_without_the_credential_gets_no_secret(self):
+        # GET /echo/v1/** carries the credential, /echo/public/** on the same host does not: a
+        # placeholder on a request the second admits is refused, whatever its place.
+        before = len(self.split.requests)
+        s = self.get("https://split.test/echo/public/x", "Authorization: Bearer " + self.api_ph)
+        # And the issue's case: a POST with a body, as an SDK would send it.
+        r = curl("https://split.test/echo/public/x", "--cacert", self.ca_out, "-X", "POST",
+                 "-d", "x=1", "-H", "Authorization: Bearer " + self.api_ph, proxy=self.proxy)
+        for resp in (s, r):
+            self.assertEqual(resp.status, 403, resp)
+            self.assertIn(("x-sandgate-reason", "placeholder_misplaced"), resp.headers)
+            self.assertIn(b"names no credential", resp.body)
+        self.assertEqual(self.split.requests[before:], [])
+        rec = self.sg.wait_audit(host="split.test", path="/echo/public/x",
+                                 reason="placeholder_misplaced", method="POST")
+        self.assertIn("possible exfiltration attempt", rec["error"])
+        # The rule that names the credential still gets it, placeholder or not; the other
+        # rule's requests go out without any.
+        r = self.get("https://split.test/echo/v1/x", "Authorization: Bearer " + self.api_ph)
+        self.assertEqual(r.status, 200, (r.body, r.stderr))
+        r = self.get("https://split.test/echo/public/x")
+        self.assertEqual(r.status, 200, (r.body, r.stderr))
+        seen = self.split.requests[before:]
+        self.assertEqual([q["path"] for q in seen], ["/echo/v1/x", "/echo/public/x"])
+        self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "authorization"],
+                         ["Bearer " + API_SECRET])
+        self.assertNotIn(API_SECRET, repr(seen[1]))
+        # serve said so when it loaded the config, as `policy lint` does.
+        self.assertIn("admits get no credential, and a placeholder of api", self.sg.stderr())
 
     def test_query_injection_replaces_the_clients_parameter(self):
         # The client sends its own `key`; the upstream gets the secret there instead (once,

@@ -186,6 +186,29 @@ class RunCredentialsTest(unittest.TestCase):
         r = self.sandgate("keyed", code + "http://plain.test/echo/no-placeholder")
         self.assertEqual(r.stdout.split(), ["200"], r.stderr)  # and no reason header
 
+    def test_placeholder_outside_the_injected_header_is_refused(self):
+        # On the credential's own host, the sandbox puts its placeholder where the host would
+        # store it (a user agent, a cookie, a query parameter) to read the key back later.
+        # Only the Authorization header (where the secret is injected) honours it.
+        before = len(self.https.requests)
+        code = "curl -sS -o /dev/null -w '%{http_code} %header{x-sandgate-reason}\\n' "
+        r = self.sandgate("keyed", "; ".join([
+            code + 'https://api.test/echo/misplaced-ua -A "agent/$API_KEY"',
+            code + 'https://api.test/echo/misplaced-cookie -H "Cookie: s=$API_KEY"',
+            code + '"https://api.test/echo/misplaced-query?note=$API_KEY"']))
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout.split("\n")[:3], ["403 placeholder_misplaced"] * 3, r.stderr)
+        self.assertEqual(self.https.requests[before:], [])
+        with open(os.path.join(self.dir, "audit.log")) as f:
+            audit = [json.loads(line) for line in f if line.strip()]
+        trips = [a for a in audit if (a.get("path") or "").startswith("/echo/misplaced-")]
+        self.assertEqual(len(trips), 3, trips)
+        for a in trips:
+            self.assertEqual((a["verdict"], a["reason"], a["credential"], a["status"]),
+                             ("deny", "placeholder_misplaced", "api", 403), a)
+            self.assertIn("possible exfiltration attempt", a["error"])
+        self.assertNotIn(SECRET, json.dumps(audit))
+
     def test_concurrent_sandboxes_do_not_share_permissions(self):
         # Both run at once, each several requests: the keyed one is always allowed with its
         # secret injected, the other is always refused. Bounded: 5 requests each.

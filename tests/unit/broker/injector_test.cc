@@ -1,7 +1,10 @@
-// Tests for broker/injector.cc: injection replaces (never appends), placeholders are swapped for
-// secrets only on the credential's hosts, and every refusal leaves the request untouched.
+// Tests for broker/injector.cc: injection replaces (never appends), a placeholder is honoured only
+// where its credential is injected, on its hosts, on a request whose rule names it, and every
+// refusal leaves the request untouched.
 #include "broker/injector.h"
 
+#include <fmt/format.h>
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
 #include "broker/encoding.h"
@@ -35,6 +38,7 @@ class InjectorTest : public ::testing::Test {
         headerCredential("maps", fileSource(dir_.file("maps")), {"maps.example.com"});
     maps.inject.kind = config::Injection::Kind::kQuery;
     maps.inject.query = "key";
+    maps.placeholder = "MAPS_KEY";
     auto& custom = creds_["custom"] =
         headerCredential("custom", fileSource(dir_.file("openai")), {"plain.example.com"});
     custom.inject.header = "X-Api-Key";
@@ -160,19 +164,189 @@ TEST_F(InjectorTest, QueryInjectionTable) {
   }
 }
 
-TEST_F(InjectorTest, PlaceholderReplacementOnTheCredentialsHost) {
+TEST_F(InjectorTest, PlaceholderWhereItsCredentialIsInjectedIsReplaced) {
   const std::string oa = ph("openai");
-  Headers h = {{"Authorization", "Bearer " + oa}, {"X-Other", "k=" + oa}};
-  std::string target = "/v1/models?api_key=" + oa + "&x=" + oa;
-  InjectResult r = apply("API.OpenAI.com.", h, target, "");
+  const std::string gh = ph("github");
+  const std::string mp = ph("maps");
+  struct Case {
+    const char* name;
+    std::string host;
+    Headers sent;
+    std::string target;
+    std::string credential;
+    Headers want;
+    std::string wantTarget;
+  };
+  const Case cases[] = {
+      {"configured_header",
+       "API.OpenAI.com.",
+       {{"Authorization", "Bearer " + oa}, {"Accept", "*/*"}},
+       "/v1/models?x=1",
+       "openai",
+       {{"Accept", "*/*"}, {"Authorization", "Bearer " + std::string(kOpenAi)}},
+       "/v1/models?x=1"},
+      {"basic_token",
+       "raw.githubusercontent.com",
+       {{"Authorization", "Basic " + base64Encode("octocat:" + gh)}},
+       "/org/repo.git/info/refs",
+       "github",
+       {{"Authorization", "Basic " + base64Encode("x-access-token:" + std::string(kGitHub))}},
+       "/org/repo.git/info/refs"},
+      {"configured_query_parameter",
+       "maps.example.com",
+       {},
+       "/geo?key=" + mp + "&a=1",
+       "maps",
+       {},
+       "/geo?a=1&key=" + percentEncode(kMaps)},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Headers h = c.sent;
+    std::string target = c.target;
+    InjectResult r = apply(c.host, h, target, c.credential);
+    ASSERT_TRUE(r.ok()) << r.detail;
+    EXPECT_EQ(r.credential, c.credential);
+    EXPECT_TRUE(r.injected);
+    EXPECT_TRUE(r.placeholder);
+    EXPECT_EQ(h, c.want);
+    EXPECT_EQ(target, c.wantTarget);
+    ASSERT_GE(r.scrub.size(), 1u);
+    EXPECT_EQ(r.scrub[0].replacement, ph(c.credential.c_str()));
+  }
+  // Injected without a placeholder: counted as sandgate's own injection.
+  Headers h;
+  std::string target = "/";
+  InjectResult r = apply("api.openai.com", h, target, "openai");
   ASSERT_TRUE(r.ok()) << r.detail;
-  EXPECT_EQ(r.credential, "openai");
-  EXPECT_EQ(h[0].second, "Bearer " + std::string(kOpenAi));
-  EXPECT_EQ(h[1].second, "k=" + std::string(kOpenAi));
-  EXPECT_EQ(target, "/v1/models?api_key=" + std::string(kOpenAi) + "&x=" + std::string(kOpenAi));
   EXPECT_TRUE(r.injected);
-  ASSERT_GE(r.scrub.size(), 1u);
-  EXPECT_EQ(r.scrub[0].replacement, oa);
+  EXPECT_FALSE(r.placeholder);
+}
+
+TEST_F(InjectorTest, PlaceholderAnywhereElseIsRefused) {
+  const std::string oa = ph("openai");
+  const std::string gh = ph("github");
+  const std::string mp = ph("maps");
+  struct Case {
+    const char* name;
+    std::string host;
+    Headers headers;
+    std::string target;
+    std::string credential;
+    const char* blamed;
+    const char* where;  // in the detail
+  };
+  const Case cases[] = {
+      {"user_agent",
+       "api.openai.com",
+       {{"User-Agent", "agent/" + oa}},
+       "/",
+       "openai",
+       "openai",
+       "in header User-Agent"},
+      {"cookie",
+       "api.openai.com",
+       {{"Cookie", "s=" + oa}},
+       "/",
+       "openai",
+       "openai",
+       "in header Cookie"},
+      {"x_header",
+       "api.openai.com",
+       {{"X-Api-Key", oa}},
+       "/",
+       "openai",
+       "openai",
+       "in header X-Api-Key"},
+      {"basic_in_another_header",
+       "api.openai.com",
+       {{"X-Basic", "Basic " + base64Encode("u:" + oa)}},
+       "/",
+       "openai",
+       "openai",
+       "in header X-Basic"},
+      {"header_name",
+       "api.openai.com",
+       {{"X-" + oa, "1"}},
+       "/",
+       "openai",
+       "openai",
+       "in a header name"},
+      {"query_parameter",
+       "api.openai.com",
+       {},
+       "/v1?api_key=" + oa,
+       "openai",
+       "openai",
+       "in query parameter api_key"},
+      {"path", "api.openai.com", {}, "/v1/" + oa + "/x", "openai", "openai", "in the path"},
+      {"percent_encoded_path",
+       "api.openai.com",
+       {},
+       "/v1/%" + fmt::format("{:02X}", oa[0]) + oa.substr(1),
+       "openai",
+       "openai",
+       "in the path"},
+      {"basic_credential_as_bearer",
+       "github.com",
+       {{"Authorization", "Bearer " + gh}},
+       "/",
+       "github",
+       "github",
+       "in header Authorization"},
+      {"basic_credential_in_another_header",
+       "github.com",
+       {{"X-Auth", "Basic " + base64Encode("u:" + gh)}},
+       "/",
+       "github",
+       "github",
+       "in header X-Auth"},
+      {"query_credential_in_other_parameter",
+       "maps.example.com",
+       {},
+       "/geo?key=x&note=" + mp,
+       "maps",
+       "maps",
+       "in query parameter note"},
+      {"query_credential_in_header",
+       "maps.example.com",
+       {{"X-Goog-Api-Key", mp}},
+       "/geo",
+       "maps",
+       "maps",
+       "in header X-Goog-Api-Key"},
+      // A rule's methods and paths bind its credential: another rule's request gets nothing.
+      {"rule_without_credential",
+       "api.openai.com",
+       {{"Authorization", "Bearer " + oa}},
+       "/",
+       "",
+       "openai",
+       "the rule that admitted it names no credential"},
+      {"rule_with_another_credential",
+       "api.openai.com",
+       {{"Authorization", "Bearer " + oa}},
+       "/",
+       "missing",
+       "openai",
+       "names credential `missing`"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    Headers h = c.headers;
+    std::string target = c.target;
+    InjectResult r = apply(c.host, h, target, c.credential);
+    EXPECT_FALSE(r.ok());
+    EXPECT_EQ(r.reason, reason::kPlaceholderMisplaced) << r.detail;
+    EXPECT_EQ(r.credential, c.blamed);
+    EXPECT_TRUE(r.placeholder);
+    EXPECT_FALSE(r.injected);
+    EXPECT_THAT(r.detail, ::testing::HasSubstr("possible exfiltration attempt"));
+    EXPECT_THAT(r.detail, ::testing::HasSubstr(c.where));
+    EXPECT_EQ(h, c.headers);
+    EXPECT_EQ(target, c.target);
+    EXPECT_TRUE(r.scrub.empty());
+  }
 }
 
 TEST_F(InjectorTest, NothingInjectedWithoutCredentialOrPlaceholder) {
@@ -191,20 +365,19 @@ TEST_F(InjectorTest, ScrubFalseInjectsButAsksForNoScrubbing) {
   creds_["github"].scrub = false;
   const std::string oa = ph("openai");
   Headers h = {{"Authorization", "Bearer " + oa}};
-  std::string target = "/v1/models?k=" + oa;
+  std::string target = "/v1/models";
   InjectResult r = apply("api.openai.com", h, target, "openai");
   ASSERT_TRUE(r.ok()) << r.detail;
   EXPECT_TRUE(r.injected);
   EXPECT_EQ(h, (Headers{{"Authorization", "Bearer " + std::string(kOpenAi)}}));
-  EXPECT_EQ(target, "/v1/models?k=" + std::string(kOpenAi));
   EXPECT_TRUE(r.scrub.empty());
   // Basic forms (injected, and a placeholder inside a client's token) are not kept either.
   Headers g = {{"Authorization", "Basic " + base64Encode("octocat:" + ph("github"))}};
   std::string path = "/org/repo.git/info/refs";
-  InjectResult b = apply("github.com", g, path, "");
+  InjectResult b = apply("github.com", g, path, "github");
   ASSERT_TRUE(b.ok()) << b.detail;
   EXPECT_TRUE(b.injected);
-  EXPECT_EQ(g[0].second, "Basic " + base64Encode("octocat:" + std::string(kGitHub)));
+  EXPECT_EQ(g[0].second, "Basic " + base64Encode("x-access-token:" + std::string(kGitHub)));
   EXPECT_TRUE(b.scrub.empty());
   Headers i;
   InjectResult c = apply("github.com", i, path, "github");
@@ -217,15 +390,16 @@ TEST_F(InjectorTest, PlaceholderInsideBasicForGit) {
   const std::string gh = ph("github");
   Headers h = {{"Authorization", "Basic " + base64Encode("octocat:" + gh)}};
   std::string target = "/org/repo.git/info/refs";
-  InjectResult r = apply("raw.githubusercontent.com", h, target, "");
+  InjectResult r = apply("raw.githubusercontent.com", h, target, "github");
   ASSERT_TRUE(r.ok()) << r.detail;
-  std::string sent = base64Encode("octocat:" + std::string(kGitHub));
-  EXPECT_EQ(h[0].second, "Basic " + sent);
+  // Injection replaces the client's token, user name included.
+  std::string sent = base64Encode("x-access-token:" + std::string(kGitHub));
+  EXPECT_EQ(h, (Headers{{"Authorization", "Basic " + sent}}));
   bool scrubsBasicForm = false;
   for (const auto& s : r.scrub) {
     if (s.needle->equals(sent)) {
       scrubsBasicForm = true;
-      EXPECT_EQ(s.replacement, base64Encode("octocat:" + gh));
+      EXPECT_EQ(s.replacement, base64Encode("x-access-token:" + gh));
     }
   }
   EXPECT_TRUE(scrubsBasicForm);
@@ -313,7 +487,7 @@ TEST_F(InjectorTest, RefusalsLeaveTheRequestUntouched) {
        "api.openai.com",
        {{"Authorization", "Bearer " + oa}},
        "/",
-       "",
+       "openai",
        false,
        reason::kCredentialRequiresTls,
        "openai"},

@@ -81,6 +81,24 @@ bool mentionsTask(Metrics& m, const std::string& task) {
 
 const steady_clock::time_point kT0 = steady_clock::time_point() + hours(1000);
 
+TEST(Metrics, CredentialInjectionsAreCountedByHow) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  t->credentialInjection("api", "ok", "injected");
+  t->credentialInjection("api", "ok", "placeholder");
+  t->credentialInjection("api", "ok", "placeholder");
+  t->credentialInjection("api", "placeholder_misplaced", "placeholder");
+  t->credentialInjection("api", "ok", "anything else");  // a bounded label: counted as injected
+  const std::string name = "sandgate_credential_injections_total";
+  auto labels = [](const char* result, const char* how) {
+    return Labels{{"task", "demo"}, {"credential", "api"}, {"result", result}, {"how", how}};
+  };
+  EXPECT_EQ(value(m, name, labels("ok", "injected")), 2);
+  EXPECT_EQ(value(m, name, labels("ok", "placeholder")), 2);
+  EXPECT_EQ(value(m, name, labels("placeholder_misplaced", "placeholder")), 1);
+  EXPECT_EQ(ofTask(m, name, "demo").size(), 3u);
+}
+
 TEST(Metrics, GlobalSeriesExistFromTheStart) {
   Metrics m(seconds(60));
   auto samples = parse(m.render());
