@@ -233,16 +233,7 @@ std::optional<std::string> replaceFile(const std::string& path, std::string_view
   std::optional<std::string> err;
   // The umask may have removed bits: the file gets exactly `mode`.
   if (::fchmod(fd.get(), mode) != 0) err = failure("set the mode of", errno);
-  size_t done = 0;
-  while (!err && done < data.size()) {
-    ssize_t n = ::write(fd.get(), data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      err = failure("write", n < 0 ? errno : EIO);
-    } else {
-      done += static_cast<size_t>(n);
-    }
-  }
+  if (!err && !writeAll(fd.get(), data)) err = failure("write", errno);
   if (!err && ::fsync(fd.get()) != 0) err = failure("sync", errno);
   fd.reset();
   // renameat replaces the name, whatever it is (a link included), and never follows it.
@@ -251,6 +242,19 @@ std::optional<std::string> replaceFile(const std::string& path, std::string_view
   }
   if (err) ::unlinkat(dir, tmp.c_str(), 0);
   return err;
+}
+
+bool writeAll(int fd, std::string_view data) {
+  while (!data.empty()) {
+    ssize_t n = ::write(fd, data.data(), data.size());
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      if (n == 0) errno = EIO;
+      return false;
+    }
+    data.remove_prefix(static_cast<size_t>(n));
+  }
+  return true;
 }
 
 int isWithin(int fd, dev_t dev, ino_t ino) {

@@ -75,6 +75,10 @@ std::optional<Parent> openParent(const std::string& path, Method method = Method
 // replaced, never written through. Returns why it failed (naming `path`), or nullopt.
 std::optional<std::string> replaceFile(const std::string& path, std::string_view data, mode_t mode);
 
+// Writes all of `data` to `fd`, again after EINTR and short writes. False with errno set (EIO
+// for a write that wrote nothing) if it could not.
+bool writeAll(int fd, std::string_view data);
+
 // Whether the directory `fd` is the directory (`dev`, `ino`) or lies anywhere below it. Walks
 // `..` by descriptor up to the root, so neither a link nor `..` in the path that found `fd`
 // can hide it. 1: within, 0: not, -1 with errno: a parent could not be opened.

@@ -16,21 +16,13 @@
 #include <thread>
 #include <tuple>
 
+#include "common/safe_open.h"
 #include "proxy/audit_fields.h"
 #include "proxy/server.h"
 
 namespace sandgate::proxy {
 
 namespace {
-
-void writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the destination is gone: keep tallying
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-}
 
 std::string stringField(const boost::json::object& o, std::string_view key) {
   auto* v = o.if_contains(key);
@@ -104,13 +96,13 @@ struct EmbeddedProxy::Impl {
       size_t start = 0, nl;
       while ((nl = pending.find('\n', start)) != std::string::npos) {
         std::string_view line(pending.data() + start, nl - start + 1);
-        writeAll(destFd, line);
+        (void)safe_open::writeAll(destFd, line);  // the destination is gone: keep tallying
         tallyLine(line.substr(0, line.size() - 1));
         start = nl + 1;
       }
       pending.erase(0, start);
     }
-    if (!pending.empty()) writeAll(destFd, pending);
+    if (!pending.empty()) (void)safe_open::writeAll(destFd, pending);
   }
 
   void close() {

@@ -146,14 +146,8 @@ std::optional<std::string> writeNewFile(const std::string& path, mode_t mode,
   std::optional<std::string> err;
   // umask may have removed bits; set exactly the mode asked for (never more than it).
   if (::fchmod(fd, mode) != 0) err = fmt::format("cannot chmod {}: {}", path, std::strerror(errno));
-  size_t done = 0;
-  while (!err && done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0)
-      err = fmt::format("cannot write {}: {}", path, std::strerror(errno));
-    else
-      done += static_cast<size_t>(n);
+  if (!err && !safe_open::writeAll(fd, data)) {
+    err = fmt::format("cannot write {}: {}", path, std::strerror(errno));
   }
   if (!err && ::fsync(fd) != 0) err = fmt::format("cannot sync {}: {}", path, std::strerror(errno));
   ::close(fd);

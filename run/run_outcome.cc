@@ -2,7 +2,6 @@
 #include "run/run_outcome.h"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -13,24 +12,6 @@
 #include "run/run_report.h"
 
 namespace sandgate::run {
-
-namespace {
-
-// Writes all of `data` to `fd`; false (errno set) if that failed.
-bool writeAll(int fd, std::string_view data) {
-  while (!data.empty()) {
-    ssize_t n = ::write(fd, data.data(), data.size());
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      if (n == 0) errno = EIO;
-      return false;
-    }
-    data.remove_prefix(static_cast<size_t>(n));
-  }
-  return true;
-}
-
-}  // namespace
 
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const RunLimits& limits,
@@ -67,7 +48,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
     // Through the descriptor opened before the sandbox started: whatever the workload did
     // to paths since, this writes the file that was checked then.
     ReportInput in{task, policy, req.argv, rr, traffic, dns, limits};
-    if (!writeAll(report.get(), formatReport(in))) {
+    if (!safe_open::writeAll(report.get(), formatReport(in))) {
       fmt::print(stderr, "sandgate run: cannot write the report to {}: {}\n",
                  req.reportPath.value_or("?"), std::strerror(errno));
       if (rr.exitStatus == 0) return kExitSetupFailed;

@@ -18,8 +18,9 @@
 #include <fstream>
 #include <set>
 
-#include "sandbox/environment.h"
 #include "common/safe_open.h"
+#include "sandbox/environment.h"
+#include "sandbox/paths.h"
 #include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 
@@ -28,12 +29,6 @@ namespace {
 
 constexpr const char* kNew = "/newroot";
 constexpr const char* kOld = "/oldroot";
-
-bool under(const std::string& path, const std::string& dir) {
-  if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
 
 int depth(const std::string& path) {
   return path == "/" ? 0 : static_cast<int>(std::count(path.begin(), path.end(), '/'));
@@ -49,12 +44,6 @@ int kindOrder(MountStep::Kind k) {
     default:
       return 0;
   }
-}
-
-std::string resolve(const std::string& path) {
-  char buf[PATH_MAX];
-  if (realpath(path.c_str(), buf) == nullptr) return {};
-  return buf;
 }
 
 void mkdirs(const std::string& path, mode_t mode) {
@@ -121,7 +110,7 @@ void remountTreeReadOnly(const std::string& top) {
     if (p == std::string::npos) continue;
     size_t e = line.find(' ', p + 1);
     std::string mp = unescapeMountPath(line.substr(p + 1, e - p - 1));
-    if (under(mp, top)) points.push_back(mp);
+    if (isUnder(mp, top)) points.push_back(mp);
   }
   for (const auto& mp : points) {
     int err = 0;
@@ -283,7 +272,7 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   plan.devPts = options.devPts;
   plan.tmpfsBytes = options.tmpfsBytes;
   plan.caBundle = buildCaBundle(options);
-  plan.caSystemTarget = resolve(kSystemCaBundle);
+  plan.caSystemTarget = resolvePath(kSystemCaBundle);
   using K = MountStep::Kind;
   std::vector<std::string> shown;  // host trees the view shows: hidden paths matter only there
   for (const auto& dir : systemDirectories()) {
@@ -309,12 +298,12 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   plan.steps.push_back({K::kSys, "/sys"});
   auto isShown = [&](const std::string& p) {
     for (const auto& s : shown) {
-      if (under(p, s)) return true;
+      if (isUnder(p, s)) return true;
     }
-    return under(p, workspace);
+    return isUnder(p, workspace);
   };
   for (const auto& p : options.readOnlyPaths) {
-    std::string r = resolve(p);
+    std::string r = resolvePath(p);
     if (r.empty() || r == "/" || isShown(r)) continue;  // checked by run(); visible already
     plan.steps.push_back({K::kReadOnly, r});
     shown.push_back(r);
@@ -335,10 +324,10 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
     std::vector<std::string> forms;
     auto slash = p.rfind('/');
     if (slash != std::string::npos) {
-      std::string dir = resolve(slash == 0 ? "/" : p.substr(0, slash));
+      std::string dir = resolvePath(slash == 0 ? "/" : p.substr(0, slash));
       if (!dir.empty()) forms.push_back((dir == "/" ? "" : dir) + p.substr(slash));
     }
-    if (std::string r = resolve(p); !r.empty()) forms.push_back(r);
+    if (std::string r = resolvePath(p); !r.empty()) forms.push_back(r);
     for (const auto& f : forms) {
       struct stat st {};
       if (stat(f.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
@@ -474,16 +463,10 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
   const std::string bundle = std::string(kNew) + kCaBundlePath;
   int fd = checkSys(open(bundle.c_str(), O_CREAT | O_EXCL | O_WRONLY | O_CLOEXEC, 0444),
                     "create CA bundle", "open");
-  size_t off = 0;
-  while (off < plan.caBundle.size()) {
-    ssize_t n = write(fd, plan.caBundle.data() + off, plan.caBundle.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      close(fd);
-      throwSys("write CA bundle", "write", err);
-    }
-    off += static_cast<size_t>(n);
+  if (!safe_open::writeAll(fd, plan.caBundle)) {
+    int err = errno;
+    close(fd);
+    throwSys("write CA bundle", "write", err);
   }
   close(fd);
   if (!plan.caSystemTarget.empty()) {

@@ -25,6 +25,7 @@
 #include "sandbox/filesystem.h"
 #include "sandbox/identity.h"
 #include "sandbox/outer_child.h"
+#include "sandbox/paths.h"
 #include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 #include "sandbox/workspace.h"
@@ -359,13 +360,12 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     return error("sandbox: home must be an absolute path: " + options.home);
   }
   for (const auto& p : options.readOnlyPaths) {
-    char resolved[PATH_MAX];
-    if (p.empty() || p[0] != '/' || realpath(p.c_str(), resolved) == nullptr) {
+    std::string r = p.empty() || p[0] != '/' ? "" : resolvePath(p);
+    if (r.empty()) {
       return error("sandbox: read-only path " + p + ": not an absolute path that exists");
     }
-    std::string r = resolved;
     for (const char* dir : {"/run", "/proc", "/dev", "/sys"}) {
-      if (r == "/" || r == dir || r.rfind(std::string(dir) + "/", 0) == 0) {
+      if (r == "/" || isUnder(r, dir)) {
         return error("sandbox: read-only path " + p + " refused: " +
                      (r == "/" ? std::string("the whole host") : "under " + std::string(dir)) +
                      " (host sockets stay connectable through a read-only bind)");

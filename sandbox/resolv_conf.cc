@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstring>
 
+#include "common/safe_open.h"
 #include "sandbox/capture_net.h"
 #include "sandbox/sys_error.h"
 
@@ -27,16 +28,10 @@ bool under(const std::string& path, const char* dir) {
 void writeFile(const std::string& path, const std::string& text) {
   int fd = checkSys(open(path.c_str(), O_CREAT | O_TRUNC | O_WRONLY | O_CLOEXEC, 0444),
                     "create " + path, "open");
-  size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = write(fd, text.data() + off, text.size() - off);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) {
-      int err = n < 0 ? errno : EIO;
-      close(fd);
-      throwSys("write " + path, "write", err);
-    }
-    off += static_cast<size_t>(n);
+  if (!safe_open::writeAll(fd, text)) {
+    int err = errno;
+    close(fd);
+    throwSys("write " + path, "write", err);
   }
   close(fd);
 }

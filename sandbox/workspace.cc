@@ -16,22 +16,11 @@
 #include <cstring>
 
 #include "common/safe_open.h"
+#include "sandbox/paths.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
 namespace {
-
-bool under(const std::string& path, const std::string& dir) {
-  if (dir == "/") return true;
-  return path == dir || (path.size() > dir.size() && path.compare(0, dir.size(), dir) == 0 &&
-                         path[dir.size()] == '/');
-}
-
-std::string resolve(const std::string& path) {
-  char buf[PATH_MAX];
-  if (realpath(path.c_str(), buf) == nullptr) return {};
-  return buf;
-}
 
 // Every home directory the host's user database knows (NSS: LDAP and SSSD users too, where the
 // database can be listed), plus the launcher's $HOME and the workspace owner's home.
@@ -127,7 +116,7 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
     }
   }
   for (const char* dir : {"/proc", "/dev", "/sys", "/run", "/etc"}) {
-    if (under(p, dir)) {
+    if (isUnder(p, dir)) {
       return fail(refuse(p,
                          std::string("it is under ") + dir +
                              " (kernel interfaces, devices, host sockets or system "
@@ -136,7 +125,7 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
     }
   }
   for (const auto& home : homeDirectories(out.st.st_uid)) {
-    if (resolve(home) == p) {
+    if (resolvePath(home) == p) {
       return fail(refuse(p,
                          "it is a home directory (the workload could write its .bashrc, "
                          ".ssh/authorized_keys and every other dotfile)",
@@ -144,8 +133,8 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
     }
   }
   for (const auto& h : hiddenPaths) {
-    std::string r = resolve(h);
-    if (!r.empty() && under(r, p)) {
+    std::string r = resolvePath(h);
+    if (!r.empty() && isUnder(r, p)) {
       return fail(refuse(p,
                          "it holds " + r +
                              ", which the sandbox must not see (sandgate's config, a "

@@ -1,0 +1,14 @@
+// Path helpers the launcher's planning shares (lexical comparison, realpath).
+#pragma once
+
+#include <string>
+
+namespace sandgate::sandbox {
+
+// Whether `path` is `dir` or lies below it, compared as text (both absolute and resolved).
+bool isUnder(const std::string& path, const std::string& dir);
+
+// realpath(3) of `path`, or "" when it does not resolve.
+std::string resolvePath(const std::string& path);
+
+}  // namespace sandgate::sandbox
