@@ -60,7 +60,9 @@ Result<std::pair<uint32_t, int>> leaseId(uint32_t first, uint32_t count) {
                     "database): widen sandbox.id_range");
 }
 
-std::string writeFile(const std::string& path, const std::string& content) {
+}  // namespace
+
+std::string writeProcFile(const std::string& path, const std::string& content) {
   int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) return sysFailure("write " + path, "open", errno);
   ssize_t n = write(fd, content.data(), content.size());
@@ -72,8 +74,6 @@ std::string writeFile(const std::string& path, const std::string& content) {
   }
   return {};
 }
-
-}  // namespace
 
 Result<Identity> chooseIdentity(const Options& options) {
   Identity id;
@@ -123,14 +123,14 @@ Result<Identity> chooseIdentity(const Options& options) {
 
 std::string writeIdMaps(pid_t pid, const Identity& id) {
   std::string proc = "/proc/" + std::to_string(pid) + "/";
-  if (auto e = writeFile(proc + "setgroups", "deny\n"); !e.empty()) return e;
-  if (auto e = writeFile(proc + "uid_map",
-                         std::to_string(id.uid) + " " + std::to_string(id.uid) + " 1\n");
+  if (auto e = writeProcFile(proc + "setgroups", "deny\n"); !e.empty()) return e;
+  if (auto e = writeProcFile(proc + "uid_map",
+                             std::to_string(id.uid) + " " + std::to_string(id.uid) + " 1\n");
       !e.empty()) {
     return e;
   }
-  return writeFile(proc + "gid_map",
-                   std::to_string(id.gid) + " " + std::to_string(id.gid) + " 1\n");
+  return writeProcFile(proc + "gid_map",
+                       std::to_string(id.gid) + " " + std::to_string(id.gid) + " 1\n");
 }
 
 }  // namespace sandgate::sandbox

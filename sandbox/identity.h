@@ -30,4 +30,8 @@ Result<Identity> chooseIdentity(const Options& options);
 // Returns an empty string or the failure (step, call, errno).
 std::string writeIdMaps(pid_t pid, const Identity& id);
 
+// Writes `content` to a /proc file (an id map, setgroups) in one write(2), as the kernel wants
+// them. Returns an empty string or the failure (step, call, errno).
+std::string writeProcFile(const std::string& path, const std::string& content);
+
 }  // namespace sandgate::sandbox

@@ -16,6 +16,7 @@
 #include <cstring>
 
 #include "common/safe_open.h"
+#include "sandbox/identity.h"
 #include "sandbox/paths.h"
 #include "sandbox/sys_error.h"
 
@@ -47,16 +48,6 @@ std::vector<std::string> homeDirectories(uid_t owner) {
 
 Diagnostic refuse(const std::string& ws, const std::string& why, const std::string& instead) {
   return diagnostic("sandbox: refusing the workspace " + ws + ": " + why + "; " + instead);
-}
-
-void writeProcFile(pid_t pid, const char* name, const std::string& text, std::string* why) {
-  if (!why->empty()) return;
-  std::string path = "/proc/" + std::to_string(pid) + "/" + name;
-  int fd = open(path.c_str(), O_WRONLY | O_CLOEXEC);
-  if (fd < 0 || write(fd, text.data(), text.size()) != static_cast<ssize_t>(text.size())) {
-    *why = sysFailure("write " + path, fd < 0 ? "open" : "write", errno);
-  }
-  if (fd >= 0) close(fd);
 }
 
 }  // namespace
@@ -170,10 +161,14 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
   if (read(ready[0], &c, 1) != 1 || c != 'y')
     *why = "idmapped workspace: unshare(CLONE_NEWUSER) failed";
   close(ready[0]);
-  writeProcFile(child, "uid_map", std::to_string(ws.st.st_uid) + " " + std::to_string(uid) + " 1\n",
-                why);
-  writeProcFile(child, "gid_map", std::to_string(ws.st.st_gid) + " " + std::to_string(gid) + " 1\n",
-                why);
+  const std::string proc = "/proc/" + std::to_string(child) + "/";
+  for (const auto& [file, id] : {std::pair{"uid_map", std::pair{ws.st.st_uid, uid}},
+                                 std::pair{"gid_map", std::pair{ws.st.st_gid, gid}}}) {
+    if (why->empty()) {
+      *why = writeProcFile(proc + file,
+                           std::to_string(id.first) + " " + std::to_string(id.second) + " 1\n");
+    }
+  }
   int userns = -1;
   if (why->empty()) {
     std::string ns = "/proc/" + std::to_string(child) + "/ns/user";
