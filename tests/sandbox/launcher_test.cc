@@ -325,6 +325,14 @@ TEST(SandboxRun, ForksSingleThreadedAndStartsThreadsAfterTheFork) {
   auto closeAll = [](std::vector<int> fds) {
     for (int fd : fds) close(fd);
   };
+  // join() returns when the thread has cleared its tid, a moment before the kernel drops it
+  // from the process's thread count: wait (bounded) for the count the next run checks.
+  auto waitForOneThread = [] {
+    for (int i = 0; i < 200 && threadCount() != 1; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    ASSERT_EQ(threadCount(), 1);
+  };
   ASSERT_EQ(threadCount(), 1);
   {
     std::promise<void> release;
@@ -332,6 +340,7 @@ TEST(SandboxRun, ForksSingleThreadedAndStartsThreadsAfterTheFork) {
     auto r = run(o, closeAll);
     release.set_value();
     other.join();
+    waitForOneThread();
     ASSERT_FALSE(r.ok());
     EXPECT_THAT(r.errorText(), HasSubstr("refusing to fork the sandbox from a process with 2 "
                                          "threads"));
@@ -353,6 +362,7 @@ TEST(SandboxRun, ForksSingleThreadedAndStartsThreadsAfterTheFork) {
       });
   release.set_value();
   if (started.joinable()) started.join();
+  waitForOneThread();
   ASSERT_TRUE(r.ok()) << r.errorText();
   EXPECT_EQ(r->exitStatus, 0) << r->error;
   EXPECT_EQ(events, (std::vector<std::string>{"started, threads 1", "listeners, threads 2"}));
