@@ -11,6 +11,7 @@ scrapes, and each response read by the helpers below. Secrets are registered aut
 tests that make a secret any other way call `artifacts.register_secret` themselves.
 """
 
+import atexit
 import base64
 import hashlib
 import json
@@ -27,11 +28,43 @@ import urllib.request
 import artifacts
 
 
+_reachable_copy = None
+
+
+def _others_can_execute(path):
+    """Whether a user other than the owner can reach and execute `path` (every directory on
+    the way searchable by others, the file executable by others)."""
+    path = os.path.realpath(path)
+    if not os.stat(path).st_mode & 0o001:
+        return False
+    d = os.path.dirname(path)
+    while True:
+        if not os.stat(d).st_mode & 0o001:
+            return False
+        if d == "/":
+            return True
+        d = os.path.dirname(d)
+
+
 def binary():
+    """The sandgate binary under test. Rootless tests run it as a user the test creates: where
+    the build lies in a directory only root may enter (a clone in `mktemp -d`, 0700), that user
+    gets a copy in a 0755 directory of its own, removed when the test process exits."""
+    global _reachable_copy
     b = os.environ.get("SANDGATE_BINARY")
     if not b or not os.path.exists(b):
         raise RuntimeError("SANDGATE_BINARY must point at the built sandgate binary (set by CTest)")
-    return b
+    if os.geteuid() != 0 or _others_can_execute(b):
+        return b
+    if _reachable_copy is None:
+        d = tempfile.mkdtemp(prefix="sandgate-bin-")
+        os.chmod(d, 0o755)
+        copy = os.path.join(d, "sandgate")
+        shutil.copy2(b, copy)
+        os.chmod(copy, 0o755)
+        atexit.register(shutil.rmtree, d, True)
+        _reachable_copy = copy
+    return _reachable_copy
 
 
 def wait_until(predicate, timeout=10.0, interval=0.02, what="condition"):
