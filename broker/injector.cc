@@ -8,6 +8,7 @@
 #include <optional>
 
 #include "broker/encoding.h"
+#include "broker/task_secrets.h"
 
 namespace sandgate::broker {
 
@@ -149,11 +150,6 @@ bool Injector::hostAllowed(const config::Credential& c, std::string_view host) c
                      [&](const auto& h) { return credentialHostMatches(h.value, host); });
 }
 
-std::string Injector::replacementFor(const config::Credential& c) const {
-  const Placeholder* p = placeholders_ ? placeholders_->forCredential(c.name) : nullptr;
-  return p ? p->value : redactionMarker(c.name);
-}
-
 std::string injectionPlace(const config::Credential& c) {
   switch (c.inject.kind) {
     case config::Injection::Kind::kHeader:
@@ -251,15 +247,12 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
     // reveal(): the secret goes into the outgoing request to a host its credential names,
     // which leaves only over verified TLS (or plaintext where the credential allows it).
     const std::string_view secret = held->reveal();
-    const std::string replacement = replacementFor(c);
-    // A credential with `scrub: false` leaves responses as the upstream sent them.
-    // Another form of the secret (Basic) is copied into protected memory only when it is to
-    // be scrubbed. The secret's rule matches its URL forms too (ScrubRule::urlForms), so the
-    // percent-encoded query value, and any re-encoding of it by the upstream, needs no rule.
-    auto scrubForm = [&](std::string_view form, std::string shown) {
-      if (c.scrub) addScrubRule(result.scrub, {Secret::copyOf(form), std::move(shown), c.name});
-    };
-    if (c.scrub) addScrubRule(result.scrub, {held, replacement, c.name});
+    // What to scrub from the responses: the secret's forms (none with `scrub: false`). The
+    // secret's rule matches its URL forms too (ScrubRule::urlForms), so the percent-encoded
+    // query value, and any re-encoding of it by the upstream, needs no rule of its own.
+    for (const auto& form : secretForms(c, held)) {
+      addScrubRule(result.scrub, scrubRuleFor(form, placeholders_.get()));
+    }
 
     const config::Injection& inj = c.inject;
     switch (inj.kind) {
@@ -275,9 +268,6 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
         std::string pair = inj.username + ":" + std::string(secret);
         std::string token = base64Encode(pair);
         wipe(pair);
-        const Placeholder* p = placeholders_ ? placeholders_->forCredential(c.name) : nullptr;
-        std::string shown = p ? base64Encode(inj.username + ":" + p->value) : replacement;
-        scrubForm(token, std::move(shown));
         headers.emplace_back("Authorization", "Basic " + token);
         wipe(token);
         break;

@@ -86,7 +86,6 @@ class Injector {
  private:
   const config::Credential* find(std::string_view name) const;
   bool hostAllowed(const config::Credential& c, std::string_view host) const;
-  std::string replacementFor(const config::Credential& c) const;
 
   std::shared_ptr<const SecretStore> store_;
   const config::Credentials* credentials_;

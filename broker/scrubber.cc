@@ -41,12 +41,6 @@ Probe walkUrlForm(std::string_view needle, std::string_view text, size_t p) {
   return {pos - p, false};
 }
 
-// Could a form of `r` start with byte `c`? A cheap first test before any walk.
-bool mayStart(const ScrubRule& r, std::string_view needle, char c) {
-  if (c == needle.front()) return true;
-  return r.urlForms && (c == '%' || (c == '+' && needle.front() == ' '));
-}
-
 Probe probe(const ScrubRule& r, std::string_view needle, std::string_view text, size_t p) {
   Probe out;
   std::string_view rest = text.substr(p);
@@ -81,71 +75,81 @@ void addScrubRule(std::vector<ScrubRule>& rules, ScrubRule rule) {
   rules.push_back(std::move(rule));
 }
 
-Scrubber::Scrubber(std::vector<ScrubRule> rules) {
+ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
   for (auto& r : rules) {
-    if (r.needle && !r.needle->empty()) {
-      maxLen_ = std::max(maxLen_, r.needle->size() * (r.urlForms ? 3 : 1));
-      rules_.push_back(std::move(r));
+    if (r.needle && !r.needle->empty()) rules_.push_back(std::move(r));
+  }
+  std::array<std::vector<uint32_t>, 256> lists;
+  auto pair = [&](unsigned char x, unsigned char y) {
+    const unsigned key = (static_cast<unsigned>(x) << 8) | y;
+    pairs_[key >> 6] |= uint64_t{1} << (key & 63);
+  };
+  static constexpr char kUpper[] = "0123456789ABCDEF";
+  static constexpr char kLower[] = "0123456789abcdef";
+  for (size_t k = 0; k < rules_.size(); ++k) {
+    const ScrubRule& r = rules_[k];
+    // reveal(): its first two bytes (and its length) index the filter that finds where a
+    // form of it may start in a response.
+    const std::string_view n = r.needle->reveal();
+    maxLen_ = std::max(maxLen_, n.size() * (r.urlForms ? 3 : 1));
+    preservesLength_ = preservesLength_ && r.replacement.size() == n.size();
+    // The bytes a spelling of needle byte c can begin with: c raw, and in a URL form '%'
+    // (its escape) or '+' (a space).
+    auto spellingStarts = [&](unsigned char c) {
+      std::vector<unsigned char> v{c};
+      if (r.urlForms && c != '%') v.push_back('%');
+      if (r.urlForms && c == ' ') v.push_back('+');
+      return v;
+    };
+    const auto n0 = static_cast<unsigned char>(n[0]);
+    for (unsigned char first : spellingStarts(n0)) {
+      lists[first].push_back(static_cast<uint32_t>(k));
+      if (first == '%' && r.urlForms) {
+        // The escape of n0: its first hex digit follows, in either case.
+        pair('%', kUpper[n0 >> 4]);
+        pair('%', kLower[n0 >> 4]);
+      }
+      if (first == n0 || first == '+') {  // n0 raw ('%' too, as the needle is written), or '+'
+        if (n.size() == 1) {
+          for (unsigned b = 0; b < 256; ++b) pair(first, static_cast<unsigned char>(b));
+        } else {
+          for (unsigned char second : spellingStarts(static_cast<unsigned char>(n[1]))) {
+            pair(first, second);
+          }
+        }
+      }
     }
   }
+  for (unsigned a = 0; a < 256; ++a) {
+    firstBegin_[a] = static_cast<uint32_t>(byFirst_.size());
+    byFirst_.insert(byFirst_.end(), lists[a].begin(), lists[a].end());
+  }
+  firstBegin_[256] = static_cast<uint32_t>(byFirst_.size());
 }
+
+namespace {
+
+// The first position at or after `p` where the pair filter lets a form of some rule start (the
+// last byte of `text` is looked at alone); text.size() when there is none. The one loop that
+// reads every byte of a body: a table lookup per byte, no call.
+size_t nextCandidate(const ScrubSet& set, std::string_view text, size_t p) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t end = text.size();
+  while (p + 1 < end && !set.mayStartPair(s[p], s[p + 1])) ++p;
+  if (p + 1 == end && !set.mayStart(s[p])) return end;
+  return std::min(p, end);
+}
+
+}  // namespace
+
+Scrubber::Scrubber(std::shared_ptr<const ScrubSet> set) : set_(std::move(set)) {
+  if (!set_) set_ = std::make_shared<const ScrubSet>(std::vector<ScrubRule>{});
+}
+
+Scrubber::Scrubber(std::vector<ScrubRule> rules)
+    : set_(std::make_shared<const ScrubSet>(std::move(rules))) {}
 
 Scrubber::~Scrubber() { wipe(work_); }
-
-bool Scrubber::preservesLength() const {
-  return std::all_of(rules_.begin(), rules_.end(),
-                     [](const ScrubRule& r) { return r.replacement.size() == r.needle->size(); });
-}
-
-bool Scrubber::couldStartNeedle(std::string_view tail) const {
-  for (const auto& r : rules_) {
-    // reveal(): compared with response bytes to decide whether they may be a secret's start.
-    std::string_view needle = r.needle->reveal();
-    // The first bytes compared inline: most positions differ there, and a memcmp call at each
-    // of a body's last positions cost some 380 instructions per response more.
-    if (tail.empty() || !mayStart(r, needle, tail.front())) continue;
-    if (!r.urlForms) {
-      if (needle.size() > tail.size() && needle.substr(0, tail.size()) == tail) return true;
-      continue;
-    }
-    if (probe(r, needle, tail, 0).partial) return true;
-  }
-  return false;
-}
-
-size_t Scrubber::findRule(const ScrubRule& r, std::string_view work, size_t from,
-                          size_t* len) const {
-  // reveal(): searched for in upstream response bytes so that it can be removed.
-  const std::string_view needle = r.needle->reveal();
-  if (!r.urlForms) {
-    *len = needle.size();
-    return work.find(needle, from);
-  }
-  // Candidates are where a form can start: the first byte raw, '%', or '+' for a space. Each
-  // is found with memchr and remembered until passed, so a body is scanned about once per
-  // candidate byte, not once per position.
-  const char first = needle.front();
-  auto nextOf = [&](char c, size_t at) -> size_t {
-    if (at >= work.size()) return std::string_view::npos;
-    const void* hit = std::memchr(work.data() + at, c, work.size() - at);
-    return hit ? static_cast<size_t>(static_cast<const char*>(hit) - work.data())
-               : std::string_view::npos;
-  };
-  size_t nextFirst = nextOf(first, from);
-  size_t nextPct = first == '%' ? std::string_view::npos : nextOf('%', from);
-  size_t nextPlus = first == ' ' ? nextOf('+', from) : std::string_view::npos;
-  while (true) {
-    const size_t p = std::min({nextFirst, nextPct, nextPlus});
-    if (p == std::string_view::npos) return p;
-    if (Probe m = probe(r, needle, work, p); m.len > 0) {
-      *len = m.len;
-      return p;
-    }
-    if (nextFirst == p) nextFirst = nextOf(first, p + 1);
-    if (nextPct == p) nextPct = nextOf('%', p + 1);
-    if (nextPlus == p) nextPlus = nextOf('+', p + 1);
-  }
-}
 
 void Scrubber::emit(const ScrubRule& r, std::string_view form, std::string& out) const {
   // reveal(): compared with the matched response bytes, which are that secret (or a form of
@@ -178,112 +182,91 @@ void Scrubber::emit(const ScrubRule& r, std::string_view form, std::string& out)
   }
 }
 
-size_t Scrubber::firstPartialFrom(std::string_view work, size_t from) const {
+size_t Scrubber::scan(std::string_view work, std::string& out, bool final) {
+  const ScrubSet& set = *set_;
   const size_t end = work.size();
-  if (maxLen_ <= 1) return end;
-  for (size_t p = std::max(from, end - std::min(end, maxLen_ - 1)); p < end; ++p) {
-    if (couldStartNeedle(work.substr(p))) return p;
-  }
-  return end;
-}
-
-void Scrubber::process(std::string& buffer, std::string& out, bool final) {
-  const std::string_view work(buffer);
-  const size_t end = work.size();
-  // Positions near the end where a needle may start but has not fully arrived. Only bytes from
-  // such a position on are held back: a stream that pauses (server-sent events, a chunk per
-  // token) must reach the client when it is sent, not when the next piece comes. `from` only
-  // grows below, so a position found stays the answer until `from` passes it.
-  size_t partial = std::string_view::npos;
-  auto partialFrom = [&](size_t from) {
-    if (final) return end;
-    if (partial == std::string_view::npos || partial < from) {
-      partial = firstPartialFrom(work, from);
-    }
-    return partial;
-  };
-  constexpr size_t kUnknown = std::string_view::npos - 1;
-  // Next occurrence of each needle at or after i: still valid after i moves past a match that
-  // ended before it, so each needle is searched for about once per occurrence, not per match.
-  std::vector<size_t> next(rules_.size(), kUnknown);
-  std::vector<size_t> nextLen(rules_.size(), 0);
-  size_t i = 0;
-  while (i < end) {
-    // Earliest match at or after i; the longest match wins a tie.
-    size_t best = std::string_view::npos;
+  size_t done = 0;  // work[0, done) is in `out` already (as it was, or replaced)
+  size_t p = nextCandidate(set, work, 0);
+  while (p < end) {
+    // Earliest match wins (this is the first candidate not passed), the longest among the
+    // rules starting here; a form that may still complete with the next slice holds everything
+    // from here back, since it would start as early and be longer.
     size_t bestLen = 0;
-    const ScrubRule* bestRule = nullptr;
-    for (size_t k = 0; k < rules_.size(); ++k) {
-      const ScrubRule& r = rules_[k];
-      if (next[k] == kUnknown || (next[k] != std::string_view::npos && next[k] < i)) {
-        next[k] = findRule(r, work, i, &nextLen[k]);
-      }
-      size_t p = next[k];
-      if (p == std::string_view::npos) continue;
-      if (p < best || (p == best && nextLen[k] > bestLen)) {
-        best = p;
-        bestLen = nextLen[k];
-        bestRule = &r;
+    const ScrubRule* best = nullptr;
+    bool partial = false;
+    for (uint32_t k : set.startingWith(static_cast<unsigned char>(work[p]))) {
+      const ScrubRule& r = set.rules()[k];
+      // reveal(): compared with response bytes to find the secret and replace it.
+      const Probe m = probe(r, r.needle->reveal(), work, p);
+      partial = partial || m.partial;
+      if (m.len > bestLen) {
+        bestLen = m.len;
+        best = &r;
       }
     }
-    // A match is final unless a needle that has not fully arrived starts at or before it: that
-    // one may complete with the next slice and then wins (earlier start, or same start and
-    // longer).
-    if (bestRule && partialFrom(i) > best) {
-      out.append(work.substr(i, best - i));
-      emit(*bestRule, work.substr(best, bestLen), out);
-      ++count_;
-      ++byCredential_[bestRule->credential];
-      i = best + bestLen;
+    if (partial && !final) break;
+    if (!best) {
+      p = nextCandidate(set, work, p + 1);
       continue;
     }
-    break;
+    out.append(work.substr(done, p - done));
+    emit(*best, work.substr(p, bestLen), out);
+    ++count_;
+    ++byCredential_[best->credential];
+    done = p + bestLen;
+    p = nextCandidate(set, work, done);
   }
-  // Hold back from the first position that may start a needle; everything before it is final.
-  size_t keepFrom = std::max(i, partialFrom(i));
-  out.append(work.substr(i, keepFrom - i));
-  std::string rest(work.substr(keepFrom));
-  wipe(buffer);
-  buffer = std::move(rest);
+  const size_t keepFrom = std::min(p, end);
+  out.append(work.substr(done, keepFrom - done));
+  return keepFrom;
 }
 
 void Scrubber::feed(std::string_view in, std::string& out) {
-  if (rules_.empty()) {
+  if (set_->empty()) {
     out.append(in);
     return;
   }
-  if (work_.empty() && !occursIn(in)) {
-    // Nothing to replace in this slice and nothing held back from the last: what process()
-    // would do, without its copies. Only a tail that may start a needle waits for more.
-    const size_t keepFrom = firstPartialFrom(in, 0);
-    out.append(in.substr(0, keepFrom));
+  if (work_.empty()) {
+    // Nothing held back from the last slice: scan this one where it lies; only a tail that
+    // may start a form is copied, to wait for more.
+    const size_t keepFrom = scan(in, out, false);
     work_.assign(in.substr(keepFrom));
     return;
   }
   work_.append(in);
-  process(work_, out, false);
+  const size_t keepFrom = scan(work_, out, false);
+  std::string rest(work_, keepFrom);
+  wipe(work_);
+  work_ = std::move(rest);
 }
 
 void Scrubber::finish(std::string& out) {
-  if (!work_.empty()) process(work_, out, true);
+  if (!work_.empty()) scan(work_, out, true);
   wipe(work_);
 }
 
 bool Scrubber::occursIn(std::string_view text) const {
-  return std::any_of(rules_.begin(), rules_.end(), [&](const ScrubRule& r) {
-    size_t len = 0;
-    return findRule(r, text, 0, &len) != std::string_view::npos;
-  });
+  const ScrubSet& set = *set_;
+  for (size_t p = nextCandidate(set, text, 0); p < text.size();
+       p = nextCandidate(set, text, p + 1)) {
+    for (uint32_t k : set.startingWith(static_cast<unsigned char>(text[p]))) {
+      const ScrubRule& r = set.rules()[k];
+      // reveal(): compared with a response field to see whether the secret is in it.
+      if (probe(r, r.needle->reveal(), text, p).len > 0) return true;
+    }
+  }
+  return false;
 }
 
 size_t Scrubber::scrubHeaders(Headers& headers) {
-  if (rules_.empty()) return 0;
+  if (set_->empty()) return 0;
   uint64_t before = count_;
   for (auto& [name, value] : headers) {
     for (std::string* field : {&name, &value}) {
-      if (!occursIn(*field)) continue;  // the same result as process(), without its copies
+      if (!occursIn(*field)) continue;  // the same result as scan(), without its copies
       std::string out;
-      process(*field, out, true);  // wipes the original value, which may hold the secret
+      scan(*field, out, true);
+      wipe(*field);  // the original value holds the secret
       *field = std::move(out);
     }
   }

@@ -2,9 +2,11 @@
 // marker) in an upstream response, streaming, across arbitrary chunk boundaries.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -32,6 +34,43 @@ std::string redactionMarker(std::string_view credential);
 // request of a keep-alive connection); the one kept matches URL forms if either did.
 void addScrubRule(std::vector<ScrubRule>& rules, ScrubRule rule);
 
+// A scrubber's rules compiled for one pass over a body, whatever their number: for each byte,
+// the rules a form can start with, and a filter of the byte pairs any form can start with (one
+// bit each). A scan reads each response byte once and probes rules only where the pair filter
+// lets a form start, so its cost grows with the body, not with the number of secrets times
+// the body. Immutable: shared by every scrubber of a connection (or task) and its threads.
+class ScrubSet {
+ public:
+  explicit ScrubSet(std::vector<ScrubRule> rules);
+
+  const std::vector<ScrubRule>& rules() const { return rules_; }
+  bool empty() const { return rules_.empty(); }
+  // Of the longest form a rule can match (0 when there is no rule).
+  size_t maxFormLength() const { return maxLen_; }
+  // Every replacement is as long as what it replaces (placeholders are), so a body keeps its
+  // length and its Content-Length.
+  bool preservesLength() const { return preservesLength_; }
+
+  // May a form start with bytes a, b (a the last byte of the input: b unknown)?
+  bool mayStartPair(unsigned char a, unsigned char b) const {
+    const unsigned key = (static_cast<unsigned>(a) << 8) | b;
+    return (pairs_[key >> 6] >> (key & 63)) & 1;
+  }
+  bool mayStart(unsigned char a) const { return firstBegin_[a] != firstBegin_[a + 1]; }
+  // The rules (indices into rules()) whose forms may start with byte `a`.
+  std::span<const uint32_t> startingWith(unsigned char a) const {
+    return {byFirst_.data() + firstBegin_[a], byFirst_.data() + firstBegin_[a + 1]};
+  }
+
+ private:
+  std::vector<ScrubRule> rules_;
+  size_t maxLen_ = 0;
+  bool preservesLength_ = true;
+  std::array<uint32_t, 257> firstBegin_{};  // byFirst_[firstBegin_[a], firstBegin_[a + 1])
+  std::vector<uint32_t> byFirst_;
+  std::vector<uint64_t> pairs_ = std::vector<uint64_t>(65536 / 64);
+};
+
 // Feed an identity-encoded body in slices of any size; output is exactly what a single pass
 // over the whole body would give, whatever the split: at each position the earliest match wins,
 // the longest match among those starting there. Between calls only a tail that could still
@@ -52,7 +91,8 @@ void addScrubRule(std::vector<ScrubRule>& rules, ScrubRule rule);
 // the body's length and the client decodes the placeholder it sent.
 class Scrubber {
  public:
-  explicit Scrubber(std::vector<ScrubRule> rules);
+  explicit Scrubber(std::shared_ptr<const ScrubSet> set);
+  explicit Scrubber(std::vector<ScrubRule> rules);  // compiles its own set
   ~Scrubber();
   Scrubber(const Scrubber&) = delete;
   Scrubber& operator=(const Scrubber&) = delete;
@@ -72,30 +112,22 @@ class Scrubber {
   uint64_t count() const { return count_; }
   // The same, by the credential whose secret was replaced (for the per-credential metric).
   const std::map<std::string, uint64_t>& countByCredential() const { return byCredential_; }
-  size_t maxHoldBack() const { return maxLen_ == 0 ? 0 : maxLen_ - 1; }
-  bool empty() const { return rules_.empty(); }
-  // Every replacement is as long as what it replaces (placeholders are), so a body keeps its
-  // length and its Content-Length.
-  bool preservesLength() const;
+  size_t maxHoldBack() const {
+    return set_->maxFormLength() == 0 ? 0 : set_->maxFormLength() - 1;
+  }
+  bool empty() const { return set_->empty(); }
+  bool preservesLength() const { return set_->preservesLength(); }
 
  private:
-  // Emits the replaced, final part of `buffer` into `out` and leaves the held-back tail in it;
-  // `final` means no more input will come (nothing is held back).
-  void process(std::string& buffer, std::string& out, bool final);
-  // Is `tail` a proper prefix of some needle or of one of its URL forms (it may complete with
-  // the next slice)?
-  bool couldStartNeedle(std::string_view tail) const;
-  // The earliest match of `r` at or after `from` in `work` (npos when none), its length in *len.
-  size_t findRule(const ScrubRule& r, std::string_view work, size_t from, size_t* len) const;
+  // The one pass: appends to `out` the final part of `work` with every match replaced, and
+  // returns where the held-back tail begins (work.size() when nothing is held back). `final`:
+  // no more input will come, so nothing is held back.
+  size_t scan(std::string_view work, std::string& out, bool final);
   // Appends the replacement for the match `form` of `r`.
   void emit(const ScrubRule& r, std::string_view form, std::string& out) const;
-  // The first position at or after `from`, among the last maxLen_ - 1 of `work`, where a needle
-  // may start but has not fully arrived (couldStartNeedle); work.size() when there is none.
-  size_t firstPartialFrom(std::string_view work, size_t from) const;
 
-  std::vector<ScrubRule> rules_;
-  size_t maxLen_ = 0;  // of the longest form a rule can match
-  std::string work_;   // held-back tail + new input; may hold a partial secret, wiped
+  std::shared_ptr<const ScrubSet> set_;
+  std::string work_;  // held-back tail + new input; may hold a partial secret, wiped
   uint64_t count_ = 0;
   std::map<std::string, uint64_t> byCredential_;
 };

@@ -101,13 +101,27 @@ Result<AdminReply> AdminClient::exchange(const AdminRequest& request, const std:
   return std::move(reply.value());
 }
 
-Result<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task) {
-  auto r = exchange(AdminRequest{AdminOp::kTaskEnv, task}, {});
+namespace {
+
+const char* envOpName(AdminOp op) { return op == AdminOp::kTaskEnv ? "task_env" : "token_env"; }
+
+}  // namespace
+
+Result<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string& task) {
+  auto r = exchange(AdminRequest{op, task}, {});
   if (!r) return r.errors();
   if (!r->environment) {
-    return failure(fmt::format("{}: task_env reply without an environment", path_));
+    return failure(fmt::format("{}: {} reply without an environment", path_, envOpName(op)));
   }
   return std::move(*r->environment);
+}
+
+Result<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task) {
+  return environment(AdminOp::kTaskEnv, task);
+}
+
+Result<TaskEnvironment> AdminClient::tokenEnvironment(const std::string& task) {
+  return environment(AdminOp::kTokenEnv, task);
 }
 
 Result<bool> AdminClient::adopt(const std::string& task, const std::vector<int>& fds) {

@@ -31,7 +31,10 @@ class AdminClient {
   AdminClient(const AdminClient&) = delete;
   AdminClient& operator=(const AdminClient&) = delete;
 
+  // task_env: a new run's environment (its placeholders hold for what this connection adopts).
   Result<TaskEnvironment> taskEnvironment(const std::string& task);
+  // token_env: the environment of the task's token clients on serve's own listeners.
+  Result<TaskEnvironment> tokenEnvironment(const std::string& task);
   // Hands the listening sockets over (they stay open here: the caller closes its copies).
   Result<bool> adopt(const std::string& task, const std::vector<int>& fds);
   // Hands the transparent capture over: the DNS stub's UDP and TCP sockets and the capture
@@ -49,6 +52,7 @@ class AdminClient {
  private:
   AdminClient(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   Result<AdminReply> exchange(const AdminRequest& request, const std::vector<int>& fds);
+  Result<TaskEnvironment> environment(AdminOp op, const std::string& task);
 
   int fd_;
   std::string path_;

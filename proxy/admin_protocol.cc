@@ -64,6 +64,8 @@ const char* opName(AdminOp op) {
   switch (op) {
     case AdminOp::kTaskEnv:
       return "task_env";
+    case AdminOp::kTokenEnv:
+      return "token_env";
     case AdminOp::kAdopt:
       return "adopt";
     case AdminOp::kAdoptCapture:
@@ -206,6 +208,8 @@ Result<AdminRequest> parseRequest(std::string_view message) {
   std::string op = stringOf(o, "op");
   if (op == "task_env") {
     out.op = AdminOp::kTaskEnv;
+  } else if (op == "token_env") {
+    out.op = AdminOp::kTokenEnv;
   } else if (op == "adopt") {
     out.op = AdminOp::kAdopt;
   } else if (op == "adopt_capture") {
@@ -216,7 +220,8 @@ Result<AdminRequest> parseRequest(std::string_view message) {
   } else {
     return refusal(
         admin_reason::kBadRequest,
-        fmt::format("unknown op '{}' (expected task_env, adopt, adopt_capture or release)",
+        fmt::format("unknown op '{}' (expected task_env, token_env, adopt, adopt_capture or "
+                    "release)",
                     op.substr(0, 40)));
   }
   out.task = stringOf(o, "task");

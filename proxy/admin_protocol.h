@@ -9,6 +9,8 @@
 //                                          "env":{"VAR":"placeholder"},"hidden_paths":[…],
 //                                          "capture":{"ports":[80,443],"ipv4_range":"…",
 //                                                     "ipv6_range":"…"}}
+//   {"v":1,"op":"token_env","task":"T"} → {"v":1,"ok":true,"policy":"P","ca_pem":"…",
+//                                          "env":{"VAR":"placeholder"}}
 //   {"v":1,"op":"adopt","task":"T"} + SCM_RIGHTS listening sockets → {"v":1,"ok":true}
 //   {"v":1,"op":"adopt_capture","task":"T","ports":[80,443],"ipv6":true}
 //       + SCM_RIGHTS [DNS UDP, DNS TCP listening, capture listeners…] → {"v":1,"ok":true}
@@ -21,6 +23,11 @@
 // with the ranges that this connection's task_env named ("ports": the ports listened on, serve's
 // and the launcher's own; "ipv6": whether AAAA is answered). "dns" in the release reply counts
 // the stub's answers (present after an adopt_capture).
+//
+// Placeholders: each task_env makes the run's own, honoured only on what the same connection
+// adopts after it for the same task, and gone with the run. token_env gives those of the
+// task's token clients on serve's own listeners (one set per task for serve's life, which no
+// run shares); it adopts nothing and offers no capture.
 //
 // Everything adopted belongs to the connection that handed it over: serve closes it on
 // `release` or when the connection closes, whichever comes first (a launcher that dies cannot
@@ -81,7 +88,7 @@ inline constexpr std::string_view kMixedNetns = "mixed_netns";
 inline constexpr std::string_view kNetnsUnknown = "netns_unknown";
 }  // namespace admin_reason
 
-enum class AdminOp { kTaskEnv, kAdopt, kAdoptCapture, kRelease };
+enum class AdminOp { kTaskEnv, kTokenEnv, kAdopt, kAdoptCapture, kRelease };
 
 struct AdminRequest {
   AdminRequest(AdminOp op = AdminOp::kTaskEnv, std::string task = {})
@@ -115,7 +122,7 @@ struct AdminReply {
   bool ok = false;
   std::string reason;                          // admin_reason token when !ok
   std::string error;                           // human-readable, when !ok
-  std::optional<TaskEnvironment> environment;  // task_env
+  std::optional<TaskEnvironment> environment;  // task_env, token_env
   std::optional<TrafficSummary> traffic;       // release
   std::optional<CaptureCounts> dns;            // release, after adopt_capture
 };

@@ -128,6 +128,10 @@ struct Connection {
   // in the sandbox, and so the pools adopt_capture serves (a reload in between changes
   // nothing for this run).
   std::optional<CaptureOffer> offer;
+  // The placeholders of this connection's run (its last task_env) and their task: what it
+  // adopts for that task honours them, and nothing else does. Dropped with the connection.
+  std::shared_ptr<const broker::PlaceholderSet> placeholders;
+  std::string placeholdersTask;
   std::shared_ptr<CaptureContext> capture;  // adopted: its DNS counts go into release's reply
   // The network namespace of what this connection adopted first: the rest must come from it.
   std::optional<NetnsId> netns;
@@ -233,6 +237,7 @@ struct AdminSocket::Impl {
   void startRelease(Connection& c) {
     for (uint64_t h : c.handles) backend.release(h);
     c.handles.clear();
+    c.placeholders.reset();  // the run is over: its placeholders go with it
     AdminReply r;
     r.ok = true;
     r.traffic = TrafficSummary{};
@@ -255,6 +260,13 @@ struct AdminSocket::Impl {
     if (!send(c, r)) closeConnection(c);
   }
 
+  // The run placeholders for what `c` adopts for `task`: those of its task_env for that task,
+  // else none (null).
+  static std::shared_ptr<const broker::PlaceholderSet> runPlaceholders(const Connection& c,
+                                                                       const std::string& task) {
+    return c.placeholdersTask == task ? c.placeholders : nullptr;
+  }
+
   void closeConnection(Connection& c) {
     if (!c.handles.empty()) {
       spdlog::info("admin socket {}: pid {} closed; releasing its listeners{}", options.path,
@@ -263,6 +275,7 @@ struct AdminSocket::Impl {
     for (uint64_t h : c.handles) backend.release(h);
     c.handles.clear();
     c.capture.reset();
+    c.placeholders.reset();
     ::close(c.fd);
     c.fd = -1;
   }
@@ -298,8 +311,9 @@ struct AdminSocket::Impl {
     CaptureSockets sockets{fds[0], fds[1], std::vector<int>(fds.begin() + 2, fds.end())};
     size_t listeners = sockets.listeners.size();
     fds.clear();  // owned by adoptCapture now, closed by it on error
-    auto adopted = backend.adoptCapture(
-        std::move(sockets), CaptureOptions{req.task, req.ports, *v4, *v6, req.ipv6}, c.tally);
+    auto adopted =
+        backend.adoptCapture(std::move(sockets), CaptureOptions{req.task, req.ports, *v4, *v6, req.ipv6},
+                             c.tally, runPlaceholders(c, req.task));
     if (!adopted) {
       return errorReply(adopted.errors().front().keyPath, adopted.errors().front().message);
     }
@@ -336,7 +350,20 @@ struct AdminSocket::Impl {
         if (!env) return errorReply(env.errors().front().keyPath, env.errors().front().message);
         AdminReply r;
         r.ok = true;
-        c.offer = env->capture;
+        c.offer = env->reply.capture;
+        c.placeholders = std::move(env->placeholders);
+        c.placeholdersTask = req.task;
+        r.environment = std::move(env->reply);
+        return r;
+      }
+      case AdminOp::kTokenEnv: {
+        if (!backend.tokenEnvironment) {
+          return errorReply(admin_reason::kBadRequest, "token_env is not served here");
+        }
+        auto env = backend.tokenEnvironment(req.task);
+        if (!env) return errorReply(env.errors().front().keyPath, env.errors().front().message);
+        AdminReply r;
+        r.ok = true;
         r.environment = std::move(env.value());
         return r;
       }
@@ -357,7 +384,7 @@ struct AdminSocket::Impl {
         }
         if (!c.tally) c.tally = std::make_shared<ListenerTally>();
         size_t count = fds.size();
-        auto handle = backend.adopt(std::move(fds), req.task, c.tally);
+        auto handle = backend.adopt(std::move(fds), req.task, c.tally, runPlaceholders(c, req.task));
         fds.clear();  // owned by adopt now, closed by it on error
         if (!handle) {
           return errorReply(handle.errors().front().keyPath, handle.errors().front().message);

@@ -54,6 +54,15 @@ struct EmbeddedProxy::Impl {
   std::set<std::string> credentials;  // guarded by mu
   bool started = false;
   bool stopped = false;
+  // The run's placeholders by task, from sandboxEnvironment(): the embedded proxy serves one
+  // run, and its listeners honour exactly those.
+  std::map<std::string, std::shared_ptr<const broker::PlaceholderSet>> placeholders;  // mu
+
+  std::shared_ptr<const broker::PlaceholderSet> runPlaceholders(const std::string& task) {
+    std::lock_guard lock(mu);
+    auto it = placeholders.find(task);
+    return it == placeholders.end() ? nullptr : it->second;
+  }
 
   void tallyLine(std::string_view line) {
     boost::system::error_code ec;
@@ -158,16 +167,23 @@ void EmbeddedProxy::start() {
 }
 
 Result<bool> EmbeddedProxy::adoptListener(int fd, const std::string& task) {
-  return impl_->server->adoptListener(fd, task);
+  return impl_->server->adoptListener(fd, task, impl_->runPlaceholders(task));
 }
 
 Result<SandboxEnvironment> EmbeddedProxy::sandboxEnvironment(const std::string& task) {
-  return impl_->server->sandboxEnvironment(task);
+  auto env = impl_->server->sandboxEnvironment(task);
+  if (env) {
+    std::lock_guard lock(impl_->mu);
+    impl_->placeholders[task] = env->placeholders;
+  }
+  return env;
 }
 
 Result<std::shared_ptr<CaptureContext>> EmbeddedProxy::adoptCapture(CaptureSockets sockets,
                                                                     CaptureOptions options) {
-  auto adopted = impl_->server->adoptCapture(std::move(sockets), std::move(options));
+  auto placeholders = impl_->runPlaceholders(options.task);
+  auto adopted = impl_->server->adoptCapture(std::move(sockets), std::move(options), nullptr,
+                                             std::move(placeholders));
   if (!adopted) return adopted.errors();
   return adopted->context;  // never released: the server lives as long as the run
 }

@@ -56,7 +56,8 @@ class EmbeddedProxy {
   EmbeddedProxy(const EmbeddedProxy&) = delete;
   EmbeddedProxy& operator=(const EmbeddedProxy&) = delete;
 
-  // sandgate's CA certificate and the task's placeholders (see Server::sandboxEnvironment).
+  // sandgate's CA certificate and the run's placeholders (see Server::sandboxEnvironment);
+  // the listeners and capture adopted afterwards for `task` honour those placeholders.
   Result<SandboxEnvironment> sandboxEnvironment(const std::string& task);
 
   // Serves a listening socket (takes ownership) whose every connection belongs to `task`.

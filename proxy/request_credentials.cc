@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "broker/headers.h"
+#include "broker/task_secrets.h"
 #include "proxy/intercept.h"
 #include "proxy/metrics.h"
 #include "proxy/relay.h"
@@ -86,26 +87,27 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   auto& rec = log.record;
   const TaskEntry& task = *c_.task;
   const auto& snap = *c_.snap;
+  // Every response of a task whose policy names a scrubbed credential is scrubbed, so every
+  // request of it asks for identity bodies (without the field any coding would be
+  // acceptable: RFC 9110, section 12.5.3), whether or not it carries a secret itself.
+  const bool scrubbed = task.secrets && !task.secrets->empty();
+  auto sent = [&]() -> std::optional<Refusal> {
+    if (scrubbed) req.set(http::field::accept_encoding, "identity");
+    return std::nullopt;
+  };
   if (!snap.secrets) {
     // No credentials are configured, so no request can carry a placeholder; a rule naming a
     // credential cannot pass validation then, but would fail closed here.
-    if (decision.credential.empty()) return std::nullopt;
+    if (decision.credential.empty()) return sent();
     rec.credential = decision.credential;
     return Refusal{502,           broker::reason::kCredentialUnavailable, task.name, rec.host,
                    decision.rule, "no credentials are configured",        ""};
   }
-  if (!injector_) {
-    std::shared_ptr<const broker::PlaceholderSet> placeholders;
-    if (c_.state.interception) {
-      placeholders =
-          c_.state.interception->placeholdersFor(task.name, snap.config.credentials, *snap.secrets);
-    }
-    injector_.emplace(snap.secrets, snap.config.credentials, std::move(placeholders));
-  }
+  if (!injector_) injector_.emplace(snap.secrets, snap.config.credentials, placeholders());
   // Nothing to inject and no placeholder this task could carry: the head stays as it is.
   const broker::PlaceholderSet* placeholders = injector_->placeholders();
   if (decision.credential.empty() && (!placeholders || placeholders->all().empty())) {
-    return std::nullopt;
+    return sent();
   }
 
   std::string target(req.target());
@@ -141,7 +143,7 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
     // No credential: nothing was injected and no placeholder found; the head is unchanged.
     wipeAll(hs);
     broker::wipe(target);
-    return std::nullopt;
+    return sent();
   }
   replaceFields(req, hs);
   req.target(target);
@@ -149,15 +151,51 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   // Scrubbing needs identity bodies: no compressed response may hide a secret. (Without the
   // field any coding would be acceptable: RFC 9110, section 12.5.3.)
   req.set(http::field::accept_encoding, "identity");
-  for (auto& rule : inj.scrub) broker::addScrubRule(scrubRules_, std::move(rule));
+  // The secret as it went out stays scrubbed on this connection even once the store has a
+  // newer one (a rotation between this request and its response).
+  for (auto& rule : inj.scrub) {
+    const size_t before = injectedRules_.size();
+    broker::addScrubRule(injectedRules_, std::move(rule));
+    if (injectedRules_.size() != before) scrubSet_.reset();
+  }
   return std::nullopt;
+}
+
+std::shared_ptr<const broker::PlaceholderSet> RequestCredentials::placeholders() const {
+  // A run's listeners carry the run's own; serve's listeners serve token clients, whose
+  // placeholders are their task's.
+  if (c_.listener && c_.listener->placeholders) return c_.listener->placeholders;
+  const auto& snap = *c_.snap;
+  if (!c_.state.interception || !snap.secrets) return nullptr;
+  return c_.state.interception->placeholdersFor(c_.task->name, snap.config.credentials,
+                                                *snap.secrets);
+}
+
+std::shared_ptr<const broker::ScrubSet> RequestCredentials::scrubSet() {
+  const TaskEntry& task = *c_.task;
+  std::shared_ptr<const std::vector<broker::SecretForm>> forms;
+  if (task.secrets && !task.secrets->empty()) forms = task.secrets->current();
+  if (scrubSet_ && forms == taskForms_) return scrubSet_;
+  // Compiled again only when a secret of the task changed or a new one went out here.
+  taskForms_ = forms;
+  if (!injector_ && c_.snap->secrets) {
+    injector_.emplace(c_.snap->secrets, c_.snap->config.credentials, placeholders());
+  }
+  const broker::PlaceholderSet* shown = injector_ ? injector_->placeholders() : nullptr;
+  std::vector<broker::ScrubRule> rules = injectedRules_;
+  if (forms) {
+    for (const auto& form : *forms) broker::addScrubRule(rules, broker::scrubRuleFor(form, shown));
+  }
+  scrubSet_ = std::make_shared<const broker::ScrubSet>(std::move(rules));
+  return scrubSet_;
 }
 
 std::optional<Refusal> RequestCredentials::scrubHeaders(
     http::fields& res, bool hasBody, const RequestLog& log,
     std::optional<broker::Scrubber>& scrubber, std::unique_ptr<broker::BodyDecoder>& decoder) {
-  if (scrubRules_.empty()) return std::nullopt;
-  scrubber.emplace(scrubRules_);
+  auto set = scrubSet();
+  if (set->empty()) return std::nullopt;
+  scrubber.emplace(std::move(set));
   // Asked for identity and answered otherwise: the body's bytes are not the content, so a
   // secret echoed in it could not be found as it is. A single gzip or deflate layer, as a
   // content coding or as a transfer coding before chunked, is undone on the way (the client
@@ -178,7 +216,7 @@ std::optional<Refusal> RequestCredentials::scrubHeaders(
                      rec.host,
                      rec.rule,
                      fmt::format("the upstream answered with {}, which sandgate cannot decode to "
-                                 "scrub the secrets sent on this connection",
+                                 "scrub it for the secrets this task can reach",
                                  what),
                      "the upstream should honour Accept-Encoding: identity (or send gzip)"};
     }

@@ -13,6 +13,7 @@
 #include "broker/body_decoder.h"
 #include "broker/injector.h"
 #include "broker/scrubber.h"
+#include "broker/task_secrets.h"
 #include "policy/engine.h"
 #include "proxy/refusal.h"
 
@@ -33,15 +34,18 @@ class RequestCredentials {
   // injected, which is what replaces its placeholder. `tls`: the request leaves over verified TLS; over plain HTTP only
   // a credential with allow_plaintext may be sent (else credential_requires_tls). Sets the
   // audit record's credential and injected, counts the injection, and returns the refusal to
-  // send instead (the head is then left as it was). When a secret went into the head, Accept-
-  // Encoding becomes identity (scrubbing needs identity bodies), the secret's forms are kept to
-  // be scrubbed from responses (unless its credential says `scrub: false`), and the head must
-  // be cleansed (cleanseRequestHead) once it has been sent.
+  // send instead (the head is then left as it was). Accept-Encoding becomes identity
+  // (scrubbing needs identity bodies) on every request of a task whose responses are scrubbed,
+  // and on every one a secret went into; such a secret's forms are kept to be scrubbed from
+  // this connection's responses (unless its credential says `scrub: false`), and the head
+  // must be cleansed (cleanseRequestHead) once it has been sent.
   std::optional<Refusal> apply(boost::beast::http::request_header<>& req, std::string_view host,
                                bool tls, const policy::Decision& decision, RequestLog& log);
 
-  // Makes a scrubber for a response when secrets went upstream on this connection, and
-  // scrubs the response's header fields with it at once. Identity was asked for; a body that
+  // Makes a scrubber for a response when the task can reach any secret that is scrubbed
+  // (every credential its policy names, TaskEntry::secrets, whatever this request carried, and
+  // any secret sent on this connection), and scrubs the response's header fields with it at
+  // once. Identity was asked for; a body that
   // comes in one layer of gzip or deflate anyway (a content coding, or a transfer coding
   // before chunked) gets a `decoder`; its Content-Encoding, Transfer-Encoding and
   // Content-Length fields are removed and a strong ETag made weak (the client gets the
@@ -58,9 +62,16 @@ class RequestCredentials {
   void countScrubs(const std::optional<broker::Scrubber>& scrubber) const;
 
  private:
+  // The placeholders this connection honours and scrubs back to (see ListenerInfo).
+  std::shared_ptr<const broker::PlaceholderSet> placeholders() const;
+  // The task's secrets and those sent here, compiled once for as long as neither changes.
+  std::shared_ptr<const broker::ScrubSet> scrubSet();
+
   ClientConnection& c_;
-  std::optional<broker::Injector> injector_;  // made on the connection's first request
-  std::vector<broker::ScrubRule> scrubRules_;
+  std::optional<broker::Injector> injector_;  // made on the connection's first need
+  std::vector<broker::ScrubRule> injectedRules_;  // the secrets sent on this connection
+  std::shared_ptr<const std::vector<broker::SecretForm>> taskForms_;  // scrubSet_ made from
+  std::shared_ptr<const broker::ScrubSet> scrubSet_;
 };
 
 // A coding of a response body, as its header field named it.

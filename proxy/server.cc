@@ -17,12 +17,13 @@
 #include <csignal>
 #include <cstring>
 #include <filesystem>
+#include <algorithm>
 #include <map>
 #include <mutex>
-#include <set>
 #include <thread>
 #include <utility>
 
+#include "broker/placeholder.h"
 #include "broker/store.h"
 #include "common/host_port.h"
 #include "common/safe_open.h"
@@ -485,7 +486,7 @@ AdminBackend Server::adminBackend() {
                       fmt::format("no task '{}' in {} (tasks: {})", task, cfg.file,
                                   names.empty() ? "none" : names)};
   };
-  b.environment = [this, unknownTask](const std::string& task) -> Result<TaskEnvironment> {
+  b.environment = [this, unknownTask](const std::string& task) -> Result<RunEnvironment> {
     auto snap = impl_->state.snapshot.load();
     const config::Task* t = snap->config.findTask(task);
     if (!t) return unknownTask(snap->config, task);
@@ -494,7 +495,9 @@ AdminBackend Server::adminBackend() {
       return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
                         env.errors().front().message};
     }
-    TaskEnvironment out;
+    RunEnvironment run;
+    run.placeholders = env->placeholders;
+    TaskEnvironment& out = run.reply;
     out.policy = t->policy.value;
     out.caPem = env->caPem;
     for (const auto& [name, value] : env->variables) out.env[name] = value;
@@ -509,16 +512,34 @@ AdminBackend Server::adminBackend() {
     }
     // Serve's config decides the pools: the launcher routes them before the sandbox exists.
     out.capture = CaptureOffer{snap->capture.ports, snap->capture.v4Text, snap->capture.v6Text};
+    return run;
+  };
+  b.tokenEnvironment = [this, unknownTask](const std::string& task) -> Result<TaskEnvironment> {
+    auto snap = impl_->state.snapshot.load();
+    const config::Task* t = snap->config.findTask(task);
+    if (!t) return unknownTask(snap->config, task);
+    auto env = tokenClientEnvironment(task);
+    if (!env) {
+      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
+                        env.errors().front().message};
+    }
+    TaskEnvironment out;
+    out.policy = t->policy.value;
+    out.caPem = env->caPem;
+    for (const auto& [name, value] : env->variables) out.env[name] = value;
     return out;
   };
   b.adopt = [this, unknownTask](std::vector<int> fds, const std::string& task,
-                                std::shared_ptr<ListenerTally> tally) -> Result<uint64_t> {
+                                std::shared_ptr<ListenerTally> tally,
+                                std::shared_ptr<const broker::PlaceholderSet> placeholders)
+      -> Result<uint64_t> {
     auto snap = impl_->state.snapshot.load();
     if (!snap->config.findTask(task)) {
       for (int fd : fds) ::close(fd);
       return unknownTask(snap->config, task);
     }
-    auto group = adoptListeners(std::move(fds), task, std::move(tally));
+    auto group =
+        adoptListeners(std::move(fds), task, std::move(tally), nullptr, std::move(placeholders));
     if (!group) {
       return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
                         group.errors().front().message};
@@ -527,13 +548,16 @@ AdminBackend Server::adminBackend() {
   };
   b.adoptCapture = [this, unknownTask](
                        CaptureSockets sockets, CaptureOptions options,
-                       std::shared_ptr<ListenerTally> tally) -> Result<AdoptedCapture> {
+                       std::shared_ptr<ListenerTally> tally,
+                       std::shared_ptr<const broker::PlaceholderSet> placeholders)
+      -> Result<AdoptedCapture> {
     auto snap = impl_->state.snapshot.load();
     if (!snap->config.findTask(options.task)) {
       sockets.close();
       return unknownTask(snap->config, options.task);
     }
-    auto adopted = adoptCapture(std::move(sockets), std::move(options), std::move(tally));
+    auto adopted = adoptCapture(std::move(sockets), std::move(options), std::move(tally),
+                                std::move(placeholders));
     if (!adopted) {
       return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
                         adopted.errors().front().message};
@@ -552,16 +576,23 @@ AdminBackend Server::adminBackend() {
   return b;
 }
 
-Result<bool> Server::adoptListener(int fd, std::string task) {
-  auto group = adoptListeners({fd}, std::move(task));
+Result<bool> Server::adoptListener(int fd, std::string task,
+                                   std::shared_ptr<const broker::PlaceholderSet> placeholders) {
+  auto group = adoptListeners({fd}, std::move(task), nullptr, nullptr, std::move(placeholders));
   if (!group) return group.errors();
   return true;
 }
 
-Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
-                                        std::shared_ptr<ListenerTally> tally,
-                                        std::shared_ptr<CaptureContext> capture) {
+Result<uint64_t> Server::adoptListeners(
+    std::vector<int> fds, std::string task, std::shared_ptr<ListenerTally> tally,
+    std::shared_ptr<CaptureContext> capture,
+    std::shared_ptr<const broker::PlaceholderSet> placeholders) {
   auto& im = *impl_;
+  // A run without placeholders of its own honours none: never another run's, never the token
+  // clients' of its task.
+  if (!placeholders) {
+    placeholders = std::make_shared<const broker::PlaceholderSet>(std::vector<broker::Placeholder>{});
+  }
   auto closeAll = [&] {
     for (int fd : fds) ::close(fd);
   };
@@ -591,7 +622,7 @@ Result<uint64_t> Server::adoptListeners(std::vector<int> fds, std::string task,
     std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
     local.resize(addrLen);
     auto info = std::make_shared<const ListenerInfo>(
-        ListenerInfo{endpointText(local), task, tally, capture});
+        ListenerInfo{endpointText(local), task, tally, capture, placeholders});
     // Every worker accepts on its own duplicate of the descriptor (one shared queue). The
     // acceptors are registered here (the reactor is thread-safe) and used only on their worker.
     for (auto& w : im.workers) {
@@ -655,41 +686,46 @@ void Server::releaseListeners(uint64_t group) {
 
 namespace {
 
-// The credentials named by `policy`'s rules and by the policies it includes (includes are
-// acyclic: the config loader refuses cycles; `seen` also guards repeats).
-void policyCredentials(const config::Config& cfg, const std::string& policy,
-                       std::set<std::string>& seen, std::set<std::string>& out) {
-  if (!seen.insert(policy).second) return;
-  auto it = cfg.policies.find(policy);
-  if (it == cfg.policies.end()) return;
-  for (const auto& rule : it->second.allow) {
-    if (rule.credential) out.insert(rule.credential->value);
+// The environment of `task` with the placeholders `set` (those of the credentials its policy
+// names); made by `make` when interception is available.
+template <typename MakeSet>
+Result<SandboxEnvironment> environmentOf(const ServerState& state, const std::string& task,
+                                         MakeSet make) {
+  auto snap = state.snapshot.load();
+  const TaskEntry* t = snap->findTask(task);
+  if (!t) {
+    return Diagnostic{"", 0, 0, "", fmt::format("no task '{}' in {}", task, snap->config.file)};
   }
-  for (const auto& inc : it->second.include) policyCredentials(cfg, inc.value, seen, out);
+  SandboxEnvironment env;
+  const auto& icpt = state.interception;
+  if (!icpt) return env;
+  env.caPem = icpt->caCertificatePem();
+  env.placeholders = make(*icpt, *snap);
+  for (const auto& p : env.placeholders->all()) {
+    if (std::binary_search(t->credentials.begin(), t->credentials.end(), p.credential)) {
+      env.variables.emplace_back(p.variable, p.value);
+    }
+  }
+  return env;
 }
 
 }  // namespace
 
 Result<SandboxEnvironment> Server::sandboxEnvironment(const std::string& task) {
-  auto snap = impl_->state.snapshot.load();
-  const auto& cfg = snap->config;
-  const config::Task* t = cfg.findTask(task);
-  if (!t) return Diagnostic{"", 0, 0, "", fmt::format("no task '{}' in {}", task, cfg.file)};
-  SandboxEnvironment env;
-  auto& icpt = impl_->state.interception;
-  if (!icpt) return env;
-  env.caPem = icpt->caCertificatePem();
-  std::set<std::string> seen, used;
-  policyCredentials(cfg, t->policy.value, seen, used);
-  auto set = icpt->placeholdersFor(task, cfg.credentials, *snap->secrets);
-  for (const auto& p : set->all()) {
-    if (used.count(p.credential)) env.variables.emplace_back(p.variable, p.value);
-  }
-  return env;
+  return environmentOf(impl_->state, task, [](Interception&, const Snapshot& snap) {
+    return broker::PlaceholderSet::generate(snap.config.credentials, *snap.secrets);
+  });
 }
 
-Result<AdoptedCapture> Server::adoptCapture(CaptureSockets sockets, CaptureOptions options,
-                                            std::shared_ptr<ListenerTally> tally) {
+Result<SandboxEnvironment> Server::tokenClientEnvironment(const std::string& task) {
+  return environmentOf(impl_->state, task, [&](Interception& icpt, const Snapshot& snap) {
+    return icpt.placeholdersFor(task, snap.config.credentials, *snap.secrets);
+  });
+}
+
+Result<AdoptedCapture> Server::adoptCapture(
+    CaptureSockets sockets, CaptureOptions options, std::shared_ptr<ListenerTally> tally,
+    std::shared_ptr<const broker::PlaceholderSet> placeholders) {
   auto& im = *impl_;
   auto fail = [&](std::string message) {
     sockets.close();
@@ -705,7 +741,8 @@ Result<AdoptedCapture> Server::adoptCapture(CaptureSockets sockets, CaptureOptio
   const std::string task = options.task;
   auto ctx = std::make_shared<CaptureContext>(std::move(options), im.state, tally);
   // The capture listeners make the group (and are checked there); the DNS sockets join it.
-  auto group = adoptListeners(std::move(sockets.listeners), task, tally, ctx);
+  auto group =
+      adoptListeners(std::move(sockets.listeners), task, tally, ctx, std::move(placeholders));
   sockets.listeners.clear();  // adoptListeners owns them, on error too
   if (!group) {
     sockets.close();
@@ -769,7 +806,7 @@ void Server::start() {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {
       auto info = std::make_shared<const ListenerInfo>(
-          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr, nullptr});
+          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr, nullptr, nullptr});
       asio::co_spawn(w->io, acceptLoop(*w, im.state, *acc, info), logException);
     }
   }

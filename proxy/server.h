@@ -14,6 +14,10 @@
 #include "config/config.h"
 #include "proxy/capture.h"
 
+namespace sandgate::broker {
+class PlaceholderSet;
+}
+
 namespace sandgate::proxy {
 
 struct ServerOptions {
@@ -38,6 +42,9 @@ struct ServerOptions {
 struct SandboxEnvironment {
   std::string caPem;
   std::vector<std::pair<std::string, std::string>> variables;
+  // The run's placeholders (variables holds those of the credentials its policy names): made
+  // for this run alone, honoured only on the listeners it hands over with them.
+  std::shared_ptr<const broker::PlaceholderSet> placeholders;
 };
 
 class ListenerTally;
@@ -56,16 +63,22 @@ class Server {
 
   // Serves a listening socket whose every connection belongs to `task` (a socket handed
   // over by a sandbox launcher). Takes ownership of `fd`. Callable before or after start().
-  Result<bool> adoptListener(int fd, std::string task);
+  // `placeholders` as for adoptListeners.
+  Result<bool> adoptListener(int fd, std::string task,
+                             std::shared_ptr<const broker::PlaceholderSet> placeholders = nullptr);
 
   // Adopts several listening sockets as one group that releaseListeners() closes again (the
   // admin socket: a sandbox's listeners are served while its launcher stays connected). Takes
   // ownership of `fds` (closed on error too). Connections accepted on them are counted in
   // `tally` when set. Errors: a descriptor that is not a listening TCP socket, shutting down.
   // `capture` set: capture listeners of transparent mode (see adoptCapture).
-  Result<uint64_t> adoptListeners(std::vector<int> fds, std::string task,
-                                  std::shared_ptr<ListenerTally> tally = nullptr,
-                                  std::shared_ptr<CaptureContext> capture = nullptr);
+  // `placeholders`: the run's (sandboxEnvironment()), the only ones its connections honour;
+  // null: none at all (a run's connections never honour another run's or the token
+  // clients' placeholders).
+  Result<uint64_t> adoptListeners(
+      std::vector<int> fds, std::string task, std::shared_ptr<ListenerTally> tally = nullptr,
+      std::shared_ptr<CaptureContext> capture = nullptr,
+      std::shared_ptr<const broker::PlaceholderSet> placeholders = nullptr);
   // Stops accepting on a group's listeners (and, for a capture group, stops its DNS stub) and
   // closes them (connections already accepted go on). Unknown or already released groups are
   // ignored. Thread-safe.
@@ -77,8 +90,10 @@ class Server {
   // the DNS answers; `tally` as for adoptListeners (the DNS audit records included). Errors: a
   // descriptor of the wrong kind, pool ranges that cannot make a pool, shutting down. Callable
   // before or after start().
-  Result<AdoptedCapture> adoptCapture(CaptureSockets sockets, CaptureOptions options,
-                                      std::shared_ptr<ListenerTally> tally = nullptr);
+  Result<AdoptedCapture> adoptCapture(
+      CaptureSockets sockets, CaptureOptions options,
+      std::shared_ptr<ListenerTally> tally = nullptr,
+      std::shared_ptr<const broker::PlaceholderSet> placeholders = nullptr);
 
   void start();  // starts worker threads and returns
   void wait();   // blocks until a shutdown has completed
@@ -94,10 +109,13 @@ class Server {
 
   // What a sandbox bound to `task` needs to use interception: sandgate's CA certificate (PEM;
   // empty when interception is unavailable) and the placeholder of every credential the
-  // task's policy (with its includes) names, as VARIABLE=value pairs. The placeholders are the
-  // ones the proxy will recognise for the task for the server's whole life. Never a secret.
-  // Error: no such task.
+  // task's policy (with its includes) names, as VARIABLE=value pairs. The placeholders are new
+  // for every call (one run each): they are honoured only on the listeners adopted with
+  // them, and die with the run. Never a secret. Error: no such task.
   Result<SandboxEnvironment> sandboxEnvironment(const std::string& task);
+  // The same for the token clients of `task` on serve's own listeners: their placeholders,
+  // one set per task for the server's life, shared with no run.
+  Result<SandboxEnvironment> tokenClientEnvironment(const std::string& task);
 
   // Bound addresses ("127.0.0.1:3128"), when those listeners exist.
   std::optional<std::string> proxyAddress() const;

@@ -47,6 +47,10 @@ struct ListenerInfo {
   // Set: a capture listener (transparent mode). Its connections were made to a synthetic
   // address and are treated as CONNECT (or, on port 80, forward requests) to that name.
   std::shared_ptr<CaptureContext> capture;
+  // The placeholders its connections honour: a run's own for an adopted listener (empty when
+  // the run asked for none); null on serve's own listeners, whose token clients use their
+  // task's (Interception::placeholdersFor).
+  std::shared_ptr<const broker::PlaceholderSet> placeholders;
 };
 
 // An address sandgate itself listens on: dialling it would loop through the proxy.

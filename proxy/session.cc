@@ -255,7 +255,8 @@ asio::awaitable<void> serve(ClientConnection& c) {
     // Every audit line of this connection names the synthetic address it reached (the
     // listener itself is a wildcard).
     c.listener = std::make_shared<const ListenerInfo>(
-        ListenerInfo{captured->local, c.listener->task, c.listener->tally, c.listener->capture});
+        ListenerInfo{captured->local, c.listener->task, c.listener->tally, c.listener->capture,
+                     c.listener->placeholders});
     if (!captured->http) {
       c.silentRefusals = true;
       RequestLog log;

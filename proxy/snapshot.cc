@@ -4,11 +4,31 @@
 #include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
+#include <set>
+
 #include "broker/store.h"
+#include "broker/task_secrets.h"
 #include "proxy/admin_socket.h"
 #include "proxy/upstream_tls.h"
 
 namespace sandgate::proxy {
+
+namespace {
+
+// The credentials named by `policy`'s rules and by the policies it includes (includes are
+// acyclic: the config loader refuses cycles; `seen` also guards repeats).
+void policyCredentials(const config::Config& cfg, const std::string& policy,
+                       std::set<std::string>& seen, std::set<std::string>& out) {
+  if (!seen.insert(policy).second) return;
+  auto it = cfg.policies.find(policy);
+  if (it == cfg.policies.end()) return;
+  for (const auto& rule : it->second.allow) {
+    if (rule.credential) out.insert(rule.credential->value);
+  }
+  for (const auto& inc : it->second.include) policyCredentials(cfg, inc.value, seen, out);
+}
+
+}  // namespace
 
 Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
                                                       uint64_t generation) {
@@ -50,6 +70,9 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
       }
       e.adminGids = std::move(gids);
     }
+    std::set<std::string> seen, names;
+    policyCredentials(cfgRef, t.policy.value, seen, names);
+    e.credentials.assign(names.begin(), names.end());
     e.state = registry.get(t.name);
     snap->tasks.emplace(t.name, std::move(e));
   }
@@ -73,6 +96,10 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
   auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions);
   if (!secrets) return secrets.errors();
   snap->secrets = secrets.value();
+  for (auto& [name, task] : snap->tasks) {
+    task.secrets =
+        std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, task.credentials);
+  }
   auto upstreamTls = UpstreamTls::build(cfgRef);
   if (!upstreamTls) return upstreamTls.errors();
   snap->upstreamTls = upstreamTls.value();

@@ -23,6 +23,8 @@
 
 namespace sandgate::broker {
 class SecretStore;
+class TaskSecrets;
+class PlaceholderSet;
 }
 
 namespace sandgate::proxy {
@@ -37,6 +39,11 @@ struct TaskEntry {
   // tasks[].admin_groups as gids (resolved when the config has listen.admin): an admin client
   // that is not root must hold one of them to use this task. Absent: no such restriction.
   std::optional<std::vector<gid_t>> adminGids;
+  // The credentials the task's policy names (with its includes), sorted: the ones a request of
+  // the task can be given, and so the placeholders its sandbox receives.
+  std::vector<std::string> credentials;
+  // Their secrets as scrub forms: every response of the task is scrubbed for all of them.
+  std::shared_ptr<const broker::TaskSecrets> secrets;
 };
 
 struct ResolveOverride {

@@ -51,19 +51,21 @@ class ForwardCredentialsTest(unittest.TestCase):
         policies = {"web": {"allow": [dict(rule, host="plain.test", credential="plainok"),
                                       dict(rule, host="noscrub.test", credential="noscrub"),
                                       dict(rule, host="ph.test", credential="plainph"),
-                                      dict(rule, host="clear.test", credential="tlsonly")]}}
+                                      dict(rule, host="clear.test", credential="tlsonly"),
+                                      dict(rule, host="mirror.test")]}}
         cls.sg.config = cls.sg.make_config(
             policies, [{"name": "demo", "policy": "web", "token": TOKEN}],
             resolve={"plain.test": "127.0.0.1:%d" % cls.up.port,
                      "noscrub.test": "127.0.0.1:%d" % cls.up.port,
                      "ph.test": "127.0.0.1:%d" % cls.up.port,
-                     "clear.test": "127.0.0.1:%d" % cls.up.port},
+                     "clear.test": "127.0.0.1:%d" % cls.up.port,
+                     "mirror.test": "127.0.0.1:%d" % cls.up.port},
             extra={"credentials": creds})
         cls.sg.config["listen"]["admin"] = cls.sg.admin_path
         cls.sg.write_config(cls.sg.config)
         cls.sg.start()
         cls.proxy = cls.sg.proxy_url("demo", TOKEN)
-        cls.ph = cls.sg.task_env("demo")["env"]["PH_KEY"]
+        cls.ph = cls.sg.token_env("demo")["env"]["PH_KEY"]
 
     @classmethod
     def tearDownClass(cls):
@@ -87,6 +89,22 @@ class ForwardCredentialsTest(unittest.TestCase):
                                                task="demo", credential="plainok", result="ok"), 1)
         self.assertGreaterEqual(self.sg.metric("sandgate_secret_scrubs_total", task="demo",
                                                credential="plainok"), 1)
+
+    def test_a_stored_secret_read_back_on_another_route_is_scrubbed(self):
+        # plain.test's request carries the secret; the upstream keeps it. mirror.test names
+        # the same backend with a rule that names no credential: its answer, to a request that
+        # carries no secret on a connection that never did, still reaches the client redacted.
+        r = curl("http://plain.test/echo/store-plain", proxy=self.proxy)
+        self.assertEqual(r.status, 200, r)
+        r = curl("http://mirror.test/recall?h=X-Api-Key", proxy=self.proxy)
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn(PLAIN_SECRET.encode(), r.body)
+        self.assertEqual(r.body.decode(), "x-api-key=[REDACTED:plainok]\n")
+        self.assertEqual(r.header("x-recalled"), "[REDACTED:plainok]")
+        seen = self.up.requests_to("/recall?h=X-Api-Key")[-1]
+        got = dict((k.lower(), v) for k, v in seen["headers"])
+        self.assertNotIn("x-api-key", got)
+        self.assertEqual(got["accept-encoding"], "identity")
 
     def raw_get(self, url, *headers, cut=False):
         """GET `url` through the proxy on a socket of its own; (status, headers, body). Not

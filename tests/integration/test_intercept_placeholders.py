@@ -1,5 +1,6 @@
-"""Placeholders end to end with real clients against `sandgate serve`. Each task's placeholders
-come from the admin socket's task_env: what `sandgate run` puts in a sandbox's environment.
+"""Placeholders end to end with real clients against `sandgate serve`. The clients here are token
+clients on serve's own listener: their placeholders come from the admin socket's token_env.
+Each run (task_env) gets placeholders of its own, which token clients' requests never honour.
 
 - A placeholder is honoured only where its credential is injected (the configured header,
   `Authorization: Basic`, the configured query parameter), on a request whose admitting rule
@@ -12,6 +13,10 @@ come from the admin socket's task_env: what `sandgate run` puts in a sandbox's e
 - `git clone` with the placeholder as its password reaches the git server with the real secret.
 - `inject: {query: key}` replaces the client's own `key` parameter with the secret, percent-
   encoded, and the echo of the query comes back with the placeholder.
+- A secret the upstream stored and hands back on a connection that never carried it (another
+  name of the same backend, whose rule names no credential) reaches the client as the
+  placeholder: every response of a task is scrubbed for every secret it can reach, and every
+  request of such a task asks for identity bodies.
 - The placeholder sent to a host its credential does not name is refused
   (`403 credential_host_mismatch`), counted, audited and logged; nothing reaches the upstream.
 
@@ -95,7 +100,7 @@ class InterceptPlaceholdersTest(unittest.TestCase):
         cls.sg.write_config(cfg)
         cls.sg.start()
         cls.proxy = cls.sg.proxy_url("demo", TOKEN)
-        env = cls.sg.task_env("demo")["env"]
+        env = cls.sg.token_env("demo")["env"]
         cls.api_ph, cls.git_ph, cls.maps_ph = env["API_KEY"], env["GIT_TOKEN"], env["MAPS_KEY"]
 
     @classmethod
@@ -119,9 +124,53 @@ class InterceptPlaceholdersTest(unittest.TestCase):
             self.assertTrue(ph.startswith(prefix), ph)
             self.assertEqual(len(ph), len(secret))
             self.assertNotEqual(ph, secret)
-        other = self.sg.task_env("demo2")["env"]
+        other = self.sg.token_env("demo2")["env"]
         self.assertNotEqual(other["API_KEY"], self.api_ph)
         self.assertNotEqual(other["GIT_TOKEN"], self.git_ph)
+
+    def test_each_run_gets_placeholders_of_its_own_which_token_clients_do_not_honour(self):
+        run1 = self.sg.task_env("demo")["env"]["API_KEY"]
+        run2 = self.sg.task_env("demo")["env"]["API_KEY"]
+        self.assertNotEqual(run1, run2)
+        self.assertNotIn(self.api_ph, (run1, run2))
+        self.assertEqual(self.sg.token_env("demo")["env"]["API_KEY"], self.api_ph)
+        self.assertTrue(run1.startswith("sk-") and len(run1) == len(API_SECRET), run1)
+        # A run's placeholder is no placeholder on a token client's connection: it is sent as
+        # the bytes it is (the token clients' own would be refused there as misplaced).
+        r = self.get("https://api.test/echo/run-ph", "User-Agent: agent/" + run1)
+        self.assertEqual(r.status, 200, r)
+        seen = self.https.requests_to("/echo/run-ph")
+        self.assertEqual(len(seen), 1)
+        got = dict((k.lower(), v) for k, v in seen[0]["headers"])
+        self.assertEqual(got["user-agent"], "agent/" + run1)
+        self.assertEqual(got["authorization"], "Bearer " + API_SECRET)  # injected as ever
+        r = self.get("https://api.test/echo/token-ph", "User-Agent: agent/" + self.api_ph)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.header("x-sandgate-reason"), "placeholder_misplaced")
+
+    def test_a_stored_secret_read_back_where_none_was_sent_is_scrubbed(self):
+        # api.test's requests carry the secret (injected); the upstream keeps what it got.
+        r = self.get("https://api.test/echo/store-it")
+        self.assertEqual(r.status, 200, r)
+        # other.test is another name of the same backend, and its rule names no credential:
+        # the request carries no secret, on a connection (a curl of its own) that never did.
+        r = self.get("https://other.test/recall?h=Authorization")
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn(API_SECRET.encode(), r.body)
+        self.assertEqual(r.body.decode(), "authorization=Bearer %s\n" % self.api_ph)
+        self.assertEqual(r.header("x-recalled"), "Bearer " + self.api_ph)
+        seen = self.https.requests_to("/recall?h=Authorization")[-1]
+        got = dict((k.lower(), v) for k, v in seen["headers"])
+        self.assertNotIn("authorization", got)
+        self.assertEqual(got["accept-encoding"], "identity")  # asked for, though no secret went
+        # A response such a request cannot have scrubbed is refused, not relayed.
+        r = self.get("https://other.test/gzip-echo?coding=br", "Accept-Encoding: br")
+        self.assertEqual(r.status, 502, r)
+        self.assertEqual(r.header("x-sandgate-reason"), "response_not_scrubbable")
+        r = self.get("https://other.test/gzip-echo", "Accept-Encoding: gzip")
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNone(r.header("content-encoding"))  # decoded on the way, then scrubbed
+        self.assertIn("accept-encoding", r.body.decode().lower())
 
     def test_placeholder_where_the_credential_is_injected_is_replaced(self):
         # The client holds only the placeholder and puts it where the credential is injected:

@@ -113,7 +113,7 @@ class ScrubUrlFormsTest(unittest.TestCase):
         cls.sg.write_config(cfg)
         cls.sg.start()
         cls.proxy = cls.sg.proxy_url("demo", TOKEN)
-        env = cls.sg.task_env("demo")["env"]
+        env = cls.sg.token_env("demo")["env"]
         cls.api_ph, cls.maps_ph = env["API_KEY"], env["MAPS_KEY"]
 
     @classmethod

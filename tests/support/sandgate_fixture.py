@@ -296,19 +296,28 @@ class Sandgate:
         return None
 
     def task_env(self, task):
-        """What `sandgate run` is given for `task`'s sandbox: the reply to the admin socket's
-        task_env (the config must set listen.admin to self.admin_path). Its "env" maps each
-        placeholder variable to the task's placeholder; nothing in it is secret."""
+        """What `sandgate run` is given for one run of `task`'s sandbox: the reply to the admin
+        socket's task_env (the config must set listen.admin to self.admin_path). Its "env" maps
+        each placeholder variable to a placeholder made for this run alone (honoured only on
+        listeners the same admin connection adopts); nothing in it is secret."""
+        return self._admin_env("task_env", task)
+
+    def token_env(self, task):
+        """The environment of `task`'s token clients on serve's own listener (token_env): its
+        "env" holds the placeholders those clients' requests may carry."""
+        return self._admin_env("token_env", task)
+
+    def _admin_env(self, op, task):
         s = socket.socket(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         s.settimeout(10)
         try:
             s.connect(self.admin_path)
-            s.send(json.dumps({"v": 1, "op": "task_env", "task": task}).encode())
+            s.send(json.dumps({"v": 1, "op": op, "task": task}).encode())
             reply = json.loads(s.recv(1 << 20))
         finally:
             s.close()
         if not reply.get("ok"):
-            raise AssertionError("task_env for %s refused: %r" % (task, reply))
+            raise AssertionError("%s for %s refused: %r" % (op, task, reply))
         return reply
 
     # --- clients -------------------------------------------------------------------------

@@ -6,6 +6,9 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
                   with ?reflect=1 the request's Authorization also comes back in the response
                   header X-Echo-Authorization (a debug endpoint leaking what it received)
   /bytes?n=N      N bytes of "x" with Content-Length
+  /recall?h=NAME  what an earlier request (any path, any connection) sent in header NAME, in
+                  the body ("NAME=<value>\n") and in the header X-Recalled: a stored key read
+                  back through a route that never carried it (an API listing your keys)
   /stream         chunked: "first\\n", then waits for `release` (bounded), then "last\\n"
   /slow?s=S       waits S seconds, then answers
   /reset          promises 100000 bytes, sends 1000, then resets the connection
@@ -122,6 +125,16 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             self._send(200, out, "application/json", extra)
         elif p == "/bytes":
             self._send(200, b"x" * int(q.get("n", "0")))
+        elif p == "/recall":
+            name = q.get("h", "X-Api-Key").lower()
+            value = ""
+            for r in reversed(srv.requests[:-1]):
+                got = [v for k, v in r["headers"] if k.lower() == name]
+                if got:
+                    value = got[0]
+                    break
+            self._send(200, ("%s=%s\n" % (name, value)).encode(), "text/plain",
+                       [("X-Recalled", value)])
         elif p == "/stream":
             self.send_response(200)
             self.send_header("Transfer-Encoding", "chunked")

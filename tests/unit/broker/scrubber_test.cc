@@ -142,6 +142,62 @@ TEST(Scrubber, RandomInputsMatchTheReference) {
   }
 }
 
+// Many secrets in one pass (a task's every credential): needles that share long prefixes, as
+// keys of one vendor do ("sk-proj-..."), a one-byte needle and overlapping ones, fed in random
+// slices, give exactly the non-streaming reference.
+TEST(Scrubber, ManyNeedlesSharingPrefixesMatchTheReference) {
+  std::mt19937 rng(424242);  // fixed seed: reproducible
+  std::vector<std::pair<std::string, std::string>> needles;
+  for (int i = 0; i < 40; ++i) {
+    std::string n = "sk-proj-";
+    for (int j = 0; j < 1 + i % 5; ++j) n += "ab"[rng() % 2];
+    bool dup = false;
+    for (const auto& [have, repl] : needles) dup = dup || have == n;
+    if (!dup) needles.emplace_back(n, fmt::format("<{}>", needles.size()));
+  }
+  needles.emplace_back("z", "<z>");
+  needles.emplace_back("proj-a", "<pa>");
+  ASSERT_GT(needles.size(), 20u);
+  const std::vector<std::string> pieces = {"sk-", "proj-", "a", "b", "z", "x", "sk-proj-", " "};
+  for (int round = 0; round < 400; ++round) {
+    std::string in;
+    const size_t n = rng() % 24;
+    for (size_t i = 0; i < n; ++i) in += pieces[rng() % pieces.size()];
+    std::vector<std::string_view> parts;
+    for (size_t pos = 0; pos < in.size();) {
+      const size_t k = std::min<size_t>(in.size() - pos, rng() % 9);
+      parts.push_back(std::string_view(in).substr(pos, k));
+      pos += k;
+    }
+    ASSERT_EQ(scrubSplit(needles, parts), reference(in, needles)) << in;
+  }
+}
+
+// One compiled set serves any number of scrubbers (every response of a task), each with its
+// own held-back tail and counts.
+TEST(Scrubber, ScrubbersShareOneSet) {
+  auto set = std::make_shared<const ScrubSet>(rules({{"sk-REAL", "sk-FAKE"}, {"tok", "TOK"}}));
+  EXPECT_EQ(set->rules().size(), 2u);
+  EXPECT_TRUE(set->preservesLength());
+  EXPECT_EQ(set->maxFormLength(), 7u);
+  Scrubber a(set), b(set);
+  std::string outA, outB;
+  a.feed("x sk-RE", outA);
+  b.feed("tok sk-REAL", outB);
+  a.feed("AL y", outA);
+  a.finish(outA);
+  b.finish(outB);
+  EXPECT_EQ(outA, "x sk-FAKE y");
+  EXPECT_EQ(outB, "TOK sk-FAKE");
+  EXPECT_EQ(a.count(), 1u);
+  EXPECT_EQ(b.count(), 2u);
+  // A set without rules passes everything through at once.
+  Scrubber none(std::shared_ptr<const ScrubSet>{});
+  std::string out;
+  none.feed("sk-", out);
+  EXPECT_EQ(out, "sk-");
+}
+
 TEST(Scrubber, HoldsBackOnlyWhatCouldStartANeedle) {
   Scrubber s(rules({{"0123456789", "X"}, {"abc", "Y"}}));
   EXPECT_EQ(s.maxHoldBack(), 9u);
@@ -191,7 +247,7 @@ TEST(Scrubber, EventStreamIsNotHeldBack) {
 }
 
 TEST(Scrubber, NoRulesPassesThrough) {
-  Scrubber s({});
+  Scrubber s(std::vector<ScrubRule>{});
   std::string out;
   s.feed("anything", out);
   EXPECT_EQ(out, "anything");
@@ -203,7 +259,7 @@ TEST(Scrubber, NoRulesPassesThrough) {
 // Same-length replacements (placeholders) keep a body's length, so its Content-Length stands;
 // one redaction marker of another length is enough to make the proxy re-frame the body.
 TEST(Scrubber, PreservesLengthOnlyWithSameLengthReplacements) {
-  EXPECT_TRUE(Scrubber({}).preservesLength());
+  EXPECT_TRUE(Scrubber(std::vector<ScrubRule>{}).preservesLength());
   EXPECT_TRUE(Scrubber(rules({{"sk-REAL", "sk-FAKE"}, {"c2stUkVBTA==", "c2stRkFLRQ=="}}))
                   .preservesLength());
   EXPECT_FALSE(
@@ -247,7 +303,7 @@ TEST(Scrubber, OccursInSeesWholeNeedlesOnly) {
   EXPECT_FALSE(s.occursIn("text/plain"));
   EXPECT_FALSE(s.occursIn(""));
   EXPECT_EQ(s.count(), 0u);  // looking replaces nothing
-  Scrubber none({});
+  Scrubber none(std::vector<ScrubRule>{});
   EXPECT_FALSE(none.occursIn("sk-REAL"));
 }
 

@@ -23,6 +23,7 @@
 #include <mutex>
 #include <thread>
 
+#include "broker/placeholder.h"
 #include "config/config.h"
 #include "proxy/admin_client.h"
 #include "proxy/listener_tally.h"
@@ -65,17 +66,33 @@ struct FakeBackend {
   std::vector<uint64_t> released;         // guarded by mu
   std::vector<int> heldFds;               // guarded by mu
   std::shared_ptr<ListenerTally> tally;   // the last adopt's; guarded by mu
+  // Every task_env's run placeholders, and what each adopt was given; guarded by mu.
+  std::vector<std::shared_ptr<const broker::PlaceholderSet>> made;
+  std::vector<std::shared_ptr<const broker::PlaceholderSet>> adoptedWith;
 
   AdminBackend backend() {
     AdminBackend b;
-    b.environment = [](const std::string& task) -> Result<TaskEnvironment> {
+    b.environment = [this](const std::string& task) -> Result<RunEnvironment> {
       if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
-      return TaskEnvironment{"p", "PEM", {{"KEY", "placeholder"}}, {"/secret"}, std::nullopt};
+      std::lock_guard lock(mu);
+      auto set = std::make_shared<const broker::PlaceholderSet>(std::vector<broker::Placeholder>{
+          {"key", "KEY", "placeholder-" + std::to_string(made.size())}});
+      made.push_back(set);
+      return RunEnvironment{
+          TaskEnvironment{"p", "PEM", {{"KEY", set->all()[0].value}}, {"/secret"}, std::nullopt},
+          set};
+    };
+    b.tokenEnvironment = [](const std::string& task) -> Result<TaskEnvironment> {
+      if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
+      return TaskEnvironment{"p", "PEM", {{"KEY", "token-placeholder"}}, {}, std::nullopt};
     };
     b.adopt = [this](std::vector<int> fds, const std::string& task,
-                     std::shared_ptr<ListenerTally> t) -> Result<uint64_t> {
+                     std::shared_ptr<ListenerTally> t,
+                     std::shared_ptr<const broker::PlaceholderSet> placeholders)
+        -> Result<uint64_t> {
       std::lock_guard lock(mu);
       tally = std::move(t);
+      adoptedWith.push_back(std::move(placeholders));
       adoptedTasks.push_back(task);
       heldFds.insert(heldFds.end(), fds.begin(), fds.end());
       return uint64_t{adoptedTasks.size()};
@@ -194,7 +211,7 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   ASSERT_TRUE(env.ok()) << env.errorText();
   EXPECT_EQ(env->policy, "p");
   EXPECT_EQ(env->caPem, "PEM");
-  EXPECT_EQ(env->env.at("KEY"), "placeholder");
+  EXPECT_EQ(env->env.at("KEY"), "placeholder-0");
   EXPECT_EQ(env->hiddenPaths, std::vector<std::string>{"/secret"});
 
   auto unknown = client.value()->taskEnvironment("nope");
@@ -254,6 +271,57 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   again.value().reset();
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
   EXPECT_EQ(fake.releasedCount(), 2u);
+}
+
+// Each task_env makes a run's own placeholders: what the same connection adopts for that task
+// honours them, what it adopts for another task (or without a task_env) honours none, and
+// another connection (another run) gets others. token_env is the token clients' and changes
+// nothing for the run.
+TEST(AdminSocket, PlaceholdersBelongToTheRunThatAskedForThem) {
+  TestNetns sandbox;
+  SANDGATE_NETNS_OR_SKIP(sandbox);
+  TempDir dir;
+  FakeBackend fake;
+  std::string path = dir.path() + "/admin.sock";
+  auto admin = openOrDie(path, fake);
+  ASSERT_TRUE(admin);
+  uint16_t port = 0;
+  auto adoptOne = [&](AdminClient& client, const std::string& task) {
+    int listener = sandbox.run([&] { return listenLoopback(&port); });
+    EXPECT_GE(listener, 0);
+    auto r = client.adopt(task, {listener});
+    ::close(listener);
+    return r.ok();
+  };
+
+  auto first = AdminClient::connect(path);
+  ASSERT_TRUE(first.ok()) << first.errorText();
+  ASSERT_TRUE(adoptOne(*first.value(), "t1"));  // before any task_env: none
+  auto env1 = first.value()->taskEnvironment("t1");
+  ASSERT_TRUE(env1.ok()) << env1.errorText();
+  auto token = first.value()->tokenEnvironment("t1");
+  ASSERT_TRUE(token.ok()) << token.errorText();
+  EXPECT_EQ(token->env.at("KEY"), "token-placeholder");
+  EXPECT_TRUE(token->hiddenPaths.empty());
+  EXPECT_FALSE(token->capture.has_value());
+  ASSERT_TRUE(adoptOne(*first.value(), "t1"));
+  ASSERT_TRUE(adoptOne(*first.value(), "t2"));  // its task_env was for t1
+
+  auto second = AdminClient::connect(path);
+  ASSERT_TRUE(second.ok()) << second.errorText();
+  auto env2 = second.value()->taskEnvironment("t1");
+  ASSERT_TRUE(env2.ok()) << env2.errorText();
+  EXPECT_NE(env2->env.at("KEY"), env1->env.at("KEY"));
+  ASSERT_TRUE(adoptOne(*second.value(), "t1"));
+
+  std::lock_guard lock(fake.mu);
+  ASSERT_EQ(fake.made.size(), 2u);
+  ASSERT_EQ(fake.adoptedWith.size(), 4u);
+  EXPECT_EQ(fake.adoptedWith[0], nullptr);
+  EXPECT_EQ(fake.adoptedWith[1], fake.made[0]);
+  EXPECT_EQ(fake.adoptedWith[2], nullptr);
+  EXPECT_EQ(fake.adoptedWith[3], fake.made[1]);
+  EXPECT_EQ(fake.made[0]->all()[0].value, env1->env.at("KEY"));
 }
 
 // A release waiting for its run's last session to finish holds up neither the other

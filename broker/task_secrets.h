@@ -1,0 +1,63 @@
+// TaskSecrets: every secret one task can reach, as the forms sandgate scrubs from its responses.
+// A secret read back on a connection that never carried it (a stored key listed by an API, an
+// echo through another rule or another name of the same backend) is as much a leak as an echo
+// of the request that sent it: each response of the task is scrubbed for all of them.
+#pragma once
+
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "broker/placeholder.h"
+#include "broker/scrubber.h"
+#include "broker/secret.h"
+#include "config/config.h"
+
+namespace sandgate::broker {
+
+class SecretStore;
+
+// One form of a secret as it goes out: the secret itself, or the token of `Authorization:
+// Basic` (base64 of "username:secret"), which a response may echo as well.
+struct SecretForm {
+  std::string credential;
+  std::shared_ptr<const Secret> bytes;
+  std::optional<std::string> basicUser;  // set: bytes is the Basic token for this username
+};
+
+// What replaces `form` in a response: the placeholder in the same form (the Basic token of
+// the placeholder) when the client holds one, else "[REDACTED:<credential>]".
+ScrubRule scrubRuleFor(const SecretForm& form, const PlaceholderSet* placeholders);
+
+// The forms of `secret` for credential `c`: the secret, and for `basic` its token (copied into
+// protected memory). Empty for a credential with `scrub: false`.
+std::vector<SecretForm> secretForms(const config::Credential& c,
+                                    std::shared_ptr<const Secret> secret);
+
+class TaskSecrets {
+ public:
+  // `names`: the credentials the task's policy names (with its includes). Those with `scrub:
+  // false`, or not in `credentials`, are left out. Nothing is copied from `credentials` that
+  // must outlive this object.
+  TaskSecrets(std::shared_ptr<const SecretStore> store, const config::Credentials& credentials,
+              const std::vector<std::string>& names);
+
+  // No credential of the task is scrubbed: its responses are relayed as sent.
+  bool empty() const { return credentials_.empty(); }
+
+  // The forms of the credentials' current secrets (one that cannot be loaded now is left
+  // out: no request can have sent it since). The same object while no secret changed, so a
+  // caller can keep what it compiled from it. Thread-safe: one store lookup per credential.
+  std::shared_ptr<const std::vector<SecretForm>> current() const;
+
+ private:
+  std::shared_ptr<const SecretStore> store_;
+  std::vector<config::Credential> credentials_;  // copies: name, inject, scrub
+  mutable std::mutex mu_;
+  mutable std::vector<std::shared_ptr<const Secret>> sources_;  // what cached_ was made from
+  mutable std::shared_ptr<const std::vector<SecretForm>> cached_;
+};
+
+}  // namespace sandgate::broker
