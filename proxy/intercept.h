@@ -34,7 +34,9 @@ class Interception {
   std::string caCertificatePem() const { return ca_->certificatePem(); }
   boost::asio::ssl::context& serverContext() { return *server_; }
 
-  // The task's placeholders, generated on first use and then kept for the server's life.
+  // The placeholders of the task's token clients (serve's own listeners), generated on first
+  // use and then kept for the server's life. No run shares them: each run has its own
+  // (Server::sandboxEnvironment).
   std::shared_ptr<const broker::PlaceholderSet> placeholdersFor(
       const std::string& task, const config::Credentials& credentials,
       const broker::SecretStore& store);

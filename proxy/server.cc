@@ -486,21 +486,24 @@ AdminBackend Server::adminBackend() {
                       fmt::format("no task '{}' in {} (tasks: {})", task, cfg.file,
                                   names.empty() ? "none" : names)};
   };
-  b.environment = [this, unknownTask](const std::string& task) -> Result<RunEnvironment> {
+  // The reply of task_env or token_env: the policy, the CA and the placeholders of `env`.
+  auto reply = [this, unknownTask](const std::string& task, bool run,
+                                   std::shared_ptr<const broker::PlaceholderSet>* placeholders)
+      -> Result<TaskEnvironment> {
     auto snap = impl_->state.snapshot.load();
     const config::Task* t = snap->config.findTask(task);
     if (!t) return unknownTask(snap->config, task);
-    auto env = sandboxEnvironment(task);
+    auto env = run ? sandboxEnvironment(task) : tokenClientEnvironment(task);
     if (!env) {
       return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
                         env.errors().front().message};
     }
-    RunEnvironment run;
-    run.placeholders = env->placeholders;
-    TaskEnvironment& out = run.reply;
+    if (placeholders) *placeholders = env->placeholders;
+    TaskEnvironment out;
     out.policy = t->policy.value;
     out.caPem = env->caPem;
     for (const auto& [name, value] : env->variables) out.env[name] = value;
+    if (!run) return out;
     // Absolute: the launcher resolves them from its own working directory, not serve's.
     for (auto p : snap->config.secretPaths()) {
       if (!p.empty() && p.front() != '/') {
@@ -512,23 +515,16 @@ AdminBackend Server::adminBackend() {
     }
     // Serve's config decides the pools: the launcher routes them before the sandbox exists.
     out.capture = CaptureOffer{snap->capture.ports, snap->capture.v4Text, snap->capture.v6Text};
-    return run;
-  };
-  b.tokenEnvironment = [this, unknownTask](const std::string& task) -> Result<TaskEnvironment> {
-    auto snap = impl_->state.snapshot.load();
-    const config::Task* t = snap->config.findTask(task);
-    if (!t) return unknownTask(snap->config, task);
-    auto env = tokenClientEnvironment(task);
-    if (!env) {
-      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
-                        env.errors().front().message};
-    }
-    TaskEnvironment out;
-    out.policy = t->policy.value;
-    out.caPem = env->caPem;
-    for (const auto& [name, value] : env->variables) out.env[name] = value;
     return out;
   };
+  b.environment = [reply](const std::string& task) -> Result<RunEnvironment> {
+    RunEnvironment run;
+    auto out = reply(task, true, &run.placeholders);
+    if (!out) return out.errors();
+    run.reply = std::move(out.value());
+    return run;
+  };
+  b.tokenEnvironment = [reply](const std::string& task) { return reply(task, false, nullptr); };
   b.adopt = [this, unknownTask](std::vector<int> fds, const std::string& task,
                                 std::shared_ptr<ListenerTally> tally,
                                 std::shared_ptr<const broker::PlaceholderSet> placeholders)
