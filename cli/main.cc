@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   sandgate::cli::addPolicyCommands(app, &action);
   sandgate::cli::addServeCommand(app, &action);
   sandgate::cli::addCaCommands(app, &action);
+  sandgate::cli::addTokenCommands(app, &action);
   sandgate::cli::addRunCommand(app, &action);
   try {
     app.parse(argc, argv);

@@ -24,10 +24,28 @@ std::vector<std::string> Config::secretPaths() const {
     }
   }
   if (ca && !ca->key.empty()) out.push_back(ca->key);
+  if (tokens) {
+    for (const auto& k : tokens->keys) {
+      // A shared HS256 key mints tokens: a sandbox that read it could make its own.
+      if (k.algorithm == TokenKey::Algorithm::kHS256 && !k.file.empty()) out.push_back(k.file);
+    }
+  }
   if (listen.admin) out.push_back(listen.admin->value);
   // The config itself: it shows `exec:` command lines, token hashes and where every secret is.
   if (!file.empty() && file != "<embedded>") out.push_back(file);
   return out;
+}
+
+std::string_view algorithmName(TokenKey::Algorithm a) {
+  switch (a) {
+    case TokenKey::Algorithm::kHS256:
+      return "HS256";
+    case TokenKey::Algorithm::kEdDSA:
+      return "EdDSA";
+    case TokenKey::Algorithm::kES256:
+      return "ES256";
+  }
+  return "?";
 }
 
 EffectiveLimits resolveLimits(const Limits& global, const Limits& task) {

@@ -220,6 +220,30 @@ std::optional<uint32_t> parsePidsLimit(std::string_view s);
 inline constexpr double kMaxCpus = 65536;
 std::optional<double> parseCpusLimit(std::string_view s);
 
+// `tokens:`: the keys that sign task tokens (JWTs an orchestrator mints for one task, checked
+// by every replica on its own; see proxy/task_token.h).
+struct TokenKey {
+  enum class Algorithm { kHS256, kEdDSA, kES256 };
+  std::string id;  // the JWT header's `kid`
+  Mark mark;
+  Algorithm algorithm = Algorithm::kHS256;
+  // HS256: the raw shared key (a secret: hidden from sandboxes like a credential file).
+  // EdDSA, ES256: a PEM public key (the private key stays with the orchestrator).
+  std::string file;
+  // Unix seconds: tokens of this key issued (`iat`) before then are revoked.
+  std::optional<int64_t> revokedBefore;
+};
+
+struct Tokens {
+  std::vector<TokenKey> keys;
+  Seconds maxTtl{24 * 3600};  // exp may be at most this far after iat (or now)
+  Seconds leeway{30};         // clock skew allowed on exp, nbf and iat
+  std::vector<std::string> revoked;  // jti values refused until removed
+};
+
+// "EdDSA" etc. as written in a config and in a JWT header's `alg`.
+std::string_view algorithmName(TokenKey::Algorithm a);
+
 struct Config {
   std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
   Listen listen;
@@ -236,6 +260,7 @@ struct Config {
   Tls tls;
   Transparent transparent;
   Sandbox sandbox;
+  std::optional<Tokens> tokens;
 
   const Task* findTask(std::string_view name) const;
   // Paths a sandbox must not see: the credentials' `file:` sources, the CA key and the admin

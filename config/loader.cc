@@ -22,7 +22,8 @@ constexpr size_t kMaxConfigBytes = 16 * 1024 * 1024;
 
 const std::vector<std::string_view> kTopLevelKeys = {
     "listen", "credentials", "policies", "tasks",       "global", "limits",      "resolve",
-    "audit",  "metrics",     "ca",       "ca_cert_out", "tls",    "transparent", "sandbox"};
+    "audit",  "metrics",     "ca",       "ca_cert_out", "tls",    "transparent", "sandbox",
+    "tokens"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -107,6 +108,8 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
       readTransparent(r, f, cfg.transparent);
     } else if (key == "sandbox") {
       readSandbox(r, f, cfg.sandbox);
+    } else if (key == "tokens") {
+      readTokens(r, f, cfg.tokens);
     }
   }
 }

@@ -32,6 +32,7 @@ void readCa(Reader& r, const Field& f, std::optional<Ca>& ca);
 void readTls(Reader& r, const Field& f, Tls& tls);
 void readTransparent(Reader& r, const Field& f, Transparent& t);
 void readSandbox(Reader& r, const Field& f, Sandbox& sandbox);
+void readTokens(Reader& r, const Field& f, std::optional<Tokens>& tokens);
 void readIdRange(Reader& r, const Field& f, Sandbox& sandbox);  // sandbox.id_range
 
 // References between sections: includes (unknown names, cycles), task policies and rule

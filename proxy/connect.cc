@@ -119,7 +119,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   rec.host = target.name;
 
   policy::Request preq{target, head.port, std::nullopt, std::nullopt, std::nullopt};
-  auto decision = c.snap->engine->decide(task.name, preq);
+  auto decision = decideRequest(c, preq);
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     {

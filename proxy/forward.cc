@@ -109,7 +109,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       break;
     }
   }
-  auto decision = c.snap->engine->decide(task.name, preq);
+  auto decision = decideRequest(c, preq);
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     {

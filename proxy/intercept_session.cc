@@ -381,7 +381,7 @@ asio::awaitable<bool> InterceptSession::one() {
       break;
     }
   }
-  auto decision = c_.snap->engine->decide(task.name, preq);
+  auto decision = decideRequest(c_, preq);
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     Refusal r = policyRefusal(decision, task.name, rec.host,

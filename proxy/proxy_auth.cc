@@ -39,9 +39,14 @@ std::optional<TokenHash> parseTokenHash(std::string_view hex) {
 }
 
 bool tokenMatches(std::string_view token, const TokenHash& expected) {
+  const TokenHash got = tokenHashOf(token);
+  return CRYPTO_memcmp(got.data(), expected.data(), got.size()) == 0;
+}
+
+TokenHash tokenHashOf(std::string_view token) {
   TokenHash got{};
   SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), got.data());
-  return CRYPTO_memcmp(got.data(), expected.data(), got.size()) == 0;
+  return got;
 }
 
 }  // namespace sandgate::proxy

@@ -27,4 +27,7 @@ std::optional<TokenHash> parseTokenHash(std::string_view hex);
 // SHA-256(token) == expected, compared with CRYPTO_memcmp so that timing reveals nothing.
 bool tokenMatches(std::string_view token, const TokenHash& expected);
 
+// SHA-256(token): what a connection keeps of a task token it verified.
+TokenHash tokenHashOf(std::string_view token);
+
 }  // namespace sandgate::proxy

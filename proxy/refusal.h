@@ -12,6 +12,8 @@ namespace reason {
 inline constexpr std::string_view kAuthRequired = "auth_required";                 // 407
 inline constexpr std::string_view kAuthInvalid = "auth_invalid";                   // 407
 inline constexpr std::string_view kTaskMismatch = "task_mismatch";                 // 407
+// 403: the connection's task token (its `hosts` claim) does not name the request's host.
+inline constexpr std::string_view kDeniedByToken = "denied_by_token";
 inline constexpr std::string_view kConnectionLimit = "connection_limit";           // 429
 inline constexpr std::string_view kTunnelLimit = "tunnel_limit";                   // 429
 inline constexpr std::string_view kRateLimited = "rate_limited";                   // 429

@@ -11,6 +11,7 @@
 #include "proxy/listener_tally.h"
 #include "proxy/metrics.h"
 #include "proxy/proxy_auth.h"
+#include "proxy/task_token.h"
 #include "proxy/upstream.h"
 #include "proxy/transparent.h"
 
@@ -45,6 +46,23 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
     if (r.bytesUp) c.metrics->bytesUp(r.bytesUp);
     if (r.bytesDown) c.metrics->bytesDown(r.bytesDown);
   }
+}
+
+policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req) {
+  policy::Decision d = c.snap->engine->decide(c.task->name, req);
+  if (!d.allowed() || !c.tokenHosts) return d;
+  const auto& hosts = *c.tokenHosts;
+  if (std::find(hosts.begin(), hosts.end(), req.target.name) != hosts.end()) return d;
+  policy::Decision refused;
+  refused.port = d.port;
+  refused.policy = d.policy;
+  refused.verdict = policy::Verdict::kDeny;
+  refused.reason = reason::kDeniedByToken;
+  std::string names;
+  for (const auto& h : hosts) names += (names.empty() ? "" : ", ") + h;
+  refused.detail = fmt::format("this connection's task token allows only {}",
+                               names.empty() ? std::string("no host") : names);
+  return refused;
 }
 
 namespace {
@@ -179,6 +197,104 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   return std::nullopt;
 }
 
+// A 407 for a task token, with its reason: what is wrong with the token, never the token.
+Refusal tokenRefusal(std::string_view why, std::string detail) {
+  return Refusal{407, why, "", "", "", std::move(detail),
+                 "mint a new token for the task (sandgate token issue)"};
+}
+
+// Identity by a task token (a JWT in the password): verified once per connection, then again
+// only when another token comes or this one has expired.
+std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentials& creds) {
+  const auto& verifier = *c.snap->tokens;
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const TokenHash hash = tokenHashOf(creds.token);
+  if (c.task && c.tokenHash && *c.tokenHash == hash && now <= c.tokenExp) return std::nullopt;
+  TokenCheck check = verifier.verify(creds.token, now);
+  if (!check.ok()) return tokenRefusal(check.reason, std::move(check.detail));
+  const TokenClaims& claims = check.claims;
+  if (claims.task != creds.task) {
+    return tokenRefusal(token_reason::kTaskMismatch,
+                        "the token is for another task than the proxy user names");
+  }
+  const TaskEntry* task = c.snap->findTask(claims.task);
+  const config::Task* conf = c.snap->config.findTask(claims.task);
+  if (!task || !conf) {
+    return tokenRefusal(token_reason::kUnknownTask,
+                        "the token's task (sub) is not in this replica's configuration");
+  }
+  if (claims.policy && *claims.policy != conf->policy.value) {
+    if (!c.snap->config.policies.count(*claims.policy)) {
+      return tokenRefusal(token_reason::kUnknownPolicy,
+                          "the token's policy (pol) is not in this replica's configuration");
+    }
+    return tokenRefusal(token_reason::kWidens,
+                        fmt::format("the token names policy `{}`, but task {} runs under `{}`",
+                                    *claims.policy, task->name, conf->policy.value));
+  }
+  if (claims.limits) {
+    return tokenRefusal(token_reason::kWidens,
+                        "the token carries `limits`, which this version does not apply: refused "
+                        "rather than ignored");
+  }
+  std::optional<std::vector<std::string>> hosts;
+  if (claims.hosts) {
+    hosts.emplace();
+    for (const auto& h : *claims.hosts) {
+      auto norm = policy::normalizeHost(h);
+      const auto* t = std::get_if<policy::Target>(&norm);
+      // A host the policy refuses on both web ports would widen it: the token may only
+      // narrow what the task's policy allows.
+      bool allowed = false;
+      for (uint16_t port : {uint16_t{443}, uint16_t{80}}) {
+        if (t && c.snap->engine->decide(task->name, policy::Request{*t, port, {}, {}, {}})
+                     .allowed()) {
+          allowed = true;
+        }
+      }
+      if (!allowed) {
+        return tokenRefusal(token_reason::kWidens,
+                            fmt::format("the token's hosts name {}, which task {}'s policy "
+                                        "does not allow",
+                                        fmt::format("`{}`", h.substr(0, 64)), task->name));
+      }
+      hosts->push_back(t->name);
+    }
+  }
+  if (claims.src) {
+    auto cidr = policy::parseCidr(claims.src->find('/') == std::string::npos
+                                      ? *claims.src + (claims.src->find(':') == std::string::npos
+                                                           ? "/32"
+                                                           : "/128")
+                                      : *claims.src);
+    boost::system::error_code ec;
+    auto peer = c.stream.socket().remote_endpoint(ec);
+    auto addr = ec ? std::nullopt : policy::parseIp(peer.address().to_string());
+    if (!cidr || !addr || !cidr->contains(*addr)) {
+      return tokenRefusal(token_reason::kSourceMismatch,
+                          "the token may only be used from another client address (src)");
+    }
+  }
+  if (c.task && c.task != task) {
+    return Refusal{407,
+                   reason::kTaskMismatch,
+                   "",
+                   "",
+                   "",
+                   "one connection cannot change its task",
+                   "open a new connection"};
+  }
+  if (!c.task) {
+    if (auto r = admit(c, *task)) return r;
+  }
+  c.tokenHash = hash;
+  c.tokenExp = claims.exp;
+  c.tokenHosts = std::move(hosts);
+  return std::nullopt;
+}
+
 // Token identity: who does this request's Proxy-Authorization say the client is?
 std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
   if (!head.proxyAuthorization) {
@@ -191,6 +307,7 @@ std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
                    "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
   }
   auto creds = parseBasicAuth(*head.proxyAuthorization);
+  if (creds && c.snap->tokens && looksLikeJwt(creds->token)) return identifyByToken(c, *creds);
   const TaskEntry* task = creds ? c.snap->findTask(creds->task) : nullptr;
   // Always hash and compare, so that timing does not tell which task names exist.
   static const TokenHash kNoToken{};

@@ -9,6 +9,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "proxy/audit.h"
 #include "proxy/deadline_stream.h"
@@ -40,6 +41,12 @@ struct ClientConnection {
   // established" and no HTTP refusal page before the TLS it sends (refusals just close).
   bool transparent = false;
   bool silentRefusals = false;  // refusals close without a response (captured TLS streams)
+  // Set when a task token (a JWT, task_token.h) identified the client: its SHA-256 (a request
+  // carrying the same token is not verified again), its exp, and the hosts it narrows the
+  // connection to (every request must name one of them as well as pass the policy).
+  std::optional<TokenHash> tokenHash;
+  int64_t tokenExp = 0;
+  std::optional<std::vector<std::string>> tokenHosts;
 
   const config::EffectiveLimits& limits() const { return task ? task->limits : snap->defaults; }
 };
@@ -49,6 +56,10 @@ struct RequestLog {
   AuditRecord record;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
 };
+
+// The policy's decision for `req` on the connection's task, narrowed by its task token: a host
+// outside the token's `hosts` is refused (denied_by_token) whatever the policy says.
+policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req);
 
 // Writes the audit line and updates the metrics of a finished request or tunnel.
 void finishRequest(ClientConnection& c, RequestLog& log);

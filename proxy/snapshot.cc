@@ -9,6 +9,7 @@
 #include "broker/store.h"
 #include "broker/task_secrets.h"
 #include "proxy/admin_socket.h"
+#include "proxy/task_token.h"
 #include "proxy/upstream_tls.h"
 
 namespace sandgate::proxy {
@@ -99,6 +100,11 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
   for (auto& [name, task] : snap->tasks) {
     task.secrets =
         std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, task.credentials);
+  }
+  if (cfgRef.tokens) {
+    auto tokens = TokenVerifier::load(*cfgRef.tokens, cfgRef.file);
+    if (!tokens) return tokens.errors();
+    snap->tokens = tokens.value();
   }
   auto upstreamTls = UpstreamTls::build(cfgRef);
   if (!upstreamTls) return upstreamTls.errors();

@@ -30,6 +30,7 @@ class PlaceholderSet;
 namespace sandgate::proxy {
 
 class UpstreamTls;
+class TokenVerifier;
 
 struct TaskEntry {
   std::string name;
@@ -63,6 +64,8 @@ struct Snapshot {
   // go upstream with. Built with the snapshot: a new config brings its own sources.
   std::shared_ptr<const broker::SecretStore> secrets;
   std::shared_ptr<const UpstreamTls> upstreamTls;
+  // `tokens:`: the keys task tokens (JWTs) are checked with; null without the section.
+  std::shared_ptr<const TokenVerifier> tokens;
 
   const TaskEntry* findTask(std::string_view name) const {
     auto it = tasks.find(std::string(name));

@@ -1,0 +1,132 @@
+// Task tokens: JWTs (RFC 7519) that an orchestrator mints for one task and that every replica
+// verifies on its own, with nothing shared but a key (`tokens:` in the config). Sent as the
+// password of `Proxy-Authorization: Basic base64(task:<jwt>)`, like a static token.
+//
+// What a token must be, checked in this order (the first failure is the refusal's reason):
+//   - three base64url parts, at most kMaxTokenBytes, header and claims JSON objects with no
+//     duplicate key (token_malformed);
+//   - a `kid` naming a configured key (token_unknown_key), and an `alg` equal to that key's
+//     algorithm: `none` and every other algorithm are refused (token_wrong_algorithm);
+//   - a signature that verifies with the key (token_bad_signature): HMAC-SHA256, Ed25519 or
+//     ECDSA P-256 with SHA-256 (the JWS raw r||s form), all through OpenSSL;
+//   - `sub` a task name and `exp` a number (token_malformed); exp + leeway not passed
+//     (token_expired); nbf and iat not ahead of now by more than the leeway
+//     (token_not_yet_valid); exp no further than max_ttl after iat (or now, without iat)
+//     (token_ttl_too_long);
+//   - `jti` not in `tokens.revoked`, and iat not before the key's `revoked_before`
+//     (token_revoked; a key with revoked_before refuses tokens without iat).
+// What the claims allow (the task exists, `pol`, `hosts` and `src` only narrow) is the
+// session's to check: it knows the policy and the client (session.cc).
+//
+// The token is a credential: it is never logged, and no refusal quotes it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+#include "config/config.h"
+
+namespace sandgate::broker {
+class Secret;
+}
+
+namespace sandgate::proxy {
+
+// Stable refusal reasons (407 bodies, audit lines, sandgate_requests_total).
+namespace token_reason {
+inline constexpr std::string_view kMalformed = "token_malformed";
+inline constexpr std::string_view kUnknownKey = "token_unknown_key";
+inline constexpr std::string_view kWrongAlgorithm = "token_wrong_algorithm";
+inline constexpr std::string_view kBadSignature = "token_bad_signature";
+inline constexpr std::string_view kExpired = "token_expired";
+inline constexpr std::string_view kNotYetValid = "token_not_yet_valid";
+inline constexpr std::string_view kTtlTooLong = "token_ttl_too_long";
+inline constexpr std::string_view kRevoked = "token_revoked";
+// Checked by the session (session.cc):
+inline constexpr std::string_view kUnknownTask = "token_unknown_task";
+inline constexpr std::string_view kTaskMismatch = "token_task_mismatch";
+inline constexpr std::string_view kUnknownPolicy = "token_unknown_policy";
+inline constexpr std::string_view kWidens = "token_widens";
+inline constexpr std::string_view kSourceMismatch = "token_source_mismatch";
+}  // namespace token_reason
+
+inline constexpr size_t kMaxTokenBytes = 8192;
+
+struct TokenClaims {
+  std::string kid;
+  std::string alg;
+  std::string task;                 // sub
+  std::optional<std::string> policy;  // pol
+  std::optional<std::string> jti;
+  int64_t exp = 0;
+  std::optional<int64_t> iat, nbf;
+  std::optional<std::vector<std::string>> hosts;  // narrowing: only these hosts
+  std::optional<std::string> src;                 // narrowing: the client address (IP or CIDR)
+  bool limits = false;  // a `limits` claim is present (not applied here: refused)
+};
+
+struct TokenCheck {
+  std::string_view reason;  // empty: valid
+  std::string detail;       // one sentence, never the token
+  TokenClaims claims;
+  bool ok() const { return reason.empty(); }
+};
+
+// Does `password` have the shape of a JWT (three base64url parts)? A static token never does
+// (`sandgate` tokens are hex or arbitrary, and never contain two dots with a JSON header).
+bool looksLikeJwt(std::string_view password);
+
+// The claims of `token` without checking the signature, times or revocation (`sandgate token
+// inspect`); the reason is token_malformed when it cannot be read.
+TokenCheck decodeToken(std::string_view token);
+
+class TokenVerifier {
+ public:
+  // Loads every key file of `tokens` (paths relative to the config file's directory).
+  // Errors name the key's file:line and what is wrong with its file.
+  static Result<std::shared_ptr<const TokenVerifier>> load(const config::Tokens& tokens,
+                                                          const std::string& configFile);
+  ~TokenVerifier();
+
+  // Checks `token` at Unix time `now` (see the top of this file). Thread-safe.
+  TokenCheck verify(std::string_view token, int64_t now) const;
+
+  struct Key;
+
+ private:
+  TokenVerifier() = default;
+  std::vector<std::unique_ptr<Key>> keys_;
+  std::vector<std::string> revoked_;  // sorted
+  int64_t maxTtl_ = 0;
+  int64_t leeway_ = 0;
+};
+
+// What `sandgate token issue` asks for.
+struct TokenRequest {
+  std::string task;
+  std::optional<std::string> policy;
+  int64_t ttlSeconds = 3600;
+  std::vector<std::string> hosts;  // empty: no `hosts` claim
+  std::optional<std::string> src;
+  std::optional<std::string> jti;  // absent: 16 random bytes in hex
+};
+
+// The claims of a new token as JSON text: sub, pol, iat = now, nbf = now, exp = now + ttl, jti,
+// hosts, src.
+std::string claimsFor(const TokenRequest& request, int64_t now);
+
+// The header and claims of a decoded token as indented JSON, for people.
+std::string describeClaims(const TokenClaims& claims);
+
+// Mints a token (`sandgate token issue`, tests): the header {"alg","typ":"JWT","kid"} and
+// `claims` (a JSON object text), signed with `key`: HS256 the raw shared key, EdDSA and ES256 a
+// PEM private key. Errors: a key that does not load or does not match the algorithm.
+Result<std::string> mintToken(config::TokenKey::Algorithm alg, std::string_view kid,
+                              std::string_view key, std::string_view claimsJson);
+
+}  // namespace sandgate::proxy

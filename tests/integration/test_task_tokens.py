@@ -1,0 +1,243 @@
+"""Task tokens (JWTs) end to end: two `sandgate serve` replicas with the same `tokens:` keys and
+nothing else shared. A token minted once with `sandgate token issue` is accepted by both, with
+curl, Python and Node clients that put it in the proxy URL (http://task:<jwt>@host:port).
+From the side of a client that holds a token and wants more: an expired, tampered, wrong-`kid`,
+`alg: none`, widening (another policy, a host the policy refuses, `limits`), revoked or
+wrong-source token gets its own 407 reason on both replicas; a token's `hosts` narrow what the
+policy allows (403 denied_by_token); keys rotate (two at once; a removed key's tokens are
+refused). The token is registered for the leak check: no log, audit line or response holds
+it."""
+
+import base64
+import hashlib
+import hmac
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+import time
+import unittest
+import urllib.request
+
+import artifacts
+from clients import curl
+from sandgate_fixture import Sandgate, binary, wait_until
+from upstreams import HttpUpstream
+
+HS_KEY = "task-token-shared-key-0123456789abcdef0123"
+
+
+def b64url(data):
+    return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
+
+
+def hs256(claims, kid="k1", alg="HS256", key=HS_KEY):
+    """A token made here, for the claims the CLI cannot write (expired, widened, alg none)."""
+    head = b64url(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode())
+    body = b64url(json.dumps(claims).encode())
+    sig = hmac.new(key.encode(), ("%s.%s" % (head, body)).encode(), hashlib.sha256).digest()
+    token = "%s.%s.%s" % (head, body, "" if alg == "none" else b64url(sig))
+    artifacts.register_secret("token-%s" % hashlib.sha256(token.encode()).hexdigest()[:8], token)
+    return token
+
+
+class TaskTokensTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.up = HttpUpstream()
+        cls.keys = tempfile.mkdtemp(prefix="sandgate-token-keys-")
+        cls.hs_key = os.path.join(cls.keys, "hs.key")
+        with open(cls.hs_key, "w") as f:
+            f.write(HS_KEY + "\n")
+        artifacts.register_secret("token-hs-key", HS_KEY)
+        cls.ed_priv = os.path.join(cls.keys, "ed.pem")
+        cls.ed_pub = os.path.join(cls.keys, "ed.pub")
+        subprocess.run(["openssl", "genpkey", "-algorithm", "ed25519", "-out", cls.ed_priv],
+                       check=True, capture_output=True)
+        subprocess.run(["openssl", "pkey", "-in", cls.ed_priv, "-pubout", "-out", cls.ed_pub],
+                       check=True, capture_output=True)
+        cls.replicas = [Sandgate({}, []), Sandgate({}, [])]
+        for sg in cls.replicas:
+            sg.config = cls.config(sg, [{"id": "k1", "file": cls.hs_key},
+                                        {"id": "e1", "algorithm": "EdDSA", "file": cls.ed_pub}])
+            sg.write_config(sg.config)
+            sg.start()
+
+    @classmethod
+    def config(cls, sg, keys, revoked=None):
+        rule = {"ports": [80], "cidrs": ["127.0.0.0/8"]}
+        tokens = {"keys": keys, "max_ttl": "24h"}
+        if revoked:
+            tokens["revoked"] = revoked
+        return sg.make_config(
+            {"api": {"allow": [dict(rule, host="api.test"), dict(rule, host="docs.test")]},
+             "other": {"allow": [dict(rule, host="other.test")]}},
+            [{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "other"}],
+            resolve={"api.test": "127.0.0.1:%d" % cls.up.port,
+                     "docs.test": "127.0.0.1:%d" % cls.up.port,
+                     "other.test": "127.0.0.1:%d" % cls.up.port},
+            extra={"tokens": tokens})
+
+    @classmethod
+    def tearDownClass(cls):
+        for sg in cls.replicas:
+            sg.cleanup()
+        cls.up.close()
+        shutil.rmtree(cls.keys, ignore_errors=True)
+
+    def issue(self, *args, key=None, kid="k1", alg="HS256"):
+        r = subprocess.run([binary(), "token", "issue", "--key-file", key or self.hs_key,
+                            "--kid", kid, "--algorithm", alg, *args],
+                           capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        token = r.stdout.strip()
+        artifacts.register_secret("token-%s" % hashlib.sha256(token.encode()).hexdigest()[:8],
+                                  token)
+        return token
+
+    def get(self, sg, url, task, token):
+        return curl(url, proxy="http://%s:%s@127.0.0.1:%d" % (task, token, sg.proxy_port))
+
+    def assert_refused(self, token, reason, task="t1", url="http://api.test/echo/x"):
+        for sg in self.replicas:
+            r = self.get(sg, url, task, token)
+            self.assertEqual(r.status, 407, r)
+            self.assertEqual(r.header("x-sandgate-reason"), reason, r)
+            self.assertIsNotNone(r.header("proxy-authenticate"))
+            self.assertNotIn(token.encode(), r.body)
+
+    def test_one_token_is_accepted_by_every_replica_and_every_client(self):
+        token = self.issue("--task", "t1", "--ttl", "10m")
+        for i, sg in enumerate(self.replicas):
+            r = self.get(sg, "http://api.test/echo/curl-%d" % i, "t1", token)
+            self.assertEqual(r.status, 200, r)
+            sg.wait_audit(task="t1", path="/echo/curl-%d" % i, verdict="allow")
+        # Python's urllib takes the credentials from the proxy URL.
+        sg = self.replicas[1]
+        opener = urllib.request.build_opener(urllib.request.ProxyHandler(
+            {"http": "http://t1:%s@127.0.0.1:%d" % (token, sg.proxy_port)}))
+        with opener.open("http://api.test/echo/python", timeout=10) as resp:
+            self.assertEqual(resp.status, 200)
+        # Node: an absolute-form request with the Basic proxy credentials, as proxy agents send.
+        node = shutil.which("node")
+        if not node:
+            self.skipTest("node is not installed: the Node client was not tried")
+        script = ("const http=require('http');const a='Basic '+Buffer.from('t1:'+process.argv[2])"
+                  ".toString('base64');http.get({host:'127.0.0.1',port:+process.argv[1],"
+                  "path:'http://api.test/echo/node',headers:{'Proxy-Authorization':a,"
+                  "Host:'api.test'}},r=>{console.log(r.statusCode);r.resume();});")
+        r = subprocess.run([node, "-e", script, str(sg.proxy_port), token], capture_output=True,
+                           text=True, timeout=20)
+        self.assertEqual(r.stdout.strip(), "200", r.stderr)
+        self.assertEqual(len(self.up.requests_to("/echo/node")), 1)
+        self.assertEqual(len(self.up.requests_to("/echo/python")), 1)
+
+    def test_an_eddsa_token_from_a_key_the_replicas_never_hold(self):
+        token = self.issue("--task", "t1", key=self.ed_priv, kid="e1", alg="EdDSA")
+        for sg in self.replicas:
+            self.assertEqual(self.get(sg, "http://api.test/echo/ed", "t1", token).status, 200)
+
+    def test_tokens_that_must_be_refused(self):
+        now = int(time.time())
+        good = {"sub": "t1", "iat": now, "exp": now + 600}
+        self.assert_refused(hs256(dict(good, iat=now - 7200, exp=now - 3600)), "token_expired")
+        self.assert_refused(hs256(dict(good, nbf=now + 3600)), "token_not_yet_valid")
+        self.assert_refused(hs256(dict(good, exp=now + 3 * 86400)), "token_ttl_too_long")
+        self.assert_refused(hs256(good, key="another-key-another-key-another-key"),
+                            "token_bad_signature")
+        valid = self.issue("--task", "t1")
+        head, body, sig = valid.split(".")
+        claims = json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))
+        claims["sub"] = "t2"  # another task under the same signature
+        tampered = "%s.%s.%s" % (head, b64url(json.dumps(claims).encode()), sig)
+        artifacts.register_secret("token-tampered", tampered)
+        self.assert_refused(tampered, "token_bad_signature", task="t2")
+        self.assert_refused(hs256(good, kid="k9"), "token_unknown_key")
+        self.assert_refused(hs256(good, alg="none"), "token_wrong_algorithm")
+        self.assert_refused(hs256(good, kid="e1"), "token_wrong_algorithm")  # HS256 on an EdDSA key
+        self.assert_refused(hs256(dict(good, sub="nobody")), "token_task_mismatch")
+        self.assert_refused(hs256(dict(good, sub="nobody")), "token_unknown_task", task="nobody")
+        self.assert_refused(hs256(dict(good, pol="other")), "token_widens")
+        self.assert_refused(hs256(dict(good, pol="nosuch")), "token_unknown_policy")
+        self.assert_refused(hs256(dict(good, hosts=["other.test"])), "token_widens")
+        self.assert_refused(hs256(dict(good, limits={"max_connections": 1000})), "token_widens")
+        self.assert_refused(hs256(dict(good, src="10.9.9.9")), "token_source_mismatch")
+        for sg in self.replicas:
+            sg.wait_audit(reason="token_expired")
+            self.assertGreaterEqual(sg.metric("sandgate_requests_total", reason="token_widens")
+                                    or 0, 1)
+
+    def test_hosts_and_src_narrow_the_policy(self):
+        token = self.issue("--task", "t1", "--host", "api.test", "--src", "127.0.0.0/8")
+        for sg in self.replicas:
+            self.assertEqual(self.get(sg, "http://api.test/echo/narrow", "t1", token).status, 200)
+            r = self.get(sg, "http://docs.test/echo/narrow", "t1", token)  # the policy allows it
+            self.assertEqual(r.status, 403, r)
+            self.assertEqual(r.header("x-sandgate-reason"), "denied_by_token")
+
+    def test_revocation_and_key_rotation(self):
+        sg = Sandgate({}, [])
+        try:
+            keys = [{"id": "k1", "file": self.hs_key}]
+            sg.config = self.config(sg, keys)
+            sg.write_config(sg.config)
+            sg.start()
+            old = self.issue("--task", "t1")
+            self.assertEqual(self.get(sg, "http://api.test/echo/rot", "t1", old).status, 200)
+            # A second key while the first stays: old tokens still work, new ones too.
+            new_key = os.path.join(self.keys, "hs2.key")
+            with open(new_key, "w") as f:
+                f.write("second-shared-key-0123456789abcdef-0123456\n")
+            artifacts.register_secret("token-hs-key-2", "second-shared-key-0123456789abcdef-0123456")
+            keys2 = keys + [{"id": "k2", "file": new_key}]
+            sg.config = self.config(sg, keys2)
+            sg.write_config(sg.config)
+            fresh = self.issue("--task", "t1", key=new_key, kid="k2")
+            wait_until(lambda: self.get(sg, "http://api.test/echo/rot", "t1", fresh).status == 200,
+                       10, interval=0.2, what="the second key")
+            self.assertEqual(self.get(sg, "http://api.test/echo/rot", "t1", old).status, 200)
+            # The first key removed: its tokens are refused; the second key's still work.
+            sg.config = self.config(sg, keys2[1:])
+            sg.write_config(sg.config)
+            wait_until(lambda: self.get(sg, "http://api.test/echo/rot", "t1", old).status == 407,
+                       10, interval=0.2, what="the first key removed")
+            r = self.get(sg, "http://api.test/echo/rot", "t1", old)
+            self.assertEqual(r.header("x-sandgate-reason"), "token_unknown_key")
+            self.assertEqual(self.get(sg, "http://api.test/echo/rot", "t1", fresh).status, 200)
+            # Revoked by jti, hot-reloaded.
+            jti = json.loads(base64.urlsafe_b64decode(
+                fresh.split(".")[1] + "=" * (-len(fresh.split(".")[1]) % 4)))["jti"]
+            sg.config = self.config(sg, keys2[1:], revoked=[jti])
+            sg.write_config(sg.config)
+            wait_until(lambda: self.get(sg, "http://api.test/echo/rot", "t1", fresh).status == 407,
+                       10, interval=0.2, what="the revocation")
+            r = self.get(sg, "http://api.test/echo/rot", "t1", fresh)
+            self.assertEqual(r.header("x-sandgate-reason"), "token_revoked")
+        finally:
+            sg.cleanup()
+
+    def test_inspect_shows_the_claims_and_checks_the_signature(self):
+        token = self.issue("--task", "t1", "--ttl", "5m")
+        sg = self.replicas[0]
+        r = subprocess.run([binary(), "token", "inspect", "-", "--config", sg.config_path],
+                           input=token + "\n", capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn('"sub":"t1"', r.stdout)
+        self.assertIn("valid: signed by key k1", r.stdout)
+        bad = hs256({"sub": "t1", "exp": int(time.time()) + 60}, key="x" * 40)
+        r = subprocess.run([binary(), "token", "inspect", "-", "--config", sg.config_path],
+                           input=bad + "\n", capture_output=True, text=True, timeout=20)
+        self.assertEqual(r.returncode, 1)
+        self.assertIn("invalid: token_bad_signature", r.stdout)
+
+    def test_zz_tokens_never_logged(self):
+        for sg in self.replicas:
+            text = sg.stderr() + "".join(json.dumps(rec) for rec in sg.audit())
+            self.assertNotIn(HS_KEY, text)
+            for rec in sg.audit():
+                self.assertNotIn("eyJ", json.dumps(rec))
+
+
+if __name__ == "__main__":
+    unittest.main()
