@@ -79,6 +79,17 @@ ca:
 {{- end -}}
 
 {{/*
+What the checksum annotation covers: the restart-only config and which CA it loads (the Secret
+and its keys; the Secret's content is not visible to Helm, so a CA rotated in place needs
+`kubectl rollout restart`).
+*/}}
+{{- define "sandgate.restartInputs" -}}
+{{ include "sandgate.restartConfig" . }}
+ca-secret: {{ include "sandgate.caSecret" . }}/{{ .Values.ca.certKey }}/{{ .Values.ca.keyKey }}
+ca-certificate: {{ .Values.ca.certificate | sha256sum }}
+{{- end -}}
+
+{{/*
 The hot-reloaded part: policies, tasks, credentials (each read from its mounted Secret),
 global rules and limits.
 */}}
