@@ -120,6 +120,10 @@ global:
 limits:
   {{- toYaml . | nindent 2 }}
 {{- end }}
+{{- with $c.resolve }}
+resolve:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
 {{- end -}}
 
 {{- define "sandgate.config" -}}
