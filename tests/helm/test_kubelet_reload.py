@@ -80,6 +80,12 @@ class KubeletReloadTest(unittest.TestCase):
         c.close()
         return r.status, body
 
+    def received_key(self):
+        """The X-Api-Key the upstream saw on the last request (the echo the client gets has it
+        scrubbed, as it should)."""
+        (key,) = [v for k, v in self.upstream.requests[-1]["headers"] if k == "X-Api-Key"]
+        return key
+
     def metrics(self, port):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
         c.request("GET", "/metrics")
@@ -117,7 +123,7 @@ class KubeletReloadTest(unittest.TestCase):
 
         status, body = self.request(proxy, "api.example.test")
         self.assertEqual(status, 200, body)
-        self.assertIn(["X-Api-Key", "first-secret-value"], json.loads(body)["headers"])
+        self.assertEqual(self.received_key(), "first-secret-value")
         digest1 = self.config_digest(metrics)
 
         # helm upgrade: the kubelet swaps both volumes (each on its own, as it does).
@@ -133,11 +139,8 @@ class KubeletReloadTest(unittest.TestCase):
         def rotated():
             s, b = self.request(proxy, "other.example.test")
             self.assertEqual(s, 200, b)
-            headers = json.loads(b)["headers"]
-            return ["X-Api-Key", "second-secret-value"] in headers
+            return self.received_key() == "second-secret-value"
         wait_until(rotated, timeout=10, interval=0.1, what="the rotated secret to be injected")
-        self.assertNotIn("first-secret-value",
-                         json.dumps(self.upstream.requests[-1]["headers"]))
 
         self.assertIsNone(proc.poll(), "sandgate restarted or died")
         text = self.metrics(metrics)
