@@ -146,8 +146,8 @@ CpuBudget cpuBudget(unsigned affinityCpus, std::string_view procSelfCgroup,
                        : fmt::format("{} CPUs (affinity mask unknown)", host);
   if (quota && roundUp(*quota) < b.cpus) {
     b.cpus = roundUp(*quota);
-    b.why = fmt::format("cgroup CPU quota {:.2f} CPUs ({}), rounded up; {}", *quota, quotaWhere,
-                        b.why);
+    b.why =
+        fmt::format("cgroup CPU quota {:.2f} CPUs ({}), rounded up; {}", *quota, quotaWhere, b.why);
   }
   b.cpus = std::max(1u, b.cpus);
   return b;

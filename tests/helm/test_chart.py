@@ -8,6 +8,7 @@ README states, and a checksum annotation that moves for restart-only edits alone
 
 import copy
 import os
+import re
 import subprocess
 import tempfile
 import unittest
@@ -77,6 +78,18 @@ class ChartTest(unittest.TestCase):
         # The same shapes made valid pass, so the refusals above are the schema's doing.
         ok = self.chart.template_raw(values={"replicaCount": 3, "ca": {"generate": True}})
         self.assertEqual(ok.returncode, 0, ok.stderr)
+
+    def test_chart_metadata(self):
+        with open(os.path.join(cs.CHART, "Chart.yaml")) as f:
+            chart = yaml.safe_load(f)
+        with open(os.path.join(cs.SOURCE, "CMakeLists.txt")) as f:
+            version = re.search(r"project\(sandgate\s+VERSION\s+([0-9.]+)", f.read()).group(1)
+        self.assertEqual((chart["apiVersion"], chart["type"]), ("v2", "application"))
+        self.assertEqual(chart["appVersion"], version)  # the image tag defaults to it
+        self.assertIn("kubeVersion", chart)
+        image = self.deployment(self.rendered["default"])["spec"]["template"]["spec"][
+            "containers"][0]["image"]
+        self.assertEqual(image, "sandgate:" + version)
 
     # ---- Kubernetes schemas ----------------------------------------------------------
 

@@ -10,7 +10,7 @@ import socket
 import time
 import unittest
 
-from sandgate_fixture import Sandgate, read_response_head, wait_until
+from sandgate_fixture import Sandgate, read_response_head, read_to_eof, wait_until
 from upstreams import TcpEcho
 
 TOKEN = "dr4in"
@@ -89,15 +89,9 @@ class DrainTest(unittest.TestCase):
 
         # The tunnel's end lets sandgate finish, long before the 30 s grace.
         old.shutdown(socket.SHUT_WR)
-        old.settimeout(10)
-        rest = b""
-        while True:
-            chunk = old.recv(65536)
-            if not chunk:
-                break
-            rest += chunk
+        rest, closed = read_to_eof(old)
         old.close()
-        self.assertEqual(rest, b"EOF-SEEN")
+        self.assertEqual((rest, closed), (b"EOF-SEEN", True))
         t_end = time.monotonic()
         self.assertEqual(self.sg.stop(timeout=20), 0)
         self.assertLess(time.monotonic() - t_end, 15)

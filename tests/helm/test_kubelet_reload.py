@@ -7,6 +7,7 @@ process is the same one throughout.
 """
 
 import base64
+import hashlib
 import http.client
 import json
 import os
@@ -70,6 +71,14 @@ class KubeletReloadTest(unittest.TestCase):
                     self.layout.host_path(mounts[v["name"]]), mode)
         return out
 
+    def write_ca(self, volume):
+        """A CA from `sandgate ca init` (what the chart's hook Job runs) as the CA Secret."""
+        ca_dir = os.path.join(self.tmp.name, "ca-init")
+        subprocess.run([binary(), "ca", "init", "--out", ca_dir], check=True,
+                       capture_output=True, timeout=30)
+        with open(os.path.join(ca_dir, "ca.pem")) as f, open(os.path.join(ca_dir, "ca.key")) as k:
+            volume.write({"ca.pem": f.read(), "ca.key": k.read()})
+
     def request(self, port, host):
         c = http.client.HTTPConnection("127.0.0.1", port, timeout=10)
         auth = base64.b64encode(("agent:" + TOKEN).encode()).decode()
@@ -106,11 +115,7 @@ class KubeletReloadTest(unittest.TestCase):
         self.assertEqual(set(vols), {"config", "ca", "credential-0"})
         self.assertEqual(vols["credential-0"].mode, 0o440)
 
-        ca_dir = os.path.join(self.tmp.name, "ca-init")
-        subprocess.run([binary(), "ca", "init", "--out", ca_dir], check=True,
-                       capture_output=True, timeout=30)
-        with open(os.path.join(ca_dir, "ca.pem")) as f, open(os.path.join(ca_dir, "ca.key")) as k:
-            vols["ca"].write({"ca.pem": f.read(), "ca.key": k.read()})
+        self.write_ca(vols["ca"])
         vols["credential-0"].write({"token": "first-secret-value"})
         vols["config"].write({"config.yaml": self.layout.localise(config1)})
 
@@ -153,11 +158,7 @@ class KubeletReloadTest(unittest.TestCase):
         # SHA-256 of the file (which holds no secret), so an operator can compare it by hand.
         dep, config = self.render(values(["api.example.test"]))
         vols = self.volumes(dep)
-        ca_dir = os.path.join(self.tmp.name, "ca-init")
-        subprocess.run([binary(), "ca", "init", "--out", ca_dir], check=True,
-                       capture_output=True, timeout=30)
-        with open(os.path.join(ca_dir, "ca.pem")) as f, open(os.path.join(ca_dir, "ca.key")) as k:
-            vols["ca"].write({"ca.pem": f.read(), "ca.key": k.read()})
+        self.write_ca(vols["ca"])
         vols["credential-0"].write({"token": "some-secret"})
         text = self.layout.localise(config)
         vols["config"].write({"config.yaml": text})
@@ -169,7 +170,6 @@ class KubeletReloadTest(unittest.TestCase):
             self.addCleanup(kubelet.stop, proc)
             digests.append(self.config_digest(kubelet.port_of(info["metrics"])))
             self.assertEqual(kubelet.stop(proc), 0)
-        import hashlib
         self.assertEqual(digests, [hashlib.sha256(text.encode()).hexdigest()] * 2)
 
 

@@ -8,6 +8,8 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace sandgate::proxy {
 namespace {
@@ -57,77 +59,93 @@ TEST(CpuBudget, FindsTheCgroupPath) {
   EXPECT_EQ(cgroupPath(""), std::nullopt);
 }
 
-class CgroupTree : public ::testing::Test {
- protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/sandgate-cpu-budget-XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    root_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(root_); }
-  void write(const std::string& rel, const std::string& text) {
-    fs::create_directories(fs::path(root_ / rel).parent_path());
-    std::ofstream(root_ / rel) << text;
-  }
-  fs::path root_;
+// A cgroup tree laid out under a temp dir, and what the budget must be for it.
+struct TreeCase {
+  const char* name;
+  std::vector<std::pair<std::string, std::string>> files;  // path under the root -> content
+  const char* procSelfCgroup;
+  unsigned affinity;
+  unsigned want;
+  const char* whyHas;  // a piece of the log reason
 };
 
-TEST_F(CgroupTree, V2QuotaOnAParentRoundsUpAndBeatsAffinity) {
-  write("cgroup.controllers", "cpu memory\n");
-  write("kubepods/pod1/cpu.max", "max 100000\n");
-  write("kubepods/pod1/ctr/cpu.max", "max 100000\n");
-  write("kubepods/cpu.max", "150000 100000\n");
-  auto b = cpuBudget(8, "0::/kubepods/pod1/ctr\n", root_.string());
-  EXPECT_EQ(b.cpus, 2u);
-  EXPECT_NE(b.why.find("1.50"), std::string::npos) << b.why;
-  EXPECT_NE(b.why.find("kubepods/cpu.max"), std::string::npos) << b.why;
-}
-
-TEST_F(CgroupTree, V2SmallestQuotaWinsAndAFractionIsOneWorker) {
-  write("cgroup.controllers", "cpu\n");
-  write("a/cpu.max", "400000 100000\n");
-  write("a/b/cpu.max", "20000 100000\n");
-  EXPECT_EQ(cpuBudget(8, "0::/a/b\n", root_.string()).cpus, 1u);
-}
-
-TEST_F(CgroupTree, V2InACgroupNamespaceReadsTheRoot) {
-  // Inside a container the process sees itself at "/" and its limit at the mount's root.
-  write("cgroup.controllers", "cpu\n");
-  write("cpu.max", "300000 100000\n");
-  EXPECT_EQ(cpuBudget(16, "0::/\n", root_.string()).cpus, 3u);
-  // A path that is not under this mount (no cgroup namespace): the mount's root still counts.
-  EXPECT_EQ(cpuBudget(16, "0::/elsewhere/x\n", root_.string()).cpus, 3u);
-}
-
-TEST_F(CgroupTree, AffinityBelowTheQuotaWins) {
-  write("cgroup.controllers", "cpu\n");
-  write("cpu.max", "400000 100000\n");
-  auto b = cpuBudget(1, "0::/\n", root_.string());
-  EXPECT_EQ(b.cpus, 1u);
-  EXPECT_NE(b.why.find("affinity"), std::string::npos) << b.why;
-}
-
-TEST_F(CgroupTree, NoQuotaIsTheAffinityMask) {
-  write("cgroup.controllers", "cpu\n");
-  write("cpu.max", "max 100000\n");
-  EXPECT_EQ(cpuBudget(6, "0::/\n", root_.string()).cpus, 6u);
-}
-
-TEST_F(CgroupTree, V1CfsQuota) {
-  write("cpu,cpuacct/docker/x/cpu.cfs_quota_us", "250000\n");
-  write("cpu,cpuacct/docker/x/cpu.cfs_period_us", "100000\n");
-  write("cpu,cpuacct/cpu.cfs_quota_us", "-1\n");
-  write("cpu,cpuacct/cpu.cfs_period_us", "100000\n");
-  auto b = cpuBudget(8, "4:cpu,cpuacct:/docker/x\n0::/\n", root_.string());
-  EXPECT_EQ(b.cpus, 3u);
-  EXPECT_NE(b.why.find("2.50"), std::string::npos) << b.why;
-}
-
-TEST_F(CgroupTree, V1UnlimitedAndNothingReadable) {
-  write("cpu/cpu.cfs_quota_us", "-1\n");
-  write("cpu/cpu.cfs_period_us", "100000\n");
-  EXPECT_EQ(cpuBudget(4, "3:cpu:/\n", root_.string()).cpus, 4u);
-  EXPECT_EQ(cpuBudget(4, "", (root_ / "missing").string()).cpus, 4u);
+TEST(CpuBudget, FromCgroupTrees) {
+  const TreeCase cases[] = {
+      {"v2 quota on a parent, rounded up, below the affinity mask",
+       {{"cgroup.controllers", "cpu memory\n"},
+        {"kubepods/pod1/cpu.max", "max 100000\n"},
+        {"kubepods/pod1/ctr/cpu.max", "max 100000\n"},
+        {"kubepods/cpu.max", "150000 100000\n"}},
+       "0::/kubepods/pod1/ctr\n",
+       8,
+       2,
+       "1.50 CPUs (ROOT/kubepods/cpu.max)"},
+      {"v2 smallest quota wins; a fraction is one worker",
+       {{"cgroup.controllers", "cpu\n"},
+        {"a/cpu.max", "400000 100000\n"},
+        {"a/b/cpu.max", "20000 100000\n"}},
+       "0::/a/b\n",
+       8,
+       1,
+       "0.20 CPUs"},
+      // Inside a container the process sees itself at "/" and its limit at the mount's root.
+      {"v2 in a cgroup namespace",
+       {{"cgroup.controllers", "cpu\n"}, {"cpu.max", "300000 100000\n"}},
+       "0::/\n",
+       16,
+       3,
+       "3.00 CPUs"},
+      {"v2 path not under this mount: the mount's root still counts",
+       {{"cgroup.controllers", "cpu\n"}, {"cpu.max", "300000 100000\n"}},
+       "0::/elsewhere/x\n",
+       16,
+       3,
+       "3.00 CPUs"},
+      {"affinity mask below the quota",
+       {{"cgroup.controllers", "cpu\n"}, {"cpu.max", "400000 100000\n"}},
+       "0::/\n",
+       1,
+       1,
+       "1 CPUs in the affinity mask"},
+      {"v2 no quota",
+       {{"cgroup.controllers", "cpu\n"}, {"cpu.max", "max 100000\n"}},
+       "0::/\n",
+       6,
+       6,
+       "6 CPUs in the affinity mask"},
+      {"v1 CFS quota under the container's path",
+       {{"cpu,cpuacct/docker/x/cpu.cfs_quota_us", "250000\n"},
+        {"cpu,cpuacct/docker/x/cpu.cfs_period_us", "100000\n"},
+        {"cpu,cpuacct/cpu.cfs_quota_us", "-1\n"},
+        {"cpu,cpuacct/cpu.cfs_period_us", "100000\n"}},
+       "4:cpu,cpuacct:/docker/x\n0::/\n",
+       8,
+       3,
+       "2.50 CPUs"},
+      {"v1 unlimited",
+       {{"cpu/cpu.cfs_quota_us", "-1\n"}, {"cpu/cpu.cfs_period_us", "100000\n"}},
+       "3:cpu:/\n",
+       4,
+       4,
+       "affinity"},
+      {"nothing readable", {}, "", 4, 4, "affinity"},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    char tmpl[] = "/tmp/sandgate-cpu-budget-XXXXXX";
+    ASSERT_NE(::mkdtemp(tmpl), nullptr);
+    const fs::path root = tmpl;
+    for (const auto& [rel, text] : c.files) {
+      fs::create_directories((root / rel).parent_path());
+      std::ofstream(root / rel) << text;
+    }
+    auto b = cpuBudget(c.affinity, c.procSelfCgroup, root.string());
+    EXPECT_EQ(b.cpus, c.want);
+    std::string why = c.whyHas;
+    if (auto at = why.find("ROOT"); at != std::string::npos) why.replace(at, 4, root.string());
+    EXPECT_NE(b.why.find(why), std::string::npos) << b.why;
+    fs::remove_all(root);
+  }
 }
 
 TEST(CpuBudget, CurrentIsAtLeastOne) {
