@@ -16,6 +16,7 @@ import subprocess
 import tempfile
 import unittest
 
+import artifacts
 import chart_support as cs
 import kubelet
 from sandgate_fixture import binary, sha256, wait_until
@@ -87,6 +88,7 @@ class KubeletReloadTest(unittest.TestCase):
         r = c.getresponse()
         body = r.read()
         c.close()
+        artifacts.record_response(host, r.status, r.getheaders(), body)
         return r.status, body
 
     def received_key(self):
@@ -100,6 +102,7 @@ class KubeletReloadTest(unittest.TestCase):
         c.request("GET", "/metrics")
         text = c.getresponse().read().decode()
         c.close()
+        artifacts.record("metrics", "metrics", text)
         return text
 
     def config_digest(self, port):
@@ -116,13 +119,17 @@ class KubeletReloadTest(unittest.TestCase):
         self.assertEqual(vols["credential-0"].mode, 0o440)
 
         self.write_ca(vols["ca"])
+        for secret in ("first-secret-value", "second-secret-value"):
+            artifacts.register_secret("api", secret)  # the suite's leak check looks for them
         vols["credential-0"].write({"token": "first-secret-value"})
         vols["config"].write({"config.yaml": self.layout.localise(config1)})
 
         ready = os.path.join(self.tmp.name, "ready.json")
         cmd = kubelet.serve_command(dep, self.layout, ready)
         self.assertIn("--drain-delay", cmd)
-        proc, info = kubelet.start(cmd, ready, os.path.join(self.tmp.name, "stderr"))
+        stderr = os.path.join(self.tmp.name, "stderr")
+        proc, info = kubelet.start(cmd, ready, stderr)
+        self.addCleanup(artifacts.record_file, "log", "stderr", stderr)
         self.addCleanup(kubelet.stop, proc)
         proxy, metrics = kubelet.port_of(info["proxy"]), kubelet.port_of(info["metrics"])
 
@@ -159,14 +166,17 @@ class KubeletReloadTest(unittest.TestCase):
         dep, config = self.render(values(["api.example.test"]))
         vols = self.volumes(dep)
         self.write_ca(vols["ca"])
-        vols["credential-0"].write({"token": "some-secret"})
+        artifacts.register_secret("api", "some-secret-for-the-digest-test")
+        vols["credential-0"].write({"token": "some-secret-for-the-digest-test"})
         text = self.layout.localise(config)
         vols["config"].write({"config.yaml": text})
         digests = []
         for i in range(2):
             ready = os.path.join(self.tmp.name, "ready-%d.json" % i)
+            stderr = os.path.join(self.tmp.name, "stderr-%d" % i)
             proc, info = kubelet.start(kubelet.serve_command(dep, self.layout, ready), ready,
-                                       os.path.join(self.tmp.name, "stderr-%d" % i))
+                                       stderr)
+            self.addCleanup(artifacts.record_file, "log", "stderr", stderr)
             self.addCleanup(kubelet.stop, proc)
             digests.append(self.config_digest(kubelet.port_of(info["metrics"])))
             self.assertEqual(kubelet.stop(proc), 0)
