@@ -6,7 +6,9 @@ subPath, no secret material in a ConfigMap, NetworkPolicies that allow exactly w
 README states, and a checksum annotation that moves for restart-only edits alone.
 """
 
+import base64
 import copy
+import json
 import os
 import re
 import subprocess
@@ -274,6 +276,53 @@ class ChartTest(unittest.TestCase):
         dep = self.deployment(gen)
         vols = {v["name"]: v for v in dep["spec"]["template"]["spec"]["volumes"]}
         self.assertEqual(vols["ca"]["secret"]["secretName"], "rel-sandgate-ca")
+
+    def test_ca_job_is_idempotent_and_publishes_only_the_certificate(self):
+        # The Job's two steps run here as rendered: `sandgate ca init` into its emptyDir, then
+        # the store script against a stand-in kubectl (fake_kubectl.py) over a temp "cluster".
+        binary = os.environ.get("SANDGATE_BINARY")
+        if not binary:
+            self.fail("SANDGATE_BINARY is not set (CTest sets it)")
+        (job,) = cs.find(self.rendered["values-generated-ca.yaml"], "Job")
+        spec = job["spec"]["template"]["spec"]
+        (init,), (store,) = spec["initContainers"], spec["containers"]
+        self.assertEqual(store["command"], ["/bin/sh", "-ec"])
+        with tempfile.TemporaryDirectory() as d:
+            cluster, bindir = os.path.join(d, "cluster"), os.path.join(d, "bin")
+            os.makedirs(cluster)
+            os.makedirs(bindir)
+            os.symlink(os.path.join(os.path.dirname(os.path.abspath(__file__)),
+                                    "fake_kubectl.py"), os.path.join(bindir, "kubectl"))
+            env = dict(os.environ, FAKE_CLUSTER=cluster,
+                       PATH=bindir + os.pathsep + os.environ["PATH"])
+
+            def run_job(n):
+                work = os.path.join(d, "work-%d" % n)  # a fresh emptyDir per run
+                os.makedirs(work)
+                args = [a.replace("/work", work) for a in init["args"]]
+                subprocess.run([binary] + args, check=True, capture_output=True, timeout=30)
+                p = subprocess.run(["/bin/sh", "-ec", store["args"][0].replace("/work", work)],
+                                   env=env, capture_output=True, text=True, timeout=60)
+                self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
+                with open(os.path.join(work, "ca", "ca.key")) as f:
+                    return p.stdout, f.read()
+
+            def read(ns, kind, name):
+                with open(os.path.join(cluster, ns, kind, name + ".json")) as f:
+                    return json.load(f)
+
+            out1, key1 = run_job(1)
+            self.assertIn("created", out1)
+            secret = read("egress", "secret", "rel-sandgate-ca")
+            self.assertEqual(base64.b64decode(secret["data"]["ca.key"]).decode(), key1)
+            cert = base64.b64decode(secret["data"]["ca.pem"]).decode()
+            out2, key2 = run_job(2)  # the upgrade: a new key is made and thrown away
+            self.assertNotEqual(key1, key2)
+            self.assertIn("keeping it", out2)
+            self.assertEqual(read("egress", "secret", "rel-sandgate-ca"), secret)
+            cm = read("sandboxes", "configmap", "sandgate-ca")
+            self.assertEqual(cm["data"], {"ca.pem": cert})
+            self.assertNotIn("PRIVATE KEY", json.dumps(cm))
 
     def test_network_policies_allow_exactly_what_is_stated(self):
         docs = self.rendered["values-shared.yaml"]
