@@ -246,6 +246,9 @@ std::string_view algorithmName(TokenKey::Algorithm a);
 
 struct Config {
   std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
+  // Hex SHA-256 of the text it was loaded from: which config a replica runs. The text holds
+  // no secret (credentials name their sources; tasks carry token hashes).
+  std::string sha256;
   Listen listen;
   Credentials credentials;
   std::map<std::string, Policy> policies;

@@ -1,5 +1,6 @@
 // loadFile/loadString: YAML text to a validated Config, or every problem found in it.
 #include <fmt/format.h>
+#include <openssl/sha.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
@@ -142,6 +143,9 @@ Result<Config> loadString(const std::string& text, const std::string& name) {
   if (!top) return r.take();
   Config cfg;
   cfg.file = name;
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(text.data()), text.size(), md);
+  for (unsigned char b : md) cfg.sha256 += fmt::format("{:02x}", b);
   readTop(r, *top, cfg);
   detail::checkReferences(r, cfg);
   if (r.errorCount() > 0) return r.take();

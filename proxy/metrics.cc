@@ -158,6 +158,8 @@ struct Metrics::State {
   prometheus::Counter* reloadError;
   prometheus::Histogram* connect;
   prometheus::Gauge* unwatched;
+  prometheus::Family<prometheus::Gauge>* configInfo;
+  prometheus::Gauge* configInfoSeries = nullptr;  // under mu
 
   struct Entry {
     std::shared_ptr<TaskMetrics> core;  // owns the handles
@@ -227,6 +229,12 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                          .Help("Time to establish upstream TCP connections")
                          .Register(*registry)
                          .Add({}, kConnectBuckets);
+  state_->configInfo = &prometheus::BuildGauge()
+                            .Name("sandgate_config_info")
+                            .Help(
+                                "Always 1; the sha256 label is the digest of the config file "
+                                "in use (replicas that differ run different configs)")
+                            .Register(*registry);
   prometheus::BuildGauge()
       .Name("sandgate_build_info")
       .Help("Always 1; the version label says which sandgate is running")
@@ -280,6 +288,14 @@ void Metrics::sweep(std::chrono::steady_clock::time_point now) {
 size_t Metrics::taskCount() const {
   std::lock_guard lock(state_->mu);
   return state_->tasks.size();
+}
+
+void Metrics::configInfo(const std::string& sha256) {
+  std::lock_guard lock(state_->mu);
+  // One series at a time: the old digest goes away as the new one appears.
+  if (state_->configInfoSeries) state_->configInfo->Remove(state_->configInfoSeries);
+  state_->configInfoSeries = &state_->configInfo->Add({{"sha256", sha256}});
+  state_->configInfoSeries->Set(1);
 }
 
 void Metrics::configReload(bool ok) { (ok ? state_->reloadOk : state_->reloadError)->Increment(); }

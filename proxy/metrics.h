@@ -94,6 +94,8 @@ class Metrics {
   std::shared_ptr<TaskMetrics> task(const std::string& name);
 
   void configReload(bool ok);
+  // sandgate_config_info{sha256="…"} 1 for the config now in use (replaces the previous one).
+  void configInfo(const std::string& sha256);
   void upstreamConnectSeconds(double s);
   // The leaf cache's running totals (set, not added: the cache counts itself).
   void leafCache(uint64_t hits, uint64_t misses);

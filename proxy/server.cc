@@ -30,6 +30,7 @@
 #include "proxy/admin_protocol.h"
 #include "proxy/admin_socket.h"
 #include "proxy/audit.h"
+#include "proxy/cpu_budget.h"
 #include "proxy/dns_server.h"
 #include "proxy/intercept.h"
 #include "proxy/listener_tally.h"
@@ -308,7 +309,10 @@ struct Server::Impl {
     }
     if (started) snap.value()->secrets->startRefresh();
     state.snapshot.store(snap.value());
-    if (state.metrics) state.metrics->configReload(true);
+    if (state.metrics) {
+      state.metrics->configReload(true);
+      state.metrics->configInfo(snap.value()->config.sha256);
+    }
     spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
     return true;
   }
@@ -316,12 +320,21 @@ struct Server::Impl {
   void beginShutdown() {
     if (stopping) return;
     stopping = true;
-    state.draining.store(true);
+    // Not ready at once, so that the load balancer stops sending clients here; `draining`
+    // (no more keep-alive, no adoptions) waits for the drain delay in drainAndStop.
     if (state.metrics) state.metrics->setReady(false);
     control.stop();  // ends signals/housekeeping; the drain runs below on this thread
   }
 
   void drainAndStop() {
+    if (options.drainDelay.count() > 0) {
+      // Clients routed here before the endpoint removal reached every node still arrive for a
+      // while: keep accepting and serving them as usual until the delay is over.
+      spdlog::info("shutdown: not ready; still accepting for {} ms (drain delay)",
+                   options.drainDelay.count());
+      std::this_thread::sleep_for(options.drainDelay);
+    }
+    state.draining.store(true);
     // First: no new adoptions, and every run's listeners closed with the others below.
     if (admin) admin->stop();
     auto snap = state.snapshot.load();
@@ -386,7 +399,13 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
   auto impl = std::make_unique<Impl>();
   impl->options = std::move(options);
   unsigned n = impl->options.threads;
-  if (n == 0) n = std::max(1u, std::thread::hardware_concurrency());
+  if (n == 0) {
+    // More workers than the CPUs we may run on only time-share them: each worker's loop then
+    // waits for the others' slices, which shows as tail latency.
+    auto budget = currentCpuBudget();
+    n = budget.cpus;
+    spdlog::info("{} worker threads: {}", n, budget.why);
+  }
   for (unsigned i = 0; i < n; ++i) impl->workers.push_back(std::make_unique<Worker>());
   if (!impl->options.configPath.empty()) impl->statChanged();
 
@@ -433,6 +452,7 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
     impl->state.audit = audit.value();
   }
   impl->state.metrics = std::make_shared<Metrics>(ttl);
+  impl->state.metrics->configInfo(impl->state.snapshot.load()->config.sha256);
 
   if (proxyEp) {
     if (auto r = impl->bindProxy(*proxyEp); !r) return r.errors();

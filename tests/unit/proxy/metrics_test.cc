@@ -81,6 +81,18 @@ bool mentionsTask(Metrics& m, const std::string& task) {
 
 const steady_clock::time_point kT0 = steady_clock::time_point() + hours(1000);
 
+TEST(Metrics, ConfigInfoShowsOnlyTheDigestInUse) {
+  Metrics m(seconds(60));
+  m.configInfo("aaaa");
+  EXPECT_EQ(value(m, "sandgate_config_info", {{"sha256", "aaaa"}}), 1.0);
+  m.configInfo("bbbb");  // a reload: the old digest must go, or replicas would look split
+  EXPECT_EQ(value(m, "sandgate_config_info", {{"sha256", "bbbb"}}), 1.0);
+  EXPECT_EQ(value(m, "sandgate_config_info", {{"sha256", "aaaa"}}), std::nullopt);
+  size_t series = 0;
+  for (const auto& s : parse(m.render())) series += s.name == "sandgate_config_info";
+  EXPECT_EQ(series, 1u);
+}
+
 TEST(Metrics, CredentialInjectionsAreCountedByHow) {
   Metrics m(seconds(60));
   auto t = m.task("demo");

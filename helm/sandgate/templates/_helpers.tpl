@@ -1,0 +1,134 @@
+{{/* Names, labels and the rendered sandgate config. */}}
+
+{{- define "sandgate.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "sandgate.fullname" -}}
+{{- if .Values.fullnameOverride -}}
+{{- .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- $name := default .Chart.Name .Values.nameOverride -}}
+{{- if contains $name .Release.Name -}}
+{{- .Release.Name | trunc 63 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name $name | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
+
+{{/* Selector labels: never change them between releases (a Deployment's selector is immutable). */}}
+{{- define "sandgate.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "sandgate.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{/*
+The pods of the hook Job and the helm test: never sandgate's selector labels, or the Service,
+the PDB and the topology spread would count them as sandgate replicas. Argument: (list . "test").
+*/}}
+{{- define "sandgate.componentLabels" -}}
+{{- $top := index . 0 -}}
+app.kubernetes.io/name: {{ printf "%s-%s" (include "sandgate.name" $top) (index . 1) | trunc 63 | trimSuffix "-" }}
+app.kubernetes.io/instance: {{ $top.Release.Name }}
+app.kubernetes.io/component: {{ index . 1 }}
+{{- end -}}
+
+{{- define "sandgate.labels" -}}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{ include "sandgate.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+{{- end -}}
+
+{{- define "sandgate.image" -}}
+{{- printf "%s:%s" .Values.image.repository (default .Chart.AppVersion .Values.image.tag) -}}
+{{- end -}}
+
+{{/* The CA Secret's name, or "" when there is no CA. */}}
+{{- define "sandgate.caSecret" -}}
+{{- if .Values.ca.existingSecret -}}
+{{- .Values.ca.existingSecret -}}
+{{- else if .Values.ca.generate -}}
+{{- printf "%s-ca" (include "sandgate.fullname" .) -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "sandgate.configDir" -}}/etc/sandgate/config{{- end -}}
+{{- define "sandgate.caDir" -}}/etc/sandgate/ca{{- end -}}
+{{- define "sandgate.credentialDir" -}}/var/run/secrets/sandgate{{- end -}}
+
+{{/*
+The part of the config that sandgate reads only at start (listen, audit, the CA). The pod
+template's checksum annotation covers exactly this, so editing it rolls the pods out and
+nothing else does.
+*/}}
+{{- define "sandgate.restartConfig" -}}
+listen:
+  proxy: 0.0.0.0:{{ .Values.listen.proxyPort }}
+  metrics: 0.0.0.0:{{ .Values.listen.metricsPort }}
+{{- with .Values.audit.path }}
+audit:
+  path: {{ . | quote }}
+{{- end }}
+{{- with include "sandgate.caSecret" . }}
+ca:
+  cert: {{ include "sandgate.caDir" $ }}/ca.pem
+  key: {{ include "sandgate.caDir" $ }}/ca.key
+{{- end }}
+{{- end -}}
+
+{{/*
+What the checksum annotation covers: the restart-only config and which CA it loads (the Secret
+and its keys; the Secret's content is not visible to Helm, so a CA rotated in place needs
+`kubectl rollout restart`).
+*/}}
+{{- define "sandgate.restartInputs" -}}
+{{ include "sandgate.restartConfig" . }}
+ca-secret: {{ include "sandgate.caSecret" . }}/{{ .Values.ca.certKey }}/{{ .Values.ca.keyKey }}
+ca-certificate: {{ .Values.ca.certificate | sha256sum }}
+{{- end -}}
+
+{{/*
+The hot-reloaded part: policies, tasks, credentials (each read from its mounted Secret),
+global rules and limits.
+*/}}
+{{- define "sandgate.reloadConfig" -}}
+{{- $c := .Values.config -}}
+{{- with $c.credentials }}
+credentials:
+{{- range $name, $cred := . }}
+  {{ $name | quote }}:
+    source:
+      file: {{ printf "%s/%s/%s" (include "sandgate.credentialDir" $) $name $cred.secret.key | quote }}
+    {{- toYaml (omit $cred "secret") | nindent 4 }}
+{{- end }}
+{{- end }}
+{{- with $c.policies }}
+policies:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tasks }}
+tasks:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.global }}
+global:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.limits }}
+limits:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.resolve }}
+resolve:
+  {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- end -}}
+
+{{- define "sandgate.config" -}}
+# Rendered by the sandgate chart from its values; sandgate reloads it when the kubelet swaps
+# the ConfigMap (listen, audit and ca apply after a restart, which the chart rolls out).
+{{ include "sandgate.restartConfig" . }}
+{{- include "sandgate.reloadConfig" . }}
+{{- end -}}
