@@ -15,5 +15,6 @@ void addPolicyCommands(CLI::App& app, Action* action);
 void addServeCommand(CLI::App& app, Action* action);
 void addCaCommands(CLI::App& app, Action* action);
 void addRunCommand(CLI::App& app, Action* action);
+void addReviewCommands(CLI::App& app, Action* action);
 
 }  // namespace sandgate::cli

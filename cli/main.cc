@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   sandgate::cli::addServeCommand(app, &action);
   sandgate::cli::addCaCommands(app, &action);
   sandgate::cli::addRunCommand(app, &action);
+  sandgate::cli::addReviewCommands(app, &action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

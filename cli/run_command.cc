@@ -28,7 +28,14 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "unix:PATH: hand the sandbox to the `sandgate serve` whose listen.admin is "
                   "PATH (needs --task; the task and its audit log are serve's)");
   cmd->add_option("--workspace", req->workspace,
-                  "Read-write directory and working directory (default: the current one)");
+                  "The command's working directory (default: the current one)");
+  cmd->add_option("--workspace-mode", req->workspaceMode,
+                  "overlay: the workspace is a read-only lower layer and the run writes its own "
+                  "upper layer (review with sandgate show/diff, then apply or discard); bind: the "
+                  "run writes the workspace itself (default: sandbox.workspace_mode, overlay)");
+  cmd->add_option("--run-dir", req->runDir,
+                  "The run's directory, new, outside the workspace (default: "
+                  "$XDG_STATE_HOME/sandgate/runs/ID, /var/lib/sandgate/runs/ID as root)");
   cmd->add_option("--memory", req->memory,
                   "Memory limit, e.g. 2G, or unlimited (default: sandbox.memory, 4G)");
   cmd->add_option("--cpus", req->cpus,

@@ -46,6 +46,14 @@ struct FilesystemPlan {
   int workspaceFd = -1;
   dev_t workspaceDev = 0;
   ino_t workspaceIno = 0;
+  // Overlay mode (Options::WorkspaceMode::kOverlay): the workspace above is the lower layer and
+  // the directory holding upper/ and work/ is, like it, a detached mount (root: open_tree) or a
+  // path the sandbox reopens and checks by device and inode (rootless: layersFd = -1).
+  bool overlay = false;
+  int layersFd = -1;
+  std::string layers;
+  dev_t layersDev = 0;
+  ino_t layersIno = 0;
   std::string home;              // created in the private /tmp
   std::string caBundle;          // contents of kCaBundlePath
   std::string caSystemTarget;    // the host system bundle, resolved ("" when absent)

@@ -86,7 +86,7 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
     sigset_t none;
     sigemptyset(&none);
     checkSys(sigprocmask(SIG_SETMASK, &none, nullptr), "reset signal mask", "sigprocmask");
-    closeOtherDescriptors(ch);
+    closeOtherDescriptors({ch});
     checkSys(chdir(spec.fs.workspace.c_str()), "enter workspace " + spec.fs.workspace, "chdir");
     applyResourceLimits(spec.maxOpenFiles);
     int err = 0;

@@ -405,6 +405,18 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
                                 " can write only where the workspace's modes let any user write");
     }
   }
+  if (options.workspaceMode == Options::WorkspaceMode::kOverlay) {
+    if (options.overlayDir.empty()) return error("sandbox: overlay mode needs an overlay directory");
+    auto layers =
+        prepareOverlayLayers(options.overlayDir, *ws, id->uid, id->gid, id->rootless);
+    if (!layers) return layers.errors();
+    closer.fds.push_back(layers->fd);
+    spec.fs.overlay = true;
+    spec.fs.layersFd = layers->fd;
+    spec.fs.layers = layers->path;
+    spec.fs.layersDev = layers->dev;
+    spec.fs.layersIno = layers->ino;
+  }
   if (options.transparent) planResolvConf(&spec.fs);
   spec.fs.uid = id->uid;
   spec.fs.gid = id->gid;

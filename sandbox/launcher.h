@@ -37,6 +37,21 @@ struct Options {
   // Read-write, the command's cwd; default: the launcher's cwd. Opened without following links
   // and refused where unsafe (see workspace.h).
   std::string workspace;
+  // How the sandbox sees the workspace:
+  //  - kBind: the directory itself, read-write (through the idmapped mount for a root launcher):
+  //    what the run writes is written on the host at once.
+  //  - kOverlay: the directory is the read-only lower layer of an overlay mount whose upper
+  //    layer and overlay work directory are `overlayDir`/upper and `overlayDir`/work, which
+  //    run() creates, owned by the run's uid. The host's directory is never written; the upper
+  //    layer holds every change (whiteouts for deletions, opaque directories). For a root
+  //    launcher the lower layer is the idmapped workspace, so that a root-owned file is the
+  //    run's uid's inside and can be copied up; the overlay is mounted in the sandbox's user
+  //    namespace (userxattr, redirect_dir=nofollow: a renamed directory is copied, never redirected).
+  enum class WorkspaceMode { kBind, kOverlay };
+  WorkspaceMode workspaceMode = WorkspaceMode::kBind;
+  // kOverlay: an empty directory of the launcher's own, outside the workspace (the run's
+  // directory keeps it, e.g. <run>/overlay); opened without following links.
+  std::string overlayDir;
   std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
   std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
   std::optional<uint64_t> memoryBytes;
