@@ -36,6 +36,7 @@ Diagnostic bundleError(const std::string& why) { return Diagnostic{"", 0, 0, "ru
 
 Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
                                                     const WorkspaceId& workspace,
+                                                    sandbox::CheckedWorkspace checked,
                                                     const std::string& policyText,
                                                     sandbox::Options* options) {
   std::unique_ptr<RunBundle> b(new RunBundle);
@@ -44,15 +45,10 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
   auto dir = createRunDir(req.runDir, workspace);
   if (!dir) return dir.errors();
   b->dir_ = std::move(dir.value());
-  // The workspace as it is now, by descriptor: the lower layer the changes are read against.
-  std::string ws = req.workspace.empty() ? "." : req.workspace;
-  b->workspace_.reset(safe_open::openNoSymlinks(ws, O_PATH | O_DIRECTORY));
-  if (b->workspace_.valid()) {
-    char link[PATH_MAX];
-    std::string self = "/proc/self/fd/" + std::to_string(b->workspace_.get());
-    ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
-    if (n > 0) b->workspacePath_.assign(link, static_cast<size_t>(n));
-  }  // else: the launcher refuses the workspace with the reason, before anything runs
+  // The workspace as it was checked, by descriptor: the lower layer the changes are read
+  // against.
+  b->workspace_.reset(checked.fd);
+  b->workspacePath_ = checked.path;
   if (b->mode_ == "overlay") options->overlayDir = b->dir_.path + "/" + bundle::kOverlay;
   auto audit = b->dir_.create(bundle::kAudit);
   if (!audit) return audit.errors();

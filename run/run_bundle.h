@@ -17,6 +17,7 @@
 #include "run/run_dir.h"
 #include "run/run_task.h"
 #include "sandbox/launcher.h"
+#include "sandbox/workspace.h"
 
 namespace sandgate::run {
 
@@ -25,8 +26,10 @@ class RunBundle {
   // Creates the run's directory (--run-dir or the default), opens the workspace to compare
   // against later, and points `options` at the overlay's layers (overlay mode) and at the
   // output pipes. `policyText`: the config in force ("" when it is serve's).
+  // `checked`: the workspace as sandbox::openWorkspace checked it (its descriptor is taken).
   static Result<std::unique_ptr<RunBundle>> begin(const RunRequest& req,
                                                   const WorkspaceId& workspace,
+                                                  sandbox::CheckedWorkspace checked,
                                                   const std::string& policyText,
                                                   sandbox::Options* options);
 

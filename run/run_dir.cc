@@ -141,6 +141,7 @@ Result<std::string> RunDir::read(const std::string& name, size_t limit) const {
 }
 
 std::string defaultRunsDirectory() {
+  if (const char* s = std::getenv("SANDGATE_RUNS_DIR"); s != nullptr && s[0] == '/') return s;
   if (::geteuid() == 0) return "/var/lib/sandgate/runs";
   if (const char* s = std::getenv("XDG_STATE_HOME"); s != nullptr && s[0] == '/') {
     return std::string(s) + "/sandgate/runs";

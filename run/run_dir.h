@@ -46,8 +46,9 @@ struct RunDir {
   Result<std::string> read(const std::string& name, size_t limit = 64u << 20) const;
 };
 
-// Where runs are kept by default: /var/lib/sandgate/runs for root, else
-// $XDG_STATE_HOME/sandgate/runs ($HOME/.local/state/sandgate/runs). "" when neither is known.
+// Where runs are kept by default: $SANDGATE_RUNS_DIR when set (absolute), else
+// /var/lib/sandgate/runs for root, else $XDG_STATE_HOME/sandgate/runs
+// ($HOME/.local/state/sandgate/runs). "" when none is known.
 std::string defaultRunsDirectory();
 
 // Makes the directory of a new run: `requested` (--run-dir: must not exist yet) or a new

@@ -20,6 +20,7 @@
 #include "run/run_outcome.h"
 #include "run/serve_run.h"
 #include "sandbox/launcher.h"
+#include "sandbox/workspace.h"
 
 namespace sandgate::run {
 
@@ -57,6 +58,12 @@ Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
   if (cfg.findTask("default")) return std::string("default");
   return err(fmt::format("{} has {} tasks and none is called 'default': pick one with --task ({})",
                          cfg.file, cfg.tasks.size(), names.empty() ? "none" : names));
+}
+
+// A workspace the launcher refuses is a setup failure (as when sandbox::run refuses it); a run
+// directory that cannot be made is a usage error (--run-dir).
+int bundleFailure(const std::vector<Diagnostic>& errors) {
+  return errors.front().keyPath == "run directory" ? kExitUsage : kExitSetupFailed;
 }
 
 // The config file's text as it was read for this run (the bundle's policy.yaml). A config holds
@@ -110,13 +117,20 @@ int runTask(const RunRequest& req) {
   }
   // The run's directory: made before the sandbox starts (the overlay's upper layer is in it),
   // never inside the workspace.
+  // The workspace is checked first (the launcher checks it again): an unsafe one is refused
+  // with its reason before anything is made for the run.
   auto beginBundle = [&](const std::string& policyText) -> Result<std::unique_ptr<RunBundle>> {
+    auto checked = sandbox::openWorkspace(req.workspace, options.hiddenPaths);
+    if (!checked) return checked.errors();
     if (!workspace) {
       auto id = identifyWorkspace(req.workspace);
-      if (!id) return id.errors();
+      if (!id) {
+        ::close(checked->fd);
+        return id.errors();
+      }
       workspace = id.value();
     }
-    return RunBundle::begin(req, *workspace, policyText, &options);
+    return RunBundle::begin(req, *workspace, checked.value(), policyText, &options);
   };
   if (req.proxy) {
     // No local config with --proxy: the built-in defaults (config::Sandbox's), then the flags.
@@ -124,7 +138,7 @@ int runTask(const RunRequest& req) {
       return fail(kExitUsage, "{}", e);
     }
     auto bundle = beginBundle("");  // the policy in force is serve's
-    if (!bundle) return fail(kExitUsage, "{}", bundle.errors().front().str());
+    if (!bundle) return fail(bundleFailure(bundle.errors()), "{}", bundle.errors().front().str());
     // run/serve_run.cc
     return runWithServe(req, std::move(options), std::move(report), bundle.value().get());
   }
@@ -159,7 +173,7 @@ int runTask(const RunRequest& req) {
   options.capture.rangeV6 = capture->v6Text;
 
   auto bundle = beginBundle(policyText);
-  if (!bundle) return fail(kExitUsage, "{}", bundle.errors().front().str());
+  if (!bundle) return fail(bundleFailure(bundle.errors()), "{}", bundle.errors().front().str());
   RunBundle& runBundle = *bundle.value();
   proxy::EmbeddedOptions proxyOptions;  // no audit.path: stderr, never the command's stdout
   proxyOptions.auditCopyFd = runBundle.takeAuditFd();
