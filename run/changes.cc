@@ -46,13 +46,6 @@ std::string hex(const unsigned char* p, size_t n) {
   return out;
 }
 
-std::string sha256Of(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return hex(md, len);
-}
-
 // sha256 of the regular file `name` in `dir`, opened without following a link; "" if it cannot
 // be read.
 std::string sha256File(int dir, const std::string& name) {
@@ -104,7 +97,7 @@ FileState stateOf(int dir, const std::string& name, const struct stat& st) {
     ssize_t n = ::readlinkat(dir, name.c_str(), buf, sizeof buf);
     if (n > 0) s.target.assign(buf, static_cast<size_t>(n));
     s.size = s.target.size();
-    s.sha256 = sha256Of(s.target);
+    s.sha256 = sha256Hex(s.target);
   } else {
     s.type = "other";
   }
@@ -414,6 +407,13 @@ std::string renamed(const std::string& diff, const std::string& path) {
 }
 
 }  // namespace
+
+std::string sha256Hex(std::string_view data) {
+  unsigned char md[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
+  return hex(md, len);
+}
 
 const char* kindName(Change::Kind kind) {
   switch (kind) {

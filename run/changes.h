@@ -41,6 +41,9 @@ struct ChangeSet {
 
 const char* kindName(Change::Kind kind);
 
+// The sha256 of `data`, in lower-case hex.
+std::string sha256Hex(std::string_view data);
+
 // The state of `name` in the directory `dir` (a link is described, never followed), or nullopt
 // when there is nothing of that name.
 std::optional<FileState> stateAt(int dir, const std::string& name);

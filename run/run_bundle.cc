@@ -3,7 +3,6 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
-#include <openssl/evp.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -13,13 +12,6 @@
 
 namespace sandgate::run {
 namespace {
-
-std::string sha256Hex(std::string_view data) {
-  unsigned char md[EVP_MAX_MD_SIZE];
-  unsigned int len = 0;
-  EVP_Digest(data.data(), data.size(), md, &len, EVP_sha256(), nullptr);
-  return fmt::format("{:02x}", fmt::join(md, md + len, ""));
-}
 
 std::string nowUtc() {
   std::time_t now = std::time(nullptr);

@@ -15,6 +15,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "sandbox/paths.h"
+
 namespace sandgate::run {
 namespace {
 
@@ -34,13 +36,6 @@ std::string newRunId() {
     std::memcpy(raw, &n, sizeof raw);
   }
   return fmt::format("{}-{:02x}{:02x}{:02x}", when, raw[0], raw[1], raw[2]);
-}
-
-std::string pathOf(int fd) {
-  char link[PATH_MAX];
-  std::string self = "/proc/self/fd/" + std::to_string(fd);
-  ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
-  return n > 0 ? std::string(link, static_cast<size_t>(n)) : std::string();
 }
 
 // mkdir -p of an absolute path the launcher's user chose (its home, /var/lib): the new
@@ -201,7 +196,7 @@ Result<RunDir> createRunDir(const std::optional<std::string>& requested,
                                                        safe_open::describeError(errno)));
   }
   dir.id = parent->name;
-  dir.path = pathOf(dir.fd.get());
+  dir.path = sandbox::descriptorPath(dir.fd.get());
   if (::mkdirat(dir.fd.get(), bundle::kOverlay, 0700) != 0) {
     return refuse(reason::kRunDirUnusable,
                   fmt::format("cannot create {}/{}: {}", path, bundle::kOverlay,
@@ -231,7 +226,7 @@ Result<RunDir> openRunDir(const std::string& run) {
       ::fstatat(dir.fd.get(), bundle::kOverlay, &st, AT_SYMLINK_NOFOLLOW) != 0) {
     return refuse(reason::kNoSuchRun, fmt::format("{} is not a run's directory", path));
   }
-  dir.path = pathOf(dir.fd.get());
+  dir.path = sandbox::descriptorPath(dir.fd.get());
   dir.id = dir.path.substr(dir.path.rfind('/') + 1);
   return dir;
 }

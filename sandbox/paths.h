@@ -11,4 +11,7 @@ bool isUnder(const std::string& path, const std::string& dir);
 // realpath(3) of `path`, or "" when it does not resolve.
 std::string resolvePath(const std::string& path);
 
+// The path the kernel gives the open descriptor `fd` (readlink of /proc/self/fd/N), or "".
+std::string descriptorPath(int fd);
+
 }  // namespace sandgate::sandbox

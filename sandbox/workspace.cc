@@ -86,13 +86,10 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
     close(out.fd);
     return Result<CheckedWorkspace>(std::move(d));
   };
-  char link[PATH_MAX];
-  std::string self = "/proc/self/fd/" + std::to_string(out.fd);
-  ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
-  if (n <= 0 || fstat(out.fd, &out.st) != 0) {
+  out.path = descriptorPath(out.fd);
+  if (out.path.empty() || fstat(out.fd, &out.st) != 0) {
     return fail(diagnostic(sysFailure("workspace " + ws, "readlink /proc/self/fd", errno)));
   }
-  out.path.assign(link, static_cast<size_t>(n));
   const std::string& p = out.path;
   const std::string instead =
       "give --workspace a project directory of its own (e.g. a checkout under it)";
@@ -235,11 +232,8 @@ Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const Checked
   out.dev = st.st_dev;
   out.ino = st.st_ino;
   if (rootless) {
-    char link[PATH_MAX];
-    std::string self = "/proc/self/fd/" + std::to_string(fd.get());
-    ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
-    if (n <= 0) return diagnostic(sysFailure(what, "readlink /proc/self/fd", errno));
-    out.path.assign(link, static_cast<size_t>(n));
+    out.path = descriptorPath(fd.get());
+    if (out.path.empty()) return diagnostic(sysFailure(what, "readlink /proc/self/fd", errno));
     return out;
   }
   // Root: the run's uid cannot traverse the 0700 run directory above `dir`, so the sandbox gets

@@ -326,8 +326,9 @@ import os; print('uid', os.getuid())
     def test_workspace_through_a_planted_link_is_refused(self):
         victim = tempfile.mkdtemp(dir=self.dir, prefix="victim-")
         ws = self.new_workspace()
-        # An earlier run plants a link in its (persistent) workspace.
-        r = self.sh(f"ln -s {victim} next", workspace=ws)
+        # An earlier run plants a link in its (persistent: bind mode) workspace; the next run,
+        # in overlay mode (the default), is asked to use it.
+        r = self.sh(f"ln -s {victim} next", "--workspace-mode", "bind", workspace=ws)
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.sh("touch written-through-link", workspace=os.path.join(ws, "next"))
         self.assertEqual(r.returncode, 125, r.stderr)
