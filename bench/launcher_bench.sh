@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Start-up cost of the launcher: `sandgate run -- true` against plain `true` and against
-# `unshare -Urn true` (a bare user+network namespace), with hyperfine when installed, else a
+# `unshare -Urn true` (a bare user+network namespace), in both workspace modes (overlay, the
+# default, and bind), with hyperfine when installed, else a
 # bash loop timed with date +%s%N. Prints mean milliseconds per run and the ratios.
 # Usage: bench/launcher_bench.sh [path/to/sandgate] [runs]   (env SANDGATE_RUN_ARGS adds flags)
 set -euo pipefail
@@ -8,7 +9,9 @@ set -euo pipefail
 SANDGATE="${1:-${SANDGATE:-$(dirname "$0")/../build/cli/sandgate}}"
 RUNS="${2:-50}"
 WORKDIR="$(mktemp -d /var/tmp/sandgate-bench-XXXXXX)"
-trap 'rm -rf "$WORKDIR"' EXIT
+RUNSDIR="$(mktemp -d /var/tmp/sandgate-bench-runs-XXXXXX)"
+trap 'rm -rf "$WORKDIR" "$RUNSDIR"' EXIT
+export SANDGATE_RUNS_DIR="$RUNSDIR"  # every run keeps a directory: here, removed at exit
 chmod 0777 "$WORKDIR"  # the sandbox maps to the workspace owner (root-owned → 65534)
 
 if [[ ! -x "$SANDGATE" ]]; then
@@ -22,13 +25,15 @@ if ! $SANDGATE_CMD >/dev/null 2>&1; then
 fi
 
 declare -A MEAN_MS
-names=(true unshare sandgate)
-declare -A CMD=([true]="true" [unshare]="unshare -Urn true" [sandgate]="$SANDGATE_CMD")
+names=(true unshare sandgate bind)
+declare -A CMD=([true]="true" [unshare]="unshare -Urn true" [sandgate]="$SANDGATE_CMD"
+  [bind]="${SANDGATE_CMD/ -- true/ --workspace-mode bind -- true}")
 
 if command -v hyperfine >/dev/null 2>&1; then
   json="$WORKDIR/hyperfine.json"
   hyperfine -N --warmup 3 --runs "$RUNS" --export-json "$json" \
-    -n true "${CMD[true]}" -n unshare "${CMD[unshare]}" -n sandgate "${CMD[sandgate]}" >&2
+    -n true "${CMD[true]}" -n unshare "${CMD[unshare]}" -n sandgate "${CMD[sandgate]}" \
+    -n bind "${CMD[bind]}" >&2
   while read -r name mean; do MEAN_MS[$name]=$mean; done < <(
     python3 -c 'import json,sys
 for r in json.load(open(sys.argv[1]))["results"]: print(r["command"], r["mean"]*1000)' "$json")
@@ -49,3 +54,5 @@ awk -v t="${MEAN_MS[true]}" -v u="${MEAN_MS[unshare]}" -v s="${MEAN_MS[sandgate]
   printf "sandgate/true    %8.1fx\n", s / t
   printf "sandgate/unshare %8.1fx\n", s / u
   printf "sandgate overhead over unshare: %.3f ms\n", s - u }'
+awk -v s="${MEAN_MS[sandgate]}" -v b="${MEAN_MS[bind]}" 'BEGIN {
+  printf "overlay workspace over bind: %.3f ms\n", s - b }'

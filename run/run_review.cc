@@ -105,8 +105,12 @@ int showRun(const std::string& runArg) {
     fmt::print("workspace  {} ({})\n", str(*run, "workspace"), str(*run, "workspace_mode"));
     fmt::print("started    {}\n", str(*run, "started_at"));
   }
-  fmt::print("ended      {} (exit status {}) after {} s\n", str(r, "end"), str(r, "exit_status"),
-             str(r, "duration_seconds"));
+  double secs = 0;
+  if (const auto* d = r.if_contains("duration_seconds"); d && d->is_number()) {
+    secs = d->to_number<double>();
+  }
+  fmt::print("ended      {} (exit status {}) after {:.2f} s\n", str(r, "end"), str(r, "exit_status"),
+             secs);
   if (const auto* req = obj(r, "requests")) {
     fmt::print("network    {} allowed, {} denied\n", str(*req, "allowed"), str(*req, "denied"));
   }
