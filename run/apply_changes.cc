@@ -77,6 +77,7 @@ struct Writer {
   uid_t owner;
   gid_t group;
   bool chown;
+  mutable uint64_t serial_ = 0;
 
   void own(int fd) const {
     if (chown) (void)::fchown(fd, owner, group);
@@ -88,7 +89,9 @@ struct Writer {
     UniqueFd dir = parentOf(ws, c.path);
     if (!dir.valid()) return "open its directory: " + safe_open::describeError(errno);
     const std::string name = baseName(c.path);
-    const std::string tmp = ".sandgate-apply-" + std::to_string(::getpid()) + "-" + name;
+    // Short (a long name plus a prefix could pass NAME_MAX) and new for every path.
+    const std::string tmp = ".sandgate-apply-" + std::to_string(::getpid()) + "-" +
+                            std::to_string(serial_++);
     const FileState& after = *c.after;
     if (after.type == "dir") {
       if (c.before && c.before->type == "dir") {
@@ -100,10 +103,10 @@ struct Writer {
       }
       if (::mkdirat(dir.get(), name.c_str(), 0700) != 0) return std::string("mkdir: ") + std::strerror(errno);
       UniqueFd d(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      own(d.get());
       if (!d.valid() || ::fchmod(d.get(), safeMode(after.mode)) != 0) {
         return std::string("chmod: ") + std::strerror(errno);
       }
-      own(d.get());
       return std::nullopt;
     }
     if (after.type == "symlink") {
@@ -134,8 +137,8 @@ struct Writer {
           return std::string("write: ") + std::strerror(errno);
         }
       }
+      own(to.get());  // first: the mode below is the file's, whatever chown would clear
       if (::fchmod(to.get(), safeMode(after.mode)) != 0) return std::string("chmod: ") + std::strerror(errno);
-      own(to.get());
     }
     // A directory in the way (a type change) was emptied and removed by the deletions before.
     if (::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0) {

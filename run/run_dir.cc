@@ -221,9 +221,13 @@ Result<RunDir> openRunDir(const std::string& run) {
     return refuse(reason::kNoSuchRun,
                   fmt::format("no run {} ({}: {})", run, path, safe_open::describeError(errno)));
   }
-  struct stat st {};
-  if (::fstatat(dir.fd.get(), bundle::kReport, &st, AT_SYMLINK_NOFOLLOW) != 0 &&
-      ::fstatat(dir.fd.get(), bundle::kOverlay, &st, AT_SYMLINK_NOFOLLOW) != 0) {
+  // Both files every run's directory has from its start: `discard` removes what it opens, and
+  // must not take any directory for a run.
+  struct stat audit {}, overlay {};
+  if (::fstatat(dir.fd.get(), bundle::kAudit, &audit, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISREG(audit.st_mode) ||
+      ::fstatat(dir.fd.get(), bundle::kOverlay, &overlay, AT_SYMLINK_NOFOLLOW) != 0 ||
+      !S_ISDIR(overlay.st_mode)) {
     return refuse(reason::kNoSuchRun, fmt::format("{} is not a run's directory", path));
   }
   dir.path = sandbox::descriptorPath(dir.fd.get());

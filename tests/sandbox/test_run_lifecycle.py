@@ -282,6 +282,15 @@ class LifecycleTest(unittest.TestCase):
         gone = self.cli("show", run_id)
         self.assertEqual(gone.returncode, 2)
         self.assertIn("no_such_run", gone.stderr)
+        # discard removes only what is a run's directory, never any directory it is given.
+        other = tempfile.mkdtemp(dir=self.dir, prefix="not-a-run-")
+        os.mkdir(os.path.join(other, "overlay"))
+        with open(os.path.join(other, "keep"), "w") as f:
+            f.write("keep")
+        d = self.cli("discard", other)
+        self.assertEqual(d.returncode, 2, d.stderr)
+        self.assertIn("is not a run's directory", d.stderr)
+        self.assertTrue(os.path.exists(os.path.join(other, "keep")))
 
     def test_run_directory_inside_the_workspace_is_refused(self):
         ws = self.new_workspace()
