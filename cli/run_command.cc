@@ -33,6 +33,9 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "overlay: the workspace is a read-only lower layer and the run writes its own "
                   "upper layer (review with sandgate show/diff, then apply or discard); bind: the "
                   "run writes the workspace itself (default: sandbox.workspace_mode, overlay)");
+  cmd->add_option("--disk", req->disk,
+                  "Bound what the run writes to the workspace, e.g. 1G (overlay mode: an upper "
+                  "layer on a tmpfs of that size, counted in --memory; ENOSPC beyond it)");
   cmd->add_option("--run-dir", req->runDir,
                   "The run's directory, new, outside the workspace (default: "
                   "$XDG_STATE_HOME/sandgate/runs/ID, /var/lib/sandgate/runs/ID as root)");

@@ -529,7 +529,7 @@ boost::json::value changeSummary(const ChangeSet& set) {
 }
 
 Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPath,
-                                const std::string& upperPath) {
+                                const std::string& upperPath, std::vector<std::string>* skipped) {
   std::string patch;
   const std::string prefix = set.gitPrefix.value_or("");
   for (const auto& c : set.changes) {
@@ -546,12 +546,18 @@ Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPa
     } else {
       pairs = {{hadFile ? oldPath : "/dev/null", hasFile ? newPath : "/dev/null"}};
     }
+    std::string text;
     for (const auto& [a, b] : pairs) {
       auto diff = gitDiff(a, b);
-      if (!diff) return diff.errors();
-      patch += renamed(diff.value(), prefix + c.path);
-      if (patch.size() > kMaxPatchBytes) return failure("the patch is larger than 256 MiB");
+      if (!diff) {
+        skipped->push_back(c.path + ": " + diff.errors().front().message);
+        text.clear();
+        break;
+      }
+      text += renamed(diff.value(), prefix + c.path);
     }
+    patch += text;
+    if (patch.size() > kMaxPatchBytes) return failure("the patch is larger than 256 MiB");
   }
   return patch;
 }

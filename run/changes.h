@@ -67,8 +67,9 @@ boost::json::value changeSummary(const ChangeSet& set);
 // The unified diff of the changes outside .git (git's binary patch format for binary files),
 // paths relative to the git work tree's top when there is one; made by `git diff --no-index`
 // for each file (no config, no external diff, no textconv). `lowerPath`/`upperPath`: the two
-// trees, as paths the launcher reads.
+// trees, as paths the launcher reads. A file git cannot read (a rootless run's mode 000 file)
+// is left out and named in `skipped` (path: why).
 Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPath,
-                                const std::string& upperPath);
+                                const std::string& upperPath, std::vector<std::string>* skipped);
 
 }  // namespace sandgate::run

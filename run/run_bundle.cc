@@ -42,6 +42,7 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
   b->workspace_.reset(checked.fd);
   b->workspacePath_ = checked.path;
   if (b->mode_ == "overlay") options->overlayDir = b->dir_.path + "/" + bundle::kOverlay;
+  b->diskBytes_ = options->diskBytes;
   auto audit = b->dir_.create(bundle::kAudit);
   if (!audit) return audit.errors();
   b->audit_ = std::move(audit.value());
@@ -72,6 +73,7 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
   run["workspace"] = workspacePath_;
   run["workspace_mode"] = mode_;
   run["started_at"] = startedAt_;
+  run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
   run["policy_sha256"] = policySha256_.empty() ? boost::json::value(nullptr)
                                                : boost::json::value(policySha256_);
   for (auto [tee, key] : {std::pair{&out_, "stdout_log_cut"}, std::pair{&err_, "stderr_log_cut"}}) {
@@ -98,7 +100,9 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
   if (auto e = dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
     warnings->push_back("changes: " + *e);
   }
-  auto patch = formatPatch(set.value(), workspacePath_, upperPath);
+  std::vector<std::string> skipped;
+  auto patch = formatPatch(set.value(), workspacePath_, upperPath, &skipped);
+  for (const auto& s : skipped) warnings->push_back("changes.patch: left out " + s);
   if (!patch) {
     warnings->push_back("changes.patch: " + patch.errors().front().message);
   } else if (auto e = dir_.write(bundle::kPatch, patch.value())) {

@@ -50,6 +50,7 @@ class RunBundle {
   std::string mode_;
   std::string startedAt_;
   std::string policySha256_;
+  std::optional<uint64_t> diskBytes_;
   safe_open::UniqueFd audit_;
   std::unique_ptr<OutputTee> out_, err_;
 };

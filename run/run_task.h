@@ -22,6 +22,7 @@ struct RunRequest {
   std::string workspace;                  // empty: the current directory
   std::optional<std::string> workspaceMode;  // "overlay" | "bind" (default: sandbox.workspace_mode)
   std::optional<std::string> runDir;  // the run's directory (default: run/run_dir.h)
+  std::optional<std::string> disk;    // config::parseSize: overlay mode's sized upper layer
   // Limits as written: override the config's `sandbox:` (or the built-in defaults, with
   // --proxy); each may also be config::kUnlimited (run/run_limits.h).
   std::optional<std::string> memory;     // config::parseSize

@@ -218,7 +218,7 @@ void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
 // Overlay mode: the workspace (as attachWorkspace attaches it) at /lower and the layers'
 // directory at /layers in the staging root, then an overlay of them at `target`. The overlay
 // takes private clones of its layers, so they stay when the staging root is detached.
-void attachOverlay(const FilesystemPlan& plan, const std::string& target) {
+void attachOverlay(const FilesystemPlan& plan, const std::string& target, DiskLayer* disk) {
   const std::string lower = "/lower", layers = "/layers";
   checkSys(mkdir(lower.c_str(), 0755), "create the overlay's lower mount point", "mkdir");
   checkSys(mkdir(layers.c_str(), 0755), "create the overlay's layers mount point", "mkdir");
@@ -229,11 +229,32 @@ void attachOverlay(const FilesystemPlan& plan, const std::string& target) {
   } else {
     bindChecked(plan.layers, plan.layersDev, plan.layersIno, layers, what);
   }
+  std::string upper = layers + "/upper", work = layers + "/work";
+  if (plan.diskBytes > 0) {
+    // --disk: the upper layer on a tmpfs of that size, copied to layers/upper after the run.
+    struct stat st {};
+    checkSys(stat(upper.c_str(), &st), "read the upper layer's mode", "stat");
+    checkSys(mkdir("/disk", 0755), "create the disk limit's mount point", "mkdir");
+    mountTmpfs("/disk", MS_NOSUID | MS_NODEV,
+               ("mode=0755,size=" + std::to_string(plan.diskBytes)).c_str(),
+               "mount the workspace's sized upper layer (--disk)");
+    checkSys(mkdir("/disk/upper", st.st_mode & 0777), "create the sized upper layer", "mkdir");
+    checkSys(chmod("/disk/upper", st.st_mode & 0777), "set the sized upper layer's mode", "chmod");
+    checkSys(mkdir("/disk/work", 0700), "create the sized work directory", "mkdir");
+    if (disk != nullptr) {
+      disk->upper = checkSys(open("/disk/upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+                             "open the sized upper layer", "open");
+      disk->target = checkSys(open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+                              "open the run's upper layer", "open");
+    }
+    upper = "/disk/upper";
+    work = "/disk/work";
+  }
   // userxattr: mounted in a user namespace, the overlay keeps its metadata (opaque directories)
   // in user.overlay.* xattrs. redirect_dir nofollow (userxattr needs it) and metacopy off: every change in the upper layer is
   // a whole file or a whiteout, which is what the change list reads after the run.
-  const std::string data = "lowerdir=" + lower + ",upperdir=" + layers + "/upper,workdir=" +
-                           layers + "/work,userxattr,redirect_dir=nofollow,metacopy=off";
+  const std::string data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
+                           ",userxattr,redirect_dir=nofollow,metacopy=off";
   checkSys(mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, data.c_str()),
            "mount the workspace overlay (" + data + ")", "mount");
 }
@@ -304,6 +325,7 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   plan.home = options.home;
   plan.devPts = options.devPts;
   plan.tmpfsBytes = options.tmpfsBytes;
+  plan.diskBytes = options.diskBytes.value_or(0);
   plan.caBundle = buildCaBundle(options);
   plan.caSystemTarget = resolvePath(kSystemCaBundle);
   using K = MountStep::Kind;
@@ -387,7 +409,8 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   return plan;
 }
 
-void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings) {
+void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings,
+                     DiskLayer* disk) {
   // Nothing below may propagate back to the host's mount namespace.
   checkSys(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "make mounts private",
            "mount");
@@ -481,7 +504,7 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
       case K::kWorkspace:
         if (!exists) mkdirs(target, 0755);
         if (plan.overlay) {
-          attachOverlay(plan, target);
+          attachOverlay(plan, target, disk);
         } else {
           attachWorkspace(plan, target);
         }

@@ -54,6 +54,10 @@ struct FilesystemPlan {
   std::string layers;
   dev_t layersDev = 0;
   ino_t layersIno = 0;
+  // --disk: the upper layer lives on a tmpfs of this size in the sandbox (its pages count in
+  // the memory limit; beyond it writes fail with ENOSPC), copied to layers/upper once the
+  // workload is gone (0: the upper layer is layers/upper itself, unbounded).
+  uint64_t diskBytes = 0;
   std::string home;              // created in the private /tmp
   std::string caBundle;          // contents of kCaBundlePath
   std::string caSystemTarget;    // the host system bundle, resolved ("" when absent)
@@ -90,8 +94,16 @@ HiddenPath hidingPathFor(const std::string& resolvedFile);
 FilesystemPlan planFilesystem(const Options& options, const std::string& workspace,
                               std::vector<std::string>* warnings = nullptr);
 
+// With plan.diskBytes: the sized upper layer and the run's layers/upper, open (O_RDONLY,
+// close-on-exec) for copyUpperLayer once the workload is gone.
+struct DiskLayer {
+  int upper = -1;
+  int target = -1;
+};
+
 // Sandbox side (in the new user + mount namespaces, before exec): builds the new root and
 // pivots into it. Throws SetupError naming the failing step; `warnings` gets degraded features.
-void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings);
+void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings,
+                     DiskLayer* disk = nullptr);
 
 }  // namespace sandgate::sandbox

@@ -15,6 +15,7 @@
 #include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
 #include "sandbox/launcher.h"
+#include "sandbox/layer_copy.h"
 #include "sandbox/network.h"
 #include "sandbox/privileges.h"
 #include "sandbox/seccomp_filter.h"
@@ -134,7 +135,8 @@ void runInit(const ChildSpec& spec) {
     checkSys(sethostname(spec.hostname.data(), spec.hostname.size()), "set hostname",
              "sethostname");
     std::vector<std::string> warnings;
-    buildFilesystem(spec.fs, &warnings);
+    DiskLayer disk;
+    buildFilesystem(spec.fs, &warnings, &disk);
     scrubArgsAndEnvironment();
     std::vector<int> listeners = setUpNetwork(spec.proxyPort, &warnings);
     CaptureSockets capture;
@@ -177,6 +179,16 @@ void runInit(const ChildSpec& spec) {
         pid_t p;
         while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
           if (p == command) {
+            if (disk.upper >= 0) {
+              // Nothing may write the sized upper layer while it is copied: every other
+              // process goes first (PID 1 survives kill(-1)), then the copy, as the run's uid.
+              kill(-1, SIGKILL);
+              while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
+              }
+              if (auto e = copyUpperLayer(disk.upper, disk.target); !e.empty()) {
+                sendMessage(ch, MsgType::kWarning, 0, "the run's changes are incomplete: " + e);
+              }
+            }
             sendMessage(ch, MsgType::kCommandExit, status);
             _exit(0);  // the kernel kills every other process of the namespace
           }

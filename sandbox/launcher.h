@@ -52,6 +52,11 @@ struct Options {
   // kOverlay: an empty directory of the launcher's own, outside the workspace (the run's
   // directory keeps it, e.g. <run>/overlay); opened without following links.
   std::string overlayDir;
+  // kOverlay: bounds what the run writes to the workspace (--disk). The upper layer is a tmpfs
+  // of this size inside the sandbox (its pages count in the memory limit; beyond it writes fail
+  // with ENOSPC, the host's disk is untouched), copied to overlayDir/upper by the sandbox's
+  // PID 1 once the command has ended and every other process of the sandbox is killed.
+  std::optional<uint64_t> diskBytes;
   std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
   std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
   std::optional<uint64_t> memoryBytes;

@@ -386,6 +386,44 @@ class LifecycleTest(unittest.TestCase):
         with open(os.path.join(outside, "victim")) as f:
             self.assertEqual(f.read(), "untouched\n")
 
+    def check_disk_limit(self, ws, run, **kwargs):
+        with open(os.path.join(ws, "keep.txt"), "w") as f:
+            f.write("keep\n")
+        os.chown(os.path.join(ws, "keep.txt"), os.stat(ws).st_uid, os.stat(ws).st_gid)
+        before = tree_state(ws)
+        r = self.sandgate(["sh", "-c", "echo small > small.txt; rm keep.txt; "
+                           "head -c 3000000 /dev/zero > big; echo big=$?; chmod 000 small.txt"],
+                          "--disk", "1M", workspace=ws, run_dir=run, **kwargs)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses unprivileged user namespaces: " + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("big=1", r.stdout)  # head failed: no space left on the upper layer
+        self.assertIn("No space left on device", r.stderr)
+        self.assertEqual(tree_state(ws), before)
+        upper = os.path.join(run, "overlay", "upper")
+        self.assertLessEqual(os.path.getsize(os.path.join(upper, "big")), 1 << 20)
+        st = os.lstat(os.path.join(upper, "keep.txt"))  # the whiteout, copied out
+        self.assertTrue(stat.S_ISCHR(st.st_mode) and st.st_rdev == 0)
+        ch = self.changes(run)
+        self.assertEqual(ch["keep.txt"]["kind"], "deleted")
+        self.assertEqual(ch["small.txt"]["after"]["mode"], "0000")
+        self.assertLessEqual(ch["big"]["after"]["size"], 1 << 20)
+        self.assertEqual(self.read_json(run, "report.json")["run"]["disk_bytes"], 1 << 20)
+
+    def test_disk_limit_bounds_the_upper_layer(self):
+        ws = self.new_workspace()
+        self.check_disk_limit(ws, self.run_dir())
+        bad = self.sandgate(["true"], "--disk", "1M", "--workspace-mode", "bind", workspace=ws)
+        self.assertEqual(bad.returncode, 2, bad.stderr)
+        self.assertIn("--disk bounds the overlay", bad.stderr)
+
+    def test_rootless_disk_limit_bounds_the_upper_layer(self):
+        with TemporaryUser() as user:
+            ws = self.new_workspace(owner=user.uid)
+            runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
+            os.chown(runs, user.uid, user.gid)
+            self.check_disk_limit(ws, os.path.join(runs, "run"), **user.popen_args())
+
     def test_apply_drops_setuid_bits(self):
         ws = self.new_workspace()
         run = self.run_dir()
