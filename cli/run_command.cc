@@ -36,6 +36,14 @@ void addRunCommand(CLI::App& app, Action* action) {
   cmd->add_option("--disk", req->disk,
                   "Bound what the run writes to the workspace, e.g. 1G (overlay mode: an upper "
                   "layer on a tmpfs of that size, counted in --memory; ENOSPC beyond it)");
+  auto* resume = cmd->add_option(
+      "--resume", req->resume,
+      "Continue an earlier run (id or directory): a new run, with new namespaces, placeholders "
+      "and identity, under the current policy, whose workspace holds that run's files");
+  cmd->add_option("--from", req->from,
+                  "Like --resume, leaving the earlier run as it is (several runs may branch "
+                  "from one)")
+      ->excludes(resume);
   cmd->add_option("--run-dir", req->runDir,
                   "The run's directory, new, outside the workspace (default: "
                   "$XDG_STATE_HOME/sandgate/runs/ID, /var/lib/sandgate/runs/ID as root)");

@@ -51,6 +51,8 @@ class RunBundle {
   std::string startedAt_;
   std::string policySha256_;
   std::optional<uint64_t> diskBytes_;
+  std::optional<RunDir> earlier_;  // --resume / --from
+  std::string earlierHow_;         // "resumed_from" or "branched_from"
   safe_open::UniqueFd audit_;
   std::unique_ptr<OutputTee> out_, err_;
 };

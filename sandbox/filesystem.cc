@@ -223,6 +223,18 @@ void attachOverlay(const FilesystemPlan& plan, const std::string& target, DiskLa
   checkSys(mkdir(lower.c_str(), 0755), "create the overlay's lower mount point", "mkdir");
   checkSys(mkdir(layers.c_str(), 0755), "create the overlay's layers mount point", "mkdir");
   attachWorkspace(plan, lower);
+  std::string lowers = lower;
+  if (!plan.earlier.empty()) {
+    const std::string earlier = "/earlier";
+    checkSys(mkdir(earlier.c_str(), 0755), "create the earlier run's layer mount point", "mkdir");
+    const std::string what = "attach the earlier run's layer " + plan.earlier;
+    if (plan.earlierFd >= 0) {
+      attachDetached(plan.earlierFd, earlier, what);
+    } else {
+      bindChecked(plan.earlier, plan.earlierDev, plan.earlierIno, earlier, what);
+    }
+    lowers = earlier + ":" + lower;  // the first is the top: the earlier run's files win
+  }
   const std::string what = "attach the overlay's upper layer " + plan.layers;
   if (plan.layersFd >= 0) {
     attachDetached(plan.layersFd, layers, what);
@@ -253,7 +265,7 @@ void attachOverlay(const FilesystemPlan& plan, const std::string& target, DiskLa
   // userxattr: mounted in a user namespace, the overlay keeps its metadata (opaque directories)
   // in user.overlay.* xattrs. redirect_dir nofollow (userxattr needs it) and metacopy off: every change in the upper layer is
   // a whole file or a whiteout, which is what the change list reads after the run.
-  const std::string data = "lowerdir=" + lower + ",upperdir=" + upper + ",workdir=" + work +
+  const std::string data = "lowerdir=" + lowers + ",upperdir=" + upper + ",workdir=" + work +
                            ",userxattr,redirect_dir=nofollow,metacopy=off";
   checkSys(mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, data.c_str()),
            "mount the workspace overlay (" + data + ")", "mount");

@@ -58,6 +58,12 @@ struct FilesystemPlan {
   // the memory limit; beyond it writes fail with ENOSPC), copied to layers/upper once the
   // workload is gone (0: the upper layer is layers/upper itself, unbounded).
   uint64_t diskBytes = 0;
+  // Options::earlierLayer, attached like the workspace (a detached idmapped mount, or a path
+  // checked by device and inode); empty: none.
+  std::string earlier;
+  int earlierFd = -1;
+  dev_t earlierDev = 0;
+  ino_t earlierIno = 0;
   std::string home;              // created in the private /tmp
   std::string caBundle;          // contents of kCaBundlePath
   std::string caSystemTarget;    // the host system bundle, resolved ("" when absent)

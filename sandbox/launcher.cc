@@ -416,6 +416,23 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     spec.fs.layers = layers->path;
     spec.fs.layersDev = layers->dev;
     spec.fs.layersIno = layers->ino;
+    if (!options.earlierLayer.empty()) {
+      // Checked like a workspace (no link followed); its owner is the earlier run's uid.
+      auto earlier = openWorkspace(options.earlierLayer, {});
+      if (!earlier) return earlier.errors();
+      closer.fds.push_back(earlier->fd);
+      spec.fs.earlier = earlier->path;
+      spec.fs.earlierDev = earlier->st.st_dev;
+      spec.fs.earlierIno = earlier->st.st_ino;
+      if (!id->rootless) {
+        std::string why;
+        spec.fs.earlierFd = idmappedWorkspace(*earlier, id->uid, id->gid, &why);
+        if (spec.fs.earlierFd < 0) {
+          return error("sandbox: the earlier run's layer cannot be idmapped: " + why);
+        }
+        closer.fds.push_back(spec.fs.earlierFd);
+      }
+    }
   }
   if (options.transparent) planResolvConf(&spec.fs);
   spec.fs.uid = id->uid;

@@ -57,6 +57,10 @@ struct Options {
   // with ENOSPC, the host's disk is untouched), copied to overlayDir/upper by the sandbox's
   // PID 1 once the command has ended and every other process of the sandbox is killed.
   std::optional<uint64_t> diskBytes;
+  // kOverlay: an earlier run's upper layer (--from, --resume), a read-only layer between the
+  // workspace and this run's upper layer: the files are where that run left them. Root
+  // launcher: idmapped (its owner → this run's uid) so that its files can be copied up.
+  std::string earlierLayer;
   std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
   std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
   std::optional<uint64_t> memoryBytes;

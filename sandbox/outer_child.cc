@@ -47,7 +47,7 @@ void runOuterChild(const ChildSpec& spec) {
     }
     // The launcher's descriptors (proxy sockets, config, secret files) never reach the sandbox.
     // The workspace's mount and the overlay layers' go to PID 1.
-    closeOtherDescriptors({ch, spec.fs.workspaceFd, spec.fs.layersFd});
+    closeOtherDescriptors({ch, spec.fs.workspaceFd, spec.fs.layersFd, spec.fs.earlierFd});
     waitForGo(ch);  // now in the run's cgroup: namespaces and children inherit it
     if (!spec.id.rootless)
       checkSys(setgroups(0, nullptr), "drop supplementary groups", "setgroups");

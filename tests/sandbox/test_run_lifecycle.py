@@ -424,6 +424,75 @@ class LifecycleTest(unittest.TestCase):
             os.chown(runs, user.uid, user.gid)
             self.check_disk_limit(ws, os.path.join(runs, "run"), **user.popen_args())
 
+    def check_from_and_resume(self, ws, runs, **kwargs):
+        for name, data in (("a.txt", "a\n"), ("c.txt", "c\n"), ("d/x", "x\n")):
+            os.makedirs(os.path.dirname(os.path.join(ws, name)), exist_ok=True)
+            with open(os.path.join(ws, name), "w") as f:
+                f.write(data)
+        owner = os.stat(ws).st_uid
+        for dirpath, dirnames, filenames in os.walk(ws):
+            for n in dirnames + filenames:
+                os.chown(os.path.join(dirpath, n), owner, owner)
+        before = tree_state(ws)
+        r1, r2, r3, r4 = (os.path.join(runs, n) for n in ("r1", "r2", "r3", "r4"))
+        self.last_runs = r1
+        r = self.sandgate(["sh", "-c", "echo one >> a.txt; echo new > n.txt; rm -r d"],
+                          workspace=ws, run_dir=r1, **kwargs)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses unprivileged user namespaces: " + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(r1, "changes.json")) as f:
+            r1_changes = f.read()
+        # A branch: the earlier run's files are where it left them; new changes on top.
+        r = self.sandgate(["sh", "-c", "cat a.txt n.txt; test -e d || echo no-d; "
+                           "echo two >> a.txt; rm c.txt; mkdir d; echo y > d/y"],
+                          "--from", r1, workspace=ws, run_dir=r2, **kwargs)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "a\none\nnew\nno-d\n")
+        report = self.read_json(r2, "report.json")
+        self.assertEqual(report["run"]["branched_from"], "r1")
+        self.assertIsNone(report["run"]["resumed_from"])
+        ch = self.changes(r2)  # counted from the workspace: both runs' changes
+        self.assertEqual({p: c["kind"] for p, c in ch.items() if c["after"] is None or
+                          c["after"]["type"] != "dir"},
+                         {"a.txt": "modified", "n.txt": "added", "c.txt": "deleted",
+                          "d/x": "deleted", "d/y": "added"})
+        self.assertEqual(tree_state(ws), before)
+        with open(os.path.join(r1, "changes.json")) as f:
+            self.assertEqual(f.read(), r1_changes)  # --from leaves the earlier run as it was
+        # --resume continues a run once; a second continuation is refused, branching is not.
+        r = self.sandgate(["true"], "--resume", r1, workspace=ws, run_dir=r3, **kwargs)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(self.read_json(r3, "report.json")["run"]["resumed_from"], "r1")
+        r = self.sandgate(["true"], "--resume", r1, workspace=ws, run_dir=r4, **kwargs)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("cannot be resumed", r.stderr)
+        a = self.cli("apply", r2, **kwargs)
+        self.assertEqual(a.returncode, 0, a.stdout + a.stderr)
+        with open(os.path.join(ws, "a.txt")) as f:
+            self.assertEqual(f.read(), "a\none\ntwo\n")
+        self.assertEqual(sorted(os.listdir(ws)), ["a.txt", "d", "n.txt"])
+        self.assertEqual(os.listdir(os.path.join(ws, "d")), ["y"])
+
+    def test_from_and_resume_start_from_an_earlier_runs_files(self):
+        ws = self.new_workspace()
+        self.check_from_and_resume(ws, tempfile.mkdtemp(dir=self.dir, prefix="runs-"))
+        other = self.new_workspace()
+        r = self.sandgate(["true"], "--from", os.path.join(self.dir, "nowhere"), workspace=other)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        # An earlier run of another workspace is no starting point for this one.
+        r = self.sandgate(["true"], "--from", os.path.join(os.path.dirname(self.last_runs), "r2"),
+                          workspace=other)
+        self.assertEqual(r.returncode, 2, r.stderr)
+        self.assertIn("did not run in the workspace", r.stderr)
+
+    def test_rootless_from_and_resume(self):
+        with TemporaryUser() as user:
+            ws = self.new_workspace(owner=user.uid)
+            runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
+            os.chown(runs, user.uid, user.gid)
+            self.check_from_and_resume(ws, runs, **user.popen_args())
+
     def test_apply_drops_setuid_bits(self):
         ws = self.new_workspace()
         run = self.run_dir()
