@@ -2,7 +2,6 @@
 // (see changes.h).
 #include "run/changes.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
@@ -22,6 +21,7 @@
 #include <set>
 
 #include "common/safe_open.h"
+#include "sandbox/paths.h"
 
 extern char** environ;
 
@@ -104,24 +104,7 @@ FileState stateOf(int dir, const std::string& name, const struct stat& st) {
   return s;
 }
 
-std::vector<std::string> entries(int dir) {
-  std::vector<std::string> names;
-  int copy = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (copy < 0) return names;
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    ::close(copy);
-    return names;
-  }
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      names.emplace_back(e->d_name);
-    }
-  }
-  ::closedir(d);
-  std::sort(names.begin(), names.end());
-  return names;
-}
+std::vector<std::string> entries(int dir) { return sandbox::listDirectory(dir); }
 
 bool isGitPath(const std::string& path) {
   return path == ".git" || path.rfind(".git/", 0) == 0 || path.find("/.git/") != std::string::npos ||

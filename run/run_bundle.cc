@@ -1,7 +1,6 @@
 // The evidence bundle of one run (see run_bundle.h).
 #include "run/run_bundle.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
@@ -15,6 +14,7 @@
 #include <ctime>
 
 #include "sandbox/layer_copy.h"
+#include "sandbox/paths.h"
 
 namespace sandgate::run {
 namespace {
@@ -35,15 +35,7 @@ Diagnostic bundleError(const std::string& why) { return Diagnostic{"", 0, 0, "ru
 // directory merges, anything else replaces.
 std::optional<std::string> layerOnto(int newer, int out, int depth) {
   if (depth > 256) return "layers nested deeper than 256 directories";
-  DIR* d = ::fdopendir(::openat(newer, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
-  if (d == nullptr) return std::string("list a layer: ") + std::strerror(errno);
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      names.emplace_back(e->d_name);
-    }
-  }
-  ::closedir(d);
+  std::vector<std::string> names = sandbox::listDirectory(newer);
   for (const auto& name : names) {
     struct stat nst {}, ost {};
     if (::fstatat(newer, name.c_str(), &nst, AT_SYMLINK_NOFOLLOW) != 0) continue;

@@ -15,6 +15,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "sandbox/layer_copy.h"
 #include "sandbox/paths.h"
 
 namespace sandgate::run {
@@ -47,44 +48,6 @@ bool makeDirectories(const std::string& path, mode_t mode) {
     std::string cur = path.substr(0, next);
     if (::mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) return false;
     pos = next + 1;
-  }
-  return true;
-}
-
-// Removes every entry of the directory `dir` (and then nothing else): directories are opened
-// with O_NOFOLLOW and emptied first, links are unlinked.
-bool removeContents(int dir, int depth) {
-  if (depth > 512) {
-    errno = ELOOP;
-    return false;
-  }
-  int copy = ::openat(dir, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (copy < 0) return false;
-  DIR* d = ::fdopendir(copy);
-  if (d == nullptr) {
-    ::close(copy);
-    return false;
-  }
-  std::vector<std::string> names;
-  while (dirent* e = ::readdir(d)) {
-    if (std::strcmp(e->d_name, ".") != 0 && std::strcmp(e->d_name, "..") != 0) {
-      names.emplace_back(e->d_name);
-    }
-  }
-  ::closedir(d);
-  for (const auto& name : names) {
-    struct stat st {};
-    if (::fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return false;
-    if (S_ISDIR(st.st_mode)) {
-      safe_open::UniqueFd sub(
-          ::openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-      // A directory the workload made unwritable (0500) keeps its entries otherwise.
-      if (!sub.valid() || ::fchmod(sub.get(), 0700) != 0 || !removeContents(sub.get(), depth + 1))
-        return false;
-      if (::unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0) return false;
-    } else if (::unlinkat(dir, name.c_str(), 0) != 0) {
-      return false;
-    }
   }
   return true;
 }
@@ -252,12 +215,18 @@ std::vector<std::string> listRunIds() {
 }
 
 std::optional<std::string> removeRunDir(const RunDir& dir) {
-  if (!removeContents(dir.fd.get(), 0)) {
-    return fmt::format("cannot remove what {} holds: {}", dir.path, std::strerror(errno));
-  }
+  // The directory as it was opened, by its parent and name: nothing on the way is followed,
+  // and a link the workload left in its upper layer is removed, never followed.
   auto parent = safe_open::openParent(dir.path);
-  if (!parent || ::unlinkat(parent->dir.get(), parent->name.c_str(), AT_REMOVEDIR) != 0) {
-    return fmt::format("cannot remove {}: {}", dir.path, std::strerror(errno));
+  if (!parent) return fmt::format("cannot open the directory of {}: {}", dir.path, std::strerror(errno));
+  struct stat st {}, opened {};
+  if (::fstatat(parent->dir.get(), parent->name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0 ||
+      ::fstat(dir.fd.get(), &opened) != 0 || st.st_dev != opened.st_dev ||
+      st.st_ino != opened.st_ino) {
+    return fmt::format("{} is no longer the run's directory that was opened", dir.path);
+  }
+  if (auto e = sandbox::removeLayerEntry(parent->dir.get(), parent->name); !e.empty()) {
+    return fmt::format("cannot remove {}: {}", dir.path, e);
   }
   return std::nullopt;
 }

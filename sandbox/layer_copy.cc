@@ -1,7 +1,6 @@
 // Copying a finished run's upper layer out of its tmpfs (see layer_copy.h).
 #include "sandbox/layer_copy.h"
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
@@ -12,6 +11,7 @@
 #include <cstring>
 #include <vector>
 
+#include "sandbox/paths.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
@@ -120,17 +120,7 @@ std::string copyEntry(int from, int to, const char* name, int depth) {
 
 std::string copyDir(int from, int to, int depth) {
   if (depth > kMaxDepth) return "copy the upper layer: nested deeper than 256 directories";
-  int copy = openat(from, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  DIR* d = copy < 0 ? nullptr : fdopendir(copy);
-  if (d == nullptr) {
-    if (copy >= 0) close(copy);
-    return sysFailure("copy the upper layer: list a directory", "fdopendir", errno);
-  }
-  std::vector<std::string> names;
-  while (dirent* e = readdir(d)) {
-    if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-  }
-  closedir(d);
+  std::vector<std::string> names = listDirectory(from);
   for (const auto& n : names) {
     if (auto error = copyEntry(from, to, n.c_str(), depth); !error.empty()) return error;
   }
@@ -152,15 +142,7 @@ std::string removeLayerEntry(int dir, const std::string& name) {
     int sub = openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     if (sub < 0) return sysFailure("remove " + name, "openat", errno);
     (void)fchmod(sub, 0700);
-    int copy = openat(sub, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    DIR* d = copy < 0 ? nullptr : fdopendir(copy);
-    std::vector<std::string> names;
-    while (d != nullptr) {
-      dirent* e = readdir(d);
-      if (e == nullptr) break;
-      if (strcmp(e->d_name, ".") != 0 && strcmp(e->d_name, "..") != 0) names.emplace_back(e->d_name);
-    }
-    if (d != nullptr) closedir(d);
+    std::vector<std::string> names = listDirectory(sub);
     std::string error;
     for (const auto& n : names) {
       if (error.empty()) error = removeLayerEntry(sub, n);

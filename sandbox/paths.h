@@ -2,6 +2,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace sandgate::sandbox {
 
@@ -13,5 +14,9 @@ std::string resolvePath(const std::string& path);
 
 // The path the kernel gives the open descriptor `fd` (readlink of /proc/self/fd/N), or "".
 std::string descriptorPath(int fd);
+
+// The names in the directory `dir` (an open descriptor, left as it is), sorted, without "."
+// and ".."; empty when it cannot be read.
+std::vector<std::string> listDirectory(int dir);
 
 }  // namespace sandgate::sandbox

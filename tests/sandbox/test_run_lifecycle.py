@@ -417,12 +417,17 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(bad.returncode, 2, bad.stderr)
         self.assertIn("--disk bounds the overlay", bad.stderr)
 
-    def test_rootless_disk_limit_bounds_the_upper_layer(self):
+    def rootless(self, check, run_name=None):
+        """`check(ws, runs or runs/run_name, **popen_args)` as a user the test creates, in a
+        workspace and a directory for runs that the user owns."""
         with TemporaryUser() as user:
             ws = self.new_workspace(owner=user.uid)
             runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
             os.chown(runs, user.uid, user.gid)
-            self.check_disk_limit(ws, os.path.join(runs, "run"), **user.popen_args())
+            check(ws, os.path.join(runs, run_name) if run_name else runs, **user.popen_args())
+
+    def test_rootless_disk_limit_bounds_the_upper_layer(self):
+        self.rootless(self.check_disk_limit, "run")
 
     def check_from_and_resume(self, ws, runs, **kwargs):
         for name, data in (("a.txt", "a\n"), ("c.txt", "c\n"), ("d/x", "x\n")):
@@ -487,11 +492,7 @@ class LifecycleTest(unittest.TestCase):
         self.assertIn("did not run in the workspace", r.stderr)
 
     def test_rootless_from_and_resume(self):
-        with TemporaryUser() as user:
-            ws = self.new_workspace(owner=user.uid)
-            runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
-            os.chown(runs, user.uid, user.gid)
-            self.check_from_and_resume(ws, runs, **user.popen_args())
+        self.rootless(self.check_from_and_resume)
 
     def test_apply_drops_setuid_bits(self):
         ws = self.new_workspace()
