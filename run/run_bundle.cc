@@ -13,6 +13,7 @@
 #include <cstring>
 #include <ctime>
 
+#include "sandbox/exec_watch.h"
 #include "sandbox/layer_copy.h"
 #include "sandbox/paths.h"
 
@@ -151,6 +152,27 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
   auto audit = b->dir_.create(bundle::kAudit);
   if (!audit) return audit.errors();
   b->audit_ = std::move(audit.value());
+  auto execs = b->dir_.create(bundle::kExecs);
+  if (!execs) return execs.errors();
+  b->execs_ = std::move(execs.value());
+  RunBundle* self = b.get();
+  options->onExec = [self](const sandbox::ExecEvent& e) {
+    boost::json::object o;
+    o["time"] = e.time;
+    o["pid"] = e.pid;
+    o["ppid"] = e.ppid;
+    o["host_pid"] = e.hostPid;
+    o["call"] = e.execveat ? "execveat" : "execve";
+    o["path"] = e.path;
+    boost::json::array argv;
+    for (const auto& a : e.argv) argv.emplace_back(a);
+    o["argv"] = std::move(argv);
+    o["argv_cut"] = e.argvCut;
+    o["readable"] = e.readable;  // false: path and argv unknown (exec_watch.h)
+    o["exit_status"] = nullptr;  // seccomp sees the call, not the exit (exec_watch.h)
+    (void)safe_open::writeAll(self->execs_.get(), boost::json::serialize(o) + "\n");
+    ++self->execCount_;
+  };
   for (auto [stream, name, tee, fd] :
        {std::tuple{1, bundle::kStdout, &b->out_, &options->stdoutFd},
         std::tuple{2, bundle::kStderr, &b->err_, &options->stderrFd}}) {
@@ -178,6 +200,7 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
   run["workspace"] = workspacePath_;
   run["workspace_mode"] = mode_;
   run["started_at"] = startedAt_;
+  run["execs"] = execCount_;
   run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
   run["policy_sha256"] = policySha256_.empty() ? boost::json::value(nullptr)
                                                : boost::json::value(policySha256_);

@@ -54,6 +54,8 @@ class RunBundle {
   std::optional<RunDir> earlier_;  // --resume / --from
   std::string earlierHow_;         // "resumed_from" or "branched_from"
   safe_open::UniqueFd audit_;
+  safe_open::UniqueFd execs_;
+  uint64_t execCount_ = 0;
   std::unique_ptr<OutputTee> out_, err_;
 };
 

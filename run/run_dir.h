@@ -29,6 +29,7 @@ inline constexpr const char* kStderr = "stderr.log";
 inline constexpr const char* kPolicy = "policy.yaml";  // the config in force (no secret values)
 inline constexpr const char* kChanges = "changes.json";
 inline constexpr const char* kPatch = "changes.patch";
+inline constexpr const char* kExecs = "exec.jsonl";  // every program the sandbox executed
 inline constexpr const char* kOverlay = "overlay";  // upper/ and work/ of the workspace overlay
 }  // namespace bundle
 

@@ -14,6 +14,7 @@
 
 #include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
+#include "sandbox/exec_watch.h"
 #include "sandbox/launcher.h"
 #include "sandbox/layer_copy.h"
 #include "sandbox/network.h"
@@ -98,6 +99,15 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
     for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
     dropPrivileges();
+    if (spec.watchExecs) {
+      // Before the confinement filter (which refuses seccomp(2) itself); the launcher holds
+      // the descriptor before this process's own exec waits for it.
+      int notify = loadExecNotifyFilter();
+      if (!sendMessage(ch, MsgType::kExecWatch, 0, {}, {notify})) {
+        throwSys("hand the exec watch to the launcher", "sendmsg");
+      }
+      close(notify);
+    }
     loadSeccompFilter();
     if (err == 0) {
       execve(exe.c_str(), argv.data(), envp.data());

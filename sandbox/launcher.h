@@ -98,6 +98,10 @@ struct Options {
   // all handed to the CaptureCallback. Off: only the proxy listeners exist.
   bool transparent = false;
   CaptureSpec capture{{80, 443}, "198.18.0.0/15", "fd53:4744:4e53::/64"};
+  // Called on run()'s thread for every execve/execveat in the sandbox, the command's own first
+  // (exec_watch.h: a seccomp user notification; the call waits for the callback). Unset: execs
+  // are not watched.
+  std::function<void(const struct ExecEvent&)> onExec;
   // Standard streams of the command; -1 = inherit the launcher's.
   int stdinFd = -1;
   int stdoutFd = -1;

@@ -494,6 +494,51 @@ class LifecycleTest(unittest.TestCase):
     def test_rootless_from_and_resume(self):
         self.rootless(self.check_from_and_resume)
 
+    def check_exec_log(self, ws, run, rootless=False, **kwargs):
+        many = " ".join(f"a{i}" for i in range(70))
+        r = self.sandgate(["sh", "-c", "echo hi | tr a-z A-Z | sh -c 'cat; true " + many + "'; "
+                           "env true " + "x" * 2000],
+                          workspace=ws, run_dir=run, **kwargs)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses unprivileged user namespaces: " + r.stderr)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "HI\n")
+        with open(os.path.join(run, "exec.jsonl")) as f:
+            execs = [json.loads(line) for line in f]
+        by_prog = {}
+        for e in execs:
+            by_prog.setdefault(os.path.basename(e["path"]), []).append(e)
+        first = execs[0]
+        self.assertEqual(first["pid"], 2)  # the command: PID 1 is sandgate's init
+        if rootless:
+            # Not dumpable until its own exec: a rootless launcher cannot read its arguments.
+            self.assertFalse(first["readable"])
+            self.assertEqual(first["argv"], [])
+        else:
+            self.assertTrue(first["readable"])
+            self.assertEqual(first["argv"][:2], ["sh", "-c"])
+        self.assertTrue(all(e["readable"] for e in execs[1:]), execs)
+        self.assertEqual(by_prog["tr"][0]["argv"], ["tr", "a-z", "A-Z"])
+        self.assertEqual(by_prog["tr"][0]["ppid"], first["pid"])
+        inner = [e for e in by_prog["sh"] if e["argv"][:2] == ["sh", "-c"] and
+                 e["argv"][2].startswith("cat;")]
+        self.assertEqual(len(inner), 1, execs)
+        self.assertIn("cat", by_prog)
+        self.assertEqual(by_prog["cat"][0]["ppid"], inner[0]["pid"])
+        env = by_prog["env"][0]
+        self.assertTrue(env["argv_cut"])
+        self.assertEqual(len(env["argv"][2]), 1024)
+        self.assertEqual(by_prog["true"][-1]["argv"][0], "true")  # what env executed
+        self.assertEqual(by_prog["true"][-1]["ppid"], first["pid"])
+        self.assertEqual(self.read_json(run, "report.json")["run"]["execs"], len(execs))
+
+    def test_exec_log_lists_a_nested_pipeline(self):
+        self.check_exec_log(self.new_workspace(), self.run_dir())
+
+    def test_rootless_exec_log(self):
+        self.rootless(lambda ws, run, **kw: self.check_exec_log(ws, run, rootless=True, **kw),
+                      "run")
+
     def test_apply_drops_setuid_bits(self):
         ws = self.new_workspace()
         run = self.run_dir()
