@@ -16,5 +16,6 @@ void addServeCommand(CLI::App& app, Action* action);
 void addCaCommands(CLI::App& app, Action* action);
 void addRunCommand(CLI::App& app, Action* action);
 void addTokenCommands(CLI::App& app, Action* action);
+void addReviewCommands(CLI::App& app, Action* action);
 
 }  // namespace sandgate::cli

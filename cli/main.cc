@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   sandgate::cli::addCaCommands(app, &action);
   sandgate::cli::addTokenCommands(app, &action);
   sandgate::cli::addRunCommand(app, &action);
+  sandgate::cli::addReviewCommands(app, &action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -28,7 +28,25 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "unix:PATH: hand the sandbox to the `sandgate serve` whose listen.admin is "
                   "PATH (needs --task; the task and its audit log are serve's)");
   cmd->add_option("--workspace", req->workspace,
-                  "Read-write directory and working directory (default: the current one)");
+                  "The command's working directory (default: the current one)");
+  cmd->add_option("--workspace-mode", req->workspaceMode,
+                  "overlay: the workspace is a read-only lower layer and the run writes its own "
+                  "upper layer (review with sandgate show/diff, then apply or discard); bind: the "
+                  "run writes the workspace itself (default: sandbox.workspace_mode, overlay)");
+  cmd->add_option("--disk", req->disk,
+                  "Bound what the run writes to the workspace, e.g. 1G (overlay mode: an upper "
+                  "layer on a tmpfs of that size, counted in --memory; ENOSPC beyond it)");
+  auto* resume = cmd->add_option(
+      "--resume", req->resume,
+      "Continue an earlier run (id or directory): a new run, with new namespaces, placeholders "
+      "and identity, under the current policy, whose workspace holds that run's files");
+  cmd->add_option("--from", req->from,
+                  "Like --resume, leaving the earlier run as it is (several runs may branch "
+                  "from one)")
+      ->excludes(resume);
+  cmd->add_option("--run-dir", req->runDir,
+                  "The run's directory, new, outside the workspace (default: "
+                  "$XDG_STATE_HOME/sandgate/runs/ID, /var/lib/sandgate/runs/ID as root)");
   cmd->add_option("--memory", req->memory,
                   "Memory limit, e.g. 2G, or unlimited (default: sandbox.memory, 4G)");
   cmd->add_option("--cpus", req->cpus,

@@ -201,6 +201,9 @@ struct Sandbox {
   // 0x7FFF0000 and up, subuid ranges start at 100000).
   uint32_t idRangeFirst = 0x7E000000;
   uint32_t idRangeCount = 65536;
+  // workspace_mode: overlay (the workspace is the read-only lower layer, the run's writes go to
+  // its own upper layer) or bind (the workspace itself, read-write).
+  std::string workspaceMode = "overlay";
 };
 
 // The highest uid an id range may include: (uid_t)-1 is "no uid" to setresuid(2) and chown(2).

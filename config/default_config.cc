@@ -30,6 +30,7 @@ sandbox:
   tmpfs_size: 1G        # each of /tmp, /run and /dev/shm
   ro: []                # more host directories shown read-only, e.g. [/opt/toolchain]
   id_range: 2113929216-2113994751   # uids/gids of root-launched runs (0x7E000000 + 65536)
+  workspace_mode: overlay   # or bind: the run writes the workspace itself
 )";
   return text;
 }

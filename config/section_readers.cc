@@ -385,8 +385,12 @@ void readTransparent(Reader& r, const Field& f, Transparent& t) {
 }
 
 void readSandbox(Reader& r, const Field& f, Sandbox& sb) {
-  auto m = r.map(f, {"memory", "pids", "cpus", "timeout", "tmpfs_size", "ro", "id_range"},
-                 "a map with memory, pids, cpus, timeout, tmpfs_size, ro, id_range", true);
+  auto m = r.map(f,
+                 {"memory", "pids", "cpus", "timeout", "tmpfs_size", "ro", "id_range",
+                  "workspace_mode"},
+                 "a map with memory, pids, cpus, timeout, tmpfs_size, ro, id_range, "
+                 "workspace_mode",
+                 true);
   if (!m) return;
   auto positiveSize = [](std::string_view s) -> std::optional<uint64_t> {
     auto v = parseSize(s);
@@ -436,6 +440,15 @@ void readSandbox(Reader& r, const Field& f, Sandbox& sb) {
     }
   }
   if (const Field* p = m->get("id_range")) readIdRange(r, *p, sb);
+  if (const Field* w = m->get("workspace_mode")) {
+    if (auto s = r.string(*w, "overlay or bind")) {
+      if (s->value == "overlay" || s->value == "bind") {
+        sb.workspaceMode = s->value;
+      } else {
+        r.error(w->mark, w->path, fmt::format("expected overlay or bind, got {}", quoted(s->value)));
+      }
+    }
+  }
 }
 
 void readIdRange(Reader& r, const Field& f, Sandbox& sb) {

@@ -43,6 +43,9 @@ struct EmbeddedOptions {
   // otherwise a descriptor open for appending, taken by create() (closed on error too). The
   // caller opens audit.path, with no link followed and never in the workspace (run/).
   int auditFd = -1;
+  // A second copy of every audit line (the run's audit.jsonl in its directory), or -1; taken by
+  // create() like auditFd.
+  int auditCopyFd = -1;
 };
 
 class EmbeddedProxy {

@@ -67,6 +67,22 @@ std::string applySandboxSettings(const config::Sandbox& sb, const RunRequest& re
   o->readOnlyPaths = sb.readOnlyPaths;
   o->idRangeFirst = sb.idRangeFirst;
   o->idRangeCount = sb.idRangeCount;
+  std::string mode = req.workspaceMode.value_or(sb.workspaceMode);
+  if (mode != "overlay" && mode != "bind") {
+    return fmt::format("--workspace-mode {}: expected overlay or bind", mode);
+  }
+  o->workspaceMode = mode == "overlay" ? sandbox::Options::WorkspaceMode::kOverlay
+                                       : sandbox::Options::WorkspaceMode::kBind;
+  o->diskBytes.reset();
+  if (req.disk) {
+    auto v = positiveSize(*req.disk);
+    if (!v) return fmt::format("--disk {}: expected a size such as 512M or 2G", *req.disk);
+    if (mode != "overlay") {
+      return "--disk bounds the overlay's upper layer: it needs --workspace-mode overlay (bind "
+             "mode writes the host's directory itself)";
+    }
+    o->diskBytes = *v;
+  }
 
   std::string error;
   if (!applyFlag(req.memory, "--memory", "a size such as 512M or 2G", positiveSize, &o->memoryBytes,

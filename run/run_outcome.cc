@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <boost/json.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cstdio>
@@ -12,16 +14,46 @@
 #include "run/run_report.h"
 
 namespace sandgate::run {
+namespace {
+
+// Where the run's files are and what changed: the last lines a user reads.
+void describeBundle(const boost::json::object& extra) {
+  const auto& run = extra.at("run").as_object();
+  const std::string id(run.at("id").as_string());
+  fmt::print(stderr, "sandgate run: run {} ({} workspace): {}\n", id,
+             std::string(run.at("workspace_mode").as_string()),
+             std::string(run.at("dir").as_string()));
+  if (!extra.at("changes").is_object()) return;
+  const auto& c = extra.at("changes").as_object();
+  fmt::print(stderr,
+             "sandgate run: changes: {} added, {} modified, {} deleted, {} mode; review with "
+             "`sandgate show {}` and `sandgate diff {}`, then `sandgate apply {}` or "
+             "`sandgate discard {}`\n",
+             c.at("added").as_uint64(), c.at("modified").as_uint64(), c.at("deleted").as_uint64(),
+             c.at("mode").as_uint64(), id, id, id, id);
+  for (const auto& f : c.at("flagged").as_array()) {
+    fmt::print(stderr,
+               "sandgate run: WARNING: the run wrote {} (git runs it or obeys it outside the "
+               "sandbox); it is never applied\n",
+               std::string(f.as_string()));
+  }
+}
+
+}  // namespace
 
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const RunLimits& limits,
               const proxy::TrafficSummary& traffic, safe_open::UniqueFd report,
-              const std::optional<proxy::CaptureCounts>& dns) {
+              RunBundle* bundle, const std::optional<proxy::CaptureCounts>& dns) {
+  boost::json::object extra;
+  std::vector<std::string> bundleWarnings;
+  if (bundle != nullptr) extra = bundle->finish(&bundleWarnings);
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     return kExitSetupFailed;
   }
-  const auto& rr = result.value();
+  sandbox::RunResult rr = result.value();
+  rr.warnings.insert(rr.warnings.end(), bundleWarnings.begin(), bundleWarnings.end());
   // Said only when the stub was used: most runs that honour the proxy variables never ask.
   if (dns && dns->queries() > 0) fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
   for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
@@ -44,11 +76,19 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
       fmt::print(stderr, "sandgate run: killed by the out-of-memory killer\n");
     }
   }
+  ReportInput in{task, policy, req.argv, rr, traffic, dns, limits, extra};
+  const std::string text = formatReport(in);
+  if (bundle != nullptr) {
+    if (auto e = bundle->dir().write(bundle::kReport, text)) {
+      fmt::print(stderr, "sandgate run: {}\n", *e);
+      if (rr.exitStatus == 0) return kExitSetupFailed;
+    }
+    describeBundle(extra);
+  }
   if (report.valid()) {
     // Through the descriptor opened before the sandbox started: whatever the workload did
     // to paths since, this writes the file that was checked then.
-    ReportInput in{task, policy, req.argv, rr, traffic, dns, limits};
-    if (!safe_open::writeAll(report.get(), formatReport(in))) {
+    if (!safe_open::writeAll(report.get(), text)) {
       fmt::print(stderr, "sandgate run: cannot write the report to {}: {}\n",
                  req.reportPath.value_or("?"), std::strerror(errno));
       if (rr.exitStatus == 0) return kExitSetupFailed;

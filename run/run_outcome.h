@@ -12,6 +12,7 @@
 #include "common/safe_open.h"
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
+#include "run/run_bundle.h"
 #include "run/run_limits.h"
 #include "run/run_task.h"
 #include "sandbox/launcher.h"
@@ -28,10 +29,11 @@ int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
 // Prints the DNS stub's counts (when it was asked), warnings and how the sandbox ended to
 // stderr, writes the report to `report` (--report, opened before the sandbox started: see
 // run/output_files.h) when it is valid, with `limits` (the run's), and returns the exit status
-// of `sandgate run` (the command's, or kExitSetupFailed).
+// of `sandgate run` (the command's, or kExitSetupFailed). `bundle` (the run's directory) is
+// finished first: its changes go in the report, which is written there too.
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const RunLimits& limits,
               const proxy::TrafficSummary& traffic, safe_open::UniqueFd report,
-              const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
+              RunBundle* bundle, const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
 
 }  // namespace sandgate::run

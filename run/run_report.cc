@@ -59,6 +59,7 @@ std::string formatReport(const ReportInput& in) {
   } else {
     o["error"] = in.result.error;
   }
+  for (const auto& [k, v] : in.bundle) o[k] = v;
   return boost::json::serialize(o) + "\n";
 }
 

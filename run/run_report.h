@@ -2,6 +2,7 @@
 // asked of the network, per host and reason.
 #pragma once
 
+#include <boost/json/object.hpp>
 #include <optional>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@ struct ReportInput {
   proxy::TrafficSummary traffic;
   std::optional<proxy::CaptureCounts> dns;  // transparent mode: the DNS stub's answers
   RunLimits limits;                         // what the run was given
+  boost::json::object bundle;  // RunBundle::finish(): `run` and `changes` (absent: not set)
 };
 
 // One JSON object, newline-terminated. Fields: task, policy, command, exit_status, end
@@ -31,7 +33,9 @@ struct ReportInput {
 // notimp, pool_exhausted, malformed, names}; null without transparent capture), limits
 // (run_limits.h's limitsToJson: memory_bytes, pids, cpus, timeout_seconds, tmpfs_bytes, null
 // for unlimited, and `enforced` per limit), warnings, unenforced, error (null unless the
-// sandbox could not be set up).
+// sandbox could not be set up); and, from the run's directory, run {id, dir, workspace,
+// workspace_mode, started_at, policy_sha256, stdout_log_cut, stderr_log_cut} and changes
+// (changes.h's changeSummary; null in bind mode).
 std::string formatReport(const ReportInput& in);
 
 }  // namespace sandgate::run

@@ -2,10 +2,12 @@
 #include "run/run_task.h"
 
 #include <fcntl.h>
+#include <unistd.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <stdexcept>
 
 #include "config/config.h"
@@ -13,10 +15,12 @@
 #include "proxy/capture.h"
 #include "proxy/embedded.h"
 #include "run/output_files.h"
+#include "run/run_bundle.h"
 #include "run/run_limits.h"
 #include "run/run_outcome.h"
 #include "run/serve_run.h"
 #include "sandbox/launcher.h"
+#include "sandbox/workspace.h"
 
 namespace sandgate::run {
 
@@ -56,6 +60,25 @@ Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
                          cfg.file, cfg.tasks.size(), names.empty() ? "none" : names));
 }
 
+// A workspace the launcher refuses is a setup failure (as when sandbox::run refuses it); a run
+// directory that cannot be made is a usage error (--run-dir).
+int bundleFailure(const std::vector<Diagnostic>& errors) {
+  return errors.front().keyPath == "run directory" ? kExitUsage : kExitSetupFailed;
+}
+
+// The config file's text as it was read for this run (the bundle's policy.yaml). A config holds
+// no secret values (credentials name their source: a file, a variable, a command).
+Result<std::string> readConfigText(const std::string& path) {
+  safe_open::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
+  std::string text;
+  char buf[65536];
+  for (ssize_t n; fd.valid() && (n = ::read(fd.get(), buf, sizeof buf)) > 0 && text.size() < (16u << 20);) {
+    text.append(buf, static_cast<size_t>(n));
+  }
+  if (!fd.valid()) return Diagnostic{"", 0, 0, "", fmt::format("{}: {}", path, std::strerror(errno))};
+  return text;
+}
+
 }  // namespace
 
 int runTask(const RunRequest& req) {
@@ -92,14 +115,42 @@ int runTask(const RunRequest& req) {
     if (!opened) return fail(kExitUsage, "{}", opened.errors().front().str());
     report = std::move(opened.value());
   }
+  // The run's directory: made before the sandbox starts (the overlay's upper layer is in it),
+  // never inside the workspace.
+  // The workspace is checked first (the launcher checks it again): an unsafe one is refused
+  // with its reason before anything is made for the run.
+  auto beginBundle = [&](const std::string& policyText) -> Result<std::unique_ptr<RunBundle>> {
+    auto checked = sandbox::openWorkspace(req.workspace, options.hiddenPaths);
+    if (!checked) return checked.errors();
+    if (!workspace) {
+      auto id = identifyWorkspace(req.workspace);
+      if (!id) {
+        ::close(checked->fd);
+        return id.errors();
+      }
+      workspace = id.value();
+    }
+    return RunBundle::begin(req, *workspace, checked.value(), policyText, &options);
+  };
   if (req.proxy) {
     // No local config with --proxy: the built-in defaults (config::Sandbox's), then the flags.
     if (auto e = applySandboxSettings(config::Sandbox{}, req, &options); !e.empty()) {
       return fail(kExitUsage, "{}", e);
     }
-    return runWithServe(req, std::move(options), std::move(report));  // run/serve_run.cc
+    auto bundle = beginBundle("");  // the policy in force is serve's
+    if (!bundle) return fail(bundleFailure(bundle.errors()), "{}", bundle.errors().front().str());
+    // run/serve_run.cc
+    return runWithServe(req, std::move(options), std::move(report), bundle.value().get());
   }
 
+  std::string policyText;
+  if (req.configPath) {
+    auto text = readConfigText(*req.configPath);
+    if (!text) return fail(kExitUsage, "{}", text.errors().front().str());
+    policyText = std::move(text.value());
+  } else {
+    policyText = config::defaultConfigText();
+  }
   auto loaded = req.configPath ? config::loadFile(*req.configPath) : config::defaultConfig();
   if (!loaded) {
     for (const auto& e : loaded.errors()) fmt::print(stderr, "{}\n", e.str());
@@ -121,7 +172,11 @@ int runTask(const RunRequest& req) {
   options.capture.rangeV4 = capture->v4Text;
   options.capture.rangeV6 = capture->v6Text;
 
+  auto bundle = beginBundle(policyText);
+  if (!bundle) return fail(bundleFailure(bundle.errors()), "{}", bundle.errors().front().str());
+  RunBundle& runBundle = *bundle.value();
   proxy::EmbeddedOptions proxyOptions;  // no audit.path: stderr, never the command's stdout
+  proxyOptions.auditCopyFd = runBundle.takeAuditFd();
   if (cfg.audit.path) {
     auto opened = outsideWorkspace("audit.path", *cfg.audit.path, O_APPEND, 0640);
     if (!opened) {
@@ -165,12 +220,15 @@ int runTask(const RunRequest& req) {
         }
         if (!error.empty()) throw std::runtime_error("proxy: " + error);
       },
-      onCapture, [&] { embedded.start(); });
+      onCapture, [&] {
+        runBundle.started();
+        embedded.start();
+      });
   auto traffic = embedded.stop();
   std::optional<proxy::CaptureCounts> dns;
   if (adopted) dns = adopted->counts();
   return finishRun(req, taskName, policyName, result, RunLimits::of(options), traffic,
-                   std::move(report), dns);
+                   std::move(report), &runBundle, dns);
 }
 
 }  // namespace sandgate::run

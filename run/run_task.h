@@ -20,6 +20,13 @@ struct RunRequest {
   std::optional<std::string> policy;      // an ad-hoc task bound to this policy
   std::optional<std::string> proxy;       // "unix:PATH" of a running serve (run/serve_run.h)
   std::string workspace;                  // empty: the current directory
+  std::optional<std::string> workspaceMode;  // "overlay" | "bind" (default: sandbox.workspace_mode)
+  std::optional<std::string> runDir;  // the run's directory (default: run/run_dir.h)
+  std::optional<std::string> disk;    // config::parseSize: overlay mode's sized upper layer
+  // An earlier run whose files this one starts from (its upper layer below this run's):
+  // --resume continues it (once: it records `resumed_by`), --from branches from it.
+  std::optional<std::string> resume;
+  std::optional<std::string> from;
   // Limits as written: override the config's `sandbox:` (or the built-in defaults, with
   // --proxy); each may also be config::kUnlimited (run/run_limits.h).
   std::optional<std::string> memory;     // config::parseSize

@@ -14,7 +14,8 @@
 
 namespace sandgate::run {
 
-int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report) {
+int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report,
+                 RunBundle* bundle) {
   const std::string& spec = *req.proxy;
   constexpr std::string_view kScheme = "unix:";
   if (spec.rfind(kScheme, 0) != 0 || spec.size() == kScheme.size()) {
@@ -92,7 +93,9 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
                           adopted.errors().front().message));
         }
       },
-      onCapture);
+      onCapture, [&] {
+        if (bundle != nullptr) bundle->started();
+      });
   // The command has ended: serve closes the run's sockets and says what the run did.
   auto released = admin.release();
   proxy::ReleaseSummary summary;
@@ -106,7 +109,7 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
   }
   connected.value().reset();
   return finishRun(req, task, env->policy, result, RunLimits::of(options), summary.traffic,
-                   std::move(report), summary.dns);
+                   std::move(report), bundle, summary.dns);
 }
 
 }  // namespace sandgate::run

@@ -3,6 +3,7 @@
 #pragma once
 
 #include "common/safe_open.h"
+#include "run/run_bundle.h"
 #include "run/run_task.h"
 #include "sandbox/launcher.h"
 
@@ -15,6 +16,8 @@ namespace sandgate::run {
 // and reports with the traffic summary and DNS counts serve sends back. Exit statuses as
 // runTask().
 // `report`: the --report file, opened already (or not valid).
-int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report);
+// `bundle`: the run's directory (RunBundle::begin), or nullptr.
+int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report,
+                 RunBundle* bundle);
 
 }  // namespace sandgate::run

@@ -21,6 +21,7 @@ enum class MsgType : uint32_t {
   kInitExit,     // outer child → launcher: value = wait status of the sandbox's PID 1
   kCapture,      // init → launcher, before kListeners: DNS UDP, DNS TCP, capture listeners
                  // (SCM_RIGHTS, in that order); value bit 0 = IPv6 capture is routed
+  kExecWatch,    // command → launcher, before its exec: the seccomp notification descriptor
 };
 
 struct Message {

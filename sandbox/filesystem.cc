@@ -170,24 +170,16 @@ void buildDev(const std::string& dev, const FilesystemPlan& plan,
   }
 }
 
-// Binds the workspace at `target`. Root launcher: the detached (idmapped) mount it made from the
-// directory it checked. Otherwise the path is opened again without following any link and must
-// be the directory the launcher checked (device and inode); the bind goes through that
-// descriptor, so a link planted on the way after the check cannot redirect it.
-void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
-  const std::string what = "attach workspace " + plan.workspace;
-  if (plan.workspaceFd >= 0) {
-    checkSys(syscall(SYS_move_mount, plan.workspaceFd, "", AT_FDCWD, target.c_str(),
-                     MOVE_MOUNT_F_EMPTY_PATH),
-             what, "move_mount");
-    close(plan.workspaceFd);
-    return;
-  }
-  const std::string source = kOld + plan.workspace;
+// Binds the host directory `path` at `target` after opening it again without following any
+// link and checking that it is the directory the launcher checked (`dev`, `ino`); the bind goes
+// through that descriptor, so a link planted on the way after the check cannot redirect it.
+void bindChecked(const std::string& path, dev_t dev, ino_t ino, const std::string& target,
+                 const std::string& what) {
+  const std::string source = kOld + path;
   int fd = safe_open::openNoSymlinks(source, O_PATH | O_DIRECTORY);
   if (fd < 0) throwSys(what, "openat2 (no symlinks)");
   struct stat st {};
-  if (fstat(fd, &st) != 0 || st.st_dev != plan.workspaceDev || st.st_ino != plan.workspaceIno) {
+  if (fstat(fd, &st) != 0 || st.st_dev != dev || st.st_ino != ino) {
     close(fd);
     throw SetupError("sandbox: " + what + ": it is no longer the directory that was checked");
   }
@@ -196,6 +188,24 @@ void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
   int err = errno;
   close(fd);
   if (rc != 0) throwSys(what, "mount", err);
+}
+
+// Attaches a detached mount (open_tree) the launcher made at `target`, and closes it.
+void attachDetached(int fd, const std::string& target, const std::string& what) {
+  checkSys(syscall(SYS_move_mount, fd, "", AT_FDCWD, target.c_str(), MOVE_MOUNT_F_EMPTY_PATH),
+           what, "move_mount");
+  close(fd);
+}
+
+// Binds the workspace at `target`: root launcher, the detached (idmapped) mount it made from
+// the directory it checked; otherwise the directory, checked again (bindChecked).
+void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
+  const std::string what = "attach workspace " + plan.workspace;
+  if (plan.workspaceFd >= 0) {
+    attachDetached(plan.workspaceFd, target, what);
+    return;
+  }
+  bindChecked(plan.workspace, plan.workspaceDev, plan.workspaceIno, target, what);
   int statErr = 0;
   unsigned long flags = lockedFlags(target, &statErr);
   if (statErr != 0) throwSys("workspace " + plan.workspace, "statvfs", statErr);
@@ -203,6 +213,62 @@ void attachWorkspace(const FilesystemPlan& plan, const std::string& target) {
   checkSys(mount(nullptr, target.c_str(), nullptr,
                  MS_REMOUNT | MS_BIND | MS_NOSUID | MS_NODEV | flags, nullptr),
            "remount workspace " + plan.workspace + " nosuid,nodev", "mount");
+}
+
+// Overlay mode: the workspace (as attachWorkspace attaches it) at /lower and the layers'
+// directory at /layers in the staging root, then an overlay of them at `target`. The overlay
+// takes private clones of its layers, so they stay when the staging root is detached.
+void attachOverlay(const FilesystemPlan& plan, const std::string& target, DiskLayer* disk) {
+  const std::string lower = "/lower", layers = "/layers";
+  checkSys(mkdir(lower.c_str(), 0755), "create the overlay's lower mount point", "mkdir");
+  checkSys(mkdir(layers.c_str(), 0755), "create the overlay's layers mount point", "mkdir");
+  attachWorkspace(plan, lower);
+  std::string lowers = lower;
+  if (!plan.earlier.empty()) {
+    const std::string earlier = "/earlier";
+    checkSys(mkdir(earlier.c_str(), 0755), "create the earlier run's layer mount point", "mkdir");
+    const std::string what = "attach the earlier run's layer " + plan.earlier;
+    if (plan.earlierFd >= 0) {
+      attachDetached(plan.earlierFd, earlier, what);
+    } else {
+      bindChecked(plan.earlier, plan.earlierDev, plan.earlierIno, earlier, what);
+    }
+    lowers = earlier + ":" + lower;  // the first is the top: the earlier run's files win
+  }
+  const std::string what = "attach the overlay's upper layer " + plan.layers;
+  if (plan.layersFd >= 0) {
+    attachDetached(plan.layersFd, layers, what);
+  } else {
+    bindChecked(plan.layers, plan.layersDev, plan.layersIno, layers, what);
+  }
+  std::string upper = layers + "/upper", work = layers + "/work";
+  if (plan.diskBytes > 0) {
+    // --disk: the upper layer on a tmpfs of that size, copied to layers/upper after the run.
+    struct stat st {};
+    checkSys(stat(upper.c_str(), &st), "read the upper layer's mode", "stat");
+    checkSys(mkdir("/disk", 0755), "create the disk limit's mount point", "mkdir");
+    mountTmpfs("/disk", MS_NOSUID | MS_NODEV,
+               ("mode=0755,size=" + std::to_string(plan.diskBytes)).c_str(),
+               "mount the workspace's sized upper layer (--disk)");
+    checkSys(mkdir("/disk/upper", st.st_mode & 0777), "create the sized upper layer", "mkdir");
+    checkSys(chmod("/disk/upper", st.st_mode & 0777), "set the sized upper layer's mode", "chmod");
+    checkSys(mkdir("/disk/work", 0700), "create the sized work directory", "mkdir");
+    if (disk != nullptr) {
+      disk->upper = checkSys(open("/disk/upper", O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+                             "open the sized upper layer", "open");
+      disk->target = checkSys(open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC),
+                              "open the run's upper layer", "open");
+    }
+    upper = "/disk/upper";
+    work = "/disk/work";
+  }
+  // userxattr: mounted in a user namespace, the overlay keeps its metadata (opaque directories)
+  // in user.overlay.* xattrs. redirect_dir nofollow (userxattr needs it) and metacopy off: every change in the upper layer is
+  // a whole file or a whiteout, which is what the change list reads after the run.
+  const std::string data = "lowerdir=" + lowers + ",upperdir=" + upper + ",workdir=" + work +
+                           ",userxattr,redirect_dir=nofollow,metacopy=off";
+  checkSys(mount("overlay", target.c_str(), "overlay", MS_NOSUID | MS_NODEV, data.c_str()),
+           "mount the workspace overlay (" + data + ")", "mount");
 }
 
 }  // namespace
@@ -271,6 +337,7 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   plan.home = options.home;
   plan.devPts = options.devPts;
   plan.tmpfsBytes = options.tmpfsBytes;
+  plan.diskBytes = options.diskBytes.value_or(0);
   plan.caBundle = buildCaBundle(options);
   plan.caSystemTarget = resolvePath(kSystemCaBundle);
   using K = MountStep::Kind;
@@ -354,7 +421,8 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   return plan;
 }
 
-void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings) {
+void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings,
+                     DiskLayer* disk) {
   // Nothing below may propagate back to the host's mount namespace.
   checkSys(mount(nullptr, "/", nullptr, MS_REC | MS_PRIVATE, nullptr), "make mounts private",
            "mount");
@@ -447,7 +515,11 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
         break;
       case K::kWorkspace:
         if (!exists) mkdirs(target, 0755);
-        attachWorkspace(plan, target);
+        if (plan.overlay) {
+          attachOverlay(plan, target, disk);
+        } else {
+          attachWorkspace(plan, target);
+        }
         break;
     }
   }

@@ -46,6 +46,24 @@ struct FilesystemPlan {
   int workspaceFd = -1;
   dev_t workspaceDev = 0;
   ino_t workspaceIno = 0;
+  // Overlay mode (Options::WorkspaceMode::kOverlay): the workspace above is the lower layer and
+  // the directory holding upper/ and work/ is, like it, a detached mount (root: open_tree) or a
+  // path the sandbox reopens and checks by device and inode (rootless: layersFd = -1).
+  bool overlay = false;
+  int layersFd = -1;
+  std::string layers;
+  dev_t layersDev = 0;
+  ino_t layersIno = 0;
+  // --disk: the upper layer lives on a tmpfs of this size in the sandbox (its pages count in
+  // the memory limit; beyond it writes fail with ENOSPC), copied to layers/upper once the
+  // workload is gone (0: the upper layer is layers/upper itself, unbounded).
+  uint64_t diskBytes = 0;
+  // Options::earlierLayer, attached like the workspace (a detached idmapped mount, or a path
+  // checked by device and inode); empty: none.
+  std::string earlier;
+  int earlierFd = -1;
+  dev_t earlierDev = 0;
+  ino_t earlierIno = 0;
   std::string home;              // created in the private /tmp
   std::string caBundle;          // contents of kCaBundlePath
   std::string caSystemTarget;    // the host system bundle, resolved ("" when absent)
@@ -82,8 +100,16 @@ HiddenPath hidingPathFor(const std::string& resolvedFile);
 FilesystemPlan planFilesystem(const Options& options, const std::string& workspace,
                               std::vector<std::string>* warnings = nullptr);
 
+// With plan.diskBytes: the sized upper layer and the run's layers/upper, open (O_RDONLY,
+// close-on-exec) for copyUpperLayer once the workload is gone.
+struct DiskLayer {
+  int upper = -1;
+  int target = -1;
+};
+
 // Sandbox side (in the new user + mount namespaces, before exec): builds the new root and
 // pivots into it. Throws SetupError naming the failing step; `warnings` gets degraded features.
-void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings);
+void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warnings,
+                     DiskLayer* disk = nullptr);
 
 }  // namespace sandgate::sandbox

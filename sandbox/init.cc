@@ -14,7 +14,9 @@
 
 #include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
+#include "sandbox/exec_watch.h"
 #include "sandbox/launcher.h"
+#include "sandbox/layer_copy.h"
 #include "sandbox/network.h"
 #include "sandbox/privileges.h"
 #include "sandbox/seccomp_filter.h"
@@ -86,7 +88,7 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
     sigset_t none;
     sigemptyset(&none);
     checkSys(sigprocmask(SIG_SETMASK, &none, nullptr), "reset signal mask", "sigprocmask");
-    closeOtherDescriptors(ch);
+    closeOtherDescriptors({ch});
     checkSys(chdir(spec.fs.workspace.c_str()), "enter workspace " + spec.fs.workspace, "chdir");
     applyResourceLimits(spec.maxOpenFiles);
     int err = 0;
@@ -97,6 +99,15 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
     for (const auto& e : spec.env) envp.push_back(const_cast<char*>(e.c_str()));
     envp.push_back(nullptr);
     dropPrivileges();
+    if (spec.watchExecs) {
+      // Before the confinement filter (which refuses seccomp(2) itself); the launcher holds
+      // the descriptor before this process's own exec waits for it.
+      int notify = loadExecNotifyFilter();
+      if (!sendMessage(ch, MsgType::kExecWatch, 0, {}, {notify})) {
+        throwSys("hand the exec watch to the launcher", "sendmsg");
+      }
+      close(notify);
+    }
     loadSeccompFilter();
     if (err == 0) {
       execve(exe.c_str(), argv.data(), envp.data());
@@ -134,7 +145,8 @@ void runInit(const ChildSpec& spec) {
     checkSys(sethostname(spec.hostname.data(), spec.hostname.size()), "set hostname",
              "sethostname");
     std::vector<std::string> warnings;
-    buildFilesystem(spec.fs, &warnings);
+    DiskLayer disk;
+    buildFilesystem(spec.fs, &warnings, &disk);
     scrubArgsAndEnvironment();
     std::vector<int> listeners = setUpNetwork(spec.proxyPort, &warnings);
     CaptureSockets capture;
@@ -177,6 +189,16 @@ void runInit(const ChildSpec& spec) {
         pid_t p;
         while ((p = waitpid(-1, &status, WNOHANG)) > 0) {
           if (p == command) {
+            if (disk.upper >= 0) {
+              // Nothing may write the sized upper layer while it is copied: every other
+              // process goes first (PID 1 survives kill(-1)), then the copy, as the run's uid.
+              kill(-1, SIGKILL);
+              while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
+              }
+              if (auto e = copyUpperLayer(disk.upper, disk.target); !e.empty()) {
+                sendMessage(ch, MsgType::kWarning, 0, "the run's changes are incomplete: " + e);
+              }
+            }
             sendMessage(ch, MsgType::kCommandExit, status);
             _exit(0);  // the kernel kills every other process of the namespace
           }

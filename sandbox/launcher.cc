@@ -22,6 +22,7 @@
 #include "sandbox/cgroup.h"
 #include "sandbox/channel.h"
 #include "sandbox/environment.h"
+#include "sandbox/exec_watch.h"
 #include "sandbox/filesystem.h"
 #include "sandbox/identity.h"
 #include "sandbox/outer_child.h"
@@ -135,8 +136,10 @@ struct Outcome {
 Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
                   std::optional<Clock::time_point> deadline, std::chrono::milliseconds grace,
                   const ListenerCallback& onListeners, const CaptureCallback& onCapture,
-                  const StartedCallback& onStarted, RunResult* result) {
+                  const StartedCallback& onStarted,
+                  const std::function<void(const ExecEvent&)>& onExec, RunResult* result) {
   Outcome out;
+  int execWatch = -1;  // kExecWatch: every exec of the sandbox waits for us on it
   ForwardedSignals signals;  // before onStarted: the proxy's threads inherit the mask
   bool commandStarted = false;
   ProcessHandle outerHandle(outer), init;
@@ -172,11 +175,21 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
       auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
       waitMs = static_cast<int>(std::clamp<int64_t>(ms.count(), 0, INT_MAX));
     }
-    pollfd ready[2] = {{ch, POLLIN, 0}, {signals.fd(), POLLIN, 0}};
-    int n = poll(ready, signals.fd() >= 0 ? 2 : 1, waitMs);
+    pollfd ready[3] = {{ch, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {execWatch, POLLIN, 0}};
+    int n = poll(ready, 3, waitMs);  // a negative fd is skipped
     if (n < 0 && errno != EINTR) {
       abort(sysFailure("control channel", "poll", errno));
       break;
+    }
+    if (n > 0 && ready[2].revents != 0) {
+      ExecEvent e;
+      if (takeExecNotification(execWatch, &e)) {
+        if (onExec) onExec(e);
+      } else if ((ready[2].revents & (POLLHUP | POLLERR)) != 0) {
+        close(execWatch);  // every watched process is gone
+        execWatch = -1;
+      }
+      if (ready[0].revents == 0 && ready[1].revents == 0) continue;
     }
     if (n > 0 && ready[1].revents != 0) {
       for (int sig; (sig = signals.next()) != 0;) {
@@ -264,6 +277,13 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
         }
         break;
       }
+      case MsgType::kExecWatch:
+        if (execWatch < 0 && m.fds.size() == 1) {
+          execWatch = m.fds[0];
+        } else {
+          for (int fd : m.fds) close(fd);
+        }
+        break;
       case MsgType::kWarning:
         spdlog::warn("{}", m.text);
         result->warnings.push_back(m.text);
@@ -287,6 +307,7 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
     }
   }
   for (int fd : pendingCapture) close(fd);
+  if (execWatch >= 0) close(execWatch);
   return out;
 }
 
@@ -405,6 +426,35 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
                                 " can write only where the workspace's modes let any user write");
     }
   }
+  if (options.workspaceMode == Options::WorkspaceMode::kOverlay) {
+    if (options.overlayDir.empty()) return error("sandbox: overlay mode needs an overlay directory");
+    auto layers =
+        prepareOverlayLayers(options.overlayDir, *ws, id->uid, id->gid, id->rootless);
+    if (!layers) return layers.errors();
+    closer.fds.push_back(layers->fd);
+    spec.fs.overlay = true;
+    spec.fs.layersFd = layers->fd;
+    spec.fs.layers = layers->path;
+    spec.fs.layersDev = layers->dev;
+    spec.fs.layersIno = layers->ino;
+    if (!options.earlierLayer.empty()) {
+      // Checked like a workspace (no link followed); its owner is the earlier run's uid.
+      auto earlier = openWorkspace(options.earlierLayer, {});
+      if (!earlier) return earlier.errors();
+      closer.fds.push_back(earlier->fd);
+      spec.fs.earlier = earlier->path;
+      spec.fs.earlierDev = earlier->st.st_dev;
+      spec.fs.earlierIno = earlier->st.st_ino;
+      if (!id->rootless) {
+        std::string why;
+        spec.fs.earlierFd = idmappedWorkspace(*earlier, id->uid, id->gid, &why);
+        if (spec.fs.earlierFd < 0) {
+          return error("sandbox: the earlier run's layer cannot be idmapped: " + why);
+        }
+        closer.fds.push_back(spec.fs.earlierFd);
+      }
+    }
+  }
   if (options.transparent) planResolvConf(&spec.fs);
   spec.fs.uid = id->uid;
   spec.fs.gid = id->gid;
@@ -438,6 +488,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
                               "sandbox's view: the command gets /dev/null instead");
   }
   spec.launcherPid = getpid();
+  spec.watchExecs = static_cast<bool>(options.onExec);
 
   if (auto threads = threadCount(); threads && *threads > 1) {
     return error("sandbox: refusing to fork the sandbox from a process with " +
@@ -502,7 +553,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   std::optional<Clock::time_point> deadline;
   if (options.timeout) deadline = start + *options.timeout;
   Outcome out = supervise(sv[0], outer, *id, cgroup.get(), deadline, options.killGrace, onListeners,
-                          onCapture, onStarted, &result);
+                          onCapture, onStarted, options.onExec, &result);
   close(sv[0]);
   int outerStatus = 0;
   while (waitpid(outer, &outerStatus, 0) < 0 && errno == EINTR) {

@@ -37,6 +37,30 @@ struct Options {
   // Read-write, the command's cwd; default: the launcher's cwd. Opened without following links
   // and refused where unsafe (see workspace.h).
   std::string workspace;
+  // How the sandbox sees the workspace:
+  //  - kBind: the directory itself, read-write (through the idmapped mount for a root launcher):
+  //    what the run writes is written on the host at once.
+  //  - kOverlay: the directory is the read-only lower layer of an overlay mount whose upper
+  //    layer and overlay work directory are `overlayDir`/upper and `overlayDir`/work, which
+  //    run() creates, owned by the run's uid. The host's directory is never written; the upper
+  //    layer holds every change (whiteouts for deletions, opaque directories). For a root
+  //    launcher the lower layer is the idmapped workspace, so that a root-owned file is the
+  //    run's uid's inside and can be copied up; the overlay is mounted in the sandbox's user
+  //    namespace (userxattr, redirect_dir=nofollow: a renamed directory is copied, never redirected).
+  enum class WorkspaceMode { kBind, kOverlay };
+  WorkspaceMode workspaceMode = WorkspaceMode::kBind;
+  // kOverlay: an empty directory of the launcher's own, outside the workspace (the run's
+  // directory keeps it, e.g. <run>/overlay); opened without following links.
+  std::string overlayDir;
+  // kOverlay: bounds what the run writes to the workspace (--disk). The upper layer is a tmpfs
+  // of this size inside the sandbox (its pages count in the memory limit; beyond it writes fail
+  // with ENOSPC, the host's disk is untouched), copied to overlayDir/upper by the sandbox's
+  // PID 1 once the command has ended and every other process of the sandbox is killed.
+  std::optional<uint64_t> diskBytes;
+  // kOverlay: an earlier run's upper layer (--from, --resume), a read-only layer between the
+  // workspace and this run's upper layer: the files are where that run left them. Root
+  // launcher: idmapped (its owner → this run's uid) so that its files can be copied up.
+  std::string earlierLayer;
   std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
   std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
   std::optional<uint64_t> memoryBytes;
@@ -74,6 +98,10 @@ struct Options {
   // all handed to the CaptureCallback. Off: only the proxy listeners exist.
   bool transparent = false;
   CaptureSpec capture{{80, 443}, "198.18.0.0/15", "fd53:4744:4e53::/64"};
+  // Called on run()'s thread for every execve/execveat in the sandbox, the command's own first
+  // (exec_watch.h: a seccomp user notification; the call waits for the callback). Unset: execs
+  // are not watched.
+  std::function<void(const struct ExecEvent&)> onExec;
   // Standard streams of the command; -1 = inherit the launcher's.
   int stdinFd = -1;
   int stdoutFd = -1;

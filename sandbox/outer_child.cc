@@ -46,7 +46,8 @@ void runOuterChild(const ChildSpec& spec) {
       if (stdio[i] >= 0 && stdio[i] != i) checkSys(dup2(stdio[i], i), "redirect stdio", "dup2");
     }
     // The launcher's descriptors (proxy sockets, config, secret files) never reach the sandbox.
-    closeOtherDescriptors(ch, spec.fs.workspaceFd);  // the workspace's mount goes to PID 1
+    // The workspace's mount and the overlay layers' go to PID 1.
+    closeOtherDescriptors({ch, spec.fs.workspaceFd, spec.fs.layersFd, spec.fs.earlierFd});
     waitForGo(ch);  // now in the run's cgroup: namespaces and children inherit it
     if (!spec.id.rootless)
       checkSys(setgroups(0, nullptr), "drop supplementary groups", "setgroups");

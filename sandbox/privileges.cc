@@ -51,7 +51,7 @@ void dropPrivileges() {
   if (rc != 0) throwSys("drop capabilities", "capset", err);
 }
 
-void closeOtherDescriptors(int keep, int alsoKeep) {
+void closeOtherDescriptors(std::vector<int> keep) {
   auto closeRange = [](unsigned first, unsigned last) {
     if (first > last) return;
     if (close_range(first, last, 0) == 0) return;
@@ -67,9 +67,9 @@ void closeOtherDescriptors(int keep, int alsoKeep) {
     }
     for (int fd : open) close(fd);
   };
-  int kept[2] = {std::min(keep, alsoKeep), std::max(keep, alsoKeep)};
+  std::sort(keep.begin(), keep.end());
   unsigned first = 3;
-  for (int k : kept) {
+  for (int k : keep) {
     if (k < static_cast<int>(first)) continue;
     closeRange(first, static_cast<unsigned>(k) - 1);
     first = static_cast<unsigned>(k) + 1;

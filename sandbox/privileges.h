@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 namespace sandgate::sandbox {
 
@@ -14,8 +15,8 @@ void applyResourceLimits(uint64_t maxOpenFiles);
 // and inheritable sets. Needs CAP_SETPCAP in the current user namespace. Throws SetupError.
 void dropPrivileges();
 
-// Closes every descriptor >= 3 except `keep` and `alsoKeep` (either may be -1). Throws
+// Closes every descriptor >= 3 except those in `keep` (-1 entries are ignored). Throws
 // SetupError.
-void closeOtherDescriptors(int keep, int alsoKeep = -1);
+void closeOtherDescriptors(std::vector<int> keep);
 
 }  // namespace sandgate::sandbox

@@ -86,13 +86,10 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
     close(out.fd);
     return Result<CheckedWorkspace>(std::move(d));
   };
-  char link[PATH_MAX];
-  std::string self = "/proc/self/fd/" + std::to_string(out.fd);
-  ssize_t n = readlink(self.c_str(), link, sizeof link - 1);
-  if (n <= 0 || fstat(out.fd, &out.st) != 0) {
+  out.path = descriptorPath(out.fd);
+  if (out.path.empty() || fstat(out.fd, &out.st) != 0) {
     return fail(diagnostic(sysFailure("workspace " + ws, "readlink /proc/self/fd", errno)));
   }
-  out.path.assign(link, static_cast<size_t>(n));
   const std::string& p = out.path;
   const std::string instead =
       "give --workspace a project directory of its own (e.g. a checkout under it)";
@@ -198,6 +195,64 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
     return -1;
   }
   return tree;
+}
+
+Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const CheckedWorkspace& ws,
+                                           uid_t uid, gid_t gid, bool rootless) {
+  const std::string what = "sandbox: overlay layers " + dir;
+  safe_open::UniqueFd fd(safe_open::openNoSymlinks(dir, O_RDONLY | O_DIRECTORY));
+  if (!fd.valid()) {
+    return diagnostic(what + ": cannot open it: " + safe_open::describeError(errno));
+  }
+  struct stat st {};
+  if (fstat(fd.get(), &st) != 0) return diagnostic(sysFailure(what, "fstat", errno));
+  if (st.st_uid != geteuid()) {
+    return diagnostic(what + ": it belongs to uid " + std::to_string(st.st_uid) +
+                      ", not to the launcher's " + std::to_string(geteuid()));
+  }
+  // The upper layer inside the lower one would let the run's writes show up in the workspace.
+  int within = safe_open::isWithin(fd.get(), ws.st.st_dev, ws.st.st_ino);
+  if (within != 0) {
+    return diagnostic(what + (within < 0 ? ": cannot tell whether it is inside the workspace"
+                                         : ": it is inside the workspace " + ws.path));
+  }
+  for (const char* sub : {"upper", "work"}) {
+    if (mkdirat(fd.get(), sub, 0700) != 0) {
+      return diagnostic(sysFailure(what + ": create " + sub, "mkdirat", errno));
+    }
+    if (!rootless && fchownat(fd.get(), sub, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
+      return diagnostic(sysFailure(what + ": give " + sub + " to the run's uid", "fchownat", errno));
+    }
+  }
+  // The overlay's root takes the upper directory's mode: the workspace's own, not 0700.
+  if (fchmodat(fd.get(), "upper", ws.st.st_mode & 0777, 0) != 0 || fchmod(fd.get(), 0700) != 0) {
+    return diagnostic(sysFailure(what, "fchmod", errno));
+  }
+  OverlayLayers out;
+  out.dev = st.st_dev;
+  out.ino = st.st_ino;
+  if (rootless) {
+    out.path = descriptorPath(fd.get());
+    if (out.path.empty()) return diagnostic(sysFailure(what, "readlink /proc/self/fd", errno));
+    return out;
+  }
+  // Root: the run's uid cannot traverse the 0700 run directory above `dir`, so the sandbox gets
+  // this directory as a mount of its own rather than a path.
+  if (fchown(fd.get(), uid, gid) != 0) {
+    return diagnostic(sysFailure(what + ": give it to the run's uid", "fchown", errno));
+  }
+  int tree = static_cast<int>(
+      syscall(SYS_open_tree, fd.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+  if (tree < 0) return diagnostic(sysFailure(what, "open_tree", errno));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV | MOUNT_ATTR_NOEXEC;
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+    int err = errno;
+    close(tree);
+    return diagnostic(sysFailure(what, "mount_setattr", err));
+  }
+  out.fd = tree;
+  return out;
 }
 
 }  // namespace sandgate::sandbox

@@ -33,4 +33,18 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
 // with the reason in `why` (a filesystem without idmapped mounts, an old kernel).
 int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::string* why);
 
+// Overlay mode: creates upper/ and work/ (0700) in `dir` (an empty directory the launcher owns,
+// opened without following links, not inside the workspace `ws`), makes `dir` and both of them
+// the run's `uid`/`gid`'s, and returns them as the sandbox will attach them: a detached mount of
+// `dir` (root launcher: open_tree, nosuid, nodev, noexec) in `fd`, or -1 and the directory's
+// path, device and inode for the sandbox to check (rootless: it can reach the path itself).
+struct OverlayLayers {
+  int fd = -1;
+  std::string path;
+  dev_t dev = 0;
+  ino_t ino = 0;
+};
+Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const CheckedWorkspace& ws,
+                                           uid_t uid, gid_t gid, bool rootless);
+
 }  // namespace sandgate::sandbox

@@ -83,14 +83,19 @@ env -u HTTPS_PROXY -u https_proxy -u HTTP_PROXY -u http_proxy \
   curl -sS https://api.demo/v1/hello -H "Authorization: Bearer $DEMO_API_KEY"
 echo "[sandbox]    api.demo resolved to $(getent hosts api.demo | cut -d' ' -f1): an address sandgate's"
 echo "[sandbox]    DNS stub made up; the connection to it was captured and handled like a CONNECT"
+echo "[sandbox] 6. editing a file and installing a package in the workspace (a disposable copy):"
+echo "- greet in French too" >> TODO.md
+mkdir -p node_modules/hello && echo "module.exports = () => 'bonjour';" > node_modules/hello/index.js
+echo "[sandbox]    done: $(wc -l < TODO.md) lines in TODO.md, node_modules/hello installed"
 exit 0
 AGENT
+printf '# TODO\n- greet in English\n' >"$work/workspace/TODO.md"
 
 say "Run a command in a sandbox whose only network is sandgate (task 'demo')"
 echo "sandgate run --config $work/sandgate.yaml --workspace $work/workspace \\"
-echo "    --report $work/report.json -- sh agent.sh"
+echo "    --run-dir $work/run --report $work/report.json -- sh agent.sh"
 set +e
-"$sg" run --config "$work/sandgate.yaml" --workspace "$work/workspace" \
+"$sg" run --config "$work/sandgate.yaml" --workspace "$work/workspace" --run-dir "$work/run" \
   --report "$work/report.json" --env DEMO_PORT="$port" \
   --env SECRET_FILE="$work/secrets/demo-api-key" -- sh agent.sh
 status=$?
@@ -130,10 +135,22 @@ with open(audit) as f:
     print("  " + f.readline().strip())
 PY
 
+say "The workspace on the host is untouched: the run wrote its own upper layer"
+echo "cat $work/workspace/TODO.md"
+cat "$work/workspace/TODO.md"
+say "sandgate show $work/run"
+"$sg" show "$work/run"
+say "sandgate diff $work/run"
+"$sg" diff "$work/run"
+say "sandgate apply $work/run"
+"$sg" apply "$work/run"
+echo "cat $work/workspace/TODO.md"
+cat "$work/workspace/TODO.md"
+
 say "Without --config, sandgate run uses its built-in policy (package registries only)"
 echo "sandgate run -- curl https://example.com/"
 set +e
-"$sg" run --workspace "$work/workspace" -- \
+"$sg" run --workspace "$work/workspace" --run-dir "$work/run-default" -- \
   sh -c 'curl -sS -o /dev/null -D - https://example.com/ 2>/dev/null |
          grep -iE "^(HTTP/|x-sandgate-reason)"' 2>"$work/default-audit.log"
 set -e

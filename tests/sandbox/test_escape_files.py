@@ -99,14 +99,18 @@ class EscapeFilesTest(unittest.TestCase):
         if ws is not None:
             cmd += ["--workspace", ws]
         cmd += [*flags, "--", "sh", "-c", script]
+        cls.runs_before = set(os.listdir(os.environ["SANDGATE_RUNS_DIR"]))
         r = run_bounded(cmd, timeout, cwd=cwd)
         artifacts.record("run", "stdout", r.stdout)
         artifacts.record("log", "run-stderr", r.stderr)
         return r
 
     def plant(self, ws, script):
-        """The workload's side: a run that leaves links in its (persistent) workspace."""
-        r = self.sandgate(self.config, ws, script)
+        """The workload's side: a run that leaves links in its (persistent) workspace. A bind
+        mode run: in overlay mode (the default) what a run writes stays in its upper layer
+        until someone applies it, so the runs that check the refusals below run in overlay
+        mode against links that an earlier bind run (or an applied change) left."""
+        r = self.sandgate(self.config, ws, script, "--workspace-mode", "bind")
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def assertRefusedBeforeTheRun(self, r, ws, *words, status=2):
@@ -115,6 +119,11 @@ class EscapeFilesTest(unittest.TestCase):
             self.assertIn(w, r.stderr)
         self.assertFalse(os.path.exists(os.path.join(ws, "ran")),
                          "the workload ran although the run was refused")
+        # In overlay mode (the default) the marker would be in a run's upper layer instead.
+        runs = os.environ["SANDGATE_RUNS_DIR"]
+        for run in set(os.listdir(runs)) - self.runs_before:
+            upper = os.path.join(runs, run, "overlay", "upper", "ran")
+            self.assertFalse(os.path.exists(upper), "the workload ran: " + upper)
 
     # --- --report ----------------------------------------------------------------------------
 
@@ -162,8 +171,10 @@ class EscapeFilesTest(unittest.TestCase):
                   f"echo x > {report} 2>/dev/null && echo wrote; "
                   "touch started; i=0; while [ ! -e go ] && [ $i -lt 600 ]; do "
                   "sleep 0.05; i=$((i+1)); done; exit 3")
+        # Bind mode: `started` must reach the host's workspace.
         proc = subprocess.Popen([binary(), "run", "--config", self.config, "--workspace", ws,
-                                 "--report", report, "--", "sh", "-c", script],
+                                 "--workspace-mode", "bind", "--report", report, "--", "sh",
+                                 "-c", script],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: os.path.exists(os.path.join(ws, "started")) or proc.poll(),

@@ -266,7 +266,9 @@ class EscapeSyscallsTest(unittest.TestCase):
         marker = os.path.join(ws, "got-int")
         script = ('trap "echo int > got-int; exit 7" INT; echo ready; '
                   'while :; do sleep 1; done')
-        p = subprocess.Popen(self.command(ws, "--", "sh", "-c", script),
+        # Bind mode: the trap's marker must reach the host's workspace.
+        p = subprocess.Popen(self.command(ws, "--workspace-mode", "bind", "--", "sh", "-c",
+                                          script),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              **self.popen_args(user))
         try:

@@ -265,8 +265,10 @@ class EscapeViewTest(unittest.TestCase):
                   "s.listen(1); s.settimeout(20); open('ready','w').write(str(os.getuid()))\n"
                   "try:\n  c,_=s.accept(); c.sendall(b'A-ANSWERED'); print('A accepted')\n"
                   "except OSError as e: print('A timeout')\n")
+        # Run A in bind mode: its `ready` file must reach the host's workspace.
         a = subprocess.Popen([binary(), "run", "--config", self.config, "--workspace", ws_a,
-                              "--timeout", "40s", "--", "python3", "-c", server],
+                              "--workspace-mode", "bind", "--timeout", "40s", "--", "python3",
+                              "-c", server],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             deadline = time.monotonic() + 30
@@ -297,8 +299,10 @@ import os; print('uid', os.getuid())
         with open(os.path.join(ws, "existing.txt"), "w") as f:
             f.write("old")
         os.chmod(os.path.join(ws, "existing.txt"), 0o644)
+        # Bind mode: what the run writes lands in the host's workspace, owned by its owner.
         r = self.sh("echo new > created.txt && echo more >> existing.txt && mkdir d && "
-                    "stat -c '%u' existing.txt && id -u", workspace=ws)
+                    "stat -c '%u' existing.txt && id -u", "--workspace-mode", "bind",
+                    workspace=ws)
         if "cannot be idmapped" in r.stderr:
             self.skipTest("the kernel or this filesystem refuses idmapped mounts: " + r.stderr)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -312,7 +316,7 @@ import os; print('uid', os.getuid())
     def test_user_owned_workspace_files_belong_to_that_user(self):
         with TemporaryUser() as user:
             ws = self.new_workspace(owner=user.uid)
-            r = self.sh("touch made-inside", workspace=ws)
+            r = self.sh("touch made-inside", "--workspace-mode", "bind", workspace=ws)
             self.assertEqual(r.returncode, 0, r.stderr)
             st = os.stat(os.path.join(ws, "made-inside"))
             self.assertEqual((st.st_uid, st.st_gid), (user.uid, user.gid))
@@ -322,8 +326,9 @@ import os; print('uid', os.getuid())
     def test_workspace_through_a_planted_link_is_refused(self):
         victim = tempfile.mkdtemp(dir=self.dir, prefix="victim-")
         ws = self.new_workspace()
-        # An earlier run plants a link in its (persistent) workspace.
-        r = self.sh(f"ln -s {victim} next", workspace=ws)
+        # An earlier run plants a link in its (persistent: bind mode) workspace; the next run,
+        # in overlay mode (the default), is asked to use it.
+        r = self.sh(f"ln -s {victim} next", "--workspace-mode", "bind", workspace=ws)
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.sh("touch written-through-link", workspace=os.path.join(ws, "next"))
         self.assertEqual(r.returncode, 125, r.stderr)

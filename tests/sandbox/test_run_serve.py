@@ -129,9 +129,11 @@ class RunServeTest(unittest.TestCase):
     def held_run(self, first=""):
         """Starts `sandgate run --proxy` with a command that runs `first`, creates `started` in
         the workspace and then waits (at most 30 s) for `release`; returns the process once
-        `started` exists. End it with end_held_run."""
+        `started` exists. End it with end_held_run. Bind mode: `started` must reach the host's
+        workspace (an overlay would keep it in the run's upper layer)."""
         p = subprocess.Popen(
-            [binary(), "run", "--workspace", self.workspace, "--proxy", "unix:" + self.sock,
+            [binary(), "run", "--workspace", self.workspace, "--workspace-mode", "bind",
+             "--proxy", "unix:" + self.sock,
              "--task", "t1", "--", "sh", "-c",
              first + "touch started; i=0; while [ ! -e release ] && [ $i -lt 300 ]; do "
              "sleep 0.1; i=$((i+1)); done"],

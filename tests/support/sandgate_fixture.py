@@ -46,6 +46,22 @@ def _others_can_execute(path):
         d = os.path.dirname(d)
 
 
+def _private_runs_directory():
+    """Every `sandgate run` of a test keeps its run directory (the evidence bundle) in one
+    temporary directory of the test process, removed when it exits, instead of
+    /var/lib/sandgate/runs: SANDGATE_RUNS_DIR, inherited by the runs. Sticky and writable by
+    all, like /tmp, for the rootless runs of users the tests create."""
+    if os.environ.get("SANDGATE_RUNS_DIR"):
+        return
+    d = tempfile.mkdtemp(prefix="sandgate-runs-")
+    os.chmod(d, 0o1777)
+    atexit.register(shutil.rmtree, d, True)
+    os.environ["SANDGATE_RUNS_DIR"] = d
+
+
+_private_runs_directory()
+
+
 def binary():
     """The sandgate binary under test. Rootless tests run it as a user the test creates: where
     the build lies in a directory only root may enter (a clone in `mktemp -d`, 0700), that user

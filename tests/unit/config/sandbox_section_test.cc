@@ -26,6 +26,7 @@ void expectDefaults(const Sandbox& s) {
   EXPECT_TRUE(s.readOnlyPaths.empty());
   EXPECT_EQ(s.idRangeFirst, 0x7E000000u);
   EXPECT_EQ(s.idRangeCount, 65536u);
+  EXPECT_EQ(s.workspaceMode, "overlay");
 }
 
 TEST(SandboxSection, DefaultsWhenTheSectionOrAKeyIsAbsent) {
@@ -86,6 +87,11 @@ TEST(SandboxSection, UnlimitedUnsetsEachLimit) {
   EXPECT_FALSE(s.cpus.has_value());
   EXPECT_FALSE(s.timeout.has_value());
   EXPECT_EQ(s.tmpfsBytes, kGiB);  // not a limit that can be unset
+}
+
+TEST(SandboxSection, WorkspaceMode) {
+  EXPECT_EQ(loadOk("sandbox: {workspace_mode: bind}\n").sandbox.workspaceMode, "bind");
+  EXPECT_EQ(loadOk("sandbox: {workspace_mode: overlay}\n").sandbox.workspaceMode, "overlay");
 }
 
 TEST(SandboxSection, IdRangeForms) {
@@ -180,6 +186,12 @@ TEST(SandboxSection, Errors) {
       {"id range map unknown key",
        "  id_range: {first: 1000, count: 5, last: 2000}\n",
        {2, 37, "sandbox.id_range.last", "unknown key `last`"}},
+      {"workspace mode unknown",
+       "  workspace_mode: copy\n",
+       {2, 19, "sandbox.workspace_mode", "expected overlay or bind, got `copy`"}},
+      {"workspace mode a list",
+       "  workspace_mode: [bind]\n",
+       {2, 19, "sandbox.workspace_mode", "got a list"}},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);

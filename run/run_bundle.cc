@@ -1,0 +1,255 @@
+// The evidence bundle of one run (see run_bundle.h).
+#include "run/run_bundle.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/xattr.h>
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <boost/json.hpp>
+#include <cerrno>
+#include <climits>
+#include <cstring>
+#include <ctime>
+
+#include "sandbox/exec_watch.h"
+#include "sandbox/layer_copy.h"
+#include "sandbox/paths.h"
+
+namespace sandgate::run {
+namespace {
+
+std::string nowUtc() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+Diagnostic bundleError(const std::string& why) { return Diagnostic{"", 0, 0, "run directory", why}; }
+
+// Puts the entries of the upper layer `newer` on the copy `out` of the layer below it, as
+// overlayfs reads them: a whiteout or an opaque directory replaces whatever was there, a plain
+// directory merges, anything else replaces.
+std::optional<std::string> layerOnto(int newer, int out, int depth) {
+  if (depth > 256) return "layers nested deeper than 256 directories";
+  std::vector<std::string> names = sandbox::listDirectory(newer);
+  for (const auto& name : names) {
+    struct stat nst {}, ost {};
+    if (::fstatat(newer, name.c_str(), &nst, AT_SYMLINK_NOFOLLOW) != 0) continue;
+    bool there = ::fstatat(out, name.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0;
+    if (S_ISDIR(nst.st_mode) && there && S_ISDIR(ost.st_mode)) {
+      safe_open::UniqueFd sub(
+          ::openat(newer, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      char v[2] = {};
+      bool opaque = sub.valid() && ::fgetxattr(sub.get(), "user.overlay.opaque", v, 1) == 1 &&
+                    v[0] == 'y';
+      if (sub.valid() && !opaque) {
+        safe_open::UniqueFd dst(
+            ::openat(out, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        if (!dst.valid()) return std::string("open a layer: ") + std::strerror(errno);
+        if (auto e = layerOnto(sub.get(), dst.get(), depth + 1)) return e;
+        (void)::fchmod(dst.get(), nst.st_mode & 07777);
+        continue;
+      }
+    }
+    if (auto e = sandbox::removeLayerEntry(out, name); !e.empty()) return e;
+    if (auto e = sandbox::copyLayerEntry(newer, out, name); !e.empty()) return e;
+    if (S_ISDIR(nst.st_mode) && there) {
+      // A directory over a whiteout (or a file) of the layer below hides what the workspace
+      // holds there, as the whiteout did: in the merged layer it is opaque.
+      safe_open::UniqueFd dst(
+          ::openat(out, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (!dst.valid() || ::fsetxattr(dst.get(), "user.overlay.opaque", "y", 1, 0) != 0) {
+        return "mark " + name + " opaque in the merged layer: " + std::strerror(errno);
+      }
+    }
+  }
+  return std::nullopt;
+}
+
+// overlay/upper of `dir` becomes `earlier`'s upper layer with its own on top; its own is kept
+// as overlay/own.
+std::optional<std::string> mergeLayers(const RunDir& earlier, const RunDir& dir) {
+  const std::string overlay = bundle::kOverlay;
+  safe_open::UniqueFd below(
+      safe_open::openBeneath(earlier.fd.get(), overlay + "/upper", O_RDONLY | O_DIRECTORY));
+  safe_open::UniqueFd layers(safe_open::openBeneath(dir.fd.get(), overlay, O_RDONLY | O_DIRECTORY));
+  if (!below.valid() || !layers.valid()) {
+    return "open the earlier run's layer: " + safe_open::describeError(errno);
+  }
+  if (::renameat(layers.get(), "upper", layers.get(), "own") != 0 ||
+      ::mkdirat(layers.get(), "upper", 0755) != 0) {
+    return std::string("make the merged layer: ") + std::strerror(errno);
+  }
+  safe_open::UniqueFd own(::openat(layers.get(), "own", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  safe_open::UniqueFd merged(
+      ::openat(layers.get(), "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  if (!own.valid() || !merged.valid()) return std::string("open the layers: ") + std::strerror(errno);
+  struct stat st {};
+  if (::fstat(own.get(), &st) == 0) (void)::fchmod(merged.get(), st.st_mode & 07777);
+  if (auto e = sandbox::copyUpperLayer(below.get(), merged.get()); !e.empty()) return e;
+  return layerOnto(own.get(), merged.get(), 0);
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
+                                                    const WorkspaceId& workspace,
+                                                    sandbox::CheckedWorkspace checked,
+                                                    const std::string& policyText,
+                                                    sandbox::Options* options) {
+  std::unique_ptr<RunBundle> b(new RunBundle);
+  b->startedAt_ = nowUtc();
+  b->mode_ = options->workspaceMode == sandbox::Options::WorkspaceMode::kOverlay ? "overlay" : "bind";
+  auto dir = createRunDir(req.runDir, workspace);
+  if (!dir) return dir.errors();
+  b->dir_ = std::move(dir.value());
+  // The workspace as it was checked, by descriptor: the lower layer the changes are read
+  // against.
+  b->workspace_.reset(checked.fd);
+  b->workspacePath_ = checked.path;
+  if (b->mode_ == "overlay") options->overlayDir = b->dir_.path + "/" + bundle::kOverlay;
+  b->diskBytes_ = options->diskBytes;
+  if (req.resume || req.from) {
+    if (b->mode_ != "overlay") {
+      return bundleError("--resume and --from need --workspace-mode overlay (an earlier run's "
+                         "files are a layer of the overlay)");
+    }
+    const std::string& which = req.resume ? *req.resume : *req.from;
+    auto earlier = openRunDir(which);
+    if (!earlier) return earlier.errors();
+    auto report = earlier.value().read(bundle::kReport);
+    boost::system::error_code ec;
+    auto v = report ? boost::json::parse(report.value(), ec) : boost::json::value();
+    const auto* run = !ec && v.is_object() && v.as_object().contains("run") &&
+                              v.at("run").is_object()
+                          ? &v.at("run").as_object()
+                          : nullptr;
+    const auto* ws = run ? run->if_contains("workspace") : nullptr;
+    if (ws == nullptr || !ws->is_string() || std::string(ws->as_string()) != b->workspacePath_) {
+      return bundleError(fmt::format(
+          "run {} did not run in the workspace {} (its report says {}): start from a run of this "
+          "workspace",
+          which, b->workspacePath_,
+          ws && ws->is_string() ? std::string(ws->as_string()) : "nothing"));
+    }
+    if (req.resume) {
+      // A run is continued once (its `resumed_by` is made O_EXCL); branching is --from.
+      if (auto e = earlier.value().write("resumed_by", b->dir_.id + "\n")) {
+        return bundleError(fmt::format("run {} cannot be resumed: {} (resumed already? branch "
+                                       "from it with --from)",
+                                       which, *e));
+      }
+    }
+    options->earlierLayer = earlier.value().path + "/" + bundle::kOverlay + "/upper";
+    b->earlierHow_ = req.resume ? "resumed_from" : "branched_from";
+    b->earlier_ = std::move(earlier.value());
+  }
+  auto audit = b->dir_.create(bundle::kAudit);
+  if (!audit) return audit.errors();
+  b->audit_ = std::move(audit.value());
+  auto execs = b->dir_.create(bundle::kExecs);
+  if (!execs) return execs.errors();
+  b->execs_ = std::move(execs.value());
+  RunBundle* self = b.get();
+  options->onExec = [self](const sandbox::ExecEvent& e) {
+    boost::json::object o;
+    o["time"] = e.time;
+    o["pid"] = e.pid;
+    o["ppid"] = e.ppid;
+    o["host_pid"] = e.hostPid;
+    o["call"] = e.execveat ? "execveat" : "execve";
+    o["path"] = e.path;
+    boost::json::array argv;
+    for (const auto& a : e.argv) argv.emplace_back(a);
+    o["argv"] = std::move(argv);
+    o["argv_cut"] = e.argvCut;
+    o["readable"] = e.readable;  // false: path and argv unknown (exec_watch.h)
+    o["exit_status"] = nullptr;  // seccomp sees the call, not the exit (exec_watch.h)
+    (void)safe_open::writeAll(self->execs_.get(), boost::json::serialize(o) + "\n");
+    ++self->execCount_;
+  };
+  for (auto [stream, name, tee, fd] :
+       {std::tuple{1, bundle::kStdout, &b->out_, &options->stdoutFd},
+        std::tuple{2, bundle::kStderr, &b->err_, &options->stderrFd}}) {
+    auto log = b->dir_.create(name);
+    if (!log) return log.errors();
+    *tee = OutputTee::create(stream, std::move(log.value()), kDefaultOutputLogBytes);
+    if (*tee) *fd = (*tee)->writeEnd();
+  }
+  if (!policyText.empty()) {
+    b->policySha256_ = sha256Hex(policyText);
+    if (auto e = b->dir_.write(bundle::kPolicy, policyText)) return bundleError(*e);
+  }
+  return b;
+}
+
+void RunBundle::started() {
+  if (out_) out_->start();
+  if (err_) err_->start();
+}
+
+boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
+  boost::json::object run;
+  run["id"] = dir_.id;
+  run["dir"] = dir_.path;
+  run["workspace"] = workspacePath_;
+  run["workspace_mode"] = mode_;
+  run["started_at"] = startedAt_;
+  run["execs"] = execCount_;
+  run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
+  run["policy_sha256"] = policySha256_.empty() ? boost::json::value(nullptr)
+                                               : boost::json::value(policySha256_);
+  for (auto [tee, key] : {std::pair{&out_, "stdout_log_cut"}, std::pair{&err_, "stderr_log_cut"}}) {
+    run[key] = *tee ? boost::json::value((*tee)->finish()) : boost::json::value(nullptr);
+  }
+  for (const char* how : {"resumed_from", "branched_from"}) {
+    run[how] = earlier_ && earlierHow_ == how ? boost::json::value(earlier_->id)
+                                               : boost::json::value(nullptr);
+  }
+  boost::json::object out;
+  out["run"] = std::move(run);
+  out["changes"] = nullptr;
+  if (mode_ != "overlay") return out;
+  if (earlier_) {
+    // The changes of a continued run count from the workspace: its upper layer becomes the
+    // earlier run's with this run's on top (overlay/own keeps this run's alone).
+    if (auto e = mergeLayers(*earlier_, dir_)) {
+      warnings->push_back("changes: " + *e);
+      return out;
+    }
+  }
+  const std::string upperPath = dir_.path + "/" + bundle::kOverlay + "/upper";
+  safe_open::UniqueFd upper(
+      safe_open::openBeneath(dir_.fd.get(), std::string(bundle::kOverlay) + "/upper",
+                             O_RDONLY | O_DIRECTORY));
+  if (!upper.valid() || !workspace_.valid()) {
+    warnings->push_back("changes: the upper layer or the workspace cannot be opened: " +
+                        safe_open::describeError(errno));
+    return out;
+  }
+  auto set = collectChanges(workspace_.get(), upper.get(), workspacePath_);
+  if (!set) {
+    warnings->push_back("changes: " + set.errors().front().message);
+    return out;
+  }
+  if (auto e = dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
+    warnings->push_back("changes: " + *e);
+  }
+  std::vector<std::string> skipped;
+  auto patch = formatPatch(set.value(), workspacePath_, upperPath, &skipped);
+  for (const auto& s : skipped) warnings->push_back("changes.patch: left out " + s);
+  if (!patch) {
+    warnings->push_back("changes.patch: " + patch.errors().front().message);
+  } else if (auto e = dir_.write(bundle::kPatch, patch.value())) {
+    warnings->push_back("changes.patch: " + *e);
+  }
+  out["changes"] = changeSummary(set.value());
+  return out;
+}
+
+}  // namespace sandgate::run

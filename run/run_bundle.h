@@ -1,0 +1,62 @@
+// The evidence bundle of one `sandgate run`, around the sandbox: made before it starts (the
+// run's directory, the workspace overlay's layers, the output logs, the audit copy, the policy
+// in force), and finished after it (the changes read from the upper layer, the summary the
+// report carries).
+#pragma once
+
+#include <boost/json/object.hpp>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "common/result.h"
+#include "common/safe_open.h"
+#include "run/changes.h"
+#include "run/output_files.h"
+#include "run/output_tee.h"
+#include "run/run_dir.h"
+#include "run/run_task.h"
+#include "sandbox/launcher.h"
+#include "sandbox/workspace.h"
+
+namespace sandgate::run {
+
+class RunBundle {
+ public:
+  // Creates the run's directory (--run-dir or the default), opens the workspace to compare
+  // against later, and points `options` at the overlay's layers (overlay mode) and at the
+  // output pipes. `policyText`: the config in force ("" when it is serve's).
+  // `checked`: the workspace as sandbox::openWorkspace checked it (its descriptor is taken).
+  static Result<std::unique_ptr<RunBundle>> begin(const RunRequest& req,
+                                                  const WorkspaceId& workspace,
+                                                  sandbox::CheckedWorkspace checked,
+                                                  const std::string& policyText,
+                                                  sandbox::Options* options);
+
+  const RunDir& dir() const { return dir_; }
+  // The run's audit.jsonl, open for appending (for EmbeddedOptions::auditCopyFd), once.
+  int takeAuditFd() { return audit_.release(); }
+  // Right after the sandbox is forked (sandbox::StartedCallback): starts the output copies.
+  void started();
+  // After the sandbox is gone: waits for the output copies, reads the changes (overlay mode)
+  // and writes changes.json and changes.patch. Returns the report's `run` and `changes`
+  // fields; problems go to `warnings`.
+  boost::json::object finish(std::vector<std::string>* warnings);
+
+ private:
+  RunDir dir_;
+  safe_open::UniqueFd workspace_;  // O_PATH of the workspace as it was before the run
+  std::string workspacePath_;
+  std::string mode_;
+  std::string startedAt_;
+  std::string policySha256_;
+  std::optional<uint64_t> diskBytes_;
+  std::optional<RunDir> earlier_;  // --resume / --from
+  std::string earlierHow_;         // "resumed_from" or "branched_from"
+  safe_open::UniqueFd audit_;
+  safe_open::UniqueFd execs_;
+  uint64_t execCount_ = 0;
+  std::unique_ptr<OutputTee> out_, err_;
+};
+
+}  // namespace sandgate::run

@@ -1,0 +1,215 @@
+// `sandgate runs`, `show`, `diff`, `apply`, `discard` (see run_review.h).
+#include "run/run_review.h"
+
+#include <fcntl.h>
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+#include <cstdio>
+
+#include "run/changes.h"
+#include "run/run_dir.h"
+#include "run/run_task.h"
+
+namespace sandgate::run {
+namespace {
+
+int complain(const std::string& what, const Diagnostic& d) {
+  fmt::print(stderr, "sandgate {}: {}\n", what, d.message);
+  return d.message.find(reason::kNoSuchRun) != std::string::npos ? kExitUsage : kExitSetupFailed;
+}
+
+std::optional<boost::json::object> readReport(const RunDir& dir) {
+  auto text = dir.read(bundle::kReport);
+  if (!text) return std::nullopt;
+  boost::system::error_code ec;
+  auto v = boost::json::parse(text.value(), ec);
+  if (ec || !v.is_object()) return std::nullopt;
+  return v.as_object();
+}
+
+std::string str(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  if (v == nullptr || v->is_null()) return "-";
+  if (v->is_string()) return std::string(v->as_string());
+  return boost::json::serialize(*v);
+}
+
+const boost::json::object* obj(const boost::json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v != nullptr && v->is_object() ? &v->as_object() : nullptr;
+}
+
+std::string commandOf(const boost::json::object& report) {
+  std::string out;
+  if (const auto* c = report.if_contains("command"); c && c->is_array()) {
+    for (const auto& a : c->as_array()) {
+      if (a.is_string()) out += (out.empty() ? "" : " ") + std::string(a.as_string());
+    }
+  }
+  return out;
+}
+
+uint64_t changedFiles(const boost::json::object& report) {
+  const auto* c = obj(report, "changes");
+  if (c == nullptr) return 0;
+  uint64_t n = 0;
+  for (const char* k : {"added", "modified", "deleted", "mode"}) {
+    if (const auto* v = c->if_contains(k); v && v->is_number()) n += v->to_number<uint64_t>();
+  }
+  return n;
+}
+
+}  // namespace
+
+int listRuns() {
+  fmt::print("{:<24} {:<12} {:<20} {:>8} {:<14} {:>7}  {}\n", "ID", "TASK", "STARTED",
+             "SECONDS", "STATUS", "CHANGED", "COMMAND");
+  for (const auto& id : listRunIds()) {
+    auto dir = openRunDir(id);
+    if (!dir) continue;
+    auto report = readReport(dir.value());
+    if (!report) {
+      fmt::print("{:<24} (no report: still running, or it could not be written)\n", id);
+      continue;
+    }
+    const auto* run = obj(*report, "run");
+    std::string status = str(*report, "end");
+    if (status == "exited") status += " " + str(*report, "exit_status");
+    double secs = 0;
+    if (const auto* d = report->if_contains("duration_seconds"); d && d->is_number()) {
+      secs = d->to_number<double>();
+    }
+    fmt::print("{:<24} {:<12} {:<20} {:>8.1f} {:<14} {:>7}  {}\n", id, str(*report, "task"),
+               run ? str(*run, "started_at") : "-", secs, status, changedFiles(*report),
+               commandOf(*report));
+  }
+  return 0;
+}
+
+int showRun(const std::string& runArg) {
+  auto dir = openRunDir(runArg);
+  if (!dir) return complain("show", dir.errors().front());
+  auto report = readReport(dir.value());
+  if (!report) {
+    fmt::print(stderr, "sandgate show: {} has no readable {}\n", dir.value().path, bundle::kReport);
+    return kExitSetupFailed;
+  }
+  const auto& r = *report;
+  const auto* run = obj(r, "run");
+  fmt::print("run        {}\n", dir.value().id);
+  fmt::print("directory  {}\n", dir.value().path);
+  fmt::print("task       {} (policy {})\n", str(r, "task"), str(r, "policy"));
+  fmt::print("command    {}\n", commandOf(r));
+  if (run != nullptr) {
+    fmt::print("workspace  {} ({})\n", str(*run, "workspace"), str(*run, "workspace_mode"));
+    fmt::print("started    {}\n", str(*run, "started_at"));
+  }
+  double secs = 0;
+  if (const auto* d = r.if_contains("duration_seconds"); d && d->is_number()) {
+    secs = d->to_number<double>();
+  }
+  fmt::print("ended      {} (exit status {}) after {:.2f} s\n", str(r, "end"), str(r, "exit_status"),
+             secs);
+  if (const auto* req = obj(r, "requests")) {
+    fmt::print("network    {} allowed, {} denied\n", str(*req, "allowed"), str(*req, "denied"));
+  }
+  if (const auto* hosts = r.if_contains("by_host"); hosts && hosts->is_array()) {
+    for (const auto& h : hosts->as_array()) {
+      if (!h.is_object()) continue;
+      const auto& o = h.as_object();
+      fmt::print("           {} {}:{} {} x{}\n", str(o, "verdict"), str(o, "host"), str(o, "port"),
+                 str(o, "reason"), str(o, "count"));
+    }
+  }
+  const auto* changes = obj(r, "changes");
+  if (changes == nullptr) {
+    fmt::print("changes    none recorded (bind mode writes the workspace itself)\n");
+    return 0;
+  }
+  fmt::print("changes    {} added, {} modified, {} deleted, {} mode changes, {} inside .git\n",
+             str(*changes, "added"), str(*changes, "modified"), str(*changes, "deleted"),
+             str(*changes, "mode"), str(*changes, "git"));
+  if (const auto* f = changes->if_contains("flagged"); f && f->is_array()) {
+    for (const auto& p : f->as_array()) {
+      fmt::print("FLAGGED    {} (runs or is obeyed by git outside the sandbox; never applied)\n",
+                 p.is_string() ? std::string(p.as_string()) : "?");
+    }
+  }
+  auto text = dir.value().read(bundle::kChanges);
+  if (text) {
+    auto set = changesFromJson(text.value());
+    if (set) {
+      for (const auto& c : set.value().changes) {
+        if (c.after && c.after->type == "dir" && c.kind == Change::Kind::kAdded) continue;
+        fmt::print("  {:<8} {}{}\n", kindName(c.kind), c.path,
+                   c.note.empty() ? "" : "  (" + c.note + ")");
+      }
+    }
+  }
+  fmt::print("files      {0}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
+             "changes.patch, overlay/upper/\n",
+             dir.value().path);
+  return 0;
+}
+
+int diffRun(const std::string& runArg) {
+  auto dir = openRunDir(runArg);
+  if (!dir) return complain("diff", dir.errors().front());
+  auto patch = dir.value().read(bundle::kPatch, size_t{1} << 30);
+  if (!patch) return complain("diff", patch.errors().front());
+  std::fwrite(patch.value().data(), 1, patch.value().size(), stdout);
+  return 0;
+}
+
+int applyRun(const ApplyRequest& req) {
+  auto dir = openRunDir(req.run);
+  if (!dir) return complain("apply", dir.errors().front());
+  auto text = dir.value().read(bundle::kChanges);
+  if (!text) return complain("apply", text.errors().front());
+  auto set = changesFromJson(text.value());
+  if (!set) return complain("apply", set.errors().front());
+  auto report = readReport(dir.value());
+  const auto* run = report ? obj(*report, "run") : nullptr;
+  if (run == nullptr || str(*run, "workspace") == "-") {
+    fmt::print(stderr, "sandgate apply: {} does not say which workspace it ran in\n",
+               dir.value().path);
+    return kExitSetupFailed;
+  }
+  const std::string workspace = str(*run, "workspace");
+  safe_open::UniqueFd ws(safe_open::openNoSymlinks(workspace, O_PATH | O_DIRECTORY));
+  safe_open::UniqueFd upper(safe_open::openBeneath(
+      dir.value().fd.get(), std::string(bundle::kOverlay) + "/upper", O_RDONLY | O_DIRECTORY));
+  if (!ws.valid() || !upper.valid()) {
+    fmt::print(stderr, "sandgate apply: cannot open {}: {}\n",
+               ws.valid() ? "the run's upper layer" : workspace, safe_open::describeError(errno));
+    return kExitSetupFailed;
+  }
+  auto out = applyChanges(set.value(), ws.get(), upper.get(), req);
+  if (!out) return complain("apply", out.errors().front());
+  for (const auto& s : out.value().skipped) fmt::print("skipped  {}\n", s);
+  if (!out.value().conflicts.empty()) {
+    fmt::print(stderr,
+               "sandgate apply: refusing to apply the run's changes to {}: these files changed "
+               "since the run started [{}]\n",
+               workspace, reason::kApplyConflict);
+    for (const auto& c : out.value().conflicts) fmt::print(stderr, "  conflict  {}\n", c);
+    return kExitConflict;
+  }
+  for (const auto& d : out.value().done) fmt::print("{}{}\n", req.check ? "would: " : "", d);
+  if (!req.check) fmt::print("applied {} changes to {}\n", out.value().done.size(), workspace);
+  return 0;
+}
+
+int discardRun(const std::string& runArg) {
+  auto dir = openRunDir(runArg);
+  if (!dir) return complain("discard", dir.errors().front());
+  if (auto e = removeRunDir(dir.value())) {
+    fmt::print(stderr, "sandgate discard: {}\n", *e);
+    return kExitSetupFailed;
+  }
+  fmt::print("discarded {}\n", dir.value().path);
+  return 0;
+}
+
+}  // namespace sandgate::run

@@ -1,0 +1,159 @@
+// Copying a finished run's upper layer out of its tmpfs (see layer_copy.h).
+#include "sandbox/layer_copy.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/xattr.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <vector>
+
+#include "sandbox/paths.h"
+#include "sandbox/sys_error.h"
+
+namespace sandgate::sandbox {
+namespace {
+
+constexpr int kMaxDepth = 256;
+
+// The overlay's own xattrs (opaque, origin, impure): what makes the copy read as the layer.
+void copyOverlayXattrs(int from, int to) {
+  char names[4096];
+  ssize_t n = flistxattr(from, names, sizeof names);
+  for (ssize_t i = 0; n > 0 && i < n; i += static_cast<ssize_t>(strlen(names + i)) + 1) {
+    const char* name = names + i;
+    if (strncmp(name, "user.overlay.", 13) != 0) continue;
+    char value[4096];
+    ssize_t len = fgetxattr(from, name, value, sizeof value);
+    if (len >= 0) (void)fsetxattr(to, name, value, static_cast<size_t>(len), 0);
+  }
+}
+
+std::string copyFile(int fromDir, int toDir, const char* name, const struct stat& st) {
+  int in = openat(fromDir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (in < 0 && errno == EACCES) {
+    // The owner may always add its own read bit; the copy gets the mode the workload left.
+    (void)fchmodat(fromDir, name, (st.st_mode & 07777) | S_IRUSR, 0);
+    in = openat(fromDir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  }
+  if (in < 0) return sysFailure(std::string("copy the upper layer: open ") + name, "openat", errno);
+  int out = openat(toDir, name, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (out < 0) {
+    int err = errno;
+    close(in);
+    return sysFailure(std::string("copy the upper layer: create ") + name, "openat", err);
+  }
+  std::string error;
+  char buf[65536];
+  for (;;) {
+    ssize_t n = read(in, buf, sizeof buf);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) error = sysFailure(std::string("copy the upper layer: read ") + name, "read", errno);
+    if (n <= 0) break;
+    for (ssize_t done = 0; done < n && error.empty();) {
+      ssize_t w = write(out, buf + done, static_cast<size_t>(n - done));
+      if (w < 0 && errno == EINTR) continue;
+      if (w <= 0) error = sysFailure(std::string("copy the upper layer: write ") + name, "write", errno);
+      done += w > 0 ? w : 0;
+    }
+    if (!error.empty()) break;
+  }
+  if (error.empty()) {
+    copyOverlayXattrs(in, out);
+    if (fchmod(out, st.st_mode & 07777) != 0) error = sysFailure("copy the upper layer", "fchmod", errno);
+  }
+  close(in);
+  close(out);
+  return error;
+}
+
+std::string copyDir(int from, int to, int depth);
+
+std::string copyEntry(int from, int to, const char* name, int depth) {
+  struct stat st {};
+  if (fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return "";  // gone meanwhile
+  std::string error;
+  if (S_ISREG(st.st_mode)) {
+    error = copyFile(from, to, name, st);
+  } else if (S_ISDIR(st.st_mode)) {
+    int sub = openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if ((sub < 0 && errno == EACCES) || (sub >= 0 && faccessat(sub, ".", R_OK | X_OK, 0) != 0)) {
+      // The owner may make its own directory readable; the copy gets the original mode.
+      if (sub >= 0) close(sub);
+      (void)fchmodat(from, name, (st.st_mode & 07777) | S_IRWXU, 0);
+      sub = openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (sub < 0) return sysFailure(std::string("copy the upper layer: open ") + name, "openat", errno);
+    if (mkdirat(to, name, 0700) != 0) {
+      close(sub);
+      return sysFailure(std::string("copy the upper layer: mkdir ") + name, "mkdirat", errno);
+    }
+    int dst = openat(to, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (dst < 0) {
+      close(sub);
+      return sysFailure(std::string("copy the upper layer: open ") + name, "openat", errno);
+    }
+    error = copyDir(sub, dst, depth + 1);
+    copyOverlayXattrs(sub, dst);
+    if (error.empty() && fchmod(dst, st.st_mode & 07777) != 0) {
+      error = sysFailure("copy the upper layer", "fchmod", errno);
+    }
+    close(sub);
+    close(dst);
+  } else if (S_ISLNK(st.st_mode)) {
+    char target[4096];
+    ssize_t len = readlinkat(from, name, target, sizeof target - 1);
+    if (len >= 0) {
+      target[len] = '\0';
+      if (symlinkat(target, to, name) != 0) error = sysFailure("copy the upper layer", "symlinkat", errno);
+    }
+  } else if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
+    if (mknodat(to, name, S_IFCHR | 0000, makedev(0, 0)) != 0) {
+      error = sysFailure(std::string("copy the upper layer: whiteout ") + name, "mknodat", errno);
+    }
+  }
+  return error;
+}
+
+std::string copyDir(int from, int to, int depth) {
+  if (depth > kMaxDepth) return "copy the upper layer: nested deeper than 256 directories";
+  std::vector<std::string> names = listDirectory(from);
+  for (const auto& n : names) {
+    if (auto error = copyEntry(from, to, n.c_str(), depth); !error.empty()) return error;
+  }
+  return "";
+}
+
+}  // namespace
+
+std::string copyUpperLayer(int from, int to) { return copyDir(from, to, 0); }
+
+std::string copyLayerEntry(int fromDir, int toDir, const std::string& name) {
+  return copyEntry(fromDir, toDir, name.c_str(), 0);
+}
+
+std::string removeLayerEntry(int dir, const std::string& name) {
+  struct stat st {};
+  if (fstatat(dir, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return "";
+  if (S_ISDIR(st.st_mode)) {
+    int sub = openat(dir, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (sub < 0) return sysFailure("remove " + name, "openat", errno);
+    (void)fchmod(sub, 0700);
+    std::vector<std::string> names = listDirectory(sub);
+    std::string error;
+    for (const auto& n : names) {
+      if (error.empty()) error = removeLayerEntry(sub, n);
+    }
+    close(sub);
+    if (!error.empty()) return error;
+    if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0) return sysFailure("remove " + name, "unlinkat", errno);
+    return "";
+  }
+  if (unlinkat(dir, name.c_str(), 0) != 0) return sysFailure("remove " + name, "unlinkat", errno);
+  return "";
+}
+
+}  // namespace sandgate::sandbox
