@@ -197,6 +197,22 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   return std::nullopt;
 }
 
+// The connection belongs to `task` from its first identified request on: a later request may
+// not name another (task_mismatch); the first one is admitted against the task's limits.
+std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task) {
+  if (c.task && c.task != &task) {
+    return Refusal{407,
+                   reason::kTaskMismatch,
+                   "",
+                   "",
+                   "",
+                   "one connection cannot change its task",
+                   "open a new connection"};
+  }
+  if (c.task) return std::nullopt;
+  return admit(c, task);
+}
+
 // A 407 for a task token, with its reason: what is wrong with the token, never the token.
 Refusal tokenRefusal(std::string_view why, std::string detail) {
   return Refusal{407, why, "", "", "", std::move(detail),
@@ -277,18 +293,7 @@ std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentia
                           "the token may only be used from another client address (src)");
     }
   }
-  if (c.task && c.task != task) {
-    return Refusal{407,
-                   reason::kTaskMismatch,
-                   "",
-                   "",
-                   "",
-                   "one connection cannot change its task",
-                   "open a new connection"};
-  }
-  if (!c.task) {
-    if (auto r = admit(c, *task)) return r;
-  }
+  if (auto r = bindTask(c, *task)) return r;
   c.tokenHash = hash;
   c.tokenExp = claims.exp;
   c.tokenHosts = std::move(hosts);
@@ -323,17 +328,7 @@ std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
                    "invalid proxy credentials",
                    "check the task name and token"};
   }
-  if (c.task && c.task != task) {
-    return Refusal{407,
-                   reason::kTaskMismatch,
-                   "",
-                   "",
-                   "",
-                   "one connection cannot change its task",
-                   "open a new connection"};
-  }
-  if (c.task) return std::nullopt;
-  if (auto r = admit(c, *task)) return r;
+  if (auto r = bindTask(c, *task)) return r;
   return std::nullopt;
 }
 
