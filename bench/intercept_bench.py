@@ -361,7 +361,7 @@ class Sandgate(LoggedProcess):
         }
         with open(config, "w") as f:
             json.dump(cfg, f, indent=1)  # JSON is YAML
-        cmd = [binary, "serve", "--config", config, "--ready-file", ready]
+        cmd = [binary, "serve", "--config", config, "--ready-file", ready, "--drain-delay", "0"]
         if threads:
             cmd += ["--threads", str(threads)]
         cmd += list(extra_args)

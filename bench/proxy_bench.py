@@ -226,7 +226,8 @@ class Sandgate(LoggedProcess):
         self.config = os.path.join(tmp, "sandgate.yaml")
         self.ready = os.path.join(tmp, "ready.json")
         write_config(self.config, tmp, ports, listen_ports)
-        cmd = [binary, "serve", "--config", self.config, "--ready-file", self.ready]
+        cmd = [binary, "serve", "--config", self.config, "--ready-file", self.ready,
+               "--drain-delay", "0"]
         if threads:
             cmd += ["--threads", str(threads)]
         super().__init__(cmd, os.path.join(tmp, "sandgate.log"))

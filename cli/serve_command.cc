@@ -21,7 +21,7 @@ struct ServeArgs {
   std::string config;
   unsigned threads = 0;
   unsigned idleSpinUs = 100;
-  std::string drainDelay = "0s";
+  std::string drainDelay = "5s";
   std::string readyFile;
 };
 }  // namespace
@@ -40,7 +40,7 @@ void addServeCommand(CLI::App& app, Action* action) {
       ->check(CLI::Range(0u, 10000u));
   cmd->add_option("--drain-delay", args->drainDelay,
                   "On SIGTERM, report not ready on /readyz but keep accepting for this long "
-                  "(e.g. 5s, while a load balancer drops this endpoint), then drain")
+                  "(while a load balancer drops this endpoint; 0: drain at once), then drain")
       ->capture_default_str()
       ->check([](const std::string& v) -> std::string {
         auto d = config::parseDuration(v);

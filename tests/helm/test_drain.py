@@ -96,8 +96,17 @@ class DrainTest(unittest.TestCase):
         self.assertEqual(self.sg.stop(timeout=20), 0)
         self.assertLess(time.monotonic() - t_end, 15)
 
-    def test_no_delay_by_default_stops_accepting_at_once(self):
-        # Without --drain-delay (0s) the acceptors close as the shutdown starts, as before.
+    def test_the_default_delay_is_five_seconds(self):
+        sg = Sandgate({"p": {"allow": []}}, [{"name": "t", "policy": "p", "token": TOKEN}])
+        sg.serve_args = []  # no --drain-delay at all (the fixture passes 0 otherwise)
+        sg.start()
+        self.addCleanup(sg.cleanup)
+        t0 = time.monotonic()
+        self.assertEqual(sg.stop(timeout=30), 0)
+        self.assertGreaterEqual(time.monotonic() - t0, 4.5)
+
+    def test_delay_0_stops_accepting_at_once(self):
+        # With --drain-delay 0 the acceptors close as the shutdown starts.
         sg = Sandgate({"p": {"allow": []}}, [{"name": "t", "policy": "p", "token": TOKEN}]).start()
         self.addCleanup(sg.cleanup)
         t0 = time.monotonic()

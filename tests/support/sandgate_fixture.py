@@ -118,6 +118,10 @@ class Sandgate:
         self.stderr_path = os.path.join(self.dir, "stderr.log")
         self.threads = threads
         self.serve_args = list(serve_args)
+        # serve's default drain delay (5 s of accepting after SIGTERM, for endpoint
+        # propagation) would add 5 s to every stop: tests that do not test it drain at once.
+        if "--drain-delay" not in self.serve_args:
+            self.serve_args += ["--drain-delay", "0"]
         self.proc = None
         self.env = None
         self._recorded = True
