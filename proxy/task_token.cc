@@ -10,8 +10,10 @@
 #include <openssl/hmac.h>
 #include <openssl/pem.h>
 #include <openssl/rand.h>
+#include <openssl/sha.h>
 
 #include <algorithm>
+#include <array>
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
 #include <fstream>
@@ -382,6 +384,35 @@ Result<std::shared_ptr<const TokenVerifier>> TokenVerifier::load(const config::T
 }
 
 TokenCheck TokenVerifier::verify(std::string_view token, int64_t now) const {
+  if (token.size() > kMaxTokenBytes) return decodeToken(token);
+  // A sandbox opens many connections with one token: its signature is checked on the first
+  // and remembered by the token's SHA-256; the times and revocation are checked every time.
+  std::array<unsigned char, 32> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest.data());
+  const std::string hash(reinterpret_cast<const char*>(digest.data()), digest.size());
+  {
+    std::lock_guard lock(cacheMu_);
+    if (auto it = verified_.find(hash); it != verified_.end()) {
+      TokenCheck out;
+      out.claims = it->second.claims;
+      return checkClaims(std::move(out), *it->second.key, now);
+    }
+  }
+  TokenCheck out = signedClaims(token);
+  if (!out.ok()) return out;
+  const Key* key = nullptr;
+  for (const auto& k : keys_) {
+    if (k->id == out.claims.kid) key = k.get();
+  }
+  {
+    std::lock_guard lock(cacheMu_);
+    if (verified_.size() >= kMaxVerifiedTokens) verified_.clear();  // bounded, simply
+    verified_.emplace(hash, Verified{out.claims, key});
+  }
+  return checkClaims(std::move(out), *key, now);
+}
+
+TokenCheck TokenVerifier::signedClaims(std::string_view token) const {
   TokenCheck out = decodeToken(token);
   if (!out.ok()) return out;
   const TokenClaims& c = out.claims;
@@ -414,6 +445,17 @@ TokenCheck TokenVerifier::verify(std::string_view token, int64_t now) const {
     return refuse(token_reason::kBadSignature,
                   fmt::format("the token's signature does not verify with key `{}`", key->id));
   }
+  return out;
+}
+
+TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t now) const {
+  const TokenClaims& c = out.claims;
+  const Key* key = &keyRef;
+  auto refuse = [&](std::string_view reason, std::string detail) {
+    out.reason = reason;
+    out.detail = std::move(detail);
+    return out;
+  };
   if (now > c.exp + leeway_) {
     return refuse(token_reason::kExpired,
                   fmt::format("the token expired {} s ago", now - c.exp));

@@ -23,6 +23,8 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
+#include <unordered_map>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -93,13 +95,27 @@ class TokenVerifier {
                                                           const std::string& configFile);
   ~TokenVerifier();
 
-  // Checks `token` at Unix time `now` (see the top of this file). Thread-safe.
+  // Checks `token` at Unix time `now` (see the top of this file). Thread-safe. A token whose
+  // signature verified once is remembered (by its SHA-256, up to kMaxVerifiedTokens, for this
+  // verifier's life: a reload starts afresh); its times and revocation are checked each call.
   TokenCheck verify(std::string_view token, int64_t now) const;
 
   struct Key;
+  static constexpr size_t kMaxVerifiedTokens = 4096;
 
  private:
   TokenVerifier() = default;
+  // Decoding, key, algorithm and signature: what a remembered token skips.
+  TokenCheck signedClaims(std::string_view token) const;
+  // Times, lifetime and revocation of signed claims.
+  TokenCheck checkClaims(TokenCheck out, const Key& key, int64_t now) const;
+
+  struct Verified {
+    TokenClaims claims;
+    const Key* key;
+  };
+  mutable std::mutex cacheMu_;
+  mutable std::unordered_map<std::string, Verified> verified_;  // SHA-256 -> claims
   std::vector<std::unique_ptr<Key>> keys_;
   std::vector<std::string> revoked_;  // sorted
   int64_t maxTtl_ = 0;

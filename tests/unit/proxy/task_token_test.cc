@@ -192,6 +192,21 @@ TEST_F(TaskTokenTest, TimesWithLeeway) {
             token_reason::kTtlTooLong);
 }
 
+// A remembered token (its signature checked once) still expires, and another token with the
+// same claims but a bad signature is not taken for it.
+TEST_F(TaskTokenTest, ARememberedTokenIsStillCheckedEveryTime) {
+  auto v = verifier();
+  ASSERT_TRUE(v);
+  const std::string t = mint(claims(kNow + 100));
+  EXPECT_TRUE(v->verify(t, kNow).ok());
+  EXPECT_TRUE(v->verify(t, kNow + 1).ok());
+  EXPECT_EQ(v->verify(t, kNow + 1000).reason, token_reason::kExpired);
+  std::string forged = t;
+  forged.back() = forged.back() == 'A' ? 'B' : 'A';
+  EXPECT_EQ(v->verify(forged, kNow).reason, token_reason::kBadSignature);
+  EXPECT_TRUE(v->verify(t, kNow).ok());
+}
+
 TEST_F(TaskTokenTest, RevokedByJtiAndByKey) {
   tokens.revoked = {"j-9", "j-1"};
   auto v = verifier();
