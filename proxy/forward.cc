@@ -134,7 +134,8 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
     req.set(http::field::host, hostHeader(head.host, head.port));
   }
   req.version(11);
-  RequestCredentials creds(c);
+  if (!c.forwardCredentials) c.forwardCredentials = std::make_shared<RequestCredentials>(c);
+  RequestCredentials& creds = *c.forwardCredentials;
   if (auto refusal = creds.apply(req, target.name, false, decision, log)) {
     co_await refuse(c, log, *refusal, refusal->status == 502 ? "error" : "deny");
     co_return false;

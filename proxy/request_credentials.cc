@@ -103,9 +103,9 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
     return Refusal{502,           broker::reason::kCredentialUnavailable, task.name, rec.host,
                    decision.rule, "no credentials are configured",        ""};
   }
-  if (!injector_) injector_.emplace(snap.secrets, snap.config.credentials, placeholders());
+  broker::Injector& injector = *this->injector();
   // Nothing to inject and no placeholder this task could carry: the head stays as it is.
-  const broker::PlaceholderSet* placeholders = injector_->placeholders();
+  const broker::PlaceholderSet* placeholders = injector.placeholders();
   if (decision.credential.empty() && (!placeholders || placeholders->all().empty())) {
     return sent();
   }
@@ -114,7 +114,7 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   broker::Headers hs = toBrokerHeaders(req);
   broker::OutgoingRequest out{host, tls, &hs, &target};
   // Checks first, then edits: a refused request is left untouched.
-  auto inj = injector_->apply(out, decision.credential);
+  auto inj = injector.apply(out, decision.credential);
   rec.credential = inj.credential;
   auto* tm = c_.metrics.get();
   if (!inj.ok()) {
@@ -161,6 +161,14 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
   return std::nullopt;
 }
 
+broker::Injector* RequestCredentials::injector() {
+  const auto& snap = *c_.snap;
+  if (!injector_ && snap.secrets) {
+    injector_.emplace(snap.secrets, snap.config.credentials, placeholders());
+  }
+  return injector_ ? &*injector_ : nullptr;
+}
+
 std::shared_ptr<const broker::PlaceholderSet> RequestCredentials::placeholders() const {
   // A run's listeners carry the run's own; serve's listeners serve token clients, whose
   // placeholders are their task's.
@@ -178,10 +186,8 @@ std::shared_ptr<const broker::ScrubSet> RequestCredentials::scrubSet() {
   if (scrubSet_ && forms == taskForms_) return scrubSet_;
   // Compiled again only when a secret of the task changed or a new one went out here.
   taskForms_ = forms;
-  if (!injector_ && c_.snap->secrets) {
-    injector_.emplace(c_.snap->secrets, c_.snap->config.credentials, placeholders());
-  }
-  const broker::PlaceholderSet* shown = injector_ ? injector_->placeholders() : nullptr;
+  const broker::Injector* inj = injector();
+  const broker::PlaceholderSet* shown = inj ? inj->placeholders() : nullptr;
   std::vector<broker::ScrubRule> rules = injectedRules_;
   if (forms) {
     for (const auto& form : *forms) broker::addScrubRule(rules, broker::scrubRuleFor(form, shown));

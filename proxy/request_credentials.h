@@ -62,6 +62,8 @@ class RequestCredentials {
   void countScrubs(const std::optional<broker::Scrubber>& scrubber) const;
 
  private:
+  // Made on first need (null when no credentials are configured).
+  broker::Injector* injector();
   // The placeholders this connection honours and scrubs back to (see ListenerInfo).
   std::shared_ptr<const broker::PlaceholderSet> placeholders() const;
   // The task's secrets and those sent here, compiled once for as long as neither changes.

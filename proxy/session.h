@@ -20,6 +20,7 @@
 namespace sandgate::proxy {
 
 class TaskMetrics;
+class RequestCredentials;
 
 struct ClientConnection {
   ClientConnection(Worker& w, ServerState& s, boost::asio::ip::tcp::socket sock)
@@ -47,6 +48,9 @@ struct ClientConnection {
   std::optional<TokenHash> tokenHash;
   int64_t tokenExp = 0;
   std::optional<std::vector<std::string>> tokenHosts;
+  // The broker's part in this connection's forwarded requests (forward.cc), made with the
+  // first: its injector and compiled scrub set serve every request that follows.
+  std::shared_ptr<RequestCredentials> forwardCredentials;
 
   const config::EffectiveLimits& limits() const { return task ? task->limits : snap->defaults; }
 };
