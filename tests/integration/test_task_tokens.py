@@ -153,6 +153,7 @@ class TaskTokensTest(unittest.TestCase):
         tampered = "%s.%s.%s" % (head, b64url(json.dumps(claims).encode()), sig)
         artifacts.register_secret("token-tampered", tampered)
         self.assert_refused(tampered, "token_bad_signature", task="t2")
+        self.assert_refused("eyJub3QganNvbg.eyJ4IjoxfQ.c2ln", "token_malformed")  # not JSON
         self.assert_refused(hs256(good, kid="k9"), "token_unknown_key")
         self.assert_refused(hs256(good, alg="none"), "token_wrong_algorithm")
         self.assert_refused(hs256(good, kid="e1"), "token_wrong_algorithm")  # HS256 on an EdDSA key
