@@ -13,8 +13,8 @@
 #include <fstream>
 #include <string>
 
-#include "proxy/proxy_auth.h"
-#include "proxy/task_token.h"
+#include "proxy/identity/proxy_auth.h"
+#include "proxy/identity/task_token.h"
 
 namespace sandgate::proxy {
 namespace {

@@ -7,7 +7,7 @@
 #include <string>
 
 #include "cli/commands.h"
-#include "proxy/tls_ca.h"
+#include "ca/tls_ca.h"
 
 namespace sandgate::cli {
 

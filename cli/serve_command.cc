@@ -10,7 +10,7 @@
 
 #include "cli/commands.h"
 #include "config/config.h"
-#include "proxy/server.h"
+#include "proxy/server/server.h"
 
 namespace sandgate::cli {
 

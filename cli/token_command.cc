@@ -14,7 +14,7 @@
 #include "broker/secret.h"
 #include "cli/commands.h"
 #include "config/config.h"
-#include "proxy/task_token.h"
+#include "proxy/identity/task_token.h"
 
 namespace sandgate::cli {
 

@@ -10,8 +10,8 @@
 
 #include "common/result.h"
 #include "common/safe_open.h"
-#include "proxy/capture.h"
-#include "proxy/embedded.h"
+#include "proxy/capture_server/capture.h"
+#include "proxy/server/embedded.h"
 #include "run/run_bundle.h"
 #include "run/run_limits.h"
 #include "run/run_task.h"

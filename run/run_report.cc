@@ -3,7 +3,7 @@
 
 #include <boost/json.hpp>
 
-#include "proxy/admin_protocol.h"
+#include "proxy/admin/admin_protocol.h"
 
 namespace sandgate::run {
 

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "proxy/capture.h"
-#include "proxy/embedded.h"
+#include "proxy/capture_server/capture.h"
+#include "proxy/server/embedded.h"
 #include "run/run_limits.h"
 #include "sandbox/launcher.h"
 

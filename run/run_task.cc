@@ -12,8 +12,8 @@
 
 #include "config/config.h"
 #include "config/default_config.h"
-#include "proxy/capture.h"
-#include "proxy/embedded.h"
+#include "proxy/capture_server/capture.h"
+#include "proxy/server/embedded.h"
 #include "run/output_files.h"
 #include "run/run_bundle.h"
 #include "run/run_limits.h"

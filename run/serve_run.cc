@@ -8,7 +8,7 @@
 #include <cstdio>
 #include <stdexcept>
 
-#include "proxy/admin_client.h"
+#include "proxy/admin/admin_client.h"
 #include "run/run_limits.h"
 #include "run/run_outcome.h"
 

@@ -1,5 +1,5 @@
 // The admin socket's messages, peer check and listener check (proxy/admin_protocol.cc).
-#include "proxy/admin_protocol.h"
+#include "proxy/admin/admin_protocol.h"
 
 #include <arpa/inet.h>
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
 // The admin socket (proxy/admin_socket.cc) with a fake backend and the real client
 // (proxy/admin_client.cc), then a real Server serving and releasing a run's listeners.
-#include "proxy/admin_socket.h"
+#include "proxy/admin/admin_socket.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -25,9 +25,9 @@
 
 #include "broker/placeholder.h"
 #include "config/config.h"
-#include "proxy/admin_client.h"
-#include "proxy/listener_tally.h"
-#include "proxy/server.h"
+#include "proxy/admin/admin_client.h"
+#include "proxy/observe/listener_tally.h"
+#include "proxy/server/server.h"
 #include "tests/unit/proxy/test_netns.h"
 #include "tests/unit/proxy/test_server.h"
 

@@ -1,6 +1,6 @@
 // Tests of proxy/audit: the canonical JSON line, escaping of hostile bytes, file handling,
 // one line per record under concurrency, write errors and reopen.
-#include "proxy/audit.h"
+#include "proxy/observe/audit.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -17,7 +17,7 @@
 #include <thread>
 #include <vector>
 
-#include "proxy/audit_fields.h"
+#include "proxy/observe/audit_fields.h"
 
 namespace sandgate::proxy {
 namespace {

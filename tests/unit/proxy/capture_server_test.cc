@@ -17,9 +17,9 @@
 
 #include "capture/dns_message.h"
 #include "config/config.h"
-#include "proxy/admin_client.h"
-#include "proxy/server.h"
-#include "proxy/transparent.h"
+#include "proxy/admin/admin_client.h"
+#include "proxy/server/server.h"
+#include "proxy/session/transparent.h"
 #include "tests/unit/proxy/test_netns.h"
 #include "tests/unit/proxy/test_server.h"
 

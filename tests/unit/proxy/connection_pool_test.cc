@@ -1,6 +1,6 @@
 // The per-worker idle connection pools (proxy/connection_pool.h): keys, the quiet check on a
 // real socket pair, LIFO reuse, expiry and the size limits.
-#include "proxy/connection_pool.h"
+#include "proxy/net/connection_pool.h"
 
 #include <gtest/gtest.h>
 #include <sys/socket.h>

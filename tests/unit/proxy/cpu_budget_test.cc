@@ -1,6 +1,6 @@
 // Tests of proxy/cpu_budget: cpu.max and CFS quota parsing, /proc/self/cgroup lines, and the
 // budget from cgroup trees laid out in a temp dir (v2 with the limit on a parent, v1, none).
-#include "proxy/cpu_budget.h"
+#include "proxy/server/cpu_budget.h"
 
 #include <gtest/gtest.h>
 

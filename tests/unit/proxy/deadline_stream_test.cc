@@ -1,6 +1,6 @@
 // DeadlineStream (proxy/deadline_stream.h): Beast's timeout contract on real loopback sockets,
 // with one sweeper timer per io_context instead of a timer per operation.
-#include "proxy/deadline_stream.h"
+#include "proxy/net/deadline_stream.h"
 
 #include <gtest/gtest.h>
 

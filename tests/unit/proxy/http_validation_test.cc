@@ -1,5 +1,5 @@
 // Table-driven tests of the strict request-head rules (proxy/http_validation.h).
-#include "proxy/http_validation.h"
+#include "proxy/client/http_validation.h"
 
 #include <gtest/gtest.h>
 

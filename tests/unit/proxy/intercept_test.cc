@@ -1,6 +1,7 @@
 // Server-wide interception state (proxy/intercept.h): fails closed without a usable CA,
 // writes ca_cert_out, and keeps one placeholder set per task across snapshots.
-#include "proxy/intercept.h"
+#include "proxy/intercept/intercept.h"
+#include "proxy/state/token_placeholders.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -48,7 +49,7 @@ TEST(Interception, EphemeralCaIsWrittenToCaCertOut) {
   fs::remove_all(dir);
 }
 
-TEST(Interception, PlaceholdersAreGeneratedOncePerTask) {
+TEST(TokenPlaceholders, AreGeneratedOncePerTask) {
   constexpr const char* kSecret = "sk-unit0123456789abcdefghijklmnopqrstu";
   ASSERT_EQ(setenv("SANDGATE_ICPT_TEST_SECRET", kSecret, 1), 0);
   config::Credentials creds;
@@ -60,11 +61,10 @@ TEST(Interception, PlaceholdersAreGeneratedOncePerTask) {
   auto store1 = broker::SecretStore::open(creds, "test.yaml");
   auto store2 = broker::SecretStore::open(creds, "test.yaml");  // a reload's new store
   ASSERT_TRUE(store1.ok() && store2.ok());
-  auto icpt = Interception::create(config::Config{});
-  ASSERT_TRUE(icpt.ok());
-  auto a = icpt.value()->placeholdersFor("demo", creds, *store1.value());
-  auto b = icpt.value()->placeholdersFor("demo", creds, *store2.value());
-  auto other = icpt.value()->placeholdersFor("other", creds, *store1.value());
+  TokenPlaceholders sets;
+  auto a = sets.forTask("demo", creds, *store1.value());
+  auto b = sets.forTask("demo", creds, *store2.value());
+  auto other = sets.forTask("other", creds, *store1.value());
   EXPECT_EQ(a, b);  // same set across reloads: the sandbox's environment cannot change
   ASSERT_TRUE(a->forCredential("openai") && other->forCredential("openai"));
   const std::string& pa = a->forCredential("openai")->value;

@@ -1,6 +1,6 @@
 // Tests of proxy/metrics_endpoint: the real server on 127.0.0.1 port 0, queried by a Beast
 // client: status codes, content, keep-alive, malformed input, connection cap, cancellation.
-#include "proxy/metrics_endpoint.h"
+#include "proxy/observe/metrics_endpoint.h"
 
 #include <gtest/gtest.h>
 

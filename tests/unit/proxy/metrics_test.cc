@@ -1,6 +1,6 @@
 // Tests of proxy/metrics: series values and labels, cardinality guards, task series removal
 // after the TTL (with an injected clock), and concurrent updates.
-#include "proxy/metrics.h"
+#include "proxy/observe/metrics.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Basic proxy credentials and token hashes (proxy/proxy_auth.h).
-#include "proxy/proxy_auth.h"
+#include "proxy/identity/proxy_auth.h"
 
 #include <gtest/gtest.h>
 

@@ -1,5 +1,5 @@
 // Refusal responses (proxy/refusal.h): status line, reason header, JSON body, 407 challenge.
-#include "proxy/refusal.h"
+#include "proxy/client/refusal.h"
 
 #include <gtest/gtest.h>
 

@@ -16,7 +16,7 @@
 #include <thread>
 
 #include "config/config.h"
-#include "proxy/server.h"
+#include "proxy/server/server.h"
 #include "tests/unit/proxy/test_server.h"
 
 namespace sandgate::proxy {

@@ -1,5 +1,5 @@
 // Per-task admission counters and the connection-rate bucket (proxy/task_limits.h).
-#include "proxy/task_limits.h"
+#include "proxy/state/task_limits.h"
 
 #include <gtest/gtest.h>
 

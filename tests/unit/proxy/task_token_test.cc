@@ -1,7 +1,7 @@
 // Tests for proxy/task_token.cc: every way a task token is refused, from the side of someone
 // who holds a token (or makes one up) and wants more than it grants; and the three algorithms
 // round-tripping through mintToken and verify.
-#include "proxy/task_token.h"
+#include "proxy/identity/task_token.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

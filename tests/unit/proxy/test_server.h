@@ -19,7 +19,7 @@
 
 #include "common/result.h"
 #include "config/config.h"
-#include "proxy/server.h"
+#include "proxy/server/server.h"
 
 namespace sandgate::proxy {
 

@@ -2,7 +2,7 @@
 // a leaf minted by an ephemeral CA: handshake and verification, data both ways, close_notify,
 // a connection cut without one, the deadline, a reader and a writer on one channel at once, and
 // a second write that waits behind a send the socket holds up.
-#include "proxy/tls_channel.h"
+#include "proxy/net/tls_channel.h"
 
 #include <gtest/gtest.h>
 #include <openssl/err.h>
@@ -21,7 +21,7 @@
 #include <optional>
 #include <string>
 
-#include "proxy/tls_ca.h"
+#include "ca/tls_ca.h"
 
 namespace sandgate::proxy {
 namespace {

@@ -1,5 +1,5 @@
 // ClientHello/SNI parser (proxy/tls_client_hello.h): real OpenSSL hellos and crafted ones.
-#include "proxy/tls_client_hello.h"
+#include "proxy/tunnel/tls_client_hello.h"
 
 #include <gtest/gtest.h>
 #include <openssl/bio.h>

@@ -1,0 +1,152 @@
+// The launcher's end of the admin socket (see admin_client.h).
+#include "proxy/admin/admin_client.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace sandgate::proxy {
+
+namespace {
+
+Diagnostic failure(std::string message) { return Diagnostic{"", 0, 0, "", std::move(message)}; }
+
+// Call, path and errno; read errno before anything else can change it.
+Diagnostic sysError(const char* call, const std::string& path) {
+  int e = errno;
+  std::string hint;
+  if (e == EAGAIN) hint = "; no reply in time";
+  if (e == EPROTOTYPE) hint = "; not a sandgate admin socket";
+  return failure(fmt::format("{} {}: {} (errno {}{})", call, path, std::strerror(e), e, hint));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<AdminClient>> AdminClient::connect(const std::string& path,
+                                                          std::chrono::milliseconds timeout) {
+  sockaddr_un a{};
+  if (path.empty() || path.size() >= sizeof(a.sun_path)) {
+    return failure(fmt::format("'{}' cannot be a unix socket path", path));
+  }
+  a.sun_family = AF_UNIX;
+  std::memcpy(a.sun_path, path.data(), path.size());
+  int fd = ::socket(AF_UNIX, SOCK_SEQPACKET | SOCK_CLOEXEC, 0);
+  if (fd < 0) return sysError("socket for", path);
+  timeval tv{};
+  tv.tv_sec = static_cast<time_t>(timeout.count() / 1000);
+  tv.tv_usec = static_cast<suseconds_t>((timeout.count() % 1000) * 1000);
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+  ::setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
+  int rc;
+  do {
+    rc = ::connect(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  } while (rc != 0 && errno == EINTR);
+  if (rc != 0) {
+    auto err = sysError("connect to", path);
+    ::close(fd);
+    return err;
+  }
+  return std::unique_ptr<AdminClient>(new AdminClient(fd, path));
+}
+
+AdminClient::~AdminClient() { ::close(fd_); }
+
+Result<AdminReply> AdminClient::exchange(const AdminRequest& request, const std::vector<int>& fds) {
+  if (fds.size() > kMaxAdminFds) {
+    return failure(fmt::format("at most {} descriptors per message", kMaxAdminFds));
+  }
+  std::string bytes = encodeRequest(request);
+  iovec iov{bytes.data(), bytes.size()};
+  msghdr msg{};
+  msg.msg_iov = &iov;
+  msg.msg_iovlen = 1;
+  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxAdminFds)] = {};
+  if (!fds.empty()) {
+    msg.msg_control = control;
+    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
+    cmsghdr* h = CMSG_FIRSTHDR(&msg);
+    h->cmsg_level = SOL_SOCKET;
+    h->cmsg_type = SCM_RIGHTS;
+    h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
+    std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
+  }
+  ssize_t n;
+  do {
+    n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
+  } while (n < 0 && errno == EINTR);
+  std::vector<char> buf(kMaxAdminMessage + 1);
+  if (n != static_cast<ssize_t>(bytes.size())) {
+    // A server that refuses a peer (permission, too many connections) answers at once and
+    // closes: its reason is waiting to be read, and says more than EPIPE.
+    auto err = sysError("send to", path_);
+    n = ::recv(fd_, buf.data(), buf.size(), MSG_DONTWAIT);
+    if (n <= 0) return err;
+  } else {
+    do {
+      n = ::recv(fd_, buf.data(), buf.size(), 0);
+    } while (n < 0 && errno == EINTR);
+  }
+  if (n < 0) return sysError("receive from", path_);
+  if (n == 0) return failure(fmt::format("{}: the server closed the connection", path_));
+  auto reply = parseReply(std::string_view(buf.data(), static_cast<size_t>(n)));
+  if (!reply) {
+    return failure(fmt::format("{}: bad reply: {}", path_, reply.errors().front().message));
+  }
+  if (!reply->ok) return Diagnostic{"", 0, 0, reply->reason, reply->error};
+  return std::move(reply.value());
+}
+
+namespace {
+
+const char* envOpName(AdminOp op) { return op == AdminOp::kTaskEnv ? "task_env" : "token_env"; }
+
+}  // namespace
+
+Result<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string& task) {
+  auto r = exchange(AdminRequest{op, task}, {});
+  if (!r) return r.errors();
+  if (!r->environment) {
+    return failure(fmt::format("{}: {} reply without an environment", path_, envOpName(op)));
+  }
+  return std::move(*r->environment);
+}
+
+Result<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task) {
+  return environment(AdminOp::kTaskEnv, task);
+}
+
+Result<TaskEnvironment> AdminClient::tokenEnvironment(const std::string& task) {
+  return environment(AdminOp::kTokenEnv, task);
+}
+
+Result<bool> AdminClient::adopt(const std::string& task, const std::vector<int>& fds) {
+  auto r = exchange(AdminRequest{AdminOp::kAdopt, task}, fds);
+  if (!r) return r.errors();
+  return true;
+}
+
+Result<bool> AdminClient::adoptCapture(const std::string& task, const std::vector<uint16_t>& ports,
+                                       bool ipv6, int dnsUdp, int dnsTcp,
+                                       const std::vector<int>& listeners) {
+  AdminRequest req(AdminOp::kAdoptCapture, task);
+  req.ports = ports;
+  req.ipv6 = ipv6;
+  std::vector<int> fds = {dnsUdp, dnsTcp};
+  fds.insert(fds.end(), listeners.begin(), listeners.end());
+  auto r = exchange(req, fds);
+  if (!r) return r.errors();
+  return true;
+}
+
+Result<ReleaseSummary> AdminClient::release() {
+  auto r = exchange(AdminRequest{AdminOp::kRelease, ""}, {});
+  if (!r) return r.errors();
+  return ReleaseSummary{r->traffic.value_or(TrafficSummary{}), r->dns};
+}
+
+}  // namespace sandgate::proxy

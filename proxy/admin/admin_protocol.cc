@@ -1,0 +1,556 @@
+// The admin socket's messages, peer check and listener check (see admin_protocol.h).
+#include "proxy/admin/admin_protocol.h"
+
+#include <arpa/inet.h>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <linux/sockios.h>
+#include <netinet/in.h>
+#include <sys/ioctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <boost/json.hpp>
+#include <cerrno>
+#include <cstring>
+#include <utility>
+
+namespace sandgate::proxy {
+
+namespace json = boost::json;
+
+json::array trafficEntriesToJson(const std::vector<TrafficEntry>& entries) {
+  json::array out;
+  for (const auto& e : entries) {
+    out.push_back({{"host", e.host},
+                   {"port", e.port},
+                   {"kind", e.kind},
+                   {"verdict", e.verdict},
+                   {"reason", e.reason},
+                   {"count", e.count},
+                   {"bytes_up", e.bytesUp},
+                   {"bytes_down", e.bytesDown}});
+  }
+  return out;
+}
+
+namespace {
+
+// The keys of CaptureCounts in its JSON form (one table for both directions).
+constexpr std::pair<const char*, uint64_t CaptureCounts::*> kCountKeys[] = {
+    {"answered", &CaptureCounts::answered},   {"nodata", &CaptureCounts::nodata},
+    {"nxdomain", &CaptureCounts::nxdomain},   {"refused", &CaptureCounts::refused},
+    {"notimp", &CaptureCounts::notimp},       {"pool_exhausted", &CaptureCounts::exhausted},
+    {"malformed", &CaptureCounts::malformed}, {"names", &CaptureCounts::names},
+};
+
+}  // namespace
+
+json::object captureCountsToJson(const CaptureCounts& counts) {
+  json::object o;
+  for (const auto& [key, member] : kCountKeys) o[key] = counts.*member;
+  return o;
+}
+
+namespace {
+
+Diagnostic refusal(std::string_view reason, std::string message) {
+  return Diagnostic{"", 0, 0, std::string(reason), std::move(message)};
+}
+
+const char* opName(AdminOp op) {
+  switch (op) {
+    case AdminOp::kTaskEnv:
+      return "task_env";
+    case AdminOp::kTokenEnv:
+      return "token_env";
+    case AdminOp::kAdopt:
+      return "adopt";
+    case AdminOp::kAdoptCapture:
+      return "adopt_capture";
+    case AdminOp::kRelease:
+      return "release";
+  }
+  return "?";
+}
+
+// Task names as config/ allows them: they end up in log lines and replies.
+bool isTaskName(std::string_view s) {
+  if (s.empty() || s.size() > 256) return false;
+  return std::all_of(s.begin(), s.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+           c == '_' || c == '-';
+  });
+}
+
+Result<json::object> parseObject(std::string_view message) {
+  if (message.size() > kMaxAdminMessage) {
+    return refusal(admin_reason::kBadRequest,
+                   fmt::format("message of {} bytes exceeds {}", message.size(), kMaxAdminMessage));
+  }
+  boost::system::error_code ec;
+  json::value v = json::parse(message, ec);
+  if (ec || !v.is_object()) {
+    return refusal(admin_reason::kBadRequest, "expected one JSON object per message");
+  }
+  auto& o = v.as_object();
+  const json::value* version = o.if_contains("v");
+  if (!version || !version->is_int64() || version->as_int64() != kAdminProtocolVersion) {
+    return refusal(
+        admin_reason::kUnsupportedVersion,
+        fmt::format("unsupported protocol version {} (this side speaks {})",
+                    version ? json::serialize(*version) : "(none)", kAdminProtocolVersion));
+  }
+  return std::move(o);
+}
+
+std::string stringOf(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
+
+uint64_t numberOf(const json::object& o, std::string_view key) {
+  const json::value* v = o.if_contains(key);
+  if (v && v->is_uint64()) return v->as_uint64();
+  if (v && v->is_int64() && v->as_int64() >= 0) return static_cast<uint64_t>(v->as_int64());
+  return 0;
+}
+
+json::object trafficToJson(const TrafficSummary& t) {
+  json::array entries = trafficEntriesToJson(t.entries);
+  json::array credentials;
+  for (const auto& c : t.credentials) credentials.emplace_back(c);
+  return {{"allowed", t.allowed},
+          {"denied", t.denied},
+          {"other", t.other},
+          {"bytes_up", t.bytesUp},
+          {"bytes_down", t.bytesDown},
+          {"entries", std::move(entries)},
+          {"credentials", std::move(credentials)}};
+}
+
+CaptureCounts captureCountsFromJson(const json::object& o) {
+  CaptureCounts counts;
+  for (const auto& [key, member] : kCountKeys) counts.*member = numberOf(o, key);
+  return counts;
+}
+
+json::array portsToJson(const std::vector<uint16_t>& ports) {
+  json::array out;
+  for (uint16_t p : ports) out.emplace_back(p);
+  return out;
+}
+
+// A JSON array of port numbers (1..65535, none twice); nullopt when it is anything else.
+std::optional<std::vector<uint16_t>> portsFromJson(const json::value* v) {
+  if (!v || !v->is_array()) return std::nullopt;
+  std::vector<uint16_t> out;
+  for (const auto& p : v->as_array()) {
+    int64_t n = p.is_int64() ? p.as_int64() : p.is_uint64() ? 65536 : 0;
+    if (n < 1 || n > 65535) return std::nullopt;
+    auto port = static_cast<uint16_t>(n);
+    if (std::find(out.begin(), out.end(), port) != out.end()) return std::nullopt;
+    out.push_back(port);
+  }
+  return out;
+}
+
+TrafficSummary trafficFromJson(const json::object& o) {
+  TrafficSummary t;
+  t.allowed = numberOf(o, "allowed");
+  t.denied = numberOf(o, "denied");
+  t.other = numberOf(o, "other");
+  t.bytesUp = numberOf(o, "bytes_up");
+  t.bytesDown = numberOf(o, "bytes_down");
+  if (const json::value* a = o.if_contains("entries"); a && a->is_array()) {
+    for (const auto& v : a->as_array()) {
+      if (!v.is_object()) continue;
+      const auto& e = v.as_object();
+      TrafficEntry entry;
+      entry.host = stringOf(e, "host");
+      entry.port = static_cast<uint16_t>(std::min<uint64_t>(numberOf(e, "port"), 65535));
+      entry.kind = stringOf(e, "kind");
+      entry.verdict = stringOf(e, "verdict");
+      entry.reason = stringOf(e, "reason");
+      entry.count = numberOf(e, "count");
+      entry.bytesUp = numberOf(e, "bytes_up");
+      entry.bytesDown = numberOf(e, "bytes_down");
+      t.entries.push_back(std::move(entry));
+    }
+  }
+  if (const json::value* a = o.if_contains("credentials"); a && a->is_array()) {
+    for (const auto& v : a->as_array()) {
+      if (v.is_string()) t.credentials.emplace_back(v.as_string());
+    }
+  }
+  return t;
+}
+
+}  // namespace
+
+std::string encodeRequest(const AdminRequest& request) {
+  json::object o{{"v", kAdminProtocolVersion}, {"op", opName(request.op)}};
+  if (request.op != AdminOp::kRelease) o["task"] = request.task;
+  if (request.op == AdminOp::kAdoptCapture) {
+    o["ports"] = portsToJson(request.ports);
+    o["ipv6"] = request.ipv6;
+  }
+  return json::serialize(o);
+}
+
+Result<AdminRequest> parseRequest(std::string_view message) {
+  auto parsed = parseObject(message);
+  if (!parsed) return parsed.errors();
+  const auto& o = parsed.value();
+  AdminRequest out;
+  std::string op = stringOf(o, "op");
+  if (op == "task_env") {
+    out.op = AdminOp::kTaskEnv;
+  } else if (op == "token_env") {
+    out.op = AdminOp::kTokenEnv;
+  } else if (op == "adopt") {
+    out.op = AdminOp::kAdopt;
+  } else if (op == "adopt_capture") {
+    out.op = AdminOp::kAdoptCapture;
+  } else if (op == "release") {
+    out.op = AdminOp::kRelease;
+    return out;
+  } else {
+    return refusal(
+        admin_reason::kBadRequest,
+        fmt::format("unknown op '{}' (expected task_env, token_env, adopt, adopt_capture or "
+                    "release)",
+                    op.substr(0, 40)));
+  }
+  out.task = stringOf(o, "task");
+  if (!isTaskName(out.task)) {
+    return refusal(
+        admin_reason::kBadRequest,
+        fmt::format("op {} needs \"task\": a task name (letters, digits, '.', '_', '-')", op));
+  }
+  if (out.op != AdminOp::kAdoptCapture) return out;
+  auto ports = portsFromJson(o.if_contains("ports"));
+  if (!ports || ports->empty() || ports->size() > kMaxCapturePorts ||
+      std::find(ports->begin(), ports->end(), 53) != ports->end()) {
+    return refusal(admin_reason::kBadRequest,
+                   fmt::format("adopt_capture needs \"ports\": 1 to {} distinct ports, not 53",
+                               kMaxCapturePorts));
+  }
+  out.ports = std::move(*ports);
+  const json::value* ipv6 = o.if_contains("ipv6");
+  if (ipv6 && !ipv6->is_bool()) {
+    return refusal(admin_reason::kBadRequest, "adopt_capture: \"ipv6\" must be true or false");
+  }
+  out.ipv6 = ipv6 && ipv6->as_bool();
+  return out;
+}
+
+std::string encodeReply(const AdminReply& reply) {
+  json::object o{{"v", kAdminProtocolVersion}, {"ok", reply.ok}};
+  if (!reply.ok) {
+    o["reason"] = reply.reason;
+    o["error"] = reply.error;
+  }
+  if (reply.environment) {
+    const auto& e = *reply.environment;
+    o["policy"] = e.policy;
+    o["ca_pem"] = e.caPem;
+    json::object env;
+    for (const auto& [k, v] : e.env) env[k] = v;
+    o["env"] = std::move(env);
+    json::array hidden;
+    for (const auto& p : e.hiddenPaths) hidden.emplace_back(p);
+    o["hidden_paths"] = std::move(hidden);
+    if (e.capture) {
+      o["capture"] = {{"ports", portsToJson(e.capture->ports)},
+                      {"ipv4_range", e.capture->ipv4Range},
+                      {"ipv6_range", e.capture->ipv6Range}};
+    }
+  }
+  if (reply.traffic) o["traffic"] = trafficToJson(*reply.traffic);
+  if (reply.dns) o["dns"] = captureCountsToJson(*reply.dns);
+  return json::serialize(o);
+}
+
+AdminReply errorReply(std::string_view reason, std::string error) {
+  AdminReply r;
+  r.ok = false;
+  r.reason = std::string(reason);
+  r.error = std::move(error);
+  return r;
+}
+
+Result<AdminReply> parseReply(std::string_view message) {
+  auto parsed = parseObject(message);
+  if (!parsed) return parsed.errors();
+  const auto& o = parsed.value();
+  AdminReply r;
+  const json::value* ok = o.if_contains("ok");
+  if (!ok || !ok->is_bool()) {
+    return refusal(admin_reason::kBadRequest, "reply without a boolean \"ok\"");
+  }
+  r.ok = ok->as_bool();
+  if (!r.ok) {
+    r.reason = stringOf(o, "reason");
+    r.error = stringOf(o, "error");
+    return r;
+  }
+  if (o.contains("ca_pem") || o.contains("env")) {
+    TaskEnvironment e;
+    e.policy = stringOf(o, "policy");
+    e.caPem = stringOf(o, "ca_pem");
+    if (const json::value* env = o.if_contains("env"); env && env->is_object()) {
+      for (const auto& kv : env->as_object()) {
+        if (kv.value().is_string()) e.env[std::string(kv.key())] = kv.value().as_string();
+      }
+    }
+    if (const json::value* h = o.if_contains("hidden_paths"); h && h->is_array()) {
+      for (const auto& v : h->as_array()) {
+        if (v.is_string()) e.hiddenPaths.emplace_back(v.as_string());
+      }
+    }
+    if (const json::value* c = o.if_contains("capture"); c && c->is_object()) {
+      const auto& co = c->as_object();
+      auto ports = portsFromJson(co.if_contains("ports"));
+      CaptureOffer offer{ports.value_or(std::vector<uint16_t>{}), stringOf(co, "ipv4_range"),
+                         stringOf(co, "ipv6_range")};
+      if (offer.ports.empty() || offer.ipv4Range.empty()) {
+        return refusal(admin_reason::kBadRequest,
+                       "reply with a \"capture\" lacking ports or an IPv4 range");
+      }
+      e.capture = std::move(offer);
+    }
+    r.environment = std::move(e);
+  }
+  if (const json::value* t = o.if_contains("traffic"); t && t->is_object()) {
+    r.traffic = trafficFromJson(t->as_object());
+  }
+  if (const json::value* d = o.if_contains("dns"); d && d->is_object()) {
+    r.dns = captureCountsFromJson(d->as_object());
+  }
+  return r;
+}
+
+Result<PeerCredentials> peerCredentials(int fd) {
+  auto fail = [](const char* what) {
+    return Diagnostic{"", 0, 0, "",
+                      fmt::format("{}: {} (errno {})", what, std::strerror(errno), errno)};
+  };
+  ucred cred{};
+  socklen_t len = sizeof(cred);
+  if (::getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len) != 0) return fail("SO_PEERCRED");
+  PeerCredentials peer{cred.pid, cred.uid, cred.gid, {}};
+  // The groups the peer held when it connected, as the kernel saw them: a group the process
+  // dropped (setgroups) is not there, whatever /etc/group says of its uid.
+  std::vector<gid_t> groups(64);
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    auto bytes = static_cast<socklen_t>(groups.size() * sizeof(gid_t));
+    if (::getsockopt(fd, SOL_SOCKET, SO_PEERGROUPS, groups.data(), &bytes) == 0) {
+      groups.resize(bytes / sizeof(gid_t));
+      peer.groups = std::move(groups);
+      return peer;
+    }
+    if (errno != ERANGE) return fail("SO_PEERGROUPS");
+    groups.resize(bytes / sizeof(gid_t) + 1);  // the kernel said how many bytes it needs
+  }
+  return fail("SO_PEERGROUPS");
+}
+
+namespace {
+
+bool holds(const PeerCredentials& peer, gid_t gid) {
+  return peer.gid == gid ||
+         std::find(peer.groups.begin(), peer.groups.end(), gid) != peer.groups.end();
+}
+
+std::string gidList(const std::vector<gid_t>& gids) {
+  std::string out;
+  for (gid_t g : gids) out += (out.empty() ? "" : ", ") + std::to_string(g);
+  return out;
+}
+
+}  // namespace
+
+std::optional<std::string> checkPeer(const PeerCredentials& peer, std::optional<gid_t> group) {
+  if (peer.uid == 0) return std::nullopt;
+  if (group && holds(peer, *group)) return std::nullopt;
+  if (group) {
+    return fmt::format(
+        "uid {} (gid {}, groups [{}], pid {}) is neither root nor holds group {} "
+        "(listen.admin_group; the process itself must hold it, not only its user in /etc/group)",
+        peer.uid, peer.gid, gidList(peer.groups), peer.pid, *group);
+  }
+  return fmt::format("uid {} (gid {}, pid {}) is not root (no listen.admin_group is configured)",
+                     peer.uid, peer.gid, peer.pid);
+}
+
+std::optional<std::string> checkTaskPeer(const PeerCredentials& peer, const std::string& task,
+                                         const std::vector<gid_t>& allowed) {
+  if (peer.uid == 0) return std::nullopt;
+  for (gid_t g : allowed) {
+    if (holds(peer, g)) return std::nullopt;
+  }
+  return fmt::format(
+      "uid {} (gid {}, groups [{}], pid {}) holds none of task {}'s admin_groups (gids {})",
+      peer.uid, peer.gid, gidList(peer.groups), peer.pid, task, gidList(allowed));
+}
+
+namespace {
+
+Result<NetnsId> netnsOfNsfd(int nsfd) {
+  struct stat st {};
+  int rc = ::fstat(nsfd, &st);
+  int err = errno;
+  ::close(nsfd);
+  if (rc != 0) {
+    return Diagnostic{"", 0, 0, "", fmt::format("fstat of a netns: {}", std::strerror(err))};
+  }
+  return NetnsId{st.st_dev, st.st_ino};
+}
+
+}  // namespace
+
+Result<NetnsId> socketNetns(int fd) {
+  int nsfd = ::ioctl(fd, SIOCGSKNS);
+  if (nsfd < 0) {
+    return Diagnostic{"", 0, 0, "",
+                      fmt::format("ioctl(SIOCGSKNS): {} (errno {})", std::strerror(errno), errno)};
+  }
+  return netnsOfNsfd(nsfd);
+}
+
+Result<NetnsId> ownNetns() {
+  // /proc needs no capability; SIOCGSKNS on a socket of our own is the fallback without it.
+  if (int nsfd = ::open("/proc/thread-self/ns/net", O_RDONLY | O_CLOEXEC); nsfd >= 0) {
+    return netnsOfNsfd(nsfd);
+  }
+  int s = ::socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (s < 0) {
+    return Diagnostic{"", 0, 0, "", fmt::format("socket: {}", std::strerror(errno))};
+  }
+  auto ns = socketNetns(s);
+  ::close(s);
+  return ns;
+}
+
+std::optional<FdRefusal> checkSandboxNetns(const std::vector<int>& fds, const NetnsId& serve,
+                                           std::optional<NetnsId>& first) {
+  std::optional<NetnsId> seen = first;
+  for (int fd : fds) {
+    auto ns = socketNetns(fd);
+    if (!ns) {
+      return FdRefusal{admin_reason::kNetnsUnknown,
+                       fmt::format("cannot tell which network namespace a socket lives in ({}); "
+                                   "serve needs CAP_NET_ADMIN over the sandbox's namespace "
+                                   "(run serve as root)",
+                                   ns.errors().front().message)};
+    }
+    if (*ns == serve) {
+      return FdRefusal{admin_reason::kServeNetns,
+                       "a socket in serve's own network namespace: a sandbox hands over sockets "
+                       "of its own namespace, and serving this one would open the task's proxy "
+                       "on serve's network"};
+    }
+    if (seen && *ns != *seen) {
+      return FdRefusal{admin_reason::kMixedNetns,
+                       "sockets from more than one network namespace on one connection (one "
+                       "run hands over the sockets of its one sandbox)"};
+    }
+    seen = *ns;
+  }
+  first = seen;
+  return std::nullopt;
+}
+
+namespace {
+
+// The bound address of an IPv4/IPv6 socket, or nullopt.
+std::optional<sockaddr_storage> boundAddress(int fd) {
+  sockaddr_storage addr{};
+  socklen_t addrLen = sizeof(addr);
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &addrLen) != 0 ||
+      (addr.ss_family != AF_INET && addr.ss_family != AF_INET6)) {
+    return std::nullopt;
+  }
+  return addr;
+}
+
+uint16_t portOf(const sockaddr_storage& a) {
+  return ntohs(a.ss_family == AF_INET ? reinterpret_cast<const sockaddr_in&>(a).sin_port
+                                      : reinterpret_cast<const sockaddr_in6&>(a).sin6_port);
+}
+
+}  // namespace
+
+std::optional<FdRefusal> checkLoopback(int fd, std::string_view what) {
+  auto addr = boundAddress(fd);
+  if (!addr) return FdRefusal{admin_reason::kNotAListener, "socket is not IPv4 or IPv6"};
+  char text[INET6_ADDRSTRLEN] = "?";
+  bool loopback;
+  if (addr->ss_family == AF_INET) {
+    const auto& a = reinterpret_cast<const sockaddr_in&>(*addr).sin_addr;
+    loopback = (ntohl(a.s_addr) >> 24) == 127;
+    ::inet_ntop(AF_INET, &a, text, sizeof(text));
+  } else {
+    const auto& a = reinterpret_cast<const sockaddr_in6&>(*addr).sin6_addr;
+    loopback = IN6_IS_ADDR_LOOPBACK(&a);
+    ::inet_ntop(AF_INET6, &a, text, sizeof(text));
+  }
+  if (loopback) return std::nullopt;
+  return FdRefusal{admin_reason::kNotLoopback,
+                   fmt::format("{} is bound to {}, not to loopback (127.0.0.0/8 or ::1): a "
+                               "sandbox's listeners are on loopback, and one on any other "
+                               "address would serve the task to a network",
+                               what, text)};
+}
+
+std::optional<std::string> checkListenerFd(int fd) {
+  int type = 0, listening = 0;
+  socklen_t len = sizeof(type);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+    return fmt::format("descriptor is not a socket ({})", std::strerror(errno));
+  }
+  if (type != SOCK_STREAM) return fmt::format("socket type {} is not SOCK_STREAM", type);
+  len = sizeof(listening);
+  if (::getsockopt(fd, SOL_SOCKET, SO_ACCEPTCONN, &listening, &len) != 0 || !listening) {
+    return std::string("socket is not listening");
+  }
+  if (!boundAddress(fd)) return std::string("socket is not IPv4 or IPv6");
+  return std::nullopt;
+}
+
+std::optional<std::string> checkDatagramFd(int fd) {
+  int type = 0;
+  socklen_t len = sizeof(type);
+  if (::getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &len) != 0) {
+    return fmt::format("descriptor is not a socket ({})", std::strerror(errno));
+  }
+  if (type != SOCK_DGRAM) return fmt::format("socket type {} is not SOCK_DGRAM", type);
+  auto addr = boundAddress(fd);
+  if (!addr) return std::string("socket is not IPv4 or IPv6");
+  if (portOf(*addr) == 0) return std::string("socket is not bound");
+  return std::nullopt;
+}
+
+std::optional<std::string> checkCaptureFds(const std::vector<int>& fds,
+                                           const std::vector<uint16_t>& ports) {
+  if (fds.size() < 3 || fds.size() > 2 + 2 * ports.size()) {
+    return fmt::format(
+        "{} descriptors attached; expected the DNS UDP and TCP sockets and 1 to {} listeners",
+        fds.size(), 2 * ports.size());
+  }
+  if (auto bad = checkDatagramFd(fds[0])) return "the DNS UDP socket: " + *bad;
+  if (auto bad = checkListenerFd(fds[1])) return "the DNS TCP socket: " + *bad;
+  for (size_t i = 2; i < fds.size(); ++i) {
+    if (auto bad = checkListenerFd(fds[i])) return "a capture listener: " + *bad;
+    uint16_t port = portOf(*boundAddress(fds[i]));  // checkListenerFd saw IPv4 or IPv6
+    if (std::find(ports.begin(), ports.end(), port) == ports.end()) {
+      return fmt::format("a capture listener is on port {}, which is not a capture port", port);
+    }
+  }
+  return std::nullopt;
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,91 @@
+// One client connection and what every request on it ends with: its refusal, its audit line
+// and its metrics (outcome.cc). The rooms above (session, forward, tunnel, intercept) all
+// work on a ClientConnection; this room calls none of them.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/beast/core/flat_buffer.hpp>
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proxy/observe/audit.h"
+#include "proxy/net/deadline_stream.h"
+#include "proxy/net/endpoint.h"
+#include "proxy/client/http_validation.h"
+#include "proxy/client/refusal.h"
+#include "proxy/state/server_context.h"
+
+namespace sandgate::proxy {
+
+class TaskMetrics;
+class RequestCredentials;
+
+struct ClientConnection {
+  ClientConnection(Worker& w, ServerState& s, boost::asio::ip::tcp::socket sock)
+      : worker(w), state(s), stream(std::move(sock)) {}
+
+  Worker& worker;
+  ServerState& state;
+  DeadlineStream stream;
+  // Bytes read from the client and not consumed yet: the rest of a request, a pipelined
+  // request, or what followed a CONNECT head. Bounded by the head limit.
+  boost::beast::flat_buffer buffer;
+  std::shared_ptr<const Snapshot> snap;  // the snapshot this connection started with
+  std::shared_ptr<const ListenerInfo> listener;
+  std::string client;               // peer "ip:port"
+  const TaskEntry* task = nullptr;  // into *snap; null until identified
+  std::shared_ptr<TaskMetrics> metrics;
+  TaskSlot connectionSlot;
+  // A captured connection: the client never spoke to a proxy, so no "200 Connection
+  // established" and no HTTP refusal page before the TLS it sends (refusals just close).
+  bool transparent = false;
+  bool silentRefusals = false;  // refusals close without a response (captured TLS streams)
+  // Set when a task token (a JWT, task_token.h) identified the client: its SHA-256 (a request
+  // carrying the same token is not verified again), its exp, and the hosts it narrows the
+  // connection to (every request must name one of them as well as pass the policy).
+  std::optional<TokenHash> tokenHash;
+  int64_t tokenExp = 0;
+  std::optional<std::vector<std::string>> tokenHosts;
+  // The broker's part in this connection's forwarded requests (forward.cc), made with the
+  // first: its injector and compiled scrub set serve every request that follows.
+  std::shared_ptr<RequestCredentials> forwardCredentials;
+
+  const config::EffectiveLimits& limits() const { return task ? task->limits : snap->defaults; }
+};
+
+// One request (or tunnel) in progress: its audit record and when it started.
+struct RequestLog {
+  AuditRecord record;
+  std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+};
+
+// The policy's decision for `req` on the connection's task, narrowed by its task token: a host
+// outside the token's `hosts` is refused (denied_by_token) whatever the policy says.
+policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req);
+
+// Writes the audit line and updates the metrics of a finished request or tunnel.
+void finishRequest(ClientConnection& c, RequestLog& log);
+
+// Sends `r` (the connection is closed afterwards by the caller) and finishes the request
+// as a refusal with r's status and reason. Pass a named Refusal, never a temporary: see
+// session.cc for the compiler bug that makes temporaries in co_await expressions unsafe.
+boost::asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& r,
+                                    std::string_view verdict = "deny");
+
+// The 403 for what the policy denied (`d`): its reason, rule and detail, and `hint`.
+Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
+                      std::string_view hint);
+
+// The steps of a CONNECT that plain tunnels and interception share (outcome.cc).
+// Takes one of the task's tunnel slots; an empty slot means the limit was hit and the 429 has
+// been sent.
+boost::asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log);
+// Sends "200 Connection established" and records the tunnel as allowed by `decision`; false
+// (the audit line written) when the client is gone.
+boost::asio::awaitable<bool> sendEstablished(ClientConnection& c, RequestLog& log,
+                                             const policy::Decision& decision);
+
+}  // namespace sandgate::proxy

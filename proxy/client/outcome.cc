@@ -1,0 +1,128 @@
+// The end of every request: its audit line and metrics, and the refusal that ends it (see
+// client_connection.h).
+#include <fmt/format.h>
+
+#include <boost/asio/write.hpp>
+
+#include "policy/engine.h"
+#include "proxy/client/client_connection.h"
+#include "proxy/observe/listener_tally.h"
+#include "proxy/observe/metrics.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+void finishRequest(ClientConnection& c, RequestLog& log) {
+  auto& r = log.record;
+  r.durationSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
+  if (c.transparent) r.mode = "transparent";
+  if (c.state.audit) c.state.audit->write(r);
+  if (c.listener && c.listener->tally) c.listener->tally->add(r);
+  // Refusals before identity (407, 400) are counted under the empty task label: the name a
+  // client claims is not trusted, and it would make the label unbounded.
+  if (!c.metrics && c.state.metrics) c.metrics = c.state.metrics->task("");
+  if (c.metrics) {
+    c.metrics->request(r.kind == audit_kind::kRefusal
+                           ? (r.method == "CONNECT" ? "tunnel" : "forward")
+                           : std::string_view(r.kind),
+                       r.verdict, r.reason);
+    c.metrics->requestDuration(r.durationSeconds);
+    if (r.bytesUp) c.metrics->bytesUp(r.bytesUp);
+    if (r.bytesDown) c.metrics->bytesDown(r.bytesDown);
+  }
+}
+
+policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req) {
+  policy::Decision d = c.snap->engine->decide(c.task->name, req);
+  if (!d.allowed() || !c.tokenHosts) return d;
+  const auto& hosts = *c.tokenHosts;
+  if (std::find(hosts.begin(), hosts.end(), req.target.name) != hosts.end()) return d;
+  policy::Decision refused;
+  refused.port = d.port;
+  refused.policy = d.policy;
+  refused.verdict = policy::Verdict::kDeny;
+  refused.reason = reason::kDeniedByToken;
+  std::string names;
+  for (const auto& h : hosts) names += (names.empty() ? "" : ", ") + h;
+  refused.detail = fmt::format("this connection's task token allows only {}",
+                               names.empty() ? std::string("no host") : names);
+  return refused;
+}
+
+namespace {
+
+asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::string bytes) {
+  c.stream.expires_after(toDuration(c.limits().bodyTimeout));
+  // A captured TLS stream never asked a proxy anything: an HTTP page would only be noise in
+  // its handshake, so the refusal is the close (and the audit line says why).
+  if (!c.silentRefusals) co_await asio::async_write(c.stream, asio::buffer(bytes), kUse);
+  boost::system::error_code ignored;
+  c.stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
+  finishRequest(c, log);
+}
+
+}  // namespace
+
+// Not a coroutine itself, and the refusal is taken by reference: GCC 12 destroyed a
+// class-type temporary (or by-value argument) of a co_await full-expression twice
+// ("free(): invalid pointer"). Call sites therefore name their Refusal before co_await.
+asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal,
+                             std::string_view verdict) {
+  Refusal r = refusal;
+  if (r.task.empty() && c.task) r.task = c.task->name;
+  auto& rec = log.record;
+  if (rec.task.empty()) rec.task = r.task;
+  if (rec.kind.empty()) rec.kind = audit_kind::kRefusal;
+  rec.verdict = verdict;
+  rec.reason = r.reason;
+  rec.status = r.status;
+  if (rec.rule.empty()) rec.rule = r.rule;
+  if (rec.error.empty() && verdict == "error") rec.error = r.detail;
+  return sendRefusal(c, log, renderRefusal(r));
+}
+
+Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
+                      std::string_view hint) {
+  return Refusal{403, d.reason, task, host, d.rule, d.detail, std::string(hint)};
+}
+
+asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log) {
+  const TaskEntry& task = *c.task;
+  if (task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
+    TaskSlot slot(task.state, TaskSlot::Kind::kTunnel);
+    co_return slot;
+  }
+  Refusal refusal{429,
+                  reason::kTunnelLimit,
+                  task.name,
+                  log.record.host,
+                  "",
+                  fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
+                  "raise limits.max_tunnels for the task"};
+  co_await refuse(c, log, refusal);
+  co_return TaskSlot();
+}
+
+asio::awaitable<bool> sendEstablished(ClientConnection& c, RequestLog& log,
+                                      const policy::Decision& decision) {
+  static constexpr std::string_view kEstablished = "HTTP/1.1 200 Connection established\r\n\r\n";
+  auto& rec = log.record;
+  rec.kind = audit_kind::kTunnel;
+  rec.status = 200;
+  rec.verdict = policy::verdictName(decision.verdict);
+  rec.reason = decision.reason;
+  c.stream.expires_after(toDuration(c.limits().bodyTimeout));
+  // A captured connection (transparent mode) sent no CONNECT: there is nothing to confirm.
+  if (c.transparent) co_return true;
+  if (auto [ec, n] = co_await asio::async_write(c.stream, asio::buffer(kEstablished), kUse); ec) {
+    rec.error = ec.message();
+    finishRequest(c, log);
+    co_return false;
+  }
+  co_return true;
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,74 @@
+// Rendering of refusals (see refusal.h).
+#include "proxy/client/refusal.h"
+
+#include <fmt/format.h>
+
+#include <boost/json.hpp>
+
+namespace sandgate::proxy {
+
+std::string_view statusText(int status) {
+  switch (status) {
+    case 200:
+      return "Connection established";
+    case 400:
+      return "Bad Request";
+    case 403:
+      return "Forbidden";
+    case 407:
+      return "Proxy Authentication Required";
+    case 429:
+      return "Too Many Requests";
+    case 431:
+      return "Request Header Fields Too Large";
+    case 502:
+      return "Bad Gateway";
+    case 503:
+      return "Service Unavailable";
+    case 504:
+      return "Gateway Timeout";
+    default:
+      return "Error";
+  }
+}
+
+std::string renderRefusal(const Refusal& r) {
+  boost::json::object body;
+  body["error"] = r.detail.empty() ? std::string(statusText(r.status)) : r.detail;
+  body["reason"] = r.reason;
+  body["task"] = r.task;
+  body["host"] = r.host;
+  body["rule"] = r.rule;
+  body["hint"] = r.hint;
+  std::string json = boost::json::serialize(body);
+  json += '\n';
+  std::string out = fmt::format(
+      "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nX-Sandgate-Reason: {}\r\n"
+      "Content-Length: {}\r\nConnection: close\r\n",
+      r.status, statusText(r.status), r.reason, json.size());
+  if (r.status == 407) out += "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n";
+  out += "\r\n";
+  out += json;
+  return out;
+}
+
+Refusal upstreamResponseRefusal(const UpstreamResponseFailure& f, std::string task,
+                                std::string host, std::string rule, std::string_view upstream) {
+  Refusal r{
+      502, reason::kUpstreamBadResponse, std::move(task), std::move(host), std::move(rule), "", ""};
+  if (f.timedOut) {
+    r.status = 504;
+    r.reason = reason::kUpstreamTimeout;
+    r.detail = fmt::format("{} sent no response in time", upstream);
+  } else if (f.closed) {
+    r.reason = reason::kUpstreamReset;
+    r.detail = fmt::format("{} closed the connection: {}", upstream, f.error);
+  } else if (!f.error.empty()) {
+    r.detail = fmt::format("{} sent an invalid response: {}", upstream, f.error);
+  } else {
+    r.detail = "the upstream switched protocols without being asked to";
+  }
+  return r;
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,36 @@
+// Header rewriting (see headers.h).
+#include "proxy/exchange/headers.h"
+
+#include <boost/beast/core/string.hpp>
+#include <string>
+#include <vector>
+
+#include "broker/headers.h"
+
+namespace sandgate::proxy {
+
+namespace beast = boost::beast;
+namespace http = beast::http;
+
+// Removes hop-by-hop fields and every field named in Connection. The framing fields
+// (Content-Length, Transfer-Encoding) are never removed this way: the serializer frames the
+// message from them, and a client must not be able to turn a body into a second request.
+void stripHopByHop(boost::beast::http::fields& f) {
+  std::vector<std::string> listed;
+  auto [first, last] = f.equal_range(http::field::connection);
+  for (auto it = first; it != last; ++it) {
+    broker::forEachListElement(it->value(),
+                               [&](std::string_view name) { listed.emplace_back(name); });
+  }
+  for (const auto& name : listed) {
+    if (beast::iequals(name, "content-length") || beast::iequals(name, "transfer-encoding"))
+      continue;
+    f.erase(name);
+  }
+  for (auto name : {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
+                    "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
+    f.erase(name);
+  }
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,593 @@
+// Task tokens: decoding, verification and minting of JWTs (see task_token.h). OpenSSL does
+// every signature and MAC; Boost.JSON reads the header and the claims.
+#include "proxy/identity/task_token.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+#include <openssl/crypto.h>
+#include <openssl/ec.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/rand.h>
+#include <openssl/sha.h>
+
+#include <algorithm>
+#include <array>
+#include <boost/json.hpp>
+#include <boost/json/basic_parser_impl.hpp>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "broker/encoding.h"
+#include "broker/secret.h"
+
+namespace sandgate::proxy {
+
+namespace json = boost::json;
+using Algorithm = config::TokenKey::Algorithm;
+
+namespace {
+
+// ---- base64url (RFC 4648 section 5, no padding), by way of the standard alphabet ---------
+
+std::optional<std::string> base64UrlDecode(std::string_view in) {
+  if (in.find_first_of("+/=") != std::string_view::npos) return std::nullopt;
+  std::string s(in);
+  for (char& c : s) {
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  if (s.size() % 4 == 1) return std::nullopt;
+  while (s.size() % 4 != 0) s += '=';
+  return broker::base64Decode(s);
+}
+
+std::string base64UrlEncode(std::string_view in) {
+  std::string s = broker::base64Encode(in);
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  for (char& c : s) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return s;
+}
+
+// ---- JSON objects with every key once -----------------------------------------------------
+
+// A SAX handler that only looks for a key written twice in one object (Boost.JSON's DOM keeps
+// one of them silently, and two readers of the same token must never see different claims).
+struct DuplicateKeyCheck {
+  static constexpr std::size_t max_object_size = 256;
+  static constexpr std::size_t max_array_size = 256;
+  static constexpr std::size_t max_key_size = 256;
+  static constexpr std::size_t max_string_size = kMaxTokenBytes;
+
+  std::vector<std::set<std::string>> open;  // the keys seen in each open object
+  std::vector<bool> isObject;               // each open container: object or array
+  std::string key;
+  bool duplicate = false;
+
+  bool on_document_begin(boost::system::error_code&) { return true; }
+  bool on_document_end(boost::system::error_code&) { return true; }
+  bool on_object_begin(boost::system::error_code&) {
+    open.emplace_back();
+    isObject.push_back(true);
+    return true;
+  }
+  bool on_object_end(std::size_t, boost::system::error_code&) {
+    open.pop_back();
+    isObject.pop_back();
+    return true;
+  }
+  bool on_array_begin(boost::system::error_code&) {
+    isObject.push_back(false);
+    return true;
+  }
+  bool on_array_end(std::size_t, boost::system::error_code&) {
+    isObject.pop_back();
+    return true;
+  }
+  bool on_key_part(json::string_view s, std::size_t, boost::system::error_code&) {
+    key.append(s.data(), s.size());
+    return true;
+  }
+  bool on_key(json::string_view s, std::size_t, boost::system::error_code&) {
+    key.append(s.data(), s.size());
+    if (!open.back().insert(key).second) duplicate = true;
+    key.clear();
+    return true;
+  }
+  bool on_string_part(json::string_view, std::size_t, boost::system::error_code&) { return true; }
+  bool on_string(json::string_view, std::size_t, boost::system::error_code&) { return true; }
+  bool on_number_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_int64(std::int64_t, json::string_view, boost::system::error_code&) { return true; }
+  bool on_uint64(std::uint64_t, json::string_view, boost::system::error_code&) { return true; }
+  bool on_double(double, json::string_view, boost::system::error_code&) { return true; }
+  bool on_bool(bool, boost::system::error_code&) { return true; }
+  bool on_null(boost::system::error_code&) { return true; }
+  bool on_comment_part(json::string_view, boost::system::error_code&) { return true; }
+  bool on_comment(json::string_view, boost::system::error_code&) { return true; }
+};
+
+// The JSON object in `text`, or why not.
+std::optional<json::object> parseObject(std::string_view text, std::string* why) {
+  json::parse_options opt;
+  opt.max_depth = 8;
+  json::basic_parser<DuplicateKeyCheck> sax(opt);
+  boost::system::error_code ec;
+  sax.write_some(false, text.data(), text.size(), ec);
+  if (ec) {
+    *why = "is not JSON";
+    return std::nullopt;
+  }
+  if (sax.handler().duplicate) {
+    *why = "has a key written twice";
+    return std::nullopt;
+  }
+  json::value v = json::parse(json::string_view(text.data(), text.size()), ec, {}, opt);
+  if (ec || !v.is_object()) {
+    *why = "is not a JSON object";
+    return std::nullopt;
+  }
+  return std::move(v.as_object());
+}
+
+std::optional<int64_t> numberClaim(const json::object& o, std::string_view name, bool* bad) {
+  const json::value* v = o.if_contains(name);
+  if (!v) return std::nullopt;
+  if (v->is_int64()) return v->as_int64();
+  if (v->is_uint64() && v->as_uint64() <= static_cast<uint64_t>(INT64_MAX)) {
+    return static_cast<int64_t>(v->as_uint64());
+  }
+  if (v->is_double() && v->as_double() >= 0 && v->as_double() < 9.0e18) {
+    return static_cast<int64_t>(v->as_double());
+  }
+  *bad = true;
+  return std::nullopt;
+}
+
+std::optional<std::string> stringClaim(const json::object& o, std::string_view name, bool* bad) {
+  const json::value* v = o.if_contains(name);
+  if (!v) return std::nullopt;
+  if (!v->is_string()) {
+    *bad = true;
+    return std::nullopt;
+  }
+  return std::string(v->as_string());
+}
+
+TokenCheck malformed(std::string detail) {
+  TokenCheck c;
+  c.reason = token_reason::kMalformed;
+  c.detail = std::move(detail);
+  return c;
+}
+
+// The three parts of a compact JWS, each as written.
+struct Parts {
+  std::string_view header, claims, signature;
+};
+
+std::optional<Parts> split(std::string_view token) {
+  const size_t a = token.find('.');
+  if (a == std::string_view::npos) return std::nullopt;
+  const size_t b = token.find('.', a + 1);
+  if (b == std::string_view::npos || token.find('.', b + 1) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return Parts{token.substr(0, a), token.substr(a + 1, b - a - 1), token.substr(b + 1)};
+}
+
+// Reads a key file (at most 64 KiB).
+std::optional<std::string> readKeyFile(const std::string& path, std::string* why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *why = fmt::format("cannot read {}", path);
+    return std::nullopt;
+  }
+  std::string bytes;
+  char buf[4096];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    bytes.append(buf, static_cast<size_t>(in.gcount()));
+    if (bytes.size() > 64 * 1024) {
+      broker::wipe(bytes);
+      *why = fmt::format("{} is larger than 64 KiB: not a key", path);
+      return std::nullopt;
+    }
+  }
+  return bytes;
+}
+
+using PkeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
+
+}  // namespace
+
+struct TokenVerifier::Key {
+  std::string id;
+  Algorithm algorithm;
+  std::shared_ptr<const broker::Secret> secret;  // HS256
+  PkeyPtr pkey{nullptr, &EVP_PKEY_free};         // EdDSA, ES256
+  std::optional<int64_t> revokedBefore;
+
+  bool verify(std::string_view signingInput, std::string_view sig) const {
+    switch (algorithm) {
+      case Algorithm::kHS256: {
+        unsigned char mac[EVP_MAX_MD_SIZE];
+        unsigned int len = 0;
+        // reveal(): the shared key goes only into OpenSSL's HMAC.
+        const std::string_view k = secret->reveal();
+        if (!HMAC(EVP_sha256(), k.data(), static_cast<int>(k.size()),
+                  reinterpret_cast<const unsigned char*>(signingInput.data()), signingInput.size(),
+                  mac, &len)) {
+          return false;
+        }
+        return sig.size() == len && CRYPTO_memcmp(mac, sig.data(), len) == 0;
+      }
+      case Algorithm::kEdDSA:
+        return digestVerify(nullptr, signingInput, sig);
+      case Algorithm::kES256: {
+        // JWS writes r || s, 32 bytes each (RFC 7518, 3.4); OpenSSL verifies DER.
+        if (sig.size() != 64) return false;
+        const auto* raw = reinterpret_cast<const unsigned char*>(sig.data());
+        ECDSA_SIG* es = ECDSA_SIG_new();
+        BIGNUM* r = BN_bin2bn(raw, 32, nullptr);
+        BIGNUM* s = BN_bin2bn(raw + 32, 32, nullptr);
+        if (!es || !r || !s || ECDSA_SIG_set0(es, r, s) != 1) {
+          BN_free(r);
+          BN_free(s);
+          ECDSA_SIG_free(es);
+          return false;
+        }
+        unsigned char* der = nullptr;
+        const int derLen = i2d_ECDSA_SIG(es, &der);
+        ECDSA_SIG_free(es);
+        if (derLen <= 0) return false;
+        const bool ok = digestVerify(
+            EVP_sha256(), signingInput,
+            std::string_view(reinterpret_cast<const char*>(der), static_cast<size_t>(derLen)));
+        OPENSSL_free(der);
+        return ok;
+      }
+    }
+    return false;
+  }
+
+  bool digestVerify(const EVP_MD* md, std::string_view msg, std::string_view sig) const {
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    if (!ctx) return false;
+    const bool ok =
+        EVP_DigestVerifyInit(ctx, nullptr, md, nullptr, pkey.get()) == 1 &&
+        EVP_DigestVerify(ctx, reinterpret_cast<const unsigned char*>(sig.data()), sig.size(),
+                         reinterpret_cast<const unsigned char*>(msg.data()), msg.size()) == 1;
+    EVP_MD_CTX_free(ctx);
+    return ok;
+  }
+};
+
+TokenVerifier::~TokenVerifier() = default;
+
+bool looksLikeJwt(std::string_view password) {
+  auto parts = split(password);
+  // A JSON header starts with '{', which base64url writes as "ey".
+  return parts && parts->header.starts_with("ey") && !parts->claims.empty();
+}
+
+TokenCheck decodeToken(std::string_view token) {
+  if (token.size() > kMaxTokenBytes) {
+    return malformed(fmt::format("the token is longer than {} bytes", kMaxTokenBytes));
+  }
+  auto parts = split(token);
+  if (!parts) return malformed("a token is three base64url parts joined by '.'");
+  auto headerText = base64UrlDecode(parts->header);
+  auto claimsText = base64UrlDecode(parts->claims);
+  if (!headerText || !claimsText || !base64UrlDecode(parts->signature)) {
+    return malformed("a part of the token is not base64url");
+  }
+  std::string why;
+  auto header = parseObject(*headerText, &why);
+  if (!header) return malformed("the token's header " + why);
+  auto claims = parseObject(*claimsText, &why);
+  if (!claims) return malformed("the token's claims " + why);
+
+  TokenCheck out;
+  TokenClaims& c = out.claims;
+  bool bad = false;
+  c.alg = stringClaim(*header, "alg", &bad).value_or("");
+  c.kid = stringClaim(*header, "kid", &bad).value_or("");
+  if (bad) return malformed("the token's header has an alg or kid that is not a string");
+  auto sub = stringClaim(*claims, "sub", &bad);
+  c.policy = stringClaim(*claims, "pol", &bad);
+  c.jti = stringClaim(*claims, "jti", &bad);
+  c.src = stringClaim(*claims, "src", &bad);
+  auto exp = numberClaim(*claims, "exp", &bad);
+  c.iat = numberClaim(*claims, "iat", &bad);
+  c.nbf = numberClaim(*claims, "nbf", &bad);
+  if (const json::value* h = claims->if_contains("hosts")) {
+    if (!h->is_array()) {
+      bad = true;
+    } else {
+      c.hosts.emplace();
+      for (const auto& v : h->as_array()) {
+        if (!v.is_string()) {
+          bad = true;
+          break;
+        }
+        c.hosts->emplace_back(v.as_string());
+      }
+    }
+  }
+  c.limits = claims->contains("limits");
+  if (bad) return malformed("a claim of the token has the wrong type");
+  if (!sub || sub->empty()) return malformed("the token has no `sub` (the task)");
+  if (!exp) return malformed("the token has no `exp`: every task token expires");
+  c.task = std::move(*sub);
+  c.exp = *exp;
+  return out;
+}
+
+Result<std::shared_ptr<const TokenVerifier>> TokenVerifier::load(const config::Tokens& tokens,
+                                                                 const std::string& configFile) {
+  std::shared_ptr<TokenVerifier> v(new TokenVerifier());
+  Diagnostics errors;
+  for (size_t i = 0; i < tokens.keys.size(); ++i) {
+    const auto& k = tokens.keys[i];
+    auto fail = [&](std::string message) {
+      errors.push_back({configFile, k.mark.line, k.mark.col,
+                        fmt::format("tokens.keys[{}].file", i), std::move(message)});
+    };
+    std::string why;
+    auto bytes = readKeyFile(k.file, &why);
+    if (!bytes) {
+      fail(why);
+      continue;
+    }
+    auto key = std::make_unique<Key>();
+    key->id = k.id;
+    key->algorithm = k.algorithm;
+    key->revokedBefore = k.revokedBefore;
+    if (k.algorithm == Algorithm::kHS256) {
+      broker::trimTrailingNewline(*bytes);
+      if (bytes->size() < 32) {
+        broker::wipe(*bytes);
+        fail(fmt::format("{}: an HS256 key must be at least 32 bytes (RFC 7518, 3.2)", k.file));
+        continue;
+      }
+      key->secret = broker::Secret::take(*bytes);
+    } else {
+      BIO* bio = BIO_new_mem_buf(bytes->data(), static_cast<int>(bytes->size()));
+      EVP_PKEY* pkey = bio ? PEM_read_bio_PUBKEY(bio, nullptr, nullptr, nullptr) : nullptr;
+      BIO_free(bio);
+      if (!pkey) {
+        fail(fmt::format("{}: not a PEM public key (\"-----BEGIN PUBLIC KEY-----\")", k.file));
+        continue;
+      }
+      key->pkey.reset(pkey);
+      const bool fits = k.algorithm == Algorithm::kEdDSA
+                            ? EVP_PKEY_is_a(pkey, "ED25519") == 1
+                            : EVP_PKEY_is_a(pkey, "EC") == 1 && EVP_PKEY_get_bits(pkey) == 256;
+      if (!fits) {
+        fail(fmt::format("{}: not {} key", k.file,
+                         k.algorithm == Algorithm::kEdDSA ? "an Ed25519" : "a P-256 (ES256)"));
+        continue;
+      }
+    }
+    v->keys_.push_back(std::move(key));
+  }
+  if (!errors.empty()) return errors;
+  v->revoked_ = tokens.revoked;
+  std::sort(v->revoked_.begin(), v->revoked_.end());
+  v->maxTtl_ = static_cast<int64_t>(tokens.maxTtl.count());
+  v->leeway_ = static_cast<int64_t>(tokens.leeway.count());
+  return std::shared_ptr<const TokenVerifier>(std::move(v));
+}
+
+TokenCheck TokenVerifier::verify(std::string_view token, int64_t now) const {
+  if (token.size() > kMaxTokenBytes) return decodeToken(token);
+  // A sandbox opens many connections with one token: its signature is checked on the first
+  // and remembered by the token's SHA-256; the times and revocation are checked every time.
+  std::array<unsigned char, 32> digest{};
+  SHA256(reinterpret_cast<const unsigned char*>(token.data()), token.size(), digest.data());
+  const std::string hash(reinterpret_cast<const char*>(digest.data()), digest.size());
+  {
+    std::lock_guard lock(cacheMu_);
+    if (auto it = verified_.find(hash); it != verified_.end()) {
+      TokenCheck out;
+      out.claims = it->second.claims;
+      return checkClaims(std::move(out), *it->second.key, now);
+    }
+  }
+  TokenCheck out = signedClaims(token);
+  if (!out.ok()) return out;
+  const Key* key = nullptr;
+  for (const auto& k : keys_) {
+    if (k->id == out.claims.kid) key = k.get();
+  }
+  {
+    std::lock_guard lock(cacheMu_);
+    if (verified_.size() >= kMaxVerifiedTokens) verified_.clear();  // bounded, simply
+    verified_.emplace(hash, Verified{out.claims, key});
+  }
+  return checkClaims(std::move(out), *key, now);
+}
+
+TokenCheck TokenVerifier::signedClaims(std::string_view token) const {
+  TokenCheck out = decodeToken(token);
+  if (!out.ok()) return out;
+  const TokenClaims& c = out.claims;
+  auto refuse = [&](std::string_view reason, std::string detail) {
+    out.reason = reason;
+    out.detail = std::move(detail);
+    return out;
+  };
+  const Key* key = nullptr;
+  for (const auto& k : keys_) {
+    if (k->id == c.kid) key = k.get();
+  }
+  if (!key) {
+    return refuse(token_reason::kUnknownKey,
+                  c.kid.empty() ? "the token names no key (`kid`)"
+                                : fmt::format("no key `{}` is configured (tokens.keys)",
+                                              c.kid.substr(0, 64)));
+  }
+  const std::string_view want = config::algorithmName(key->algorithm);
+  if (c.alg != want) {
+    return refuse(token_reason::kWrongAlgorithm,
+                  fmt::format("key `{}` signs with {}; the token says `{}`", key->id, want,
+                              c.alg.substr(0, 16)));
+  }
+  auto parts = split(token);
+  auto sig = base64UrlDecode(parts->signature);
+  const std::string_view signingInput = token.substr(0, parts->header.size() + 1 +
+                                                            parts->claims.size());
+  if (!sig || !key->verify(signingInput, *sig)) {
+    return refuse(token_reason::kBadSignature,
+                  fmt::format("the token's signature does not verify with key `{}`", key->id));
+  }
+  return out;
+}
+
+TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t now) const {
+  const TokenClaims& c = out.claims;
+  const Key* key = &keyRef;
+  auto refuse = [&](std::string_view reason, std::string detail) {
+    out.reason = reason;
+    out.detail = std::move(detail);
+    return out;
+  };
+  if (now > c.exp + leeway_) {
+    return refuse(token_reason::kExpired,
+                  fmt::format("the token expired {} s ago", now - c.exp));
+  }
+  for (const auto& [name, when] : {std::pair{"nbf", c.nbf}, std::pair{"iat", c.iat}}) {
+    if (when && *when > now + leeway_) {
+      return refuse(token_reason::kNotYetValid,
+                    fmt::format("the token's {} is {} s ahead of this replica's clock", name,
+                                *when - now));
+    }
+  }
+  const int64_t from = c.iat.value_or(now);
+  if (c.exp - from > maxTtl_ + leeway_) {
+    return refuse(token_reason::kTtlTooLong,
+                  fmt::format("the token lives {} s, more than tokens.max_ttl ({} s)",
+                              c.exp - from, maxTtl_));
+  }
+  if (c.jti && std::binary_search(revoked_.begin(), revoked_.end(), *c.jti)) {
+    return refuse(token_reason::kRevoked, "the token's jti is in tokens.revoked");
+  }
+  if (key->revokedBefore && (!c.iat || *c.iat < *key->revokedBefore)) {
+    return refuse(token_reason::kRevoked,
+                  fmt::format("key `{}` refuses tokens issued before its revoked_before",
+                              key->id));
+  }
+  return out;
+}
+
+std::string claimsFor(const TokenRequest& request, int64_t now) {
+  json::object o;
+  o["sub"] = request.task;
+  if (request.policy) o["pol"] = *request.policy;
+  o["iat"] = now;
+  o["nbf"] = now;
+  o["exp"] = now + request.ttlSeconds;
+  if (request.jti) {
+    o["jti"] = *request.jti;
+  } else {
+    unsigned char raw[16];
+    if (RAND_bytes(raw, sizeof(raw)) == 1) {
+      o["jti"] = fmt::format("{:02x}", fmt::join(raw, raw + sizeof(raw), ""));
+    }
+  }
+  if (!request.hosts.empty()) {
+    json::array hosts;
+    for (const auto& h : request.hosts) hosts.emplace_back(h);
+    o["hosts"] = std::move(hosts);
+  }
+  if (request.src) o["src"] = *request.src;
+  return json::serialize(o);
+}
+
+std::string describeClaims(const TokenClaims& c) {
+  json::object o;
+  o["kid"] = c.kid;
+  o["alg"] = c.alg;
+  o["sub"] = c.task;
+  if (c.policy) o["pol"] = *c.policy;
+  if (c.jti) o["jti"] = *c.jti;
+  o["exp"] = c.exp;
+  if (c.iat) o["iat"] = *c.iat;
+  if (c.nbf) o["nbf"] = *c.nbf;
+  if (c.hosts) {
+    json::array hosts;
+    for (const auto& h : *c.hosts) hosts.emplace_back(h);
+    o["hosts"] = std::move(hosts);
+  }
+  if (c.src) o["src"] = *c.src;
+  if (c.limits) o["limits"] = "(present)";
+  return json::serialize(o);
+}
+
+Result<std::string> mintToken(Algorithm alg, std::string_view kid, std::string_view key,
+                              std::string_view claimsJson) {
+  auto fail = [](std::string m) { return Diagnostic{"", 0, 0, "", std::move(m)}; };
+  json::object header;
+  header["alg"] = config::algorithmName(alg);
+  header["typ"] = "JWT";
+  header["kid"] = kid;
+  const std::string input =
+      base64UrlEncode(json::serialize(header)) + "." + base64UrlEncode(claimsJson);
+  const auto* msg = reinterpret_cast<const unsigned char*>(input.data());
+  std::string sig;
+  if (alg == Algorithm::kHS256) {
+    unsigned char mac[EVP_MAX_MD_SIZE];
+    unsigned int len = 0;
+    if (key.size() < 32) return fail("an HS256 key must be at least 32 bytes");
+    if (!HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), msg, input.size(), mac,
+              &len)) {
+      return fail("HMAC failed");
+    }
+    sig.assign(reinterpret_cast<const char*>(mac), len);
+  } else {
+    BIO* bio = BIO_new_mem_buf(key.data(), static_cast<int>(key.size()));
+    PkeyPtr pkey(bio ? PEM_read_bio_PrivateKey(bio, nullptr, nullptr, nullptr) : nullptr,
+                 &EVP_PKEY_free);
+    BIO_free(bio);
+    if (!pkey) return fail("not a PEM private key");
+    const bool fits = alg == Algorithm::kEdDSA ? EVP_PKEY_is_a(pkey.get(), "ED25519") == 1
+                                               : EVP_PKEY_is_a(pkey.get(), "EC") == 1 &&
+                                                     EVP_PKEY_get_bits(pkey.get()) == 256;
+    if (!fits) return fail(fmt::format("the key is not for {}", config::algorithmName(alg)));
+    EVP_MD_CTX* ctx = EVP_MD_CTX_new();
+    size_t len = 0;
+    std::string der;
+    const EVP_MD* md = alg == Algorithm::kEdDSA ? nullptr : EVP_sha256();
+    bool ok = ctx && EVP_DigestSignInit(ctx, nullptr, md, nullptr, pkey.get()) == 1 &&
+              EVP_DigestSign(ctx, nullptr, &len, msg, input.size()) == 1;
+    if (ok) {
+      der.resize(len);
+      ok = EVP_DigestSign(ctx, reinterpret_cast<unsigned char*>(der.data()), &len, msg,
+                          input.size()) == 1;
+      der.resize(len);
+    }
+    EVP_MD_CTX_free(ctx);
+    if (!ok) return fail("signing failed");
+    if (alg == Algorithm::kEdDSA) {
+      sig = std::move(der);
+    } else {
+      // OpenSSL writes DER; JWS wants r || s, 32 bytes each.
+      const auto* p = reinterpret_cast<const unsigned char*>(der.data());
+      ECDSA_SIG* es = d2i_ECDSA_SIG(nullptr, &p, static_cast<long>(der.size()));
+      if (!es) return fail("signing failed");
+      unsigned char raw[64];
+      const bool packed = BN_bn2binpad(ECDSA_SIG_get0_r(es), raw, 32) == 32 &&
+                          BN_bn2binpad(ECDSA_SIG_get0_s(es), raw + 32, 32) == 32;
+      ECDSA_SIG_free(es);
+      if (!packed) return fail("signing failed");
+      sig.assign(reinterpret_cast<const char*>(raw), sizeof(raw));
+    }
+  }
+  return input + "." + base64UrlEncode(sig);
+}
+
+}  // namespace sandgate::proxy

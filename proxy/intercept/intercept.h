@@ -1,0 +1,47 @@
+// TLS interception of CONNECTs whose rule needs to see requests: the server-wide state (CA,
+// leaf cache, server TLS context) and the intercepted session itself.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/ssl/context.hpp>
+#include <memory>
+#include <string>
+
+#include "broker/store.h"
+#include "common/result.h"
+#include "config/config.h"
+#include "policy/engine.h"
+#include "ca/tls_ca.h"
+
+namespace sandgate::proxy {
+
+struct ClientConnection;
+struct RequestLog;
+
+// Lives as long as the server: the CA is kept across reloads (a sandbox's trust store cannot
+// change while it runs).
+class Interception {
+ public:
+  // Loads `ca:` (or creates an ephemeral CA) and writes `ca_cert_out` if set. Any failure is
+  // a start-up error: interception fails closed, never into a plain tunnel.
+  static Result<std::shared_ptr<Interception>> create(const config::Config& cfg);
+
+  LeafCache& leaves() { return *leaves_; }
+  // The CA certificate clients must trust (PEM). Public.
+  std::string caCertificatePem() const { return ca_->certificatePem(); }
+  boost::asio::ssl::context& serverContext() { return *server_; }
+
+ private:
+  std::shared_ptr<const CertificateAuthority> ca_;
+  std::unique_ptr<LeafCache> leaves_;
+  std::unique_ptr<boost::asio::ssl::context> server_;
+};
+
+// An allowed CONNECT with decision.intercept set; c.buffer holds the bytes the client sent
+// after the CONNECT head. Answers 200, terminates TLS with a leaf for target, then serves
+// the requests on it. Always ends the connection.
+boost::asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target& target,
+                                             uint16_t port, const policy::Decision& decision,
+                                             RequestLog& log);
+
+}  // namespace sandgate::proxy

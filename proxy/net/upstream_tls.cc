@@ -1,0 +1,58 @@
+// Building the upstream TLS client contexts (see upstream_tls.h).
+#include "proxy/net/upstream_tls.h"
+
+#include <fmt/format.h>
+#include <openssl/ssl.h>
+
+namespace sandgate::proxy {
+
+namespace ssl = boost::asio::ssl;
+
+namespace {
+
+// Verification is never optional: a failure is a 502, never a fallback to an unverified
+// connection (the secret would go to whoever answers).
+Result<std::shared_ptr<ssl::context>> makeContext(const config::Config& cfg,
+                                                  const std::string* extra,
+                                                  const std::string& keyPath) {
+  auto ctx = std::make_shared<ssl::context>(ssl::context::tls_client);
+  SSL_CTX_set_min_proto_version(ctx->native_handle(), TLS1_2_VERSION);
+  ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression);
+  ctx->set_verify_mode(ssl::verify_peer);
+  boost::system::error_code ec;
+  ctx->set_default_verify_paths(ec);  // no system store is not fatal: extra bundles may do
+  for (const std::string* bundle : {cfg.tls.upstreamCa ? &*cfg.tls.upstreamCa : nullptr, extra}) {
+    if (!bundle) continue;
+    ctx->load_verify_file(*bundle, ec);
+    if (ec) {
+      return Diagnostics{{cfg.file, 0, 0, keyPath,
+                          fmt::format("cannot load CA bundle '{}': {}", *bundle, ec.message())}};
+    }
+  }
+  static constexpr unsigned char kAlpn[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+  SSL_CTX_set_alpn_protos(ctx->native_handle(), kAlpn, sizeof(kAlpn));
+  return ctx;
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const UpstreamTls>> UpstreamTls::build(const config::Config& cfg) {
+  auto out = std::make_shared<UpstreamTls>();
+  auto base = makeContext(cfg, nullptr, "tls.upstream_ca");
+  if (!base) return base.errors();
+  out->base_ = base.value();
+  for (const auto& [name, cred] : cfg.credentials) {
+    if (!cred.upstreamCa) continue;
+    auto ctx = makeContext(cfg, &*cred.upstreamCa, "credentials." + name + ".upstream_ca");
+    if (!ctx) return ctx.errors();
+    out->perCredential_.emplace(name, ctx.value());
+  }
+  return std::shared_ptr<const UpstreamTls>(std::move(out));
+}
+
+ssl::context& UpstreamTls::contextFor(std::string_view credential) const {
+  auto it = perCredential_.find(credential);
+  return it == perCredential_.end() ? *base_ : *it->second;
+}
+
+}  // namespace sandgate::proxy

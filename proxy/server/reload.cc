@@ -1,0 +1,104 @@
+// Reloading a server's configuration: SIGHUP, the config file watched once a second, and the
+// housekeeping that runs with it (metrics sweep, stale pooled connections).
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <csignal>
+
+#include "broker/store.h"
+#include "proxy/observe/audit.h"
+#include "proxy/observe/metrics.h"
+#include "proxy/server/server_impl.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+
+bool Server::Impl::statChanged() {
+  struct stat st {};
+  if (::stat(options.configPath.c_str(), &st) != 0) return false;
+  bool changed = st.st_ino != lastStat.st_ino || st.st_dev != lastStat.st_dev ||
+                 st.st_size != lastStat.st_size || st.st_mtim.tv_sec != lastStat.st_mtim.tv_sec ||
+                 st.st_mtim.tv_nsec != lastStat.st_mtim.tv_nsec;
+  lastStat = st;
+  return changed;
+}
+
+asio::awaitable<void> Server::Impl::housekeeping() {
+  asio::steady_timer timer(control);
+  while (!stopping) {
+    timer.expires_after(std::chrono::seconds(1));
+    auto [ec] = co_await timer.async_wait(kUse);
+    if (ec || stopping) co_return;
+    if (state.metrics) {
+      state.metrics->sweep(std::chrono::steady_clock::now());
+      state.metrics->unwatchedCredentialFiles(broker::unwatchedFileSources());
+    }
+    for (auto& w : workers) {  // each pool is only touched on its worker's thread
+      asio::post(w->io, [w = w.get()] {
+        w->pool.dropStale();
+        w->tlsPool.dropStale();
+      });
+    }
+    if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
+      spdlog::info("config file {} changed; reloading", options.configPath);
+      reloadNow();
+    }
+  }
+}
+
+asio::awaitable<void> Server::Impl::signals() {
+  while (!stopping) {
+    auto [ec, sig] = co_await signalSet->async_wait(kUse);
+    if (ec) co_return;
+    if (sig == SIGHUP) {
+      spdlog::info("SIGHUP: reloading {}", options.configPath);
+      reloadNow();
+      if (state.audit) {
+        if (auto err = state.audit->reopen()) spdlog::warn("audit log: {}", err->str());
+      }
+    } else {
+      spdlog::info("signal {}: shutting down", sig);
+      beginShutdown();
+    }
+  }
+}
+
+bool Server::Impl::reloadNow() {
+  std::lock_guard lock(reloadMu);
+  auto fail = [&](const Diagnostics& errors) {
+    for (const auto& e : errors) spdlog::error("reload: {}", e.str());
+    spdlog::error("reload failed; the previous configuration stays in use");
+    if (state.metrics) state.metrics->configReload(false);
+    return false;
+  };
+  if (options.configPath.empty()) return false;
+  auto cfg = config::loadFile(options.configPath);
+  if (!cfg) return fail(cfg.errors());
+  auto current = state.snapshot.load();
+  auto snap = buildSnapshot(std::move(cfg.value()), registry, generation.fetch_add(1) + 1);
+  if (!snap) return fail(snap.errors());
+  const auto& next = snap.value()->config;
+  auto text = [](const auto& v) { return v ? v->value : std::string(); };
+  if (text(next.listen.proxy) != text(current->config.listen.proxy) ||
+      text(next.listen.metrics) != text(current->config.listen.metrics) ||
+      text(next.listen.admin) != text(current->config.listen.admin) ||
+      text(next.listen.adminGroup) != text(current->config.listen.adminGroup) ||
+      next.audit.path != current->config.audit.path) {
+    spdlog::warn("reload: changes to listen and audit take effect after a restart");
+  }
+  if (started) snap.value()->secrets->startRefresh();
+  state.snapshot.store(snap.value());
+  if (state.metrics) {
+    state.metrics->configReload(true);
+    state.metrics->configInfo(snap.value()->config.sha256);
+  }
+  spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
+  return true;
+}
+
+bool Server::reload() { return impl_->reloadNow(); }
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,404 @@
+// A client connection: read each request head (bounded, strict), establish who the client
+// is, apply per-task admission limits, and dispatch to forwarding or CONNECT.
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <boost/asio/write.hpp>
+
+#include "policy/engine.h"
+#include "proxy/client/client_connection.h"
+#include "proxy/observe/listener_tally.h"
+#include "proxy/observe/metrics.h"
+#include "proxy/identity/proxy_auth.h"
+#include "proxy/identity/task_token.h"
+#include "proxy/upstream/upstream.h"
+#include "proxy/session/transparent.h"
+#include "proxy/forward/forward.h"
+#include "proxy/tunnel/connect.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+using asio::ip::tcp;
+
+namespace {
+
+enum class HeadStatus { kComplete, kClosed, kTimeout, kTooLarge, kMalformed };
+
+struct HeadRead {
+  HeadStatus status;
+  size_t length = 0;
+};
+
+// Reads until c.buffer holds a complete head, within the head limit and deadline.
+asio::awaitable<HeadRead> readHead(ClientConnection& c) {
+  const auto& limits = c.limits();
+  const size_t limit = limits.maxHeaderBytes;
+  c.stream.expires_after(toDuration(limits.headerTimeout));
+  size_t scanned = 0;
+  while (true) {
+    auto data = c.buffer.data();
+    std::string_view view(static_cast<const char*>(data.data()), data.size());
+    long end = findHeadEnd(view, scanned);
+    if (end > 0) {
+      if (static_cast<size_t>(end) > limit) co_return HeadRead{HeadStatus::kTooLarge};
+      co_return HeadRead{HeadStatus::kComplete, static_cast<size_t>(end)};
+    }
+    if (end < 0) co_return HeadRead{HeadStatus::kMalformed};
+    scanned = view.size();
+    if (view.size() >= limit) co_return HeadRead{HeadStatus::kTooLarge};
+    // Never read more than the limit allows: the buffer is bounded by the head limit.
+    size_t room = std::min<size_t>(limit + 4 - view.size(), 16 * 1024);
+    auto [ec, n] = co_await c.stream.async_read_some(c.buffer.prepare(room), kUse);
+    c.buffer.commit(n);
+    if (ec == beast::error::timeout) co_return HeadRead{HeadStatus::kTimeout};
+    if (ec) co_return HeadRead{HeadStatus::kClosed};
+  }
+}
+
+// Registers the connection as idle (closable at shutdown) while it waits for a head.
+class IdleMark {
+ public:
+  IdleMark(Worker& w, tcp::socket* s) : w_(w), s_(s) { w_.idle.insert(s_); }
+  ~IdleMark() { w_.idle.erase(s_); }
+  IdleMark(const IdleMark&) = delete;
+  IdleMark& operator=(const IdleMark&) = delete;
+
+ private:
+  Worker& w_;
+  tcp::socket* s_;
+};
+
+// Admission of a connection for its task: the rate of new connections, then the number of
+// concurrent ones. Returns the refusal reason, if any.
+std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
+  c.task = &task;
+  c.metrics = c.state.metrics ? c.state.metrics->task(task.name) : nullptr;
+  if (!task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
+                                          std::chrono::steady_clock::now())) {
+    return Refusal{429,
+                   reason::kRateLimited,
+                   task.name,
+                   "",
+                   "",
+                   "too many new connections per second for this task",
+                   "raise limits.new_connections_per_second for the task"};
+  }
+  if (!task.state->tryAcquireConnection(task.limits.maxConnections)) {
+    return Refusal{429,
+                   reason::kConnectionLimit,
+                   task.name,
+                   "",
+                   "",
+                   fmt::format("the task already has {} connections", task.limits.maxConnections),
+                   "raise limits.max_connections for the task"};
+  }
+  c.connectionSlot = TaskSlot(task.state, TaskSlot::Kind::kConnection);
+  if (c.metrics) c.metrics->connectionOpened();
+  return std::nullopt;
+}
+
+// The connection belongs to `task` from its first identified request on: a later request may
+// not name another (task_mismatch); the first one is admitted against the task's limits.
+std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task) {
+  if (c.task && c.task != &task) {
+    return Refusal{407,
+                   reason::kTaskMismatch,
+                   "",
+                   "",
+                   "",
+                   "one connection cannot change its task",
+                   "open a new connection"};
+  }
+  if (c.task) return std::nullopt;
+  return admit(c, task);
+}
+
+// A 407 for a task token, with its reason: what is wrong with the token, never the token.
+Refusal tokenRefusal(std::string_view why, std::string detail) {
+  return Refusal{407, why, "", "", "", std::move(detail),
+                 "mint a new token for the task (sandgate token issue)"};
+}
+
+// Identity by a task token (a JWT in the password): verified once per connection, then again
+// only when another token comes or this one has expired.
+std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentials& creds) {
+  const auto& verifier = *c.snap->tokens;
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  const TokenHash hash = tokenHashOf(creds.token);
+  if (c.task && c.tokenHash && *c.tokenHash == hash && now <= c.tokenExp) return std::nullopt;
+  TokenCheck check = verifier.verify(creds.token, now);
+  if (!check.ok()) return tokenRefusal(check.reason, std::move(check.detail));
+  const TokenClaims& claims = check.claims;
+  if (claims.task != creds.task) {
+    return tokenRefusal(token_reason::kTaskMismatch,
+                        "the token is for another task than the proxy user names");
+  }
+  const TaskEntry* task = c.snap->findTask(claims.task);
+  const config::Task* conf = c.snap->config.findTask(claims.task);
+  if (!task || !conf) {
+    return tokenRefusal(token_reason::kUnknownTask,
+                        "the token's task (sub) is not in this replica's configuration");
+  }
+  if (claims.policy && *claims.policy != conf->policy.value) {
+    if (!c.snap->config.policies.count(*claims.policy)) {
+      return tokenRefusal(token_reason::kUnknownPolicy,
+                          "the token's policy (pol) is not in this replica's configuration");
+    }
+    return tokenRefusal(token_reason::kWidens,
+                        fmt::format("the token names policy `{}`, but task {} runs under `{}`",
+                                    *claims.policy, task->name, conf->policy.value));
+  }
+  if (claims.limits) {
+    return tokenRefusal(token_reason::kWidens,
+                        "the token carries `limits`, which this version does not apply: refused "
+                        "rather than ignored");
+  }
+  std::optional<std::vector<std::string>> hosts;
+  if (claims.hosts) {
+    hosts.emplace();
+    for (const auto& h : *claims.hosts) {
+      auto norm = policy::normalizeHost(h);
+      const auto* t = std::get_if<policy::Target>(&norm);
+      // A host the policy refuses on both web ports would widen it: the token may only
+      // narrow what the task's policy allows.
+      bool allowed = false;
+      for (uint16_t port : {uint16_t{443}, uint16_t{80}}) {
+        if (t && c.snap->engine->decide(task->name, policy::Request{*t, port, {}, {}, {}})
+                     .allowed()) {
+          allowed = true;
+        }
+      }
+      if (!allowed) {
+        return tokenRefusal(token_reason::kWidens,
+                            fmt::format("the token's hosts name {}, which task {}'s policy "
+                                        "does not allow",
+                                        fmt::format("`{}`", h.substr(0, 64)), task->name));
+      }
+      hosts->push_back(t->name);
+    }
+  }
+  if (claims.src) {
+    auto cidr = policy::parseCidr(claims.src->find('/') == std::string::npos
+                                      ? *claims.src + (claims.src->find(':') == std::string::npos
+                                                           ? "/32"
+                                                           : "/128")
+                                      : *claims.src);
+    boost::system::error_code ec;
+    auto peer = c.stream.socket().remote_endpoint(ec);
+    auto addr = ec ? std::nullopt : policy::parseIp(peer.address().to_string());
+    if (!cidr || !addr || !cidr->contains(*addr)) {
+      return tokenRefusal(token_reason::kSourceMismatch,
+                          "the token may only be used from another client address (src)");
+    }
+  }
+  if (auto r = bindTask(c, *task)) return r;
+  c.tokenHash = hash;
+  c.tokenExp = claims.exp;
+  c.tokenHosts = std::move(hosts);
+  return std::nullopt;
+}
+
+// Token identity: who does this request's Proxy-Authorization say the client is?
+std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
+  if (!head.proxyAuthorization) {
+    return Refusal{407,
+                   reason::kAuthRequired,
+                   "",
+                   "",
+                   "",
+                   "proxy authentication required",
+                   "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
+  }
+  auto creds = parseBasicAuth(*head.proxyAuthorization);
+  if (creds && c.snap->tokens && looksLikeJwt(creds->token)) return identifyByToken(c, *creds);
+  const TaskEntry* task = creds ? c.snap->findTask(creds->task) : nullptr;
+  // Always hash and compare, so that timing does not tell which task names exist.
+  static const TokenHash kNoToken{};
+  bool ok = tokenMatches(creds ? creds->token : std::string_view(),
+                         task && task->token ? *task->token : kNoToken) &&
+            task && task->token;
+  if (!ok) {
+    return Refusal{407,
+                   reason::kAuthInvalid,
+                   "",
+                   "",
+                   "",
+                   "invalid proxy credentials",
+                   "check the task name and token"};
+  }
+  if (auto r = bindTask(c, *task)) return r;
+  return std::nullopt;
+}
+
+asio::awaitable<void> serve(ClientConnection& c) {
+  if (c.listener->task) {
+    RequestLog log;
+    log.record.time = std::chrono::system_clock::now();
+    log.record.client = c.client;
+    log.record.listener = c.listener->name;
+    log.record.task = *c.listener->task;
+    const TaskEntry* task = c.snap->findTask(*c.listener->task);
+    if (!task) {
+      {
+        Refusal refusal{403,
+                        policy::reason::kUnknownTask,
+                        *c.listener->task,
+                        "",
+                        "",
+                        "this listener's task is not in the configuration",
+                        ""};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    if (auto r = admit(c, *task)) {
+      c.transparent = c.silentRefusals = c.listener->capture != nullptr;
+      co_await refuse(c, log, *r);
+      co_return;
+    }
+  }
+  std::optional<CapturedTarget> captured;
+  if (c.listener->capture) {
+    c.transparent = true;
+    captured = capturedTarget(c);
+    if (!captured) co_return;
+    // Every audit line of this connection names the synthetic address it reached (the
+    // listener itself is a wildcard).
+    c.listener = std::make_shared<const ListenerInfo>(
+        ListenerInfo{captured->local, c.listener->task, c.listener->tally, c.listener->capture,
+                     c.listener->placeholders});
+    if (!captured->http) {
+      c.silentRefusals = true;
+      RequestLog log;
+      log.record.time = std::chrono::system_clock::now();
+      log.record.client = c.client;
+      log.record.listener = captured->local;
+      log.record.task = c.task->name;
+      co_await handleCapturedStream(c, *captured, log);
+      co_return;
+    }
+  }
+  while (true) {
+    if (c.state.draining.load(std::memory_order_relaxed) && c.buffer.size() == 0) co_return;
+    HeadRead hr;
+    {
+      IdleMark idle(c.worker, &c.stream.socket());
+      hr = co_await readHead(c);
+    }
+    RequestLog log;
+    log.record.time = std::chrono::system_clock::now();
+    log.record.client = c.client;
+    log.record.listener = captured ? captured->local : c.listener->name;
+    if (c.task) log.record.task = c.task->name;
+    switch (hr.status) {
+      case HeadStatus::kComplete:
+        break;
+      case HeadStatus::kClosed:
+        co_return;
+      case HeadStatus::kTimeout:
+        // A slow or silent client: the connection is closed; only a partial request is news.
+        if (c.buffer.size() > 0) {
+          log.record.kind = audit_kind::kRefusal;
+          log.record.verdict = "deny";
+          log.record.reason = reason::kClientTimeout;
+          finishRequest(c, log);
+        }
+        co_return;
+      case HeadStatus::kTooLarge: {
+        Refusal refusal{431,
+                        reason::kHeaderTooLarge,
+                        "",
+                        "",
+                        "",
+                        fmt::format("request head exceeds {} bytes", c.limits().maxHeaderBytes),
+                        "limits.max_header_bytes"};
+        co_await refuse(c, log, refusal);
+      }
+        co_return;
+      case HeadStatus::kMalformed: {
+        Refusal refusal{
+            400, reason::kBadRequestLine, "", "", "", "bare CR or LF in the request head", ""};
+        co_await refuse(c, log, refusal);
+      }
+        co_return;
+    }
+    std::string_view raw(static_cast<const char*>(c.buffer.data().data()), hr.length);
+    RequestHead head;
+    if (auto e = validateRequestHead(raw, &head)) {
+      log.record.method = std::string(head.method);
+      {
+        Refusal refusal{400, e->reason, "", "", "", e->detail, ""};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    log.record.method = std::string(head.method);
+    log.record.host = std::string(head.host);
+    log.record.port = head.port;
+    if (captured) {
+      log.record.host = captured->name;
+      log.record.port = captured->port;
+      if (auto r = capturedHttpHead(*captured, &head)) {
+        co_await refuse(c, log, *r);
+        co_return;
+      }
+      if (!co_await handleForward(c, head, hr.length, log)) co_return;
+      continue;
+    }
+    if (!c.listener->task) {
+      if (auto r = identify(c, head)) {
+        r->host = log.record.host;
+        co_await refuse(c, log, *r);
+        co_return;
+      }
+      log.record.task = c.task->name;
+    }
+    if (head.form == TargetForm::kOrigin || head.form == TargetForm::kAsterisk) {
+      {
+        Refusal refusal{400,
+                        reason::kNotProxyRequest,
+                        "",
+                        "",
+                        "",
+                        "sandgate is a proxy: send absolute-form http:// URIs or CONNECT",
+                        "set HTTP_PROXY/HTTPS_PROXY"};
+        co_await refuse(c, log, refusal);
+      }
+      co_return;
+    }
+    if (head.form == TargetForm::kAuthority) {
+      co_await handleConnect(c, head, hr.length, log);
+      co_return;
+    }
+    if (!co_await handleForward(c, head, hr.length, log)) co_return;
+  }
+}
+
+}  // namespace
+
+asio::awaitable<void> runSession(Worker& worker, ServerState& state, tcp::socket socket,
+                                 std::shared_ptr<const ListenerInfo> listener) {
+  state.activeSessions.fetch_add(1, std::memory_order_relaxed);
+  ClientConnection c(worker, state, std::move(socket));
+  c.snap = state.snapshot.load();
+  c.listener = std::move(listener);
+  boost::system::error_code ec;
+  auto peer = c.stream.socket().remote_endpoint(ec);
+  c.client = ec ? "unknown" : endpointText(peer);
+  try {
+    co_await serve(c);
+  } catch (const std::exception& e) {
+    // Only resource exhaustion (bad_alloc) or a bug gets here; this connection ends, the
+    // process keeps serving everyone else.
+    spdlog::error("session {}: {}", c.client, e.what());
+  }
+  if (c.metrics && c.connectionSlot) c.metrics->connectionClosed();
+  c.stream.socket().close(ec);
+  state.activeSessions.fetch_sub(1, std::memory_order_relaxed);
+}
+
+}  // namespace sandgate::proxy

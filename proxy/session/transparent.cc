@@ -1,0 +1,91 @@
+// Captured connections: local address → name → the ordinary CONNECT / forward paths.
+#include "proxy/session/transparent.h"
+
+#include <fmt/format.h>
+
+#include <charconv>
+
+#include "policy/host.h"
+#include "proxy/capture_server/capture.h"
+#include "proxy/upstream/upstream.h"
+#include "proxy/tunnel/connect.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+
+std::optional<CapturedTarget> capturedTarget(ClientConnection& c) {
+  boost::system::error_code ec;
+  auto local = c.stream.socket().local_endpoint(ec);
+  CapturedTarget t;
+  t.local = ec ? std::string("unknown") : endpointText(local);
+  std::optional<std::string> name;
+  if (!ec) name = c.listener->capture->pool().nameOf(toIpAddress(local.address()));
+  if (!name) {
+    RequestLog log;
+    log.record.time = std::chrono::system_clock::now();
+    log.record.client = c.client;
+    log.record.listener = t.local;
+    log.record.mode = "transparent";
+    log.record.task = c.task ? c.task->name : std::string();
+    log.record.kind = audit_kind::kRefusal;
+    log.record.port = ec ? 0 : local.port();
+    log.record.verdict = "deny";
+    log.record.reason = reason::kNotSynthetic;
+    log.record.error = "no name was given out for this address";
+    finishRequest(c, log);
+    return std::nullopt;
+  }
+  t.name = std::move(*name);
+  t.port = local.port();
+  t.http = t.port == kCapturedHttpPort;
+  return t;
+}
+
+asio::awaitable<void> handleCapturedStream(ClientConnection& c, const CapturedTarget& t,
+                                           RequestLog& log) {
+  RequestHead head;
+  head.method = "CONNECT";
+  head.form = TargetForm::kAuthority;
+  head.host = t.name;
+  head.port = t.port;
+  log.record.host = t.name;
+  log.record.port = t.port;
+  co_await handleConnect(c, head, 0, log);
+}
+
+std::optional<Refusal> capturedHttpHead(const CapturedTarget& t, RequestHead* head) {
+  auto refusal = [&](std::string_view why, std::string detail) {
+    return Refusal{400, why, "", t.name, "", std::move(detail), ""};
+  };
+  if (head->form != TargetForm::kOrigin) {
+    return refusal(reason::kBadTarget,
+                   "a captured connection carries origin-form requests (GET /path)");
+  }
+  if (!head->hostField) return refusal(reason::kHostMismatch, "the request has no Host field");
+  // Host must name what the address was given for: "name" or "name:port".
+  std::string_view h = *head->hostField;
+  std::string_view hostPart = h;
+  uint16_t port = kCapturedHttpPort;
+  if (auto colon = h.rfind(':'); colon != std::string_view::npos && h.find(']') == h.npos) {
+    hostPart = h.substr(0, colon);
+    auto p = h.substr(colon + 1);
+    auto [ptr, err] = std::from_chars(p.data(), p.data() + p.size(), port);
+    if (err != std::errc() || ptr != p.data() + p.size()) {
+      return refusal(reason::kHostMismatch, fmt::format("Host '{}' has a bad port", h));
+    }
+  }
+  auto n = policy::normalizeHost(hostPart);
+  auto* target = std::get_if<policy::Target>(&n);
+  if (!target || target->name != t.name || port != t.port) {
+    return refusal(
+        reason::kHostMismatch,
+        fmt::format("Host '{}' is not '{}', the name this address was given for", h, t.name));
+  }
+  head->form = TargetForm::kAbsolute;
+  head->host = t.name;
+  head->port = t.port;
+  return std::nullopt;
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,115 @@
+// Building a Snapshot from a loaded Config (see snapshot.h).
+#include "proxy/state/snapshot.h"
+
+#include <fmt/format.h>
+#include <spdlog/spdlog.h>
+
+#include <set>
+
+#include "broker/store.h"
+#include "broker/task_secrets.h"
+#include "proxy/state/admin_groups.h"
+#include "proxy/identity/task_token.h"
+#include "proxy/net/upstream_tls.h"
+
+namespace sandgate::proxy {
+
+namespace {
+
+// The credentials named by `policy`'s rules and by the policies it includes (includes are
+// acyclic: the config loader refuses cycles; `seen` also guards repeats).
+void policyCredentials(const config::Config& cfg, const std::string& policy,
+                       std::set<std::string>& seen, std::set<std::string>& out) {
+  if (!seen.insert(policy).second) return;
+  auto it = cfg.policies.find(policy);
+  if (it == cfg.policies.end()) return;
+  for (const auto& rule : it->second.allow) {
+    if (rule.credential) out.insert(rule.credential->value);
+  }
+  for (const auto& inc : it->second.include) policyCredentials(cfg, inc.value, seen, out);
+}
+
+}  // namespace
+
+Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
+                                                      uint64_t generation) {
+  auto snap = std::make_shared<Snapshot>();
+  // Compiled from the copy the snapshot keeps, in case the engine refers into it.
+  snap->config = std::move(cfg);
+  const config::Config& cfgRef = snap->config;
+  auto engine = policy::Engine::compile(cfgRef);
+  if (!engine) return engine.errors();
+  snap->generation = generation;
+  snap->engine = std::move(engine.value());
+  // What `policy lint` warns about, once per load or reload.
+  for (const auto& w : snap->engine->warnings()) spdlog::warn("config: {}", w.str());
+  snap->defaults = config::resolveLimits(cfgRef.limits, config::Limits{});
+  Diagnostics errors;
+  for (const auto& t : cfgRef.tasks) {
+    TaskEntry e;
+    e.name = t.name;
+    e.limits = config::resolveLimits(cfgRef.limits, t.limits);
+    if (t.tokenSha256) {
+      e.token = parseTokenHash(*t.tokenSha256);
+      if (!e.token) {
+        errors.push_back({cfgRef.file, t.mark.line, t.mark.col, "tasks." + t.name + ".token_sha256",
+                          "expected 64 hex digits (the SHA-256 of the token)"});
+      }
+    }
+    // Resolved on every load, so that a reload naming a group that does not exist changes
+    // nothing. Only serve has an admin socket (an embedded proxy drops listen.admin).
+    if (t.adminGroups && cfgRef.listen.admin) {
+      std::vector<gid_t> gids;
+      for (size_t j = 0; j < t.adminGroups->size(); ++j) {
+        auto gid = resolveAdminGroup(cfgRef.file, (*t.adminGroups)[j],
+                                     fmt::format("tasks.{}.admin_groups[{}]", t.name, j));
+        if (gid) {
+          gids.push_back(gid.value());
+        } else {
+          errors.insert(errors.end(), gid.errors().begin(), gid.errors().end());
+        }
+      }
+      e.adminGids = std::move(gids);
+    }
+    std::set<std::string> seen, names;
+    policyCredentials(cfgRef, t.policy.value, seen, names);
+    e.credentials.assign(names.begin(), names.end());
+    e.state = registry.get(t.name);
+    snap->tasks.emplace(t.name, std::move(e));
+  }
+  for (const auto& r : cfgRef.resolve) {
+    auto addr = policy::parseIp(r.address);
+    if (!addr) {
+      errors.push_back({cfgRef.file, r.mark.line, r.mark.col, "resolve." + r.name,
+                        fmt::format("'{}' is not an IP address", r.address)});
+      continue;
+    }
+    snap->resolve[r.name] = ResolveOverride{*addr, r.port};
+  }
+  if (auto capture = captureConfig(cfgRef)) {
+    snap->capture = std::move(capture.value());
+  } else {
+    errors.insert(errors.end(), capture.errors().begin(), capture.errors().end());
+  }
+  if (!errors.empty()) return errors;
+  broker::StoreOptions storeOptions;
+  storeOptions.startRefresh = false;
+  auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions);
+  if (!secrets) return secrets.errors();
+  snap->secrets = secrets.value();
+  for (auto& [name, task] : snap->tasks) {
+    task.secrets =
+        std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, task.credentials);
+  }
+  if (cfgRef.tokens) {
+    auto tokens = TokenVerifier::load(*cfgRef.tokens, cfgRef.file);
+    if (!tokens) return tokens.errors();
+    snap->tokens = tokens.value();
+  }
+  auto upstreamTls = UpstreamTls::build(cfgRef);
+  if (!upstreamTls) return upstreamTls.errors();
+  snap->upstreamTls = upstreamTls.value();
+  return std::shared_ptr<const Snapshot>(std::move(snap));
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,84 @@
+// One immutable configuration snapshot: the Config, its compiled policy and what the data
+// path derives from them once (token hashes, per-task limits, resolve overrides). Swapped
+// atomically on reload; a connection keeps the snapshot it started with.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "common/result.h"
+#include "config/config.h"
+#include "policy/engine.h"
+#include "policy/ip.h"
+#include "proxy/state/capture_config.h"
+#include "proxy/identity/proxy_auth.h"
+#include "proxy/state/task_limits.h"
+
+namespace sandgate::broker {
+class SecretStore;
+class TaskSecrets;
+class PlaceholderSet;
+}
+
+namespace sandgate::proxy {
+
+class UpstreamTls;
+class TokenVerifier;
+
+struct TaskEntry {
+  std::string name;
+  config::EffectiveLimits limits;
+  std::optional<TokenHash> token;  // absent: the task cannot use token-identified listeners
+  std::shared_ptr<TaskState> state;
+  // tasks[].admin_groups as gids (resolved when the config has listen.admin): an admin client
+  // that is not root must hold one of them to use this task. Absent: no such restriction.
+  std::optional<std::vector<gid_t>> adminGids;
+  // The credentials the task's policy names (with its includes), sorted: the ones a request of
+  // the task can be given, and so the placeholders its sandbox receives.
+  std::vector<std::string> credentials;
+  // Their secrets as scrub forms: every response of the task is scrubbed for all of them.
+  std::shared_ptr<const broker::TaskSecrets> secrets;
+};
+
+struct ResolveOverride {
+  policy::IpAddress address;
+  std::optional<uint16_t> port;  // dial this port instead of the one asked for
+};
+
+struct Snapshot {
+  uint64_t generation = 0;
+  config::Config config;
+  std::shared_ptr<const policy::Engine> engine;
+  config::EffectiveLimits defaults;  // before a connection's task is known
+  std::unordered_map<std::string, TaskEntry> tasks;
+  std::unordered_map<std::string, ResolveOverride> resolve;
+  CaptureConfig capture;  // transparent.*: what a sandbox handed to this server captures
+  // The credentials' current secrets, and the verified TLS contexts intercepted requests
+  // go upstream with. Built with the snapshot: a new config brings its own sources.
+  std::shared_ptr<const broker::SecretStore> secrets;
+  std::shared_ptr<const UpstreamTls> upstreamTls;
+  // `tokens:`: the keys task tokens (JWTs) are checked with; null without the section.
+  std::shared_ptr<const TokenVerifier> tokens;
+
+  const TaskEntry* findTask(std::string_view name) const {
+    auto it = tasks.find(std::string(name));
+    return it == tasks.end() ? nullptr : &it->second;
+  }
+};
+
+// Compiles `cfg` into a snapshot. Errors: policy compile errors, bad token hashes, resolve
+// addresses, transparent ranges or admin_groups that name no group. Task states come from
+// `registry` so counters survive reloads. Starts no thread: the server calls
+// secrets->startRefresh() once it runs (Server::start(), or at once for a reload after that),
+// because `sandgate run` builds it before it forks.
+Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRegistry& registry,
+                                                      uint64_t generation);
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,52 @@
+// Per-task admission counters and rate limiting (see task_limits.h).
+#include "proxy/state/task_limits.h"
+
+#include <algorithm>
+
+namespace sandgate::proxy {
+
+bool TaskState::tryAcquire(std::atomic<uint32_t>& counter, uint32_t max) {
+  uint32_t cur = counter.load(std::memory_order_relaxed);
+  while (cur < max) {
+    if (counter.compare_exchange_weak(cur, cur + 1, std::memory_order_relaxed)) return true;
+  }
+  return false;
+}
+
+bool TaskState::tryTakeConnectionToken(double ratePerSecond,
+                                       std::chrono::steady_clock::time_point now) {
+  if (ratePerSecond <= 0) return false;
+  const auto interval = static_cast<int64_t>(1e9 / ratePerSecond);
+  const auto tolerance =
+      static_cast<int64_t>((std::max(1.0, ratePerSecond) - 1.0) * 1e9 / ratePerSecond);
+  const int64_t nowNs =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now.time_since_epoch()).count();
+  int64_t tat = theoreticalArrivalNs_.load(std::memory_order_relaxed);
+  while (true) {
+    int64_t base = std::max(tat, nowNs);
+    if (base - nowNs > tolerance) return false;
+    if (theoreticalArrivalNs_.compare_exchange_weak(tat, base + interval,
+                                                    std::memory_order_relaxed)) {
+      return true;
+    }
+  }
+}
+
+void TaskSlot::reset() {
+  if (!state_) return;
+  if (kind_ == Kind::kConnection) {
+    state_->releaseConnection();
+  } else {
+    state_->releaseTunnel();
+  }
+  state_.reset();
+}
+
+std::shared_ptr<TaskState> TaskRegistry::get(const std::string& task) {
+  std::lock_guard lock(mu_);
+  auto& s = tasks_[task];
+  if (!s) s = std::make_shared<TaskState>();
+  return s;
+}
+
+}  // namespace sandgate::proxy

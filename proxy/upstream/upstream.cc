@@ -1,0 +1,219 @@
+// Resolve, vet and dial (see upstream.h).
+#include "proxy/upstream/upstream.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/ip/tcp.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/beast/core/error.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "policy/address_class.h"
+#include "proxy/observe/metrics.h"
+#include "proxy/client/refusal.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+using asio::ip::tcp;
+using namespace asio::experimental::awaitable_operators;
+
+policy::IpAddress toIpAddress(const asio::ip::address& a) {
+  policy::IpAddress out;
+  if (a.is_v4()) {
+    auto b = a.to_v4().to_bytes();
+    std::copy(b.begin(), b.end(), out.bytes.begin());
+  } else {
+    out.v6 = true;
+    auto b = a.to_v6().to_bytes();
+    std::copy(b.begin(), b.end(), out.bytes.begin());
+  }
+  return out;
+}
+
+asio::ip::address toAsioAddress(const policy::IpAddress& a) {
+  if (a.v6) {
+    asio::ip::address_v6::bytes_type b;
+    std::copy(a.bytes.begin(), a.bytes.end(), b.begin());
+    return asio::ip::address_v6(b);
+  }
+  asio::ip::address_v4::bytes_type b;
+  std::copy(a.bytes.begin(), a.bytes.begin() + 4, b.begin());
+  return asio::ip::address_v4(b);
+}
+
+namespace {
+
+// An IPv4-mapped IPv6 address as the IPv4 address it reaches.
+policy::IpAddress unmapped(const policy::IpAddress& a) {
+  if (!a.v6) return a;
+  for (int i = 0; i < 10; ++i) {
+    if (a.bytes[i] != 0) return a;
+  }
+  if (a.bytes[10] != 0xff || a.bytes[11] != 0xff) return a;
+  policy::IpAddress v4;
+  std::copy(a.bytes.begin() + 12, a.bytes.end(), v4.bytes.begin());
+  return v4;
+}
+
+bool isLocalOrAny(const policy::IpAddress& a) {
+  auto cls = policy::classify(a).cls;
+  return cls == policy::AddressClass::kLoopback || cls == policy::AddressClass::kUnspecified;
+}
+
+// Would dialling addr:port reach one of sandgate's own listeners? A listener on a wildcard
+// or loopback address is reached through any loopback or unspecified destination.
+bool isOwnListener(const policy::IpAddress& addr, uint16_t port,
+                   const std::vector<OwnEndpoint>& own) {
+  auto a = unmapped(addr);
+  for (const auto& e : own) {
+    if (e.port != port) continue;
+    auto l = unmapped(e.address);
+    if (l == a) return true;
+    if (isLocalOrAny(l) && isLocalOrAny(a)) return true;
+  }
+  return false;
+}
+
+std::string addrText(const policy::IpAddress& a, uint16_t port) {
+  return a.v6 ? fmt::format("[{}]:{}", a.str(), port) : fmt::format("{}:{}", a.str(), port);
+}
+
+DialResult failure(int status, std::string_view reason, std::string detail,
+                   const policy::Decision& d) {
+  DialResult r;
+  r.status = status;
+  r.reason = reason;
+  r.detail = std::move(detail);
+  r.decision = d;
+  return r;
+}
+
+}  // namespace
+
+asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Decision& allowed,
+                                         const policy::Target& target, uint16_t port,
+                                         const std::vector<OwnEndpoint>& own,
+                                         config::Seconds connectTimeout, Metrics* metrics) {
+  auto ex = co_await asio::this_coro::executor;
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
+  std::vector<policy::IpAddress> addresses;
+  uint16_t dialPort = port;
+  if (target.isAddress) {
+    addresses.push_back(target.address);
+  } else if (auto it = snap.resolve.find(target.name); it != snap.resolve.end()) {
+    addresses.push_back(it->second.address);
+    if (it->second.port) dialPort = *it->second.port;
+  } else {
+    tcp::resolver resolver(ex);
+    asio::steady_timer timer(ex, timeout);
+    const std::string service = std::to_string(port);  // named: see refuse() in session.cc
+    auto result =
+        co_await (resolver.async_resolve(target.name, service, kUse) || timer.async_wait(kUse));
+    if (result.index() == 1) {
+      co_return failure(504, reason::kUpstreamTimeout,
+                        fmt::format("resolving {} timed out", target.name), allowed);
+    }
+    auto [ec, results] = std::get<0>(std::move(result));
+    if (ec) {
+      co_return failure(502, reason::kDnsFailed,
+                        fmt::format("resolving {} failed: {}", target.name, ec.message()), allowed);
+    }
+    for (const auto& entry : results) {
+      auto a = toIpAddress(entry.endpoint().address());
+      if (std::find(addresses.begin(), addresses.end(), a) == addresses.end()) {
+        addresses.push_back(a);
+      }
+    }
+  }
+  if (addresses.empty()) {
+    co_return failure(502, reason::kDnsFailed, fmt::format("{} has no addresses", target.name),
+                      allowed);
+  }
+
+  // Vet every address before dialling any: only these are ever connected to.
+  std::vector<std::pair<policy::IpAddress, policy::Decision>> vetted;
+  std::optional<DialResult> refusal;
+  for (const auto& a : addresses) {
+    auto d = snap.engine->checkAddress(allowed, a);
+    if (!d.allowed()) {
+      if (!refusal) {
+        refusal = failure(
+            403, d.reason,
+            d.detail.empty() ? fmt::format("address {} is in a denied range", a.str()) : d.detail,
+            d);
+      }
+      continue;
+    }
+    if (isOwnListener(a, dialPort, own)) {
+      if (!refusal) {
+        refusal = failure(403, reason::kProxyLoop,
+                          fmt::format("{} is sandgate itself", addrText(a, dialPort)), d);
+      }
+      continue;
+    }
+    vetted.emplace_back(a, std::move(d));
+  }
+  if (vetted.empty()) co_return std::move(*refusal);
+
+  DialResult last = failure(502, reason::kUpstreamUnreachable, "no address to dial", allowed);
+  for (auto& [addr, decision] : vetted) {
+    boost::beast::tcp_stream stream(ex);
+    stream.expires_after(timeout);
+    auto started = std::chrono::steady_clock::now();
+    tcp::endpoint ep(toAsioAddress(addr), dialPort);
+    auto [ec] = co_await stream.async_connect(ep, kUse);
+    std::string text = addrText(addr, dialPort);
+    if (!ec) {
+      if (metrics) {
+        metrics->upstreamConnectSeconds(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
+      }
+      DialResult ok;
+      ok.decision = std::move(decision);
+      ok.upstream = std::move(text);
+      ok.socket.emplace(stream.release_socket());
+      // Requests and responses are relayed as a header write and then body writes: without
+      // TCP_NODELAY, Nagle holds the second small write until the peer's delayed ACK (~40 ms).
+      boost::system::error_code ignored;
+      ok.socket->set_option(tcp::no_delay(true), ignored);
+      co_return ok;
+    }
+    if (ec == boost::beast::error::timeout) {
+      last = failure(504, reason::kUpstreamTimeout, fmt::format("connecting to {} timed out", text),
+                     decision);
+    } else if (ec == asio::error::connection_refused) {
+      last = failure(502, reason::kUpstreamRefused, fmt::format("{} refused the connection", text),
+                     decision);
+    } else {
+      last = failure(502, reason::kUpstreamUnreachable,
+                     fmt::format("connecting to {} failed: {}", text, ec.message()), decision);
+    }
+    last.upstream = text;
+  }
+  co_return last;
+}
+
+asio::awaitable<std::optional<tcp::socket>> dialForClient(ClientConnection& c,
+                                                          const policy::Decision& allowed,
+                                                          const policy::Target& target,
+                                                          uint16_t port, RequestLog& log,
+                                                          Refusal* refusal) {
+  auto& rec = log.record;
+  auto own = c.state.ownEndpoints.load();
+  auto dial = co_await dialUpstream(*c.snap, allowed, target, port, *own, c.limits().connectTimeout,
+                                    c.state.metrics.get());
+  rec.upstream = dial.upstream;
+  if (dial.ok()) co_return std::move(dial.socket);
+  rec.rule = dial.decision.rule;
+  *refusal =
+      Refusal{dial.status, dial.reason, c.task ? c.task->name : "", rec.host, dial.decision.rule,
+              dial.detail, ""};
+  co_return std::nullopt;
+}
+
+}  // namespace sandgate::proxy
