@@ -89,11 +89,13 @@ capture::DnsOutcome CaptureContext::answer(std::span<const uint8_t> message, boo
   auto start = std::chrono::steady_clock::now();
   auto out = responder_.answer(message, tcp);
   count(out.result);
-  std::string_view verdict = out.result == R::kAnswered || out.result == R::kNoData ? "allow"
-                             : out.result == R::kPoolExhausted || out.result == R::kMalformed
-                                 ? "error"
-                                 : "deny";
-  if (state_.metrics) state_.metrics->task(options_.task)->request("dns", verdict, out.result);
+  const Outcome verdict = out.result == R::kAnswered || out.result == R::kNoData ? Outcome::kAllow
+                          : out.result == R::kPoolExhausted || out.result == R::kMalformed
+                              ? Outcome::kError
+                              : Outcome::kDeny;
+  if (state_.metrics) {
+    state_.metrics->task(options_.task)->request("dns", outcomeName(verdict), out.result);
+  }
   if (out.result == R::kMalformed) {
     // No audit line: a flood of garbage must not flood the log. Counted above.
     spdlog::debug("dns {}: dropped a malformed query from {} ({})", listener, client,

@@ -70,10 +70,9 @@ policy::Decision decideRequest(const ClientConnection& c, const policy::Request&
 void finishRequest(ClientConnection& c, RequestLog& log);
 
 // Sends `r` (the connection is closed afterwards by the caller) and finishes the request
-// as a refusal with r's status and reason. Pass a named Refusal, never a temporary: see
+// as a refusal with r's status, reason and outcome. Pass a named Refusal, never a temporary: see
 // session.cc for the compiler bug that makes temporaries in co_await expressions unsafe.
-boost::asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& r,
-                                    std::string_view verdict = "deny");
+boost::asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& r);
 
 // The 403 for what the policy denied (`d`): its reason, rule and detail, and `hint`.
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,

@@ -10,27 +10,10 @@
 #include <string>
 #include <string_view>
 
+#include "proxy/client/reasons.h"
+
 namespace sandgate::proxy {
 
-// Reason tokens for malformed requests (status 400 unless noted).
-namespace reason {
-inline constexpr std::string_view kBadRequestLine = "bad_request_line";
-inline constexpr std::string_view kBadHeader = "bad_header";
-inline constexpr std::string_view kObsFold = "obs_fold";
-inline constexpr std::string_view kAmbiguousFraming = "ambiguous_framing";
-inline constexpr std::string_view kBadContentLength = "bad_content_length";
-inline constexpr std::string_view kBadTransferEncoding = "bad_transfer_encoding";
-inline constexpr std::string_view kBadTarget = "bad_target";
-inline constexpr std::string_view kBadScheme = "bad_scheme";
-inline constexpr std::string_view kBadAuthority = "bad_authority";
-inline constexpr std::string_view kBadPort = "bad_port";
-inline constexpr std::string_view kHostMismatch = "host_mismatch";
-inline constexpr std::string_view kDuplicateHost = "duplicate_host";
-inline constexpr std::string_view kConnectWithBody = "connect_with_body";
-inline constexpr std::string_view kDuplicateProxyAuthorization = "duplicate_proxy_authorization";
-inline constexpr std::string_view kNotProxyRequest = "not_a_proxy_request";  // origin-form
-inline constexpr std::string_view kHeaderTooLarge = "header_too_large";      // 431
-}  // namespace reason
 
 enum class TargetForm { kAuthority, kAbsolute, kOrigin, kAsterisk };
 

@@ -28,7 +28,7 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
     c.metrics->request(r.kind == audit_kind::kRefusal
                            ? (r.method == "CONNECT" ? "tunnel" : "forward")
                            : std::string_view(r.kind),
-                       r.verdict, r.reason);
+                       outcomeName(r.verdict), r.reason);
     c.metrics->requestDuration(r.durationSeconds);
     if (r.bytesUp) c.metrics->bytesUp(r.bytesUp);
     if (r.bytesDown) c.metrics->bytesDown(r.bytesDown);
@@ -69,24 +69,30 @@ asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::str
 // Not a coroutine itself, and the refusal is taken by reference: GCC 12 destroyed a
 // class-type temporary (or by-value argument) of a co_await full-expression twice
 // ("free(): invalid pointer"). Call sites therefore name their Refusal before co_await.
-asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal,
-                             std::string_view verdict) {
+asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
   Refusal r = refusal;
   if (r.task.empty() && c.task) r.task = c.task->name;
   auto& rec = log.record;
   if (rec.task.empty()) rec.task = r.task;
   if (rec.kind.empty()) rec.kind = audit_kind::kRefusal;
-  rec.verdict = verdict;
+  rec.verdict = r.outcome;
   rec.reason = r.reason;
   rec.status = r.status;
   if (rec.rule.empty()) rec.rule = r.rule;
-  if (rec.error.empty() && verdict == "error") rec.error = r.detail;
+  if (rec.error.empty() && r.outcome == Outcome::kError) rec.error = r.detail;
   return sendRefusal(c, log, renderRefusal(r));
 }
 
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
                       std::string_view hint) {
-  return Refusal{403, d.reason, task, host, d.rule, d.detail, std::string(hint)};
+  return Refusal{
+      .status = 403,
+      .reason = d.reason,
+      .task = task,
+      .host = host,
+      .rule = d.rule,
+      .detail = d.detail,
+      .hint = std::string(hint)};
 }
 
 asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log) {
@@ -95,13 +101,13 @@ asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log
     TaskSlot slot(task.state, TaskSlot::Kind::kTunnel);
     co_return slot;
   }
-  Refusal refusal{429,
-                  reason::kTunnelLimit,
-                  task.name,
-                  log.record.host,
-                  "",
-                  fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
-                  "raise limits.max_tunnels for the task"};
+  Refusal refusal{
+      .status = 429,
+      .reason = reason::kTunnelLimit,
+      .task = task.name,
+      .host = log.record.host,
+      .detail = fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
+      .hint = "raise limits.max_tunnels for the task"};
   co_await refuse(c, log, refusal);
   co_return TaskSlot();
 }
@@ -112,7 +118,7 @@ asio::awaitable<bool> sendEstablished(ClientConnection& c, RequestLog& log,
   auto& rec = log.record;
   rec.kind = audit_kind::kTunnel;
   rec.status = 200;
-  rec.verdict = policy::verdictName(decision.verdict);
+  rec.verdict = outcomeOf(decision.verdict);
   rec.reason = decision.reason;
   c.stream.expires_after(toDuration(c.limits().bodyTimeout));
   // A captured connection (transparent mode) sent no CONNECT: there is nothing to confirm.

@@ -128,35 +128,42 @@ void noteResponseFailure(const RelayOutcome& back, AuditRecord& rec) {
     rec.error = fmt::format("upstream body: {}", back.ec.message());
     rec.reason =
         back.ec == beast::error::timeout ? reason::kUpstreamTimeout : reason::kUpstreamReset;
-    rec.verdict = "error";
+    rec.verdict = Outcome::kError;
   } else if (back.error == RelayError::kWrite) {
     rec.error = fmt::format("client: {}", back.ec.message());
   } else if (back.error == RelayError::kDecode) {
     rec.error = fmt::format("upstream body: {}", back.detail);
     rec.reason = reason::kUpstreamBadResponse;
-    rec.verdict = "error";
+    rec.verdict = Outcome::kError;
   }
 }
 
 void noteClientReadFailure(const RelayOutcome& sent, AuditRecord& rec) {
-  rec.verdict = "error";
-  rec.reason = sent.ec == beast::error::timeout ? reason::kClientTimeout : "client_closed";
+  rec.verdict = Outcome::kError;
+  rec.reason = sent.ec == beast::error::timeout ? reason::kClientTimeout : reason::kClientClosed;
   rec.error = sent.ec.message();
 }
 
 Refusal upstreamSendRefusal(const RelayOutcome& sent, const AuditRecord& rec) {
-  return Refusal{502,      reason::kUpstreamReset,
-                 rec.task, rec.host,
-                 rec.rule, fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
-                 ""};
+  return Refusal{
+      .status = 502,
+      .reason = reason::kUpstreamReset,
+      .task = rec.task,
+      .host = rec.host,
+      .rule = rec.rule,
+      .detail = fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
+      .outcome = Outcome::kError};
 }
 
 Refusal undecodableBodyRefusal(const RelayOutcome& back, const AuditRecord& rec) {
   return Refusal{
-      502,      reason::kUpstreamBadResponse,
-      rec.task, rec.host,
-      rec.rule, fmt::format("the response body could not be decoded to scrub it: {}", back.detail),
-      ""};
+      .status = 502,
+      .reason = reason::kUpstreamBadResponse,
+      .task = rec.task,
+      .host = rec.host,
+      .rule = rec.rule,
+      .detail = fmt::format("the response body could not be decoded to scrub it: {}", back.detail),
+      .outcome = Outcome::kError};
 }
 
 }  // namespace sandgate::proxy

@@ -99,8 +99,14 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
     // credential cannot pass validation then, but would fail closed here.
     if (decision.credential.empty()) return sent();
     rec.credential = decision.credential;
-    return Refusal{502,           broker::reason::kCredentialUnavailable, task.name, rec.host,
-                   decision.rule, "no credentials are configured",        ""};
+    return Refusal{
+        .status = 502,
+        .reason = broker::reason::kCredentialUnavailable,
+        .task = task.name,
+        .host = rec.host,
+        .rule = decision.rule,
+        .detail = "no credentials are configured",
+        .outcome = Outcome::kError};
   }
   broker::Injector& injector = *this->injector();
   // Nothing to inject and no placeholder this task could carry: the head stays as it is.
@@ -132,7 +138,14 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
                       : "possible exfiltration attempt: " + inj.detail;
     }
     const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
-    return Refusal{status, inj.reason, task.name, rec.host, decision.rule, inj.detail, ""};
+    return Refusal{
+        .status = status,
+        .reason = inj.reason,
+        .task = task.name,
+        .host = rec.host,
+        .rule = decision.rule,
+        .detail = inj.detail,
+        .outcome = status == 502 ? Outcome::kError : Outcome::kDeny};
   }
   rec.injected = inj.injected;
   // Every secret that goes out is counted once: how says whether the sandbox's placeholder
@@ -215,15 +228,17 @@ std::optional<Refusal> RequestCredentials::scrubHeaders(
               ? fmt::format("{} {}", codings[0].field, registeredName(codings[0].name))
               : fmt::format("{} codings one upon another", codings.size());
       const auto& rec = log.record;
-      return Refusal{502,
-                     reason::kResponseNotScrubbable,
-                     c_.task->name,
-                     rec.host,
-                     rec.rule,
-                     fmt::format("the upstream answered with {}, which sandgate cannot decode to "
+      return Refusal{
+          .status = 502,
+          .reason = reason::kResponseNotScrubbable,
+          .task = c_.task->name,
+          .host = rec.host,
+          .rule = rec.rule,
+          .detail = fmt::format("the upstream answered with {}, which sandgate cannot decode to "
                                  "scrub it for the secrets this task can reach",
                                  what),
-                     "the upstream should honour Accept-Encoding: identity (or send gzip)"};
+          .hint = "the upstream should honour Accept-Encoding: identity (or send gzip)",
+          .outcome = Outcome::kError};
     }
     if (codings[0].field == "Content-Encoding") {
       // A strong validator names the encoded bytes, which the client does not get: the

@@ -56,7 +56,11 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   auto normalized = policy::normalizeHost(head.host);
   if (auto* e = std::get_if<policy::HostError>(&normalized)) {
     {
-      Refusal refusal{400, policy::reason::kInvalidHost, "", rec.host, "", e->message, ""};
+      Refusal refusal{
+          .status = 400,
+          .reason = policy::reason::kInvalidHost,
+          .host = rec.host,
+          .detail = e->message};
       co_await refuse(c, log, refusal);
     }
     co_return false;
@@ -71,10 +75,11 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   size_t used = parser.put(asio::buffer(c.buffer.data().data(), headLen), pec);
   if (pec || used != headLen || !parser.is_header_done()) {
     {
-      Refusal refusal{400, reason::kBadHeader,
-                      "",  rec.host,
-                      "",  fmt::format("malformed request head: {}", pec.message()),
-                      ""};
+      Refusal refusal{
+          .status = 400,
+          .reason = reason::kBadHeader,
+          .host = rec.host,
+          .detail = fmt::format("malformed request head: {}", pec.message())};
       co_await refuse(c, log, refusal);
     }
     co_return false;
@@ -120,7 +125,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   if (!c.forwardCredentials) c.forwardCredentials = std::make_shared<RequestCredentials>(c);
   RequestCredentials& creds = *c.forwardCredentials;
   if (auto refusal = creds.apply(req, target.name, false, decision, log)) {
-    co_await refuse(c, log, *refusal, refusal->status == 502 ? "error" : "deny");
+    co_await refuse(c, log, *refusal);
     co_return false;
   }
   // From here the head may carry a secret (a header, the query).
@@ -147,7 +152,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       Refusal dialRefusal;
       auto dialed = co_await dialForClient(c, decision, target, head.port, log, &dialRefusal);
       if (!dialed) {
-        co_await refuse(c, log, dialRefusal, dialRefusal.status == 403 ? "deny" : "error");
+        co_await refuse(c, log, dialRefusal);
         co_return false;
       }
       up.emplace(std::move(*dialed));
@@ -173,7 +178,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       rec.kind = audit_kind::kForward;
       {
         Refusal refusal = upstreamSendRefusal(sent, rec);
-        co_await refuse(c, log, refusal, "error");
+        co_await refuse(c, log, refusal);
       }
       co_return false;
     }
@@ -191,7 +196,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
       UpstreamResponseFailure f{rec_ec == beast::error::timeout, rec_ec && isPeerClosed(rec_ec),
                                 rec_ec ? rec_ec.message() : std::string()};
       Refusal r = upstreamResponseRefusal(f, task.name, rec.host, rec.rule, rec.upstream);
-      co_await refuse(c, log, std::move(r), "error");
+      co_await refuse(c, log, r);
       co_return false;
     }
   }
@@ -204,14 +209,14 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   std::unique_ptr<broker::BodyDecoder> decoder;
   rec.kind = audit_kind::kForward;
   if (auto refusal = creds.scrubHeaders(res, !rp->is_done(), log, scrubber, decoder)) {
-    co_await refuse(c, log, std::move(*refusal), "error");  // the upstream connection is dropped
+    co_await refuse(c, log, *refusal);  // the upstream connection is dropped
     co_return false;
   }
   // A body scrubbed with replacements of another length, or decoded, changes length: frame it
   // ourselves.
   const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
                                        decoder || (scrubber && !scrubber->preservesLength()));
-  rec.verdict = policy::verdictName(decision.verdict);
+  rec.verdict = outcomeOf(decision.verdict);
   rec.reason = decision.reason;
   rec.status = res.result_int();
 
@@ -221,7 +226,7 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   if (back.error == RelayError::kDecode && !back.headSent) {
     // Nothing has reached the client yet: it gets the refusal instead of a cut response.
     Refusal r = undecodableBodyRefusal(back, rec);
-    co_await refuse(c, log, std::move(r), "error");
+    co_await refuse(c, log, r);
     co_return false;
   }
   finishRequest(c, log);

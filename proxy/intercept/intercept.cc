@@ -65,12 +65,6 @@ Result<std::shared_ptr<Interception>> Interception::create(const config::Config&
   return out;
 }
 
-namespace {
-
-constexpr std::string_view kClientTlsFailed = "client_tls_failed";
-
-}  // namespace
-
 asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target& target,
                                       uint16_t port, const policy::Decision& decision,
                                       RequestLog& log) {
@@ -84,14 +78,15 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   std::string leafError;
   auto leaf = icpt.leaves().get(target.name, &leafError);
   if (!leaf || !c.snap->secrets || !c.snap->upstreamTls) {
-    Refusal refusal{502,
-                    reason::kInterceptionUnavailable,
-                    task.name,
-                    rec.host,
-                    decision.rule,
-                    leaf ? "interception is not configured" : "no certificate for this host",
-                    ""};
-    co_await refuse(c, log, refusal, "error");
+    Refusal refusal{
+        .status = 502,
+        .reason = reason::kInterceptionUnavailable,
+        .task = task.name,
+        .host = rec.host,
+        .rule = decision.rule,
+        .detail = leaf ? "interception is not configured" : "no certificate for this host",
+            .outcome = Outcome::kError};
+    co_await refuse(c, log, refusal);
     co_return;
   }
   if (c.state.metrics) c.state.metrics->leafCache(icpt.leaves().hits(), icpt.leaves().misses());
@@ -105,7 +100,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   c.buffer.consume(c.buffer.size());
   const bool ready = tls.ok() && fed;
   if (!ready || !leaf->applyTo(tls.native_handle())) {
-    rec.verdict = "error";
+    rec.verdict = Outcome::kError;
     rec.reason = reason::kInterceptionUnavailable;
     rec.error = ready ? "cannot install the leaf certificate"
                       : "cannot set up TLS with the client (out of memory)";
@@ -119,10 +114,10 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
     // starts with a handshake record (0x16); the client may have sent its first bytes with
     // the CONNECT head or after the 200.
     const bool plaintext = tls.firstByte() >= 0 && tls.firstByte() != 0x16;
-    rec.verdict = "deny";
+    rec.verdict = Outcome::kDeny;
     rec.reason = hec == beast::error::timeout ? reason::kClientTimeout
                  : plaintext                  ? reason::kNotTls
-                                              : kClientTlsFailed;
+                                              : reason::kClientTlsFailed;
     rec.error = fmt::format("TLS handshake with the client failed: {}", hec.message());
     finishRequest(c, log);
     co_return;
@@ -135,7 +130,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
     sniOk = t && t->name == target.name;
   }
   if (!sniOk) {
-    rec.verdict = "deny";
+    rec.verdict = Outcome::kDeny;
     rec.reason = reason::kSniMismatch;
     rec.error = fmt::format("TLS server name '{}' is not the CONNECT host '{}'", sni ? sni : "",
                             target.name);

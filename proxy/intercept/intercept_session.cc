@@ -61,8 +61,6 @@ bool PooledConnection<std::shared_ptr<UpstreamTlsConnection>>::quiet(
 
 namespace {
 
-constexpr std::string_view kHostMismatch421 = "host_mismatch";
-
 // The request line's target is not origin-form ("/path"): an absolute-form target could name
 // another host than the tunnel's, and `*` or an authority name no path the policy could judge.
 // A line with no target after its method is left to validateRequestHead.
@@ -124,7 +122,7 @@ class InterceptSession {
   // Hop-by-hop and Proxy-* fields out, the credential in. Returns the refusal on failure.
   std::optional<Refusal> prepare(http::request<http::buffer_body>& req,
                                  const policy::Decision& decision, bool websocket, RequestLog& log);
-  asio::awaitable<void> refuseInside(RequestLog& log, const Refusal& r, std::string_view verdict);
+  asio::awaitable<void> refuseInside(RequestLog& log, const Refusal& r);
   // Makes up_ a verified connection for `credential`: the one this session holds, else an
   // idle one of the worker's pool, else a new one (always new when !mayReuse). `reused` says
   // whether it had carried requests before (the upstream may have closed it since).
@@ -156,15 +154,14 @@ bool upgradesToWebsocket(const http::fields& f) {
   return beast::iequals(broker::trimOws(it->value()), "websocket");
 }
 
-asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refusal& refusal,
-                                                     std::string_view verdict) {
+asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refusal& refusal) {
   Refusal r = refusal;
   auto& rec = log.record;
-  rec.verdict = verdict;
+  rec.verdict = r.outcome;
   rec.reason = r.reason;
   rec.status = r.status;
   if (rec.rule.empty()) rec.rule = r.rule;
-  if (rec.error.empty() && verdict == "error") rec.error = r.detail;
+  if (rec.error.empty() && r.outcome == Outcome::kError) rec.error = r.detail;
   std::string bytes = renderRefusal(r);
   beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
   const asio::const_buffer out(bytes.data(), bytes.size());
@@ -229,10 +226,13 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
   }
   if (!prepared) {
     co_return Refusal{
-        502,      reason::kUpstreamTlsFailed,
-        rec.task, rec.host,
-        rec.rule, fmt::format("TLS to {} ({}) could not be set up", rec.host, rec.upstream),
-        ""};
+        .status = 502,
+        .reason = reason::kUpstreamTlsFailed,
+        .task = rec.task,
+        .host = rec.host,
+        .rule = rec.rule,
+        .detail = fmt::format("TLS to {} ({}) could not be set up", rec.host, rec.upstream),
+        .outcome = Outcome::kError};
   }
   conn->stream.expires_after(toDuration(limits.connectTimeout));
   auto ec = co_await conn->tls.handshake();
@@ -240,10 +240,13 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
     long vr = SSL_get_verify_result(ssl);
     std::string why = vr != X509_V_OK ? X509_verify_cert_error_string(vr) : ec.message();
     co_return Refusal{
-        502,      reason::kUpstreamTlsFailed,
-        rec.task, rec.host,
-        rec.rule, fmt::format("TLS to {} ({}) failed: {}", rec.host, rec.upstream, why),
-        ""};
+        .status = 502,
+        .reason = reason::kUpstreamTlsFailed,
+        .task = rec.task,
+        .host = rec.host,
+        .rule = rec.rule,
+        .detail = fmt::format("TLS to {} ({}) failed: {}", rec.host, rec.upstream, why),
+        .outcome = Outcome::kError};
   }
   up_ = std::move(conn);
   upClean_ = false;
@@ -308,14 +311,13 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.host = target_.name;
   rec.port = port_;
   if (end < 0) {
-    Refusal r{end == -1 ? 400 : 431,
-              end == -1 ? reason::kBadRequestLine : reason::kHeaderTooLarge,
-              task.name,
-              rec.host,
-              "",
-              "malformed or oversized request head",
-              ""};
-    co_await refuseInside(log, r, "deny");
+    Refusal r{
+        .status = end == -1 ? 400 : 431,
+        .reason = end == -1 ? reason::kBadRequestLine : reason::kHeaderTooLarge,
+        .task = task.name,
+        .host = rec.host,
+        .detail = "malformed or oversized request head"};
+    co_await refuseInside(log, r);
     co_return false;
   }
   const size_t headLen = static_cast<size_t>(end);
@@ -324,22 +326,27 @@ asio::awaitable<bool> InterceptSession::one() {
   // absolute-form target's scheme and authority as it would a proxy request's.
   if (notOriginForm(raw)) {
     rec.method = std::string(raw.substr(0, raw.find(' ')));
-    Refusal r{421,
-              kHostMismatch421,
-              task.name,
-              rec.host,
-              "",
-              fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
+    Refusal r{
+        .status = 421,
+        .reason = reason::kHostMismatch,
+        .task = task.name,
+        .host = rec.host,
+        .detail = fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
                           target_.name),
-              "send the path alone; requests for another host go through their own CONNECT"};
-    co_await refuseInside(log, r, "deny");
+        .hint = "send the path alone; requests for another host go through their own CONNECT"};
+    co_await refuseInside(log, r);
     co_return false;
   }
   RequestHead head;
   if (auto e = validateRequestHead(raw, &head)) {
     rec.method = std::string(head.method);
-    Refusal r{400, e->reason, task.name, rec.host, "", e->detail, ""};
-    co_await refuseInside(log, r, "deny");
+    Refusal r{
+        .status = 400,
+        .reason = e->reason,
+        .task = task.name,
+        .host = rec.host,
+        .detail = e->detail};
+    co_await refuseInside(log, r);
     co_return false;
   }
   rec.method = std::string(head.method);
@@ -349,8 +356,13 @@ asio::awaitable<bool> InterceptSession::one() {
   beast::error_code pec;
   size_t used = parser.put(asio::buffer(in_.data().data(), headLen), pec);
   if (pec || used != headLen || !parser.is_header_done()) {
-    Refusal r{400, reason::kBadHeader, task.name, rec.host, "", "malformed request head", ""};
-    co_await refuseInside(log, r, "deny");
+    Refusal r{
+        .status = 400,
+        .reason = reason::kBadHeader,
+        .task = task.name,
+        .host = rec.host,
+        .detail = "malformed request head"};
+    co_await refuseInside(log, r);
     co_return false;
   }
   in_.consume(headLen);
@@ -361,14 +373,14 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.path = path;
   auto hostIt = req.find(http::field::host);
   if (hostIt == req.end() || !hostMatches(hostIt->value(), target_, port_)) {
-    Refusal r{421,
-              kHostMismatch421,
-              task.name,
-              rec.host,
-              "",
-              fmt::format("the Host header must name the CONNECT host '{}'", target_.name),
-              "send requests for another host through their own CONNECT"};
-    co_await refuseInside(log, r, "deny");
+    Refusal r{
+        .status = 421,
+        .reason = reason::kHostMismatch,
+        .task = task.name,
+        .host = rec.host,
+        .detail = fmt::format("the Host header must name the CONNECT host '{}'", target_.name),
+        .hint = "send requests for another host through their own CONNECT"};
+    co_await refuseInside(log, r);
     co_return false;
   }
   const bool clientKeepAlive = req.keep_alive();
@@ -388,7 +400,7 @@ asio::awaitable<bool> InterceptSession::one() {
   if (!decision.allowed()) {
     Refusal r = policyRefusal(decision, task.name, rec.host,
                               "ask for a policy rule that allows this request");
-    co_await refuseInside(log, r, "deny");
+    co_await refuseInside(log, r);
     co_return false;
   }
   // Connection: upgrade with an Upgrade field asks to switch protocols (an Upgrade field alone
@@ -396,20 +408,21 @@ asio::awaitable<bool> InterceptSession::one() {
   const bool upgrade = parser.upgrade() && req.find(http::field::upgrade) != req.end();
   const bool isWebsocket = upgrade && upgradesToWebsocket(req);
   if (upgrade && !isWebsocket) {
-    Refusal r{400,
-              reason::kUpgradeNotSupported,
-              task.name,
-              rec.host,
-              decision.rule,
-              fmt::format("cannot switch to '{}' here: only websocket upgrades are relayed",
+    Refusal r{
+        .status = 400,
+        .reason = reason::kUpgradeNotSupported,
+        .task = task.name,
+        .host = rec.host,
+        .rule = decision.rule,
+        .detail = fmt::format("cannot switch to '{}' here: only websocket upgrades are relayed",
                           std::string_view(req[http::field::upgrade]).substr(0, 64)),
-              "send the request without Upgrade"};
-    co_await refuseInside(log, r, "deny");
+        .hint = "send the request without Upgrade"};
+    co_await refuseInside(log, r);
     co_return false;
   }
 
   if (auto refusal = prepare(req, decision, isWebsocket, log)) {
-    co_await refuseInside(log, *refusal, refusal->status == 502 ? "error" : "deny");
+    co_await refuseInside(log, *refusal);
     co_return false;
   }
   // From here the head may carry the injected credential (a header, the query).
@@ -423,7 +436,7 @@ asio::awaitable<bool> InterceptSession::one() {
     bool reused = false;
     if (auto refusal =
             co_await connectUpstream(decision, decision.credential, log, attempt == 0, reused)) {
-      co_await refuseInside(log, *refusal, refusal->status == 403 ? "deny" : "error");
+      co_await refuseInside(log, *refusal);
       co_return false;
     }
     http::request_serializer<http::buffer_body> sr(req);
@@ -438,7 +451,7 @@ asio::awaitable<bool> InterceptSession::one() {
       up_.reset();
       if (reused && bodyless) continue;
       Refusal r = upstreamSendRefusal(sent, rec);
-      co_await refuseInside(log, r, "error");
+      co_await refuseInside(log, r);
       co_return false;
     }
     rec_ec = co_await readResponseHead(up_->tls, up_->buf, rp, req.method() == http::verb::head,
@@ -455,10 +468,10 @@ asio::awaitable<bool> InterceptSession::one() {
     UpstreamResponseFailure f{rec_ec == beast::error::timeout, rec_ec && isPeerClosed(rec_ec),
                               rec_ec ? rec_ec.message() : std::string()};
     Refusal r = upstreamResponseRefusal(f, task.name, rec.host, rec.rule, rec.upstream);
-    co_await refuseInside(log, r, "error");
+    co_await refuseInside(log, r);
     co_return false;
   }
-  rec.verdict = policy::verdictName(decision.verdict);
+  rec.verdict = outcomeOf(decision.verdict);
   rec.reason = decision.reason;
   if (switched) {
     co_await switchToWebsocket(log, *rp);
@@ -472,7 +485,7 @@ asio::awaitable<bool> InterceptSession::one() {
   std::unique_ptr<broker::BodyDecoder> decoder;
   if (auto refusal = creds_.scrubHeaders(res, !rp->is_done(), log, scrubber, decoder)) {
     up_.reset();  // its body was not read
-    co_await refuseInside(log, *refusal, "error");
+    co_await refuseInside(log, *refusal);
     co_return false;
   }
   // A body scrubbed with replacements of another length, or decoded, changes length: frame it
@@ -488,7 +501,7 @@ asio::awaitable<bool> InterceptSession::one() {
     // Nothing has reached the client yet: it gets the refusal instead of a cut response.
     up_.reset();
     Refusal r = undecodableBodyRefusal(back, rec);
-    co_await refuseInside(log, r, "error");
+    co_await refuseInside(log, r);
     co_return false;
   }
   finishRequest(c_, log);

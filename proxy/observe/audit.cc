@@ -257,7 +257,7 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendKey(out, field::kPath);
   appendOptional(out, capped(r.path));
   appendKey(out, field::kVerdict);
-  appendOptional(out, r.verdict);
+  appendOptional(out, outcomeName(r.verdict));
   appendKey(out, field::kReason);
   appendOptional(out, r.reason);
   appendKey(out, field::kRule);

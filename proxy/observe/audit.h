@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "common/result.h"
+#include "proxy/observe/outcome.h"
 
 namespace sandgate::proxy {
 
@@ -40,7 +41,8 @@ struct AuditRecord {
   std::string method, scheme, host;
   uint16_t port = 0;
   std::string path;  // empty when not visible
-  std::string verdict, reason, rule;
+  Outcome verdict = Outcome::kNone;
+  std::string reason, rule;
   std::string credential;  // the credential's name (never its value), when one was involved
   bool injected = false;   // a credential was injected into the upstream request
   int status = 0;

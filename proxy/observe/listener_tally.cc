@@ -6,21 +6,22 @@ namespace sandgate::proxy {
 void ListenerTally::add(const AuditRecord& r) {
   std::lock_guard lock(mu_);
   if (!r.credential.empty()) credentials_.insert(r.credential);  // the name, never the secret
-  auto [it, fresh] = entries_.try_emplace(Key{r.host, r.port, r.kind, r.verdict, r.reason});
+  const std::string verdict(outcomeName(r.verdict));
+  auto [it, fresh] = entries_.try_emplace(Key{r.host, r.port, r.kind, verdict, r.reason});
   TrafficEntry& e = it->second;
   if (fresh) {
     e.host = r.host;
     e.port = r.port;
     e.kind = r.kind;
-    e.verdict = r.verdict;
+    e.verdict = verdict;
     e.reason = r.reason;
   }
   e.count++;
   e.bytesUp += r.bytesUp;
   e.bytesDown += r.bytesDown;
-  if (r.verdict == "allow") {
+  if (r.verdict == Outcome::kAllow) {
     totals_.allowed++;
-  } else if (r.verdict == "deny") {
+  } else if (r.verdict == Outcome::kDeny) {
     totals_.denied++;
   } else {
     totals_.other++;

@@ -303,7 +303,7 @@ asio::awaitable<void> serve(ClientConnection& c) {
         // A slow or silent client: the connection is closed; only a partial request is news.
         if (c.buffer.size() > 0) {
           log.record.kind = audit_kind::kRefusal;
-          log.record.verdict = "deny";
+          log.record.verdict = Outcome::kDeny;
           log.record.reason = reason::kClientTimeout;
           finishRequest(c, log);
         }

@@ -30,7 +30,7 @@ std::optional<CapturedTarget> capturedTarget(ClientConnection& c) {
     log.record.task = c.task ? c.task->name : std::string();
     log.record.kind = audit_kind::kRefusal;
     log.record.port = ec ? 0 : local.port();
-    log.record.verdict = "deny";
+    log.record.verdict = Outcome::kDeny;
     log.record.reason = reason::kNotSynthetic;
     log.record.error = "no name was given out for this address";
     finishRequest(c, log);
@@ -56,7 +56,11 @@ asio::awaitable<void> handleCapturedStream(ClientConnection& c, const CapturedTa
 
 std::optional<Refusal> capturedHttpHead(const CapturedTarget& t, RequestHead* head) {
   auto refusal = [&](std::string_view why, std::string detail) {
-    return Refusal{400, why, "", t.name, "", std::move(detail), ""};
+    return Refusal{
+        .status = 400,
+        .reason = why,
+        .host = t.name,
+        .detail = std::move(detail)};
   };
   if (head->form != TargetForm::kOrigin) {
     return refusal(reason::kBadTarget,

@@ -13,12 +13,6 @@
 
 namespace sandgate::proxy {
 
-namespace reason {
-// A captured connection to an address the DNS stub never gave out (a real IP, 127.0.0.1, or
-// an unassigned synthetic address): closed at once, nothing dialled.
-inline constexpr std::string_view kNotSynthetic = "not_a_synthetic_address";
-}  // namespace reason
-
 // Port whose captured connections carry plain HTTP (forward path); every other captured
 // port is a byte stream treated like CONNECT name:port (SNI checked on 443).
 inline constexpr uint16_t kCapturedHttpPort = 80;

@@ -77,7 +77,11 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   auto normalized = policy::normalizeHost(head.host);
   if (auto* e = std::get_if<policy::HostError>(&normalized)) {
     {
-      Refusal refusal{400, policy::reason::kInvalidHost, "", rec.host, "", e->message, ""};
+      Refusal refusal{
+          .status = 400,
+          .reason = policy::reason::kInvalidHost,
+          .host = rec.host,
+          .detail = e->message};
       co_await refuse(c, log, refusal);
     }
     co_return;
@@ -99,14 +103,15 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   if (decision.intercept) {
     if (!c.state.interception) {
       {
-        Refusal refusal{502,
-                        reason::kInterceptionUnavailable,
-                        task.name,
-                        rec.host,
-                        decision.rule,
-                        "the rule needs TLS interception, which this server cannot do",
-                        ""};
-        co_await refuse(c, log, refusal, "error");
+        Refusal refusal{
+            .status = 502,
+            .reason = reason::kInterceptionUnavailable,
+            .task = task.name,
+            .host = rec.host,
+            .rule = decision.rule,
+            .detail = "the rule needs TLS interception, which this server cannot do",
+            .outcome = Outcome::kError};
+        co_await refuse(c, log, refusal);
       }
       co_return;
     }
@@ -120,7 +125,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   Refusal dialRefusal;
   auto dialed = co_await dialForClient(c, decision, target, head.port, log, &dialRefusal);
   if (!dialed) {
-    co_await refuse(c, log, dialRefusal, dialRefusal.status == 403 ? "deny" : "error");
+    co_await refuse(c, log, dialRefusal);
     co_return;
   }
   tcp::socket upstream = std::move(*dialed);
@@ -132,7 +137,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
     std::string detail;
     auto check = co_await checkClientHello(c, target, &detail);
     if (check != HelloCheck::kOk) {
-      rec.verdict = "deny";
+      rec.verdict = Outcome::kDeny;
       rec.error = detail;
       switch (check) {
         case HelloCheck::kMismatch:
@@ -148,8 +153,8 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
           rec.reason = reason::kClientTimeout;
           break;
         default:
-          rec.verdict = "error";
-          rec.reason = "client_closed";
+          rec.verdict = Outcome::kError;
+          rec.reason = reason::kClientClosed;
           break;
       }
       finishRequest(c, log);
@@ -166,7 +171,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
     c.buffer.consume(c.buffer.size());
     upstream = up.release_socket();
     if (ec) {
-      rec.verdict = "error";
+      rec.verdict = Outcome::kError;
       rec.reason = reason::kUpstreamReset;
       rec.error = ec.message();
       finishRequest(c, log);

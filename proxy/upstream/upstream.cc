@@ -210,9 +210,14 @@ asio::awaitable<std::optional<tcp::socket>> dialForClient(ClientConnection& c,
   rec.upstream = dial.upstream;
   if (dial.ok()) co_return std::move(dial.socket);
   rec.rule = dial.decision.rule;
-  *refusal =
-      Refusal{dial.status, dial.reason, c.task ? c.task->name : "", rec.host, dial.decision.rule,
-              dial.detail, ""};
+  *refusal = Refusal{.status = dial.status,
+                     .reason = dial.reason,
+                     .task = c.task ? c.task->name : "",
+                     .host = rec.host,
+                     .rule = dial.decision.rule,
+                     .detail = dial.detail,
+                     // 403: an address the policy refuses; otherwise the dial failed.
+                     .outcome = dial.status == 403 ? Outcome::kDeny : Outcome::kError};
   co_return std::nullopt;
 }
 

@@ -95,5 +95,30 @@ class Libraries(unittest.TestCase):
                                     f"{path.relative_to(ROOT)}: {lib}/ does no I/O with Asio")
 
 
+class ReasonCatalogue(unittest.TestCase):
+    """proxy/client/reasons.h: every token is in the catalogue, and README.md lists it."""
+
+    def test_every_request_reason_is_catalogued_and_documented(self):
+        header = (ROOT / "proxy" / "client" / "reasons.h").read_text(encoding="utf-8")
+        consts = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "([^"]+)";', header))
+        catalogue = header[header.index("kRequestReasons[]"):]
+        listed = re.findall(r"\{reason::(k\w+),", catalogue)
+        self.assertEqual(sorted(listed), sorted(consts), "each reason:: token has one entry")
+        self.assertEqual(len(set(consts.values())), len(consts), "tokens are unique")
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        table = readme[readme.index("## Refusals"):readme.index("## Running many sandboxes")]
+        missing = [t for t in consts.values() if f"| `{t}` |" not in table]
+        self.assertEqual(missing, [], "README.md's Refusals table lists every token")
+
+    def test_no_reason_token_is_written_outside_a_catalogue(self):
+        # A reason written as a literal in the data path is one a client cannot look up.
+        stray = []
+        for path in sources("proxy"):
+            text = path.read_text(encoding="utf-8")
+            for m in re.finditer(r'(?:\.reason\s*=|reason\s*=)\s*"([a-z_]+)"', text):
+                stray.append(f"{path.relative_to(ROOT)}: {m.group(1)}")
+        self.assertEqual(stray, [])
+
+
 if __name__ == "__main__":
     unittest.main()

@@ -52,7 +52,7 @@ AuditRecord sample() {
   r.host = "example.com";
   r.port = 80;
   r.path = "/index.html";
-  r.verdict = "allow";
+  r.verdict = Outcome::kAllow;
   r.reason = "allowed";
   r.rule = "sandgate.yaml:12";
   r.credential = "openai";
@@ -132,7 +132,7 @@ TEST(AuditFormat, FieldNamesAreTheDocumentedOnes) {
 TEST(AuditFormat, EmptyStringsAreNull) {
   AuditRecord r;  // a refusal of an unidentified client: most fields unknown
   r.kind = "refusal";
-  r.verdict = "deny";
+  r.verdict = Outcome::kDeny;
   r.reason = "unknown_task";
   r.status = 407;
   auto obj = parseLine(AuditLog::format(r));

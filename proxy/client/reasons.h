@@ -1,0 +1,121 @@
+// Every reason token of the request path, in one catalogue: the X-Sandgate-Reason of a
+// refusal, the `reason` of an audit line and of sandgate_requests_total. Stable: clients,
+// alerts and tests match on them. The other layers keep their own: the policy's in
+// policy/engine.h, the broker's in broker/store.h, task tokens' in identity/task_token.h, the
+// admin socket's in admin/admin_protocol.h. README.md's "Refusal reasons" lists them all.
+#pragma once
+
+#include <span>
+#include <string_view>
+
+namespace sandgate::proxy {
+
+namespace reason {
+// Identity and admission.
+inline constexpr std::string_view kAuthRequired = "auth_required";
+inline constexpr std::string_view kAuthInvalid = "auth_invalid";
+inline constexpr std::string_view kTaskMismatch = "task_mismatch";
+inline constexpr std::string_view kDeniedByToken = "denied_by_token";
+inline constexpr std::string_view kConnectionLimit = "connection_limit";
+inline constexpr std::string_view kTunnelLimit = "tunnel_limit";
+inline constexpr std::string_view kRateLimited = "rate_limited";
+// The request head (http_validation.h).
+inline constexpr std::string_view kBadRequestLine = "bad_request_line";
+inline constexpr std::string_view kBadHeader = "bad_header";
+inline constexpr std::string_view kObsFold = "obs_fold";
+inline constexpr std::string_view kAmbiguousFraming = "ambiguous_framing";
+inline constexpr std::string_view kBadContentLength = "bad_content_length";
+inline constexpr std::string_view kBadTransferEncoding = "bad_transfer_encoding";
+inline constexpr std::string_view kBadTarget = "bad_target";
+inline constexpr std::string_view kBadScheme = "bad_scheme";
+inline constexpr std::string_view kBadAuthority = "bad_authority";
+inline constexpr std::string_view kBadPort = "bad_port";
+inline constexpr std::string_view kHostMismatch = "host_mismatch";
+inline constexpr std::string_view kDuplicateHost = "duplicate_host";
+inline constexpr std::string_view kConnectWithBody = "connect_with_body";
+inline constexpr std::string_view kDuplicateProxyAuthorization = "duplicate_proxy_authorization";
+inline constexpr std::string_view kNotProxyRequest = "not_a_proxy_request";
+inline constexpr std::string_view kHeaderTooLarge = "header_too_large";
+inline constexpr std::string_view kUpgradeNotSupported = "upgrade_not_supported";
+inline constexpr std::string_view kNotSynthetic = "not_a_synthetic_address";
+// Upstreams.
+inline constexpr std::string_view kDnsFailed = "dns_failed";
+inline constexpr std::string_view kUpstreamRefused = "upstream_refused";
+inline constexpr std::string_view kUpstreamReset = "upstream_reset";
+inline constexpr std::string_view kUpstreamUnreachable = "upstream_unreachable";
+inline constexpr std::string_view kUpstreamBadResponse = "upstream_bad_response";
+inline constexpr std::string_view kUpstreamTlsFailed = "upstream_tls_failed";
+inline constexpr std::string_view kUpstreamTimeout = "upstream_timeout";
+inline constexpr std::string_view kResponseNotScrubbable = "response_not_scrubbable";
+inline constexpr std::string_view kProxyLoop = "proxy_loop";
+inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";
+// Ends of tunnels and connections (audit only: the 200 has been sent, or nobody is left).
+inline constexpr std::string_view kSniMismatch = "sni_mismatch";
+inline constexpr std::string_view kNotTls = "not_tls";
+inline constexpr std::string_view kBadClientHello = "bad_client_hello";
+inline constexpr std::string_view kClientTlsFailed = "client_tls_failed";
+inline constexpr std::string_view kIdleTimeout = "idle_timeout";
+inline constexpr std::string_view kClientTimeout = "client_timeout";
+inline constexpr std::string_view kClientClosed = "client_closed";
+}  // namespace reason
+
+struct ReasonInfo {
+  std::string_view token;
+  int status;  // the refusal's status; 0: audit only (nothing is sent)
+  std::string_view meaning;
+};
+
+// The catalogue, in the order above.
+inline constexpr ReasonInfo kRequestReasons[] = {
+    {reason::kAuthRequired, 407, "no Proxy-Authorization on a listener that needs one"},
+    {reason::kAuthInvalid, 407, "unknown task, or a token that does not match it"},
+    {reason::kTaskMismatch, 407, "a later request on the connection names another task"},
+    {reason::kDeniedByToken, 403, "the host is outside the task token's `hosts`"},
+    {reason::kConnectionLimit, 429, "the task has limits.max_connections open"},
+    {reason::kTunnelLimit, 429, "the task has limits.max_tunnels open"},
+    {reason::kRateLimited, 429, "more new connections per second than the task may open"},
+    {reason::kBadRequestLine, 400, "a malformed request line, or a bare CR or LF in the head"},
+    {reason::kBadHeader, 400, "a malformed header field"},
+    {reason::kObsFold, 400, "a folded (obs-fold) header line"},
+    {reason::kAmbiguousFraming, 400, "Content-Length and Transfer-Encoding together"},
+    {reason::kBadContentLength, 400, "a Content-Length that is not one decimal number"},
+    {reason::kBadTransferEncoding, 400,
+     "a Transfer-Encoding that does not end in one chunked, or in HTTP/1.0"},
+    {reason::kBadTarget, 400, "a request target that is not a valid URI for its method"},
+    {reason::kBadScheme, 400, "an absolute-form target with a scheme other than http"},
+    {reason::kBadAuthority, 400, "a target or Host authority that does not parse"},
+    {reason::kBadPort, 400, "a port that is not a number from 1 to 65535"},
+    {reason::kHostMismatch, 400,
+     "Host names another target than the request line (421 inside an intercepted tunnel)"},
+    {reason::kDuplicateHost, 400, "more than one Host field"},
+    {reason::kConnectWithBody, 400, "a CONNECT announcing a body"},
+    {reason::kDuplicateProxyAuthorization, 400, "more than one Proxy-Authorization field"},
+    {reason::kNotProxyRequest, 400, "an origin-form request sent to the proxy"},
+    {reason::kHeaderTooLarge, 431, "a request head over limits.max_header_bytes"},
+    {reason::kUpgradeNotSupported, 400, "an intercepted request upgrading to another protocol "
+                                        "than websocket"},
+    {reason::kNotSynthetic, 0, "a captured connection to an address the DNS stub never gave"},
+    {reason::kDnsFailed, 502, "the name did not resolve"},
+    {reason::kUpstreamRefused, 502, "the upstream refused the connection"},
+    {reason::kUpstreamReset, 502, "the upstream closed or reset the connection"},
+    {reason::kUpstreamUnreachable, 502,
+     "no address could be dialled (unreachable, or every address failed)"},
+    {reason::kUpstreamBadResponse, 502, "the upstream's response could not be read"},
+    {reason::kUpstreamTlsFailed, 502, "TLS to the upstream failed or its certificate is wrong"},
+    {reason::kUpstreamTimeout, 504,
+     "the name, the connection or the response did not come in time"},
+    {reason::kResponseNotScrubbable, 502, "a response in a coding sandgate cannot scrub"},
+    {reason::kProxyLoop, 403, "the target is sandgate itself"},
+    {reason::kInterceptionUnavailable, 502, "the rule needs interception, which is unavailable"},
+    {reason::kSniMismatch, 0, "the TLS server name is not the CONNECT host"},
+    {reason::kNotTls, 0, "a TLS tunnel that did not start with TLS"},
+    {reason::kBadClientHello, 0, "a ClientHello that does not parse"},
+    {reason::kClientTlsFailed, 0, "the TLS handshake with the client failed"},
+    {reason::kIdleTimeout, 0, "a tunnel idle for limits.idle_timeout"},
+    {reason::kClientTimeout, 0, "the client sent nothing in time"},
+    {reason::kClientClosed, 0, "the client went away mid-request"},
+};
+
+inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }
+
+}  // namespace sandgate::proxy
