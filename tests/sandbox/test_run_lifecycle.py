@@ -417,6 +417,30 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(bad.returncode, 2, bad.stderr)
         self.assertIn("--disk bounds the overlay", bad.stderr)
 
+    def test_config_disk_default_and_the_flag_over_it(self):
+        cfg = os.path.join(tempfile.mkdtemp(dir=self.dir, prefix="cfg-"), "sandgate.yaml")
+        with open(cfg, "w") as f:
+            f.write("policies: {none: {allow: []}}\ntasks: [{name: default, policy: none}]\n"
+                    "sandbox: {disk: 1M}\n")
+        write = ["sh", "-c", "head -c 3000000 /dev/zero > big; echo big=$?"]
+        ws = self.new_workspace()
+        run = self.run_dir()
+        r = self.sandgate(write, "--config", cfg, workspace=ws, run_dir=run)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("big=1", r.stdout)  # sandbox.disk bounded the upper layer
+        self.assertIn("No space left on device", r.stderr)
+        self.assertEqual(self.read_json(run, "report.json")["run"]["disk_bytes"], 1 << 20)
+        self.assertEqual(os.listdir(ws), [])
+        for flag, size, bytes_ in (("4M", "big=0", 4 << 20), ("unlimited", "big=0", None)):
+            run = self.run_dir()
+            r = self.sandgate(write, "--config", cfg, "--disk", flag, workspace=ws, run_dir=run)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, size), r.stderr)
+            self.assertEqual(self.read_json(run, "report.json")["run"]["disk_bytes"], bytes_)
+            self.assertEqual(self.changes(run)["big"]["after"]["size"], 3000000)
+        # Bind mode has no upper layer: the default does not apply (and does not refuse).
+        r = self.sandgate(["true"], "--config", cfg, "--workspace-mode", "bind", workspace=ws)
+        self.assertEqual(r.returncode, 0, r.stderr)
+
     def rootless(self, check, run_name=None):
         """`check(ws, runs or runs/run_name, **popen_args)` as a user the test creates, in a
         workspace and a directory for runs that the user owns."""
