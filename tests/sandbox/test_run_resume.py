@@ -16,7 +16,7 @@ import tempfile
 import unittest
 
 import artifacts
-from run_support import namespaces_refused, run_bounded
+from run_support import namespaces_refused, run_bounded, serve_run_work_dir
 from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
@@ -36,11 +36,8 @@ SCRIPT = ("for h in old.test new.test; do curl -sS -o /dev/null -w '%{http_code}
 class RunResumeTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("the admin socket is root-only: run as root")
+        cls.work = serve_run_work_dir("sandgate-run-resume-")
         cls.upstream = HttpUpstream()
-        cls.work = tempfile.mkdtemp(prefix="sandgate-run-resume-", dir="/var/tmp")
-        os.chmod(cls.work, 0o755)
         cls.serve = Sandgate({}, [])
         cls.sock = cls.serve.admin_path  # under /run/sandgate; removed by cleanup()
         cls.secret_path = cls.serve.secret_file("run-resume", SECRET)
