@@ -21,6 +21,13 @@ namespace {
 
 constexpr int kMaxDepth = 256;
 
+// One copy's settings: what to count (copyTree), and whether the source may be touched. A
+// finished run's upper layer is the launcher's to fix modes on; the workspace never is.
+struct Copy {
+  CopyStats* stats = nullptr;
+  bool sourceReadOnly = false;
+};
+
 // The overlay's own xattrs (opaque, origin, impure): what makes the copy read as the layer.
 void copyOverlayXattrs(int from, int to) {
   char names[4096];
@@ -65,9 +72,10 @@ std::string copyContent(int in, int out, const char* name, CopyStats* stats) {
 }
 
 std::string copyFile(int fromDir, int toDir, const char* name, const struct stat& st,
-                     CopyStats* stats) {
+                     const Copy& c) {
+  CopyStats* stats = c.stats;
   int in = openat(fromDir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-  if (in < 0 && errno == EACCES) {
+  if (in < 0 && errno == EACCES && !c.sourceReadOnly) {
     // The owner may always add its own read bit; the copy gets the mode the workload left.
     (void)fchmodat(fromDir, name, (st.st_mode & 07777) | S_IRUSR, 0);
     in = openat(fromDir, name, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
@@ -93,17 +101,19 @@ std::string copyFile(int fromDir, int toDir, const char* name, const struct stat
   return error;
 }
 
-std::string copyDir(int from, int to, int depth, CopyStats* stats);
+std::string copyDir(int from, int to, int depth, const Copy& c);
 
-std::string copyEntry(int from, int to, const char* name, int depth, CopyStats* stats) {
+std::string copyEntry(int from, int to, const char* name, int depth, const Copy& c) {
   struct stat st {};
   if (fstatat(from, name, &st, AT_SYMLINK_NOFOLLOW) != 0) return "";  // gone meanwhile
   std::string error;
   if (S_ISREG(st.st_mode)) {
-    error = copyFile(from, to, name, st, stats);
+    error = copyFile(from, to, name, st, c);
   } else if (S_ISDIR(st.st_mode)) {
     int sub = openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if ((sub < 0 && errno == EACCES) || (sub >= 0 && faccessat(sub, ".", R_OK | X_OK, 0) != 0)) {
+    bool unreadable =
+        (sub < 0 && errno == EACCES) || (sub >= 0 && faccessat(sub, ".", R_OK | X_OK, 0) != 0);
+    if (unreadable && !c.sourceReadOnly) {
       // The owner may make its own directory readable; the copy gets the original mode.
       if (sub >= 0) close(sub);
       (void)fchmodat(from, name, (st.st_mode & 07777) | S_IRWXU, 0);
@@ -119,7 +129,7 @@ std::string copyEntry(int from, int to, const char* name, int depth, CopyStats* 
       close(sub);
       return sysFailure(std::string("copy the upper layer: open ") + name, "openat", errno);
     }
-    error = copyDir(sub, dst, depth + 1, stats);
+    error = copyDir(sub, dst, depth + 1, c);
     copyOverlayXattrs(sub, dst);
     if (error.empty() && fchmod(dst, st.st_mode & 07777) != 0) {
       error = sysFailure("copy the upper layer", "fchmod", errno);
@@ -141,11 +151,11 @@ std::string copyEntry(int from, int to, const char* name, int depth, CopyStats* 
   return error;
 }
 
-std::string copyDir(int from, int to, int depth, CopyStats* stats) {
+std::string copyDir(int from, int to, int depth, const Copy& c) {
   if (depth > kMaxDepth) return "copy the upper layer: nested deeper than 256 directories";
   std::vector<std::string> names = listDirectory(from);
   for (const auto& n : names) {
-    if (auto error = copyEntry(from, to, n.c_str(), depth, stats); !error.empty()) return error;
+    if (auto error = copyEntry(from, to, n.c_str(), depth, c); !error.empty()) return error;
   }
   return "";
 }
@@ -171,15 +181,16 @@ std::string chownDir(int dir, uid_t uid, gid_t gid, int depth) {
 
 }  // namespace
 
-std::string copyUpperLayer(int from, int to) { return copyDir(from, to, 0, nullptr); }
+std::string copyUpperLayer(int from, int to) { return copyDir(from, to, 0, Copy{}); }
 
 std::string copyTree(int from, int to, uid_t uid, gid_t gid, CopyStats* stats) {
-  if (auto error = copyDir(from, to, 0, stats); !error.empty()) return error;
+  // Root reads every file; where it cannot (root squashed by NFS) the copy fails, and says so.
+  if (auto error = copyDir(from, to, 0, Copy{stats, true}); !error.empty()) return error;
   return chownDir(to, uid, gid, 0);
 }
 
 std::string copyLayerEntry(int fromDir, int toDir, const std::string& name) {
-  return copyEntry(fromDir, toDir, name.c_str(), 0, nullptr);
+  return copyEntry(fromDir, toDir, name.c_str(), 0, Copy{});
 }
 
 std::string removeLayerEntry(int dir, const std::string& name) {

@@ -28,7 +28,9 @@ struct CopyStats {
 // The workspace copy (overlay mode's fallback, see launcher.h): everything under `from` into
 // the empty `to` as copyUpperLayer copies it, each file reflinked where the filesystem can,
 // then all of it (`to` included) given to `uid`/`gid` (a root launcher's run identity; chown
-// clears setuid and setgid bits). Returns "" or the failure.
+// clears setuid and setgid bits). Nothing under `from` is changed: an entry it cannot read
+// (root squashed by NFS) fails the copy instead of being made readable. Returns "" or the
+// failure.
 std::string copyTree(int from, int to, uid_t uid, gid_t gid, CopyStats* stats);
 
 // One entry `name` of the directory `fromDir` (and, for a directory, everything in it) copied
