@@ -34,8 +34,9 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "upper layer (review with sandgate show/diff, then apply or discard); bind: the "
                   "run writes the workspace itself (default: sandbox.workspace_mode, overlay)");
   cmd->add_option("--disk", req->disk,
-                  "Bound what the run writes to the workspace, e.g. 1G (overlay mode: an upper "
-                  "layer on a tmpfs of that size, counted in --memory; ENOSPC beyond it)");
+                  "Bound what the run writes to the workspace, e.g. 1G, or unlimited (overlay "
+                  "mode: an upper layer on a tmpfs of that size, counted in --memory; ENOSPC "
+                  "beyond it; default: sandbox.disk, unlimited)");
   auto* resume = cmd->add_option(
       "--resume", req->resume,
       "Continue an earlier run (id or directory): a new run, with new namespaces, placeholders "

@@ -204,6 +204,9 @@ struct Sandbox {
   // workspace_mode: overlay (the workspace is the read-only lower layer, the run's writes go to
   // its own upper layer) or bind (the workspace itself, read-write).
   std::string workspaceMode = "overlay";
+  // disk: overlay mode's bound on what a run writes to the workspace (its upper layer on a
+  // tmpfs of this size); unlimited by default. Bind mode has no upper layer and ignores it.
+  std::optional<uint64_t> diskBytes;
 };
 
 // The highest uid an id range may include: (uid_t)-1 is "no uid" to setresuid(2) and chown(2).

@@ -20,8 +20,8 @@ tasks:
   - name: default
     policy: registries
 # The sandbox's limits (a config without this section gets the same). Raise them, or write
-# `unlimited` for memory, pids, cpus or timeout; --memory, --pids, --cpus, --timeout and
-# --tmpfs-size override them for one run.
+# `unlimited` for memory, pids, cpus, timeout or disk; --memory, --pids, --cpus, --timeout,
+# --tmpfs-size, --workspace-mode and --disk override them for one run.
 sandbox:
   memory: 4G            # the run's cgroup, tmpfs pages included
   pids: 1024            # processes and threads, the launcher's two helpers included
@@ -31,6 +31,7 @@ sandbox:
   ro: []                # more host directories shown read-only, e.g. [/opt/toolchain]
   id_range: 2113929216-2113994751   # uids/gids of root-launched runs (0x7E000000 + 65536)
   workspace_mode: overlay   # or bind: the run writes the workspace itself
+  disk: unlimited       # overlay mode: bound what a run writes to the workspace, e.g. 2G
 )";
   return text;
 }

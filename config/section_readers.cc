@@ -387,9 +387,9 @@ void readTransparent(Reader& r, const Field& f, Transparent& t) {
 void readSandbox(Reader& r, const Field& f, Sandbox& sb) {
   auto m = r.map(f,
                  {"memory", "pids", "cpus", "timeout", "tmpfs_size", "ro", "id_range",
-                  "workspace_mode"},
+                  "workspace_mode", "disk"},
                  "a map with memory, pids, cpus, timeout, tmpfs_size, ro, id_range, "
-                 "workspace_mode",
+                 "workspace_mode, disk",
                  true);
   if (!m) return;
   auto positiveSize = [](std::string_view s) -> std::optional<uint64_t> {
@@ -397,6 +397,7 @@ void readSandbox(Reader& r, const Field& f, Sandbox& sb) {
     return v && *v > 0 ? v : std::nullopt;
   };
   readSandboxLimit(r, m->get("memory"), "a size such as 4G or 512M", sb.memoryBytes, positiveSize);
+  readSandboxLimit(r, m->get("disk"), "a size such as 2G or 512M", sb.diskBytes, positiveSize);
   readSandboxLimit(r, m->get("pids"), "an integer from 1 to 4294967295", sb.pids, parsePidsLimit);
   readSandboxLimit(r, m->get("cpus"), "a number of cores such as 2 or 1.5", sb.cpus,
                    parseCpusLimit);

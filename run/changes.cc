@@ -123,7 +123,7 @@ bool isFlaggedGitPath(const std::string& path) {
 
 class Collector {
  public:
-  explicit Collector(ChangeSet* out) : out_(out) {}
+  Collector(ChangeSet* out, bool fullCopy) : out_(out), fullCopy_(fullCopy) {}
 
   std::string error;
 
@@ -183,7 +183,7 @@ class Collector {
         UniqueFd sub(
             ::openat(upper, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!sub.valid()) continue;
-        bool subOpaque = isOpaque(sub.get());
+        bool subOpaque = fullCopy_ || isOpaque(sub.get());
         if (inLower && S_ISDIR(lst.st_mode)) {
           if ((lst.st_mode & 07777) != (ust.st_mode & 07777)) {
             add(Change::Kind::kMode, path, stateOf(lower, name, lst), stateOf(upper, name, ust));
@@ -232,6 +232,7 @@ class Collector {
 
  private:
   ChangeSet* out_;
+  bool fullCopy_;
   size_t count_ = 0;
 };
 
@@ -418,12 +419,13 @@ std::optional<FileState> stateAt(int dir, const std::string& name) {
   return stateOf(dir, name, st);
 }
 
-Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& workspacePath) {
+Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& workspacePath,
+                                 bool fullCopy) {
   ChangeSet set;
   UniqueFd lower(::openat(lowerFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
   if (!lower.valid()) return failure(fmt::format("open the workspace: {}", std::strerror(errno)));
-  Collector c(&set);
-  c.walk(upperFd, lower.get(), "", false, 0);
+  Collector c(&set, fullCopy);
+  c.walk(upperFd, lower.get(), "", fullCopy, 0);
   if (!c.error.empty()) return failure(c.error);
   std::stable_sort(set.changes.begin(), set.changes.end(),
                    [](const Change& a, const Change& b) { return a.path < b.path; });

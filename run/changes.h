@@ -55,8 +55,11 @@ inline constexpr uint64_t kMaxPatchFileBytes = 8u << 20;
 // O_RDONLY directory), opening every entry relative to its directory without following links:
 // a whiteout (0/0 character device) is a deletion, an opaque directory (user.overlay.opaque)
 // hides everything of the lower directory it does not hold, a copied-up file that equals its
-// lower file is no change. `workspacePath` finds the git work tree.
-Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& workspacePath);
+// lower file is no change. `workspacePath` finds the git work tree. `fullCopy`: the upper
+// directory is a whole copy of the workspace (the overlay's copy fallback), every directory of
+// it as good as opaque: what it lacks was deleted.
+Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& workspacePath,
+                                 bool fullCopy = false);
 
 boost::json::value changesToJson(const ChangeSet& set);
 Result<ChangeSet> changesFromJson(const std::string& text);

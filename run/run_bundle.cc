@@ -193,12 +193,16 @@ void RunBundle::started() {
   if (err_) err_->start();
 }
 
-boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
+boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
+                                      const std::string& workspaceCopy) {
+  const bool copy = mode_ == "overlay" && !workspaceCopy.empty();
+  if (copy) mode_ = "copy";
   boost::json::object run;
   run["id"] = dir_.id;
   run["dir"] = dir_.path;
   run["workspace"] = workspacePath_;
   run["workspace_mode"] = mode_;
+  run["workspace_copy"] = copy ? boost::json::value(workspaceCopy) : boost::json::value(nullptr);
   run["started_at"] = startedAt_;
   run["execs"] = execCount_;
   run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
@@ -214,7 +218,7 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
   boost::json::object out;
   out["run"] = std::move(run);
   out["changes"] = nullptr;
-  if (mode_ != "overlay") return out;
+  if (mode_ != "overlay" && mode_ != "copy") return out;
   if (earlier_) {
     // The changes of a continued run count from the workspace: its upper layer becomes the
     // earlier run's with this run's on top (overlay/own keeps this run's alone).
@@ -232,7 +236,8 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings) {
                         safe_open::describeError(errno));
     return out;
   }
-  auto set = collectChanges(workspace_.get(), upper.get(), workspacePath_);
+  // A copy holds every file: what it lacks was deleted (each directory reads as opaque).
+  auto set = collectChanges(workspace_.get(), upper.get(), workspacePath_, copy);
   if (!set) {
     warnings->push_back("changes: " + set.errors().front().message);
     return out;

@@ -40,8 +40,10 @@ class RunBundle {
   void started();
   // After the sandbox is gone: waits for the output copies, reads the changes (overlay mode)
   // and writes changes.json and changes.patch. Returns the report's `run` and `changes`
-  // fields; problems go to `warnings`.
-  boost::json::object finish(std::vector<std::string>* warnings);
+  // fields; problems go to `warnings`. `workspaceCopy`: sandbox::RunResult::workspaceCopy
+  // (the overlay fell back to a copy: upper/ holds the whole tree, mode "copy").
+  boost::json::object finish(std::vector<std::string>* warnings,
+                             const std::string& workspaceCopy = "");
 
  private:
   RunDir dir_;

@@ -73,10 +73,18 @@ std::string applySandboxSettings(const config::Sandbox& sb, const RunRequest& re
   }
   o->workspaceMode = mode == "overlay" ? sandbox::Options::WorkspaceMode::kOverlay
                                        : sandbox::Options::WorkspaceMode::kBind;
+  // sandbox.disk is overlay mode's default: bind mode has no upper layer to bound (the config
+  // may say overlay and the flag bind). --disk overrides it, `unlimited` included.
   o->diskBytes.reset();
-  if (req.disk) {
+  if (mode == "overlay") o->diskBytes = sb.diskBytes;
+  if (req.disk && *req.disk == config::kUnlimited) {
+    o->diskBytes.reset();
+  } else if (req.disk) {
     auto v = positiveSize(*req.disk);
-    if (!v) return fmt::format("--disk {}: expected a size such as 512M or 2G", *req.disk);
+    if (!v) {
+      return fmt::format("--disk {}: expected a size such as 512M or 2G, or {}", *req.disk,
+                         config::kUnlimited);
+    }
     if (mode != "overlay") {
       return "--disk bounds the overlay's upper layer: it needs --workspace-mode overlay (bind "
              "mode writes the host's directory itself)";

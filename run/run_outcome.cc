@@ -47,7 +47,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
               RunBundle* bundle, const std::optional<proxy::CaptureCounts>& dns) {
   boost::json::object extra;
   std::vector<std::string> bundleWarnings;
-  if (bundle != nullptr) extra = bundle->finish(&bundleWarnings);
+  if (bundle != nullptr) extra = bundle->finish(&bundleWarnings, result ? result->workspaceCopy : "");
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     return kExitSetupFailed;

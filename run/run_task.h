@@ -22,7 +22,7 @@ struct RunRequest {
   std::string workspace;                  // empty: the current directory
   std::optional<std::string> workspaceMode;  // "overlay" | "bind" (default: sandbox.workspace_mode)
   std::optional<std::string> runDir;  // the run's directory (default: run/run_dir.h)
-  std::optional<std::string> disk;    // config::parseSize: overlay mode's sized upper layer
+  std::optional<std::string> disk;    // config::parseSize or unlimited (default: sandbox.disk)
   // An earlier run whose files this one starts from (its upper layer below this run's):
   // --resume continues it (once: it records `resumed_by`), --from branches from it.
   std::optional<std::string> resume;

@@ -414,11 +414,13 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   spec.fs = planFilesystem(options, ws->path, &result.warnings);
   spec.fs.workspaceDev = ws->st.st_dev;
   spec.fs.workspaceIno = ws->st.st_ino;
+  std::string idmapRefused;
   if (!id->rootless) {
     std::string why;
     spec.fs.workspaceFd = idmappedWorkspace(*ws, id->uid, id->gid, &why);
     closer.fds.push_back(spec.fs.workspaceFd);
-    if (spec.fs.workspaceFd < 0) {
+    if (spec.fs.workspaceFd < 0) idmapRefused = why;
+    if (spec.fs.workspaceFd < 0 && options.workspaceMode == Options::WorkspaceMode::kBind) {
       result.warnings.push_back("the workspace cannot be idmapped (" + why +
                                 "): it is bound as it is, so the "
                                 "sandbox's uid " +
@@ -437,7 +439,25 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     spec.fs.layers = layers->path;
     spec.fs.layersDev = layers->dev;
     spec.fs.layersIno = layers->ino;
-    if (!options.earlierLayer.empty()) {
+    if (!idmapRefused.empty()) {
+      // Without the idmapped lower layer the run could copy up none of the root-owned files.
+      const std::string why = "the workspace cannot be idmapped (" + idmapRefused + ")";
+      if (options.diskBytes || !options.earlierLayer.empty()) {
+        return error("sandbox: " + why + ", so the run would work on a copy of it, where " +
+                     (options.diskBytes ? "--disk (sandbox.disk) bounds nothing: the copy is on "
+                                          "the host's disk; run without it"
+                                        : "--from and --resume have no layers to start from") +
+                     ", or with --workspace-mode bind");
+      }
+      auto copy = copyWorkspace(*ws, options.overlayDir, id->uid, id->gid, why);
+      if (!copy) return copy.errors();
+      closer.fds.push_back(copy->fd);
+      spec.fs.overlay = false;
+      spec.fs.layersFd = -1;  // closed by `closer`; the copy is the workspace now
+      spec.fs.workspaceFd = copy->fd;
+      result.workspaceCopy = copy->why;
+      result.warnings.push_back(copy->why);
+    } else if (!options.earlierLayer.empty()) {
       // Checked like a workspace (no link followed); its owner is the earlier run's uid.
       auto earlier = openWorkspace(options.earlierLayer, {});
       if (!earlier) return earlier.errors();

@@ -47,6 +47,12 @@ struct Options {
   //    launcher the lower layer is the idmapped workspace, so that a root-owned file is the
   //    run's uid's inside and can be copied up; the overlay is mounted in the sandbox's user
   //    namespace (userxattr, redirect_dir=nofollow: a renamed directory is copied, never redirected).
+  //    Copy fallback: a root launcher whose workspace cannot be idmapped (a filesystem without
+  //    idmapped mounts, e.g. ramfs, NFS) could copy up none of the root-owned files, so it
+  //    copies the workspace to `overlayDir`/upper instead (reflinks where the filesystem has
+  //    them), gives the copy to the run's uid and binds it as the workspace: the host's
+  //    directory is still never written, and RunResult::workspaceCopy says why. No --disk,
+  //    --from or --resume then.
   enum class WorkspaceMode { kBind, kOverlay };
   WorkspaceMode workspaceMode = WorkspaceMode::kBind;
   // kOverlay: an empty directory of the launcher's own, outside the workspace (the run's
@@ -122,6 +128,9 @@ struct RunResult {
   std::string error;                        // kSetupFailed: step, system call and errno
   std::vector<std::string> warnings;        // degraded features (e.g. no /dev/pts, no IPv6)
   std::vector<std::string> unenforced;      // limits requested but not enforced (allowUnenforced)
+  // kOverlay that fell back to a copy of the workspace (see Options): why, and what the copy
+  // took (files, bytes, reflinks); empty otherwise.
+  std::string workspaceCopy;
   uid_t uid = 0;                            // the identity the command ran as
   gid_t gid = 0;
 };

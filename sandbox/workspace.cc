@@ -17,6 +17,7 @@
 
 #include "common/safe_open.h"
 #include "sandbox/identity.h"
+#include "sandbox/layer_copy.h"
 #include "sandbox/paths.h"
 #include "sandbox/sys_error.h"
 
@@ -252,6 +253,39 @@ Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const Checked
     return diagnostic(sysFailure(what, "mount_setattr", err));
   }
   out.fd = tree;
+  return out;
+}
+
+Result<WorkspaceCopy> copyWorkspace(const CheckedWorkspace& ws, const std::string& dir, uid_t uid,
+                                    gid_t gid, const std::string& why) {
+  const std::string what = "sandbox: copy the workspace " + ws.path + " (" + why + ")";
+  safe_open::UniqueFd from(::openat(ws.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC));
+  safe_open::UniqueFd to(safe_open::openNoSymlinks(dir + "/upper", O_RDONLY | O_DIRECTORY));
+  if (!from.valid() || !to.valid()) {
+    return diagnostic(what + ": " + safe_open::describeError(errno));
+  }
+  CopyStats stats;
+  if (auto e = copyTree(from.get(), to.get(), uid, gid, &stats); !e.empty()) {
+    return diagnostic(what + ": " + e);
+  }
+  // The workspace's own mode on the copy's root (prepareOverlayLayers set it on upper/).
+  if (fchmod(to.get(), ws.st.st_mode & 0777) != 0) return diagnostic(sysFailure(what, "fchmod", errno));
+  int tree = static_cast<int>(
+      syscall(SYS_open_tree, to.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
+  if (tree < 0) return diagnostic(sysFailure(what, "open_tree", errno));
+  mount_attr attr{};
+  attr.attr_set = MOUNT_ATTR_NOSUID | MOUNT_ATTR_NODEV;
+  if (syscall(SYS_mount_setattr, tree, "", AT_EMPTY_PATH, &attr, sizeof attr) != 0) {
+    int err = errno;
+    close(tree);
+    return diagnostic(sysFailure(what, "mount_setattr", err));
+  }
+  WorkspaceCopy out;
+  out.fd = tree;
+  out.why = why + ": the run works on a copy of the workspace (" + std::to_string(stats.files) +
+            " files, " + std::to_string(stats.bytes) + " bytes, " +
+            std::to_string(stats.reflinked) +
+            " reflinked) in its upper layer; the host's directory is not written";
   return out;
 }
 

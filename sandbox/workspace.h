@@ -47,4 +47,16 @@ struct OverlayLayers {
 Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const CheckedWorkspace& ws,
                                            uid_t uid, gid_t gid, bool rootless);
 
+// Overlay mode's fallback for a root launcher (see Options::WorkspaceMode): copies the
+// workspace `ws` into `dir`/upper (made by prepareOverlayLayers), reflinked where the
+// filesystem can, gives it to `uid`/`gid`, and returns it as a detached mount (open_tree,
+// nosuid, nodev) for the sandbox to bind as the workspace, with `why` (the reason overlay
+// cannot serve) and what the copy took, for the report.
+struct WorkspaceCopy {
+  int fd = -1;
+  std::string why;
+};
+Result<WorkspaceCopy> copyWorkspace(const CheckedWorkspace& ws, const std::string& dir, uid_t uid,
+                                    gid_t gid, const std::string& why);
+
 }  // namespace sandgate::sandbox

@@ -20,7 +20,6 @@ Result<std::shared_ptr<ssl::context>> makeContext(const config::Config& cfg,
   ctx->set_options(ssl::context::default_workarounds | ssl::context::no_compression);
   ctx->set_verify_mode(ssl::verify_peer);
   boost::system::error_code ec;
-  ctx->set_default_verify_paths(ec);  // no system store is not fatal: extra bundles may do
   for (const std::string* bundle : {cfg.tls.upstreamCa ? &*cfg.tls.upstreamCa : nullptr, extra}) {
     if (!bundle) continue;
     ctx->load_verify_file(*bundle, ec);
@@ -51,6 +50,12 @@ Result<std::shared_ptr<const UpstreamTls>> UpstreamTls::build(const config::Conf
 }
 
 ssl::context& UpstreamTls::contextFor(std::string_view credential) const {
+  std::call_once(systemRoots_, [this] {
+    // No system store is not fatal: the extra bundles may be all a deployment trusts.
+    boost::system::error_code ec;
+    base_->set_default_verify_paths(ec);
+    for (const auto& [name, ctx] : perCredential_) ctx->set_default_verify_paths(ec);
+  });
   auto it = perCredential_.find(credential);
   return it == perCredential_.end() ? *base_ : *it->second;
 }

@@ -1,11 +1,15 @@
 // Client TLS contexts for intercepted requests going upstream: system roots plus the extra
 // bundles of `tls.upstream_ca` and each credential's `upstream_ca`, peer verification on,
 // TLS 1.2 or newer. Built once per snapshot; a bundle that cannot be loaded is a config error.
+// The system roots are read when the first intercepted request goes upstream, not at build():
+// parsing the distribution's bundle costs ~20 ms, which every `sandgate run` and every start
+// and reload of serve would pay whether or not any host is intercepted.
 #pragma once
 
 #include <boost/asio/ssl/context.hpp>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -19,10 +23,12 @@ class UpstreamTls {
   static Result<std::shared_ptr<const UpstreamTls>> build(const config::Config& cfg);
 
   // The context for requests carrying `credential` (empty: none). Contexts are thread-safe
-  // for creating connections once configured, which is all that happens after build().
+  // for creating connections once configured; the first call (on any thread) adds the system
+  // roots to every context, and every call returns only after that is done.
   boost::asio::ssl::context& contextFor(std::string_view credential) const;
 
  private:
+  mutable std::once_flag systemRoots_;
   std::shared_ptr<boost::asio::ssl::context> base_;
   std::map<std::string, std::shared_ptr<boost::asio::ssl::context>, std::less<>> perCredential_;
 };

@@ -118,11 +118,11 @@ class LifecycleTest(unittest.TestCase):
              "printf '\\000\\001\\002binary' > blob.bin && ln -s moved.txt newlink && "
              "cat moved.txt")
 
-    def check_overlay_run(self, ws, run, r):
+    def check_overlay_run(self, ws, run, r, mode="overlay"):
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("only root reads this\nmore\n", r.stdout)
         report = self.read_json(run, "report.json")
-        self.assertEqual(report["run"]["workspace_mode"], "overlay")
+        self.assertEqual(report["run"]["workspace_mode"], mode)
         self.assertEqual(report["run"]["workspace"], os.path.realpath(ws))
         ch = self.changes(run)
         self.assertEqual(ch["secret.txt"]["kind"], "deleted")
@@ -186,6 +186,45 @@ class LifecycleTest(unittest.TestCase):
         self.assertIn("deleted secret.txt", a.stdout)
         self.assertEqual(tree_state(ws), expected)
         self.assertEqual(os.stat(os.path.join(ws, "moved.txt")).st_uid, 0)
+
+    def test_workspace_that_cannot_be_idmapped_falls_back_to_a_copy(self):
+        # ramfs has no idmapped mounts: without them no root-owned file could be copied up.
+        top = tempfile.mkdtemp(dir=self.dir, prefix="ramfs-")
+        m = subprocess.run(["mount", "-t", "ramfs", "-o", "mode=0755", "ramfs", top],
+                           capture_output=True, text=True)
+        if m.returncode != 0:
+            self.skipTest("cannot mount a ramfs here: " + m.stderr.strip())
+        self.addCleanup(subprocess.run, ["umount", "-l", top], check=False)
+        ws = os.path.join(top, "ws")
+        os.mkdir(ws, 0o755)
+        self.make_repo(ws, owner=0)
+        before = tree_state(ws)
+        expected = self.expected_after(ws)
+        run = self.run_dir()
+        r = self.sandgate(["sh", "-c", self.EDITS + "; test -x run.sh && ./run.sh"],
+                          workspace=ws, run_dir=run)
+        if r.returncode == 0 and "cannot be idmapped" not in r.stderr:
+            self.skipTest("this kernel idmaps ramfs: the copy fallback is not reached")
+        ch = self.check_overlay_run(ws, run, r, mode="copy")
+        self.assertIn("run\n", r.stdout)  # the copy is executable (no noexec mount)
+        self.assertIn("works on a copy of the workspace (6 files", r.stderr)
+        copy = self.read_json(run, "report.json")["run"]["workspace_copy"]
+        self.assertIn("cannot be idmapped", copy)
+        self.assertIn("0 reflinked", copy)  # ramfs has no reflinks
+        self.assertEqual(tree_state(ws), before, "the run modified the host's workspace")
+        self.assertNotIn("sub2", ch["sub/two"]["path"])  # a rename: deleted and added
+        self.assertNotIn("link", ch)  # copied unchanged: no change
+        # The whole tree is in the upper layer, owned by the run's uid.
+        upper = os.path.join(run, "overlay", "upper")
+        self.assertGreaterEqual(os.stat(os.path.join(upper, "a.txt")).st_uid, 0x7E000000)
+        a = self.cli("apply", run)
+        self.assertEqual(a.returncode, 0, a.stderr)
+        self.assertEqual(tree_state(ws), expected)
+        # Nothing the copy cannot honour: no --disk, no layers to resume from.
+        for flags in (["--disk", "1M"], ["--from", run]):
+            bad = self.sandgate(["true"], *flags, workspace=ws, run_dir=self.run_dir())
+            self.assertEqual(bad.returncode, 125, bad.stderr)
+            self.assertIn("copy of it", bad.stderr)
 
     def test_rootless_overlay_leaves_the_host_tree_unchanged(self):
         with TemporaryUser() as user:
@@ -416,6 +455,30 @@ class LifecycleTest(unittest.TestCase):
         bad = self.sandgate(["true"], "--disk", "1M", "--workspace-mode", "bind", workspace=ws)
         self.assertEqual(bad.returncode, 2, bad.stderr)
         self.assertIn("--disk bounds the overlay", bad.stderr)
+
+    def test_config_disk_default_and_the_flag_over_it(self):
+        cfg = os.path.join(tempfile.mkdtemp(dir=self.dir, prefix="cfg-"), "sandgate.yaml")
+        with open(cfg, "w") as f:
+            f.write("policies: {none: {allow: []}}\ntasks: [{name: default, policy: none}]\n"
+                    "sandbox: {disk: 1M}\n")
+        write = ["sh", "-c", "head -c 3000000 /dev/zero > big; echo big=$?"]
+        ws = self.new_workspace()
+        run = self.run_dir()
+        r = self.sandgate(write, "--config", cfg, workspace=ws, run_dir=run)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertIn("big=1", r.stdout)  # sandbox.disk bounded the upper layer
+        self.assertIn("No space left on device", r.stderr)
+        self.assertEqual(self.read_json(run, "report.json")["run"]["disk_bytes"], 1 << 20)
+        self.assertEqual(os.listdir(ws), [])
+        for flag, size, bytes_ in (("4M", "big=0", 4 << 20), ("unlimited", "big=0", None)):
+            run = self.run_dir()
+            r = self.sandgate(write, "--config", cfg, "--disk", flag, workspace=ws, run_dir=run)
+            self.assertEqual((r.returncode, r.stdout.strip()), (0, size), r.stderr)
+            self.assertEqual(self.read_json(run, "report.json")["run"]["disk_bytes"], bytes_)
+            self.assertEqual(self.changes(run)["big"]["after"]["size"], 3000000)
+        # Bind mode has no upper layer: the default does not apply (and does not refuse).
+        r = self.sandgate(["true"], "--config", cfg, "--workspace-mode", "bind", workspace=ws)
+        self.assertEqual(r.returncode, 0, r.stderr)
 
     def rootless(self, check, run_name=None):
         """`check(ws, runs or runs/run_name, **popen_args)` as a user the test creates, in a

@@ -11,12 +11,11 @@ Runs as root (the admin socket is root-only)."""
 import json
 import os
 import subprocess
-import tempfile
 import unittest
 
 import artifacts
 from clients import curl
-from run_support import namespaces_refused, run_bounded
+from run_support import namespaces_refused, run_bounded, serve_run_work_dir
 from sandgate_fixture import Sandgate, binary
 from upstreams import HttpUpstream
 
@@ -27,11 +26,8 @@ TOKEN = "tok-run-placeholders"
 class RunPlaceholdersTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("the admin socket is root-only: run as root")
+        cls.work = serve_run_work_dir("sandgate-run-ph-")
         cls.upstream = HttpUpstream()
-        cls.work = tempfile.mkdtemp(prefix="sandgate-run-ph-", dir="/var/tmp")
-        os.chmod(cls.work, 0o755)
         cls.workspace = os.path.join(cls.work, "ws")
         os.mkdir(cls.workspace)
         os.chmod(cls.workspace, 0o777)

@@ -7,12 +7,25 @@ import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
+import unittest
 
 import artifacts
 
 # A shell prefix: the command runs without HTTP(S)_PROXY in either case.
 NO_PROXY_ENV = "env -u HTTP_PROXY -u HTTPS_PROXY -u http_proxy -u https_proxy "
+
+
+def serve_run_work_dir(prefix):
+    """The start of a `sandgate run --proxy` test class: skips unless root (serve's admin socket
+    is root-only), then returns a new directory for workspaces and reports, 0755, under
+    /var/tmp (not /tmp, which the sandbox has its own of); the caller removes it."""
+    if os.geteuid() != 0:
+        raise unittest.SkipTest("the admin socket is root-only: run as root")
+    work = tempfile.mkdtemp(prefix=prefix, dir="/var/tmp")
+    os.chmod(work, 0o755)
+    return work
 
 
 def namespaces_refused(stderr):

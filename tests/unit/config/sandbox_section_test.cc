@@ -27,6 +27,7 @@ void expectDefaults(const Sandbox& s) {
   EXPECT_EQ(s.idRangeFirst, 0x7E000000u);
   EXPECT_EQ(s.idRangeCount, 65536u);
   EXPECT_EQ(s.workspaceMode, "overlay");
+  EXPECT_FALSE(s.diskBytes.has_value());
 }
 
 TEST(SandboxSection, DefaultsWhenTheSectionOrAKeyIsAbsent) {
@@ -48,7 +49,8 @@ TEST(SandboxSection, TheBuiltInConfigWritesTheSameDefaultsOut) {
   expectDefaults(c->sandbox);
   // Written out, not left implicit: users read the built-in config to see the defaults.
   for (const char* key : {"memory: 4G", "pids: 1024", "cpus: unlimited", "timeout: 2h",
-                          "tmpfs_size: 1G", "id_range: 2113929216-2113994751"}) {
+                          "tmpfs_size: 1G", "id_range: 2113929216-2113994751",
+                          "workspace_mode: overlay", "disk: unlimited"}) {
     EXPECT_NE(defaultConfigText().find(key), std::string::npos) << key;
   }
 }
@@ -92,6 +94,20 @@ TEST(SandboxSection, UnlimitedUnsetsEachLimit) {
 TEST(SandboxSection, WorkspaceMode) {
   EXPECT_EQ(loadOk("sandbox: {workspace_mode: bind}\n").sandbox.workspaceMode, "bind");
   EXPECT_EQ(loadOk("sandbox: {workspace_mode: overlay}\n").sandbox.workspaceMode, "overlay");
+}
+
+TEST(SandboxSection, Disk) {
+  EXPECT_EQ(loadOk("sandbox: {disk: 512M}\n").sandbox.diskBytes, 512 * kMiB);
+  EXPECT_FALSE(loadOk("sandbox: {disk: unlimited}\n").sandbox.diskBytes.has_value());
+  for (const char* bad : {"0", "lots", "-1G"}) {
+    SCOPED_TRACE(bad);
+    auto errors = loadErrors(std::string("sandbox: {disk: ") + bad + "}\n");
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_NE(errors[0].message.find("expected a size such as 2G or 512M or unlimited"),
+              std::string::npos)
+        << errors[0].message;
+    EXPECT_EQ(errors[0].keyPath, "sandbox.disk");
+  }
 }
 
 TEST(SandboxSection, IdRangeForms) {

@@ -44,10 +44,10 @@ class ChangesTest : public ::testing::Test {
     return ::mknod(path.c_str(), S_IFCHR | 0000, makedev(0, 0)) == 0;
   }
 
-  std::map<std::string, Change> collect() {
+  std::map<std::string, Change> collect(bool fullCopy = false) {
     int lower = ::open(lower_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
     int upper = ::open(upper_.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    auto set = collectChanges(lower, upper, lower_);
+    auto set = collectChanges(lower, upper, lower_, fullCopy);
     ::close(lower);
     ::close(upper);
     EXPECT_TRUE(set) << (set ? "" : set.errors().front().message);
@@ -107,6 +107,34 @@ TEST_F(ChangesTest, WhiteoutsOpaqueDirectoriesAndCopiesUp) {
   EXPECT_EQ(ch["tree"].kind, Change::Kind::kModified);
   EXPECT_EQ(ch["tree"].before->type, "dir");
   EXPECT_EQ(ch["tree"].after->type, "file");
+}
+
+TEST_F(ChangesTest, AFullCopyLacksWhatWasDeleted) {
+  // The overlay's copy fallback: the upper directory is the whole workspace, as the run left it.
+  for (const auto& top : {lower_, upper_}) {
+    write(top + "/same.txt", "same\n");
+    write(top + "/dir/kept", "k\n");
+  }
+  write(lower_ + "/gone.txt", "bye\n");
+  write(lower_ + "/dir/gone", "g\n");
+  write(lower_ + "/old/x", "x\n");
+  write(lower_ + "/edit.txt", "old\n");
+  write(upper_ + "/edit.txt", "new\n");
+  write(upper_ + "/dir/new", "n\n");
+  auto ch = collect(true);
+  EXPECT_EQ(ch.count("same.txt"), 0u);
+  EXPECT_EQ(ch.count("dir/kept"), 0u);
+  EXPECT_EQ(ch["gone.txt"].kind, Change::Kind::kDeleted);
+  EXPECT_EQ(ch["dir/gone"].kind, Change::Kind::kDeleted);  // below the top too
+  EXPECT_EQ(ch["old/x"].kind, Change::Kind::kDeleted);
+  EXPECT_EQ(ch["old"].kind, Change::Kind::kDeleted);
+  EXPECT_EQ(ch["edit.txt"].kind, Change::Kind::kModified);
+  EXPECT_EQ(ch["dir/new"].kind, Change::Kind::kAdded);
+  EXPECT_EQ(ch.size(), 6u);
+  // Read as an overlay's upper layer, the same tree deletes nothing.
+  auto asLayer = collect(false);
+  EXPECT_EQ(asLayer.count("gone.txt"), 0u);
+  EXPECT_EQ(asLayer.count("dir/gone"), 0u);
 }
 
 TEST_F(ChangesTest, LinksAreDescribedNeverFollowed) {

@@ -72,6 +72,34 @@ TEST(ApplySandboxSettings, FlagsWinAndAreRequests) {
   EXPECT_FALSE(o.cpusIsDefault);
 }
 
+TEST(ApplySandboxSettings, DiskDefaultFromTheConfigAndTheFlagOverIt) {
+  config::Sandbox sb;
+  sandbox::Options o;
+  ASSERT_EQ(applySandboxSettings(sb, RunRequest{}, &o), "");
+  EXPECT_FALSE(o.diskBytes.has_value());  // built-in default: unlimited
+  sb.diskBytes = 64 * kMiB;
+  ASSERT_EQ(applySandboxSettings(sb, RunRequest{}, &o), "");
+  EXPECT_EQ(o.diskBytes, 64 * kMiB);
+  RunRequest req;
+  req.disk = "1M";
+  ASSERT_EQ(applySandboxSettings(sb, req, &o), "");
+  EXPECT_EQ(o.diskBytes, kMiB);
+  req.disk = "unlimited";
+  ASSERT_EQ(applySandboxSettings(sb, req, &o), "");
+  EXPECT_FALSE(o.diskBytes.has_value());
+  // Bind mode has no upper layer: the config's default does not apply, the flag is refused.
+  RunRequest bind;
+  bind.workspaceMode = "bind";
+  ASSERT_EQ(applySandboxSettings(sb, bind, &o), "");
+  EXPECT_FALSE(o.diskBytes.has_value());
+  bind.disk = "1M";
+  EXPECT_NE(applySandboxSettings(sb, bind, &o).find("needs --workspace-mode overlay"),
+            std::string::npos);
+  sb.workspaceMode = "bind";
+  ASSERT_EQ(applySandboxSettings(sb, RunRequest{}, &o), "");
+  EXPECT_FALSE(o.diskBytes.has_value());
+}
+
 TEST(ApplySandboxSettings, UsageErrors) {
   struct Case {
     const char* name;
@@ -93,6 +121,7 @@ TEST(ApplySandboxSettings, UsageErrors) {
       {"timeout", with(&RunRequest::timeout, "0"), "--timeout 0: expected a duration"},
       {"tmpfs unlimited", with(&RunRequest::tmpfsSize, "unlimited"), "cannot be unlimited"},
       {"ro root", ro, "--ro /: / cannot be read-only"},
+      {"disk", with(&RunRequest::disk, "0"), "--disk 0: expected a size such as 512M"},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
