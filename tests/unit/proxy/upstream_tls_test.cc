@@ -1,6 +1,6 @@
-// proxy/upstream_tls: the system roots are read when the first request goes upstream, not when
+// proxy/net/upstream_tls: the system roots are read when the first request goes upstream, not when
 // the contexts are built (start-up and every reload would pay for parsing the bundle).
-#include "proxy/upstream_tls.h"
+#include "proxy/net/upstream_tls.h"
 
 #include <gtest/gtest.h>
 #include <openssl/ssl.h>
