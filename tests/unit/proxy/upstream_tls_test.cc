@@ -11,7 +11,7 @@
 #include <fstream>
 #include <optional>
 
-#include "proxy/tls_ca.h"
+#include "ca/tls_ca.h"
 
 namespace sandgate::proxy {
 namespace {
