@@ -2,6 +2,7 @@
 //
 // Precedence, highest first (each level is tested in engine_test.cc):
 //   1. unknown task                      -> deny  unknown_task
+//      (decideUnder: a policy not compiled on its own -> deny  unknown_policy)
 //   2. global.deny                       -> deny  global_deny
 //   3. the task policy's deny rules,
 //      including those of every policy it includes (transitively)
@@ -180,14 +181,30 @@ bool isOverrideHeader(std::string_view name) {
 }
 
 Decision Engine::decide(std::string_view task, const Request& req) const {
-  Decision d;
-  d.port = req.port;
   auto taskIt = impl_->tasks.find(task);
   if (taskIt == impl_->tasks.end()) {
+    Decision d;
+    d.port = req.port;
     return refuse(std::move(d), reason::kUnknownTask, nullptr,
                   "task \"" + std::string(task) + "\" is not defined in the configuration");
   }
-  const CompiledPolicy& pol = *taskIt->second;
+  return decideWith(*taskIt->second, req);
+}
+
+Decision Engine::decideUnder(std::string_view policy, const Request& req) const {
+  auto it = impl_->byPolicy.find(policy);
+  if (it == impl_->byPolicy.end()) {
+    Decision d;
+    d.port = req.port;
+    return refuse(std::move(d), reason::kUnknownPolicy, nullptr,
+                  "policy \"" + std::string(policy) + "\" is not compiled on its own");
+  }
+  return decideWith(*it->second, req);
+}
+
+Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const {
+  Decision d;
+  d.port = req.port;
   d.policy = &pol;
   const Target& t = req.target;
   const bool visible = req.method.has_value() || req.path.has_value();

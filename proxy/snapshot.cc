@@ -77,6 +77,19 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     e.state = registry.get(t.name);
     snap->tasks.emplace(t.name, std::move(e));
   }
+  if (cfgRef.tokens) {
+    for (const auto& [policyName, policy] : cfgRef.policies) {
+      TaskEntry e;
+      e.name = policyName;
+      e.adhocPolicy = policyName;
+      e.limits = snap->defaults;
+      std::set<std::string> seen, names;
+      policyCredentials(cfgRef, policyName, seen, names);
+      e.credentials.assign(names.begin(), names.end());
+      snap->policyTasks.emplace(policyName, std::move(e));
+    }
+    snap->adhocStates = registry.adhoc();
+  }
   for (const auto& r : cfgRef.resolve) {
     auto addr = policy::parseIp(r.address);
     if (!addr) {
@@ -100,6 +113,10 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
   for (auto& [name, task] : snap->tasks) {
     task.secrets =
         std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, task.credentials);
+  }
+  for (auto& [name, task] : snap->policyTasks) {
+    task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
+                                                               task.credentials);
   }
   if (cfgRef.tokens) {
     auto tokens = TokenVerifier::load(*cfgRef.tokens, cfgRef.file);

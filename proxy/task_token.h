@@ -15,8 +15,8 @@
 //     (token_ttl_too_long);
 //   - `jti` not in `tokens.revoked`, and iat not before the key's `revoked_before`
 //     (token_revoked; a key with revoked_before refuses tokens without iat).
-// What the claims allow (the task exists, `pol`, `hosts` and `src` only narrow) is the
-// session's to check: it knows the policy and the client (session.cc).
+// What the claims allow (a configured or ad-hoc task, `pol`, `hosts` and `src` only narrow) is
+// checked against the snapshot and the client by taskForToken() (token_task.h).
 //
 // The token is a credential: it is never logged, and no refusal quotes it.
 #pragma once
@@ -49,7 +49,7 @@ inline constexpr std::string_view kExpired = "token_expired";
 inline constexpr std::string_view kNotYetValid = "token_not_yet_valid";
 inline constexpr std::string_view kTtlTooLong = "token_ttl_too_long";
 inline constexpr std::string_view kRevoked = "token_revoked";
-// Checked by the session (session.cc):
+// Checked by taskForToken() (token_task.h):
 inline constexpr std::string_view kUnknownTask = "token_unknown_task";
 inline constexpr std::string_view kTaskMismatch = "token_task_mismatch";
 inline constexpr std::string_view kUnknownPolicy = "token_unknown_policy";

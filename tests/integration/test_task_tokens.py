@@ -4,7 +4,8 @@ curl, Python and Node clients that put it in the proxy URL (http://task:<jwt>@ho
 From the side of a client that holds a token and wants more: an expired, tampered, wrong-`kid`,
 `alg: none`, widening (another policy, a host the policy refuses, `limits`), revoked or
 wrong-source token gets its own 407 reason on both replicas; a token's `hosts` narrow what the
-policy allows (403 denied_by_token); keys rotate (two at once; a removed key's tokens are
+policy allows (403 denied_by_token); a token for a task no config names, with a `pol`, is an
+ad-hoc task with exactly that policy (its hosts, its credentials); keys rotate (two at once; a removed key's tokens are
 refused). The token is registered for the leak check: no log, audit line or response holds
 it."""
 
@@ -26,6 +27,7 @@ from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
 HS_KEY = "task-token-shared-key-0123456789abcdef0123"
+OTHER_SECRET = "othersecret-0123456789abcdefghij"
 
 
 def b64url(data):
@@ -70,14 +72,19 @@ class TaskTokensTest(unittest.TestCase):
         tokens = {"keys": keys, "max_ttl": "24h"}
         if revoked:
             tokens["revoked"] = revoked
+        # other.test's credential goes out in clear (allow_plaintext) so that the echo shows
+        # which task's requests get it.
+        creds = {"otherkey": {"source": {"file": sg.secret_file("otherkey", OTHER_SECRET)},
+                              "hosts": ["other.test"], "allow_plaintext": True,
+                              "inject": {"header": "X-Api-Key", "value": "{secret}"}}}
         return sg.make_config(
             {"api": {"allow": [dict(rule, host="api.test"), dict(rule, host="docs.test")]},
-             "other": {"allow": [dict(rule, host="other.test")]}},
+             "other": {"allow": [dict(rule, host="other.test", credential="otherkey")]}},
             [{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "other"}],
             resolve={"api.test": "127.0.0.1:%d" % cls.up.port,
                      "docs.test": "127.0.0.1:%d" % cls.up.port,
                      "other.test": "127.0.0.1:%d" % cls.up.port},
-            extra={"tokens": tokens})
+            extra={"tokens": tokens, "credentials": creds})
 
     @classmethod
     def tearDownClass(cls):
@@ -176,6 +183,50 @@ class TaskTokensTest(unittest.TestCase):
             r = self.get(sg, "http://docs.test/echo/narrow", "t1", token)  # the policy allows it
             self.assertEqual(r.status, 403, r)
             self.assertEqual(r.header("x-sandgate-reason"), "denied_by_token")
+
+    def test_an_ad_hoc_task_gets_exactly_its_policy(self):
+        # sandbox-42 is in no config: its token's pol makes it an ad-hoc task of `other`.
+        token = self.issue("--task", "sandbox-42", "--policy", "other", "--ttl", "10m")
+        for i, sg in enumerate(self.replicas):
+            r = self.get(sg, "http://other.test/echo/adhoc-%d" % i, "sandbox-42", token)
+            self.assertEqual(r.status, 200, r)
+            # Its policy's credential is injected upstream and scrubbed from the echo.
+            seen = self.up.requests_to("/echo/adhoc-%d" % i)
+            self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "x-api-key"],
+                             [OTHER_SECRET])
+            self.assertNotIn(OTHER_SECRET.encode(), r.body)
+            self.assertIn(b"[REDACTED:otherkey]", r.body)
+            sg.wait_audit(task="sandbox-42", path="/echo/adhoc-%d" % i, verdict="allow")
+            # Another policy's host is refused, as for any task of `other`.
+            r = self.get(sg, "http://api.test/echo/adhoc-%d" % i, "sandbox-42", token)
+            self.assertEqual(r.status, 403, r)
+            self.assertEqual(r.header("x-sandgate-reason"), "no_matching_rule")
+            self.assertEqual(len(self.up.requests_to("/echo/adhoc-%d" % i)), 1)
+            # Metrics label ad-hoc tasks by policy: minted names never become label values.
+            self.assertGreaterEqual(sg.metric("sandgate_requests_total", task="adhoc:other",
+                                              reason="allowed") or 0, 1)
+            self.assertNotIn('task="sandbox-42"', sg.metrics())
+        # An ad-hoc task of `api` gets api's hosts and not other's credential or host.
+        token = self.issue("--task", "sandbox-43", "--policy", "api")
+        sg = self.replicas[0]
+        self.assertEqual(self.get(sg, "http://api.test/echo/adhoc-api", "sandbox-43", token).status,
+                         200)
+        self.assertNotIn("x-api-key", [k.lower() for k, v in
+                                       self.up.requests_to("/echo/adhoc-api")[0]["headers"]])
+        self.assertEqual(self.get(sg, "http://other.test/echo/adhoc-api", "sandbox-43",
+                                  token).status, 403)
+
+    def test_a_sub_that_names_a_configured_task_is_that_task(self):
+        # t1's own policy, named: t1's rules; another policy: refused, never an ad-hoc task.
+        token = self.issue("--task", "t1", "--policy", "api")
+        sg = self.replicas[0]
+        self.assertEqual(self.get(sg, "http://api.test/echo/t1-pol", "t1", token).status, 200)
+        sg.wait_audit(task="t1", path="/echo/t1-pol", verdict="allow")
+        self.assert_refused(self.issue("--task", "t1", "--policy", "other"), "token_widens",
+                            url="http://other.test/echo/t1-widened")
+        self.assert_refused(hs256({"sub": "sandbox-44", "pol": "nosuch",
+                                   "exp": int(time.time()) + 60}),
+                            "token_unknown_policy", task="sandbox-44")
 
     def test_revocation_and_key_rotation(self):
         sg = Sandgate({}, [])
