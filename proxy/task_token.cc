@@ -158,6 +158,52 @@ std::optional<std::string> stringClaim(const json::object& o, std::string_view n
   return std::string(v->as_string());
 }
 
+std::optional<TokenLimits> limitsClaim(const json::value& v, std::string* why) {
+  if (!v.is_object()) {
+    *why = "is not an object";
+    return std::nullopt;
+  }
+  TokenLimits out;
+  for (const auto& [key, value] : v.as_object()) {
+    const bool count = key == "max_connections" || key == "max_tunnels";
+    if (!count && key != "new_connections_per_second") {
+      *why = "name a limit a token cannot lower (it may lower max_connections, max_tunnels, "
+             "new_connections_per_second)";
+      return std::nullopt;
+    }
+    if (count) {
+      if (!value.is_int64() && !value.is_uint64()) {
+        *why = fmt::format("{} is not a whole number", std::string_view(key));
+        return std::nullopt;
+      }
+      const uint64_t n = value.is_uint64() ? value.as_uint64()
+                         : value.as_int64() < 0 ? 0
+                                                : static_cast<uint64_t>(value.as_int64());
+      if (n == 0 || n > UINT32_MAX) {
+        *why = fmt::format("{} must be from 1 to {}", std::string_view(key), UINT32_MAX);
+        return std::nullopt;
+      }
+      (key == "max_connections" ? out.maxConnections : out.maxTunnels) =
+          static_cast<uint32_t>(n);
+    } else {
+      if (!value.is_number() || value.to_number<double>() <= 0) {
+        *why = "new_connections_per_second must be a number above 0";
+        return std::nullopt;
+      }
+      out.newConnectionsPerSecond = value.to_number<double>();
+    }
+  }
+  return out;
+}
+
+json::object limitsJson(const TokenLimits& l) {
+  json::object o;
+  if (l.maxConnections) o["max_connections"] = *l.maxConnections;
+  if (l.maxTunnels) o["max_tunnels"] = *l.maxTunnels;
+  if (l.newConnectionsPerSecond) o["new_connections_per_second"] = *l.newConnectionsPerSecond;
+  return o;
+}
+
 TokenCheck malformed(std::string detail) {
   TokenCheck c;
   c.reason = token_reason::kMalformed;
@@ -318,7 +364,11 @@ TokenCheck decodeToken(std::string_view token) {
       }
     }
   }
-  c.limits = claims->contains("limits");
+  if (const json::value* l = claims->if_contains("limits")) {
+    std::string why;
+    c.limits = limitsClaim(*l, &why);
+    if (!c.limits) return malformed("the token's limits " + why);
+  }
   if (bad) return malformed("a claim of the token has the wrong type");
   if (!sub || sub->empty()) return malformed("the token has no `sub` (the task)");
   if (!exp) return malformed("the token has no `exp`: every task token expires");
@@ -505,6 +555,8 @@ std::string claimsFor(const TokenRequest& request, int64_t now) {
     o["hosts"] = std::move(hosts);
   }
   if (request.src) o["src"] = *request.src;
+  json::object limits = limitsJson(request.limits);
+  if (!limits.empty()) o["limits"] = std::move(limits);
   return json::serialize(o);
 }
 
@@ -524,7 +576,7 @@ std::string describeClaims(const TokenClaims& c) {
     o["hosts"] = std::move(hosts);
   }
   if (c.src) o["src"] = *c.src;
-  if (c.limits) o["limits"] = "(present)";
+  if (c.limits) o["limits"] = limitsJson(*c.limits);
   return json::serialize(o);
 }
 

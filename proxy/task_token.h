@@ -59,6 +59,15 @@ inline constexpr std::string_view kSourceMismatch = "token_source_mismatch";
 
 inline constexpr size_t kMaxTokenBytes = 8192;
 
+// The `limits` claim: lower admission limits for the connections a token identifies, named as
+// in the config's `limits:`. Another key, or a value that is not a positive number (an integer
+// for the counts), makes the token malformed: refused rather than ignored.
+struct TokenLimits {
+  std::optional<uint32_t> maxConnections;  // max_connections
+  std::optional<uint32_t> maxTunnels;      // max_tunnels
+  std::optional<double> newConnectionsPerSecond;  // new_connections_per_second
+};
+
 struct TokenClaims {
   std::string kid;
   std::string alg;
@@ -69,7 +78,7 @@ struct TokenClaims {
   std::optional<int64_t> iat, nbf;
   std::optional<std::vector<std::string>> hosts;  // narrowing: only these hosts
   std::optional<std::string> src;                 // narrowing: the client address (IP or CIDR)
-  bool limits = false;  // a `limits` claim is present (not applied here: refused)
+  std::optional<TokenLimits> limits;  // narrowing: lower admission limits
 };
 
 struct TokenCheck {
@@ -130,10 +139,11 @@ struct TokenRequest {
   std::vector<std::string> hosts;  // empty: no `hosts` claim
   std::optional<std::string> src;
   std::optional<std::string> jti;  // absent: 16 random bytes in hex
+  TokenLimits limits;              // none set: no `limits` claim
 };
 
 // The claims of a new token as JSON text: sub, pol, iat = now, nbf = now, exp = now + ttl, jti,
-// hosts, src.
+// hosts, src, limits.
 std::string claimsFor(const TokenRequest& request, int64_t now);
 
 // The header and claims of a decoded token as indented JSON, for people.

@@ -58,9 +58,27 @@ TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::str
     out.task = out.own.get();
   }
   if (claims.limits) {
-    return refused(token_reason::kWidens,
-                   "the token carries `limits`, which this version does not apply: refused "
-                   "rather than ignored");
+    // Lower only: a value above the task's would widen it. The counts stay the task's, so a
+    // token's max_connections admits a connection while the task has fewer than that.
+    config::EffectiveLimits narrowed = out.task->limits;
+    std::string widened;
+    auto lower = [&](const auto& claim, auto& limit, std::string_view key) {
+      if (!claim) return;
+      if (*claim > limit) {
+        widened = fmt::format("the token's limits.{} ({}) is above task {}'s ({})", key, *claim,
+                              out.task->name, limit);
+      }
+      limit = *claim;
+    };
+    lower(claims.limits->maxConnections, narrowed.maxConnections, "max_connections");
+    lower(claims.limits->maxTunnels, narrowed.maxTunnels, "max_tunnels");
+    lower(claims.limits->newConnectionsPerSecond, narrowed.newConnectionsPerSecond,
+          "new_connections_per_second");
+    if (!widened.empty()) return refused(token_reason::kWidens, std::move(widened));
+    auto own = std::make_shared<TaskEntry>(*out.task);
+    own->limits = narrowed;
+    out.own = std::move(own);
+    out.task = out.own.get();
   }
   if (claims.hosts) {
     out.hosts.emplace();

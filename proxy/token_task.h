@@ -8,6 +8,11 @@
 // ad-hoc task has its policy's credentials (and so its scrubbing) and the global `limits:`;
 // its admission counts are its own (by name, AdhocTaskStates), its metric series and serve's
 // placeholders its policy's (TaskEntry::seriesName()).
+//
+// A `limits` claim lowers the task's max_connections, max_tunnels or
+// new_connections_per_second for the connections the token identifies (a value above the
+// task's is token_widens). The counts are still the task's: a token's max_connections: 2
+// admits a connection while the task has fewer than 2 on this replica.
 #pragma once
 
 #include <cstdint>

@@ -2,10 +2,11 @@
 nothing else shared. A token minted once with `sandgate token issue` is accepted by both, with
 curl, Python and Node clients that put it in the proxy URL (http://task:<jwt>@host:port).
 From the side of a client that holds a token and wants more: an expired, tampered, wrong-`kid`,
-`alg: none`, widening (another policy, a host the policy refuses, `limits`), revoked or
+`alg: none`, widening (another policy, a host the policy refuses, higher `limits`), revoked or
 wrong-source token gets its own 407 reason on both replicas; a token's `hosts` narrow what the
 policy allows (403 denied_by_token); a token for a task no config names, with a `pol`, is an
-ad-hoc task with exactly that policy (its hosts, its credentials); keys rotate (two at once; a removed key's tokens are
+ad-hoc task with exactly that policy (its hosts, its credentials); a token's lower
+max_connections is enforced; keys rotate (two at once; a removed key's tokens are
 refused). The token is registered for the leak check: no log, audit line or response holds
 it."""
 
@@ -23,7 +24,7 @@ import urllib.request
 
 import artifacts
 from clients import curl
-from sandgate_fixture import Sandgate, binary, wait_until
+from sandgate_fixture import Sandgate, binary, read_response_head, wait_until
 from upstreams import HttpUpstream
 
 HS_KEY = "task-token-shared-key-0123456789abcdef0123"
@@ -227,6 +228,45 @@ class TaskTokensTest(unittest.TestCase):
         self.assert_refused(hs256({"sub": "sandbox-44", "pol": "nosuch",
                                    "exp": int(time.time()) + 60}),
                             "token_unknown_policy", task="sandbox-44")
+
+    def held_get(self, sg, task, token, path):
+        """A keep-alive request on a connection of its own, which stays open (and counted)."""
+        s = sg.connect()
+        s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n" % path +
+                   Sandgate.auth_header(task, token) + "\r\n").encode())
+        status, headers, _ = read_response_head(s)
+        return s, status, headers.get("x-sandgate-reason")
+
+    def test_a_token_may_lower_the_connection_limit_but_not_raise_it(self):
+        lowered = self.issue("--task", "t1", "--max-connections", "1")
+        plain = self.issue("--task", "t1")
+        sg = self.replicas[0]
+        # The connections of earlier tests are gone (the server has seen them close).
+        wait_until(lambda: not sg.metric("sandgate_connections_active", task="t1"), 10,
+                   interval=0.1, what="t1's earlier connections closed")
+        held = []
+        try:
+            s, status, _ = self.held_get(sg, "t1", lowered, "/echo/limit-1")
+            held.append(s)
+            self.assertEqual(status, 200)
+            # The task now has one connection: this token's limit of 1 is reached...
+            s, status, reason = self.held_get(sg, "t1", lowered, "/echo/limit-2")
+            held.append(s)
+            self.assertEqual((status, reason), (429, "connection_limit"))
+            # ... while a token without limits still has the task's own (256).
+            s, status, _ = self.held_get(sg, "t1", plain, "/echo/limit-3")
+            held.append(s)
+            self.assertEqual(status, 200)
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(len(self.up.requests_to("/echo/limit-2")), 0)
+        sg.wait_audit(task="t1", reason="connection_limit", status=429)
+        # Above the task's limit is widening, refused on every replica.
+        self.assert_refused(self.issue("--task", "t1", "--max-connections", "1000"),
+                            "token_widens")
+        self.assert_refused(hs256({"sub": "t1", "exp": int(time.time()) + 60,
+                                   "limits": {"idle_timeout": 1}}), "token_malformed")
 
     def test_revocation_and_key_rotation(self):
         sg = Sandgate({}, [])

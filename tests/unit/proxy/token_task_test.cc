@@ -154,5 +154,40 @@ TEST_F(TokenTaskTest, RefusalsOfAdHocTokens) {
   EXPECT_EQ(narrowed.hosts, std::vector<std::string>{"api.test"});
 }
 
+// A token's limits may lower the task's, never raise them; the counts stay the task's.
+TEST_F(TokenTaskTest, LimitsMayOnlyLower) {
+  const TaskEntry& t1 = *snap_->findTask("t1");
+  TokenClaims c = claims("t1");
+  c.limits = TokenLimits{2, std::nullopt, 5.0};
+  TokenTask lowered = bind(c);
+  ASSERT_TRUE(lowered.ok()) << lowered.detail;
+  ASSERT_NE(lowered.own, nullptr);
+  EXPECT_EQ(lowered.task->limits.maxConnections, 2u);
+  EXPECT_EQ(lowered.task->limits.maxTunnels, t1.limits.maxTunnels);
+  EXPECT_EQ(lowered.task->limits.newConnectionsPerSecond, 5.0);
+  EXPECT_EQ(lowered.task->name, "t1");
+  EXPECT_EQ(lowered.task->state, t1.state);
+  EXPECT_EQ(lowered.task->adhocPolicy, std::nullopt);
+  EXPECT_EQ(t1.limits.maxConnections, snap_->defaults.maxConnections);  // t1 itself unchanged
+
+  c.limits = TokenLimits{t1.limits.maxConnections, std::nullopt, std::nullopt};  // equal: fine
+  EXPECT_TRUE(bind(c).ok());
+  c.limits = TokenLimits{t1.limits.maxConnections + 1, std::nullopt, std::nullopt};
+  TokenTask widened = bind(c);
+  EXPECT_EQ(widened.reason, token_reason::kWidens);
+  EXPECT_NE(widened.detail.find("limits.max_connections"), std::string::npos) << widened.detail;
+  c.limits = TokenLimits{std::nullopt, std::nullopt, t1.limits.newConnectionsPerSecond * 2};
+  EXPECT_EQ(bind(c).reason, token_reason::kWidens);
+
+  // An ad-hoc task's limits (the global ones) lower the same way.
+  TokenClaims adhoc = claims("sandbox-9", "api");
+  adhoc.limits = TokenLimits{std::nullopt, 1, std::nullopt};
+  TokenTask a = bind(adhoc);
+  ASSERT_TRUE(a.ok()) << a.detail;
+  EXPECT_EQ(a.task->limits.maxTunnels, 1u);
+  EXPECT_EQ(a.task->adhocPolicy, "api");
+  EXPECT_EQ(a.task->name, "sandbox-9");
+}
+
 }  // namespace
 }  // namespace sandgate::proxy
