@@ -66,7 +66,7 @@ asio::awaitable<HelloCheck> checkClientHello(ClientConnection& c, const policy::
 asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log) {
   const TaskEntry& task = *c.task;
   if (task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
-    TaskSlot slot(task.state, TaskSlot::Kind::kTunnel);
+    TaskSlot slot(task.state, TaskSlot::Kind::kTunnel, c.metrics);
     co_return slot;
   }
   Refusal refusal{429,

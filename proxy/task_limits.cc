@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "proxy/metrics.h"
+
 namespace sandgate::proxy {
 
 bool TaskState::tryAcquire(std::atomic<uint32_t>& counter, uint32_t max) {
@@ -32,14 +34,21 @@ bool TaskState::tryTakeConnectionToken(double ratePerSecond,
   }
 }
 
+TaskSlot::TaskSlot(std::shared_ptr<TaskState> s, Kind k, std::shared_ptr<TaskMetrics> m)
+    : state_(std::move(s)), kind_(k), metrics_(std::move(m)) {
+  if (metrics_ && kind_ == Kind::kTunnel) metrics_->tunnelOpened();
+}
+
 void TaskSlot::reset() {
   if (!state_) return;
   if (kind_ == Kind::kConnection) {
     state_->releaseConnection();
   } else {
     state_->releaseTunnel();
+    if (metrics_) metrics_->tunnelClosed();
   }
   state_.reset();
+  metrics_.reset();
 }
 
 std::shared_ptr<TaskState> TaskRegistry::get(const std::string& task) {

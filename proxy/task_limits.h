@@ -36,17 +36,23 @@ class TaskState {
   std::atomic<int64_t> theoreticalArrivalNs_{0};
 };
 
-// Releases a slot taken from a TaskState when it goes out of scope.
+class TaskMetrics;
+
+// Releases a slot taken from a TaskState when it goes out of scope. A tunnel slot given the
+// task's metrics counts in sandgate_tunnels_active for as long as it is held.
 class TaskSlot {
  public:
   enum class Kind { kConnection, kTunnel };
   TaskSlot() = default;
   TaskSlot(std::shared_ptr<TaskState> s, Kind k) : state_(std::move(s)), kind_(k) {}
-  TaskSlot(TaskSlot&& o) noexcept : state_(std::move(o.state_)), kind_(o.kind_) {}
+  TaskSlot(std::shared_ptr<TaskState> s, Kind k, std::shared_ptr<TaskMetrics> m);
+  TaskSlot(TaskSlot&& o) noexcept
+      : state_(std::move(o.state_)), kind_(o.kind_), metrics_(std::move(o.metrics_)) {}
   TaskSlot& operator=(TaskSlot&& o) noexcept {
     reset();
     state_ = std::move(o.state_);
     kind_ = o.kind_;
+    metrics_ = std::move(o.metrics_);
     return *this;
   }
   ~TaskSlot() { reset(); }
@@ -56,6 +62,7 @@ class TaskSlot {
  private:
   std::shared_ptr<TaskState> state_;
   Kind kind_ = Kind::kConnection;
+  std::shared_ptr<TaskMetrics> metrics_;
 };
 
 // The states of ad-hoc tasks (a task token's `sub` that the config does not name, see

@@ -257,6 +257,11 @@ class TaskTokensTest(unittest.TestCase):
             s, status, _ = self.held_get(sg, "t1", plain, "/echo/limit-3")
             held.append(s)
             self.assertEqual(status, 200)
+            # Limits and their gauges are per replica: this one holds t1's two connections
+            # (once the refused one is closed), the other none.
+            wait_until(lambda: sg.metric("sandgate_connections_active", task="t1") == 2, 10,
+                       interval=0.1, what="t1's two connections on the first replica")
+            self.assertFalse(self.replicas[1].metric("sandgate_connections_active", task="t1"))
         finally:
             for s in held:
                 s.close()
