@@ -163,8 +163,21 @@ struct Audit {
   std::optional<std::string> path;  // absent: stdout
 };
 
+// metrics.admin_api: the admin HTTP API on the metrics listener (proxy/admin_api.h). Off
+// without it. Its files are secrets, read at start and on every reload.
+struct AdminApi {
+  Mark mark;
+  std::string tokenFile;  // the bearer token callers must send (Authorization: Bearer ...)
+  // mint: the key POST /v1/tokens signs with: a tokens.keys[] id (its algorithm), and a file
+  // (HS256: the shared key, by default that key's own file; EdDSA, ES256: the PEM private key).
+  std::optional<std::string> mintKid;
+  std::optional<std::string> mintFile;
+  Mark mintMark;
+};
+
 struct Metrics {
   Seconds taskSeriesTtl{600};  // series of a task that is gone are dropped after this
+  std::optional<AdminApi> adminApi;
 };
 
 struct Ca {

@@ -8,6 +8,7 @@
 
 #include "broker/store.h"
 #include "broker/task_secrets.h"
+#include "proxy/admin_api.h"
 #include "proxy/admin_socket.h"
 #include "proxy/task_token.h"
 #include "proxy/upstream_tls.h"
@@ -122,6 +123,11 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     auto tokens = TokenVerifier::load(*cfgRef.tokens, cfgRef.file);
     if (!tokens) return tokens.errors();
     snap->tokens = tokens.value();
+  }
+  if (cfgRef.metrics.adminApi) {
+    auto api = loadAdminApiKeys(cfgRef, snap->tokens.get());
+    if (!api) return api.errors();
+    snap->adminApi = api.value();
   }
   auto upstreamTls = UpstreamTls::build(cfgRef);
   if (!upstreamTls) return upstreamTls.errors();

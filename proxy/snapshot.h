@@ -31,6 +31,7 @@ namespace sandgate::proxy {
 
 class UpstreamTls;
 class TokenVerifier;
+struct AdminApiKeys;
 
 struct TaskEntry {
   std::string name;
@@ -78,6 +79,8 @@ struct Snapshot {
   // secrets and the global limits); the task's name and state come from its token.
   std::unordered_map<std::string, TaskEntry> policyTasks;
   std::shared_ptr<AdhocTaskStates> adhocStates;  // the registry's: they survive reloads
+  // metrics.admin_api's token hash and mint key; null: the admin API is off (admin_api.h).
+  std::shared_ptr<const AdminApiKeys> adminApi;
 
   const TaskEntry* findTask(std::string_view name) const {
     auto it = tasks.find(std::string(name));

@@ -158,7 +158,59 @@ std::optional<std::string> stringClaim(const json::object& o, std::string_view n
   return std::string(v->as_string());
 }
 
-std::optional<TokenLimits> limitsClaim(const json::value& v, std::string* why) {
+
+json::object limitsJson(const TokenLimits& l) {
+  json::object o;
+  if (l.maxConnections) o["max_connections"] = *l.maxConnections;
+  if (l.maxTunnels) o["max_tunnels"] = *l.maxTunnels;
+  if (l.newConnectionsPerSecond) o["new_connections_per_second"] = *l.newConnectionsPerSecond;
+  return o;
+}
+
+TokenCheck malformed(std::string detail) {
+  TokenCheck c;
+  c.reason = token_reason::kMalformed;
+  c.detail = std::move(detail);
+  return c;
+}
+
+// The three parts of a compact JWS, each as written.
+struct Parts {
+  std::string_view header, claims, signature;
+};
+
+std::optional<Parts> split(std::string_view token) {
+  const size_t a = token.find('.');
+  if (a == std::string_view::npos) return std::nullopt;
+  const size_t b = token.find('.', a + 1);
+  if (b == std::string_view::npos || token.find('.', b + 1) != std::string_view::npos) {
+    return std::nullopt;
+  }
+  return Parts{token.substr(0, a), token.substr(a + 1, b - a - 1), token.substr(b + 1)};
+}
+
+}  // namespace
+
+std::optional<std::string> readKeyFile(const std::string& path, std::string* why) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    *why = fmt::format("cannot read {}", path);
+    return std::nullopt;
+  }
+  std::string bytes;
+  char buf[4096];
+  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
+    bytes.append(buf, static_cast<size_t>(in.gcount()));
+    if (bytes.size() > 64 * 1024) {
+      broker::wipe(bytes);
+      *why = fmt::format("{} is larger than 64 KiB: not a key", path);
+      return std::nullopt;
+    }
+  }
+  return bytes;
+}
+
+std::optional<TokenLimits> parseTokenLimits(const json::value& v, std::string* why) {
   if (!v.is_object()) {
     *why = "is not an object";
     return std::nullopt;
@@ -196,55 +248,7 @@ std::optional<TokenLimits> limitsClaim(const json::value& v, std::string* why) {
   return out;
 }
 
-json::object limitsJson(const TokenLimits& l) {
-  json::object o;
-  if (l.maxConnections) o["max_connections"] = *l.maxConnections;
-  if (l.maxTunnels) o["max_tunnels"] = *l.maxTunnels;
-  if (l.newConnectionsPerSecond) o["new_connections_per_second"] = *l.newConnectionsPerSecond;
-  return o;
-}
-
-TokenCheck malformed(std::string detail) {
-  TokenCheck c;
-  c.reason = token_reason::kMalformed;
-  c.detail = std::move(detail);
-  return c;
-}
-
-// The three parts of a compact JWS, each as written.
-struct Parts {
-  std::string_view header, claims, signature;
-};
-
-std::optional<Parts> split(std::string_view token) {
-  const size_t a = token.find('.');
-  if (a == std::string_view::npos) return std::nullopt;
-  const size_t b = token.find('.', a + 1);
-  if (b == std::string_view::npos || token.find('.', b + 1) != std::string_view::npos) {
-    return std::nullopt;
-  }
-  return Parts{token.substr(0, a), token.substr(a + 1, b - a - 1), token.substr(b + 1)};
-}
-
-// Reads a key file (at most 64 KiB).
-std::optional<std::string> readKeyFile(const std::string& path, std::string* why) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) {
-    *why = fmt::format("cannot read {}", path);
-    return std::nullopt;
-  }
-  std::string bytes;
-  char buf[4096];
-  while (in.read(buf, sizeof(buf)) || in.gcount() > 0) {
-    bytes.append(buf, static_cast<size_t>(in.gcount()));
-    if (bytes.size() > 64 * 1024) {
-      broker::wipe(bytes);
-      *why = fmt::format("{} is larger than 64 KiB: not a key", path);
-      return std::nullopt;
-    }
-  }
-  return bytes;
-}
+namespace {
 
 using PkeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
 
@@ -366,7 +370,7 @@ TokenCheck decodeToken(std::string_view token) {
   }
   if (const json::value* l = claims->if_contains("limits")) {
     std::string why;
-    c.limits = limitsClaim(*l, &why);
+    c.limits = parseTokenLimits(*l, &why);
     if (!c.limits) return malformed("the token's limits " + why);
   }
   if (bad) return malformed("a claim of the token has the wrong type");
@@ -526,12 +530,26 @@ TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t
   if (c.jti && std::binary_search(revoked_.begin(), revoked_.end(), *c.jti)) {
     return refuse(token_reason::kRevoked, "the token's jti is in tokens.revoked");
   }
+  if (c.jti) {
+    std::lock_guard lock(revokedMu_);
+    if (revokedLater_.count(*c.jti)) {
+      return refuse(token_reason::kRevoked,
+                    "the token's jti was revoked through the admin API (POST /v1/revoke)");
+    }
+  }
   if (key->revokedBefore && (!c.iat || *c.iat < *key->revokedBefore)) {
     return refuse(token_reason::kRevoked,
                   fmt::format("key `{}` refuses tokens issued before its revoked_before",
                               key->id));
   }
   return out;
+}
+
+bool TokenVerifier::revoke(std::string jti) const {
+  std::lock_guard lock(revokedMu_);
+  if (revokedLater_.size() >= kMaxRevokedLater && !revokedLater_.count(jti)) return false;
+  revokedLater_.insert(std::move(jti));
+  return true;
 }
 
 std::string claimsFor(const TokenRequest& request, int64_t now) {

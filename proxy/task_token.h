@@ -26,12 +26,17 @@
 #include <mutex>
 #include <unordered_map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
+
+namespace boost::json {
+class value;
+}
 
 namespace sandgate::broker {
 class Secret;
@@ -109,6 +114,12 @@ class TokenVerifier {
   // verifier's life: a reload starts afresh); its times and revocation are checked each call.
   TokenCheck verify(std::string_view token, int64_t now) const;
 
+  // Refuses tokens with this `jti` (token_revoked) from now until a reload replaces this
+  // verifier (POST /v1/revoke; tokens.revoked is what lasts). Thread-safe; at most
+  // kMaxRevokedLater such jti values (false once full).
+  bool revoke(std::string jti) const;
+  static constexpr size_t kMaxRevokedLater = 65536;
+
   struct Key;
   static constexpr size_t kMaxVerifiedTokens = 4096;
 
@@ -127,9 +138,18 @@ class TokenVerifier {
   mutable std::unordered_map<std::string, Verified> verified_;  // SHA-256 -> claims
   std::vector<std::unique_ptr<Key>> keys_;
   std::vector<std::string> revoked_;  // sorted
+  mutable std::mutex revokedMu_;
+  mutable std::set<std::string, std::less<>> revokedLater_;  // by revoke()
   int64_t maxTtl_ = 0;
   int64_t leeway_ = 0;
 };
+
+// A `limits` object as a token carries it (and as POST /v1/tokens takes it); nullopt, with
+// why, for another key or a value that is not a positive number (a whole one for counts).
+std::optional<TokenLimits> parseTokenLimits(const boost::json::value& v, std::string* why);
+
+// The bytes of a key file (at most 64 KiB; the caller wipes them), or why it cannot be read.
+std::optional<std::string> readKeyFile(const std::string& path, std::string* why);
 
 // What `sandgate token issue` asks for.
 struct TokenRequest {

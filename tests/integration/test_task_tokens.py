@@ -6,7 +6,8 @@ From the side of a client that holds a token and wants more: an expired, tampere
 wrong-source token gets its own 407 reason on both replicas; a token's `hosts` narrow what the
 policy allows (403 denied_by_token); a token for a task no config names, with a `pol`, is an
 ad-hoc task with exactly that policy (its hosts, its credentials); a token's lower
-max_connections is enforced; keys rotate (two at once; a removed key's tokens are
+max_connections is enforced; the admin API (off by default) mints, lists and revokes; keys
+rotate (two at once; a removed key's tokens are
 refused). The token is registered for the leak check: no log, audit line or response holds
 it."""
 
@@ -20,6 +21,7 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import artifacts
@@ -272,6 +274,86 @@ class TaskTokensTest(unittest.TestCase):
                             "token_widens")
         self.assert_refused(hs256({"sub": "t1", "exp": int(time.time()) + 60,
                                    "limits": {"idle_timeout": 1}}), "token_malformed")
+
+    @staticmethod
+    def admin(sg, method, path, body=None, token=None):
+        """(status, headers, JSON body) of an admin API request on sg's metrics listener."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (sg.metrics_port, path),
+                                     data=data, method=method)
+        if token:
+            req.add_header("Authorization", "Bearer " + token)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.headers, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, json.loads(e.read())
+
+    def test_the_admin_api_mints_lists_and_revokes(self):
+        # Off by default: the replicas' configs have no metrics.admin_api.
+        for sg in self.replicas:
+            status, _, body = self.admin(sg, "GET", "/v1/tasks")
+            self.assertEqual((status, body["reason"]), (404, "admin_api_off"))
+        sg = Sandgate({}, [])
+        held = []
+        try:
+            admin_token = "admin-api-token-0123456789abcdef"
+            sg.config = self.config(sg, [{"id": "k1", "file": self.hs_key}])
+            sg.config.setdefault("metrics", {})["admin_api"] = {
+                "token_file": sg.secret_file("admin-api-token", admin_token),
+                "mint": {"kid": "k1"}}
+            sg.write_config(sg.config)
+            sg.start()
+            status, headers, body = self.admin(sg, "GET", "/v1/tasks")
+            self.assertEqual((status, body["reason"]), (401, "admin_auth_required"))
+            self.assertIn("Bearer", headers["WWW-Authenticate"])
+            status, _, body = self.admin(sg, "GET", "/v1/tasks", token="not-the-admin-token")
+            self.assertEqual((status, body["reason"]), (401, "admin_auth_invalid"))
+            status, headers, body = self.admin(sg, "GET", "/v1/tokens", token=admin_token)
+            self.assertEqual((status, headers["Allow"]), (405, "POST"))
+            # An orchestrator mints an ad-hoc task's token; every replica with the key accepts it.
+            status, _, body = self.admin(sg, "POST", "/v1/tokens",
+                                         {"task": "sandbox-77", "policy": "other", "ttl": 600},
+                                         token=admin_token)
+            self.assertEqual(status, 200, body)
+            token = body["token"]
+            artifacts.register_secret("token-admin-minted", token)
+            self.assertEqual(body["claims"]["sub"], "sandbox-77")
+            for i, replica in enumerate([sg] + self.replicas):
+                r = self.get(replica, "http://other.test/echo/minted-%d" % i, "sandbox-77", token)
+                self.assertEqual(r.status, 200, r)
+            # Its connections show in /v1/tasks, this replica's.
+            s = sg.connect()
+            held.append(s)
+            s.sendall(("GET http://other.test/echo/minted-held HTTP/1.1\r\nHost: other.test\r\n" +
+                       Sandgate.auth_header("sandbox-77", token) + "\r\n").encode())
+            self.assertEqual(read_response_head(s)[0], 200)
+            status, _, body = self.admin(sg, "GET", "/v1/tasks", token=admin_token)
+            self.assertEqual(status, 200, body)
+            self.assertEqual([t["name"] for t in body["tasks"]], ["t1", "t2"])
+            self.assertIn({"name": "sandbox-77", "connections": 1, "tunnels": 0}, body["adhoc"])
+            # Revoked here until the next reload: a new connection with it is refused.
+            status, _, body = self.admin(sg, "POST", "/v1/revoke",
+                                         {"jti": self.jti(token)}, token=admin_token)
+            self.assertEqual(status, 200, body)
+            r = self.get(sg, "http://other.test/echo/minted-revoked", "sandbox-77", token)
+            self.assertEqual((r.status, r.header("x-sandgate-reason")), (407, "token_revoked"))
+            self.assertEqual(self.up.requests_to("/echo/minted-revoked"), [])
+            # The other replicas were not told: revoking everywhere is tokens.revoked's job.
+            r = self.get(self.replicas[0], "http://other.test/echo/minted-x", "sandbox-77", token)
+            self.assertEqual(r.status, 200)
+            self.assertNotIn(admin_token, sg.stderr())
+        finally:
+            for s in held:
+                s.close()
+            sg.cleanup()
+
+    @staticmethod
+    def jti(token):
+        body = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))["jti"]
 
     def test_revocation_and_key_rotation(self):
         sg = Sandgate({}, [])
