@@ -164,6 +164,13 @@ Decision vetAddressClass(Decision d, const IpAddress& addr) {
   return refuse(std::move(d), reason::kAddressDenied, nullptr, std::move(detail));
 }
 
+// Step 1: no compiled policy for the task (or the policy) asked for.
+Decision unknown(const Request& req, std::string_view why, std::string detail) {
+  Decision d;
+  d.port = req.port;
+  return refuse(std::move(d), why, nullptr, std::move(detail));
+}
+
 }  // namespace
 
 bool isOverrideHeader(std::string_view name) {
@@ -181,25 +188,17 @@ bool isOverrideHeader(std::string_view name) {
 }
 
 Decision Engine::decide(std::string_view task, const Request& req) const {
-  auto taskIt = impl_->tasks.find(task);
-  if (taskIt == impl_->tasks.end()) {
-    Decision d;
-    d.port = req.port;
-    return refuse(std::move(d), reason::kUnknownTask, nullptr,
-                  "task \"" + std::string(task) + "\" is not defined in the configuration");
-  }
-  return decideWith(*taskIt->second, req);
+  auto it = impl_->tasks.find(task);
+  if (it != impl_->tasks.end()) return decideWith(*it->second, req);
+  return unknown(req, reason::kUnknownTask,
+                 "task \"" + std::string(task) + "\" is not defined in the configuration");
 }
 
 Decision Engine::decideUnder(std::string_view policy, const Request& req) const {
   auto it = impl_->byPolicy.find(policy);
-  if (it == impl_->byPolicy.end()) {
-    Decision d;
-    d.port = req.port;
-    return refuse(std::move(d), reason::kUnknownPolicy, nullptr,
-                  "policy \"" + std::string(policy) + "\" is not compiled on its own");
-  }
-  return decideWith(*it->second, req);
+  if (it != impl_->byPolicy.end()) return decideWith(*it->second, req);
+  return unknown(req, reason::kUnknownPolicy,
+                 "policy \"" + std::string(policy) + "\" is not compiled on its own");
 }
 
 Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const {
