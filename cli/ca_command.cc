@@ -1,5 +1,5 @@
 // `sandgate ca init --out DIR [--force]`: argument parsing and output only; the work is in
-// proxy/tls_ca.cc.
+// ca/tls_ca.cc.
 #include <fmt/format.h>
 
 #include <cstdio>

@@ -1,5 +1,5 @@
 // `sandgate token issue` and `sandgate token inspect`: argument parsing and output only; the
-// work is in proxy/task_token.cc.
+// work is in proxy/identity/task_token.cc.
 #include <fmt/format.h>
 
 #include <chrono>
@@ -27,6 +27,8 @@ struct IssueArgs {
   std::string keyFile, kid, algorithm = "HS256", task, ttl = "1h";
   std::optional<std::string> policy, src;
   std::vector<std::string> hosts;
+  std::optional<uint32_t> maxConnections, maxTunnels;
+  std::optional<double> newConnectionsPerSecond;
   bool json = false;
 };
 
@@ -73,6 +75,7 @@ int issue(const IssueArgs& a) {
   req.ttlSeconds = static_cast<int64_t>(ttl->count());
   req.hosts = a.hosts;
   req.src = a.src;
+  req.limits = proxy::TokenLimits{a.maxConnections, a.maxTunnels, a.newConnectionsPerSecond};
   const std::string claims = proxy::claimsFor(req, nowSeconds());
   auto token = proxy::mintToken(*alg, a.kid, key, claims);
   broker::wipe(key);
@@ -151,6 +154,14 @@ void addTokenCommands(CLI::App& app, Action* action) {
   iss->add_option("--host", ia->hosts, "Narrow the token to these hosts (repeatable)")
       ->allow_extra_args(false);
   iss->add_option("--src", ia->src, "The client address (IP or CIDR) it must come from");
+  iss->add_option("--max-connections", ia->maxConnections,
+                  "limits: lower the task's max_connections for this token")
+      ->check(CLI::Range(1u, UINT32_MAX));
+  iss->add_option("--max-tunnels", ia->maxTunnels, "limits: lower the task's max_tunnels")
+      ->check(CLI::Range(1u, UINT32_MAX));
+  iss->add_option("--new-connections-per-second", ia->newConnectionsPerSecond,
+                  "limits: lower the task's new_connections_per_second")
+      ->check(CLI::PositiveNumber);
   iss->add_flag("--json", ia->json, "Print the token and its claims as JSON");
   iss->callback([ia, action] { *action = [ia] { return issue(*ia); }; });
 

@@ -30,6 +30,11 @@ std::vector<std::string> Config::secretPaths() const {
       if (k.algorithm == TokenKey::Algorithm::kHS256 && !k.file.empty()) out.push_back(k.file);
     }
   }
+  if (metrics.adminApi) {
+    // The admin token mints and revokes; a mint key file signs tokens.
+    if (!metrics.adminApi->tokenFile.empty()) out.push_back(metrics.adminApi->tokenFile);
+    if (metrics.adminApi->mintFile) out.push_back(*metrics.adminApi->mintFile);
+  }
   if (listen.admin) out.push_back(listen.admin->value);
   // The config itself: it shows `exec:` command lines, token hashes and where every secret is.
   if (!file.empty() && file != "<embedded>") out.push_back(file);

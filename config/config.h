@@ -163,8 +163,21 @@ struct Audit {
   std::optional<std::string> path;  // absent: stdout
 };
 
+// metrics.admin_api: the admin HTTP API on the metrics listener (proxy/admin/admin_api.h). Off
+// without it. Its files are secrets, read at start and on every reload.
+struct AdminApi {
+  Mark mark;
+  std::string tokenFile;  // the bearer token callers must send (Authorization: Bearer ...)
+  // mint: the key POST /v1/tokens signs with: a tokens.keys[] id (its algorithm), and a file
+  // (HS256: the shared key, by default that key's own file; EdDSA, ES256: the PEM private key).
+  std::optional<std::string> mintKid;
+  std::optional<std::string> mintFile;
+  Mark mintMark;
+};
+
 struct Metrics {
   Seconds taskSeriesTtl{600};  // series of a task that is gone are dropped after this
+  std::optional<AdminApi> adminApi;
 };
 
 struct Ca {
@@ -227,7 +240,7 @@ inline constexpr double kMaxCpus = 65536;
 std::optional<double> parseCpusLimit(std::string_view s);
 
 // `tokens:`: the keys that sign task tokens (JWTs an orchestrator mints for one task, checked
-// by every replica on its own; see proxy/task_token.h).
+// by every replica on its own; see proxy/identity/task_token.h).
 struct TokenKey {
   enum class Algorithm { kHS256, kEdDSA, kES256 };
   std::string id;  // the JWT header's `kid`

@@ -324,10 +324,36 @@ void readAudit(Reader& r, const Field& f, Audit& audit) {
 }
 
 void readMetrics(Reader& r, const Field& f, Metrics& metrics) {
-  auto m = r.map(f, {"task_series_ttl"}, "a map with task_series_ttl", true);
+  auto m = r.map(f, {"task_series_ttl", "admin_api"}, "a map with task_series_ttl, admin_api",
+                 true);
   if (!m) return;
   if (const Field* t = m->get("task_series_ttl")) {
     if (auto d = r.duration(*t, false)) metrics.taskSeriesTtl = *d;
+  }
+  if (const Field* a = m->get("admin_api")) {
+    auto am = r.map(*a, {"token_file", "mint"}, "a map with token_file, mint");
+    if (!am) return;
+    AdminApi api;
+    api.mark = a->mark;
+    if (const Field* t = am->get("token_file")) {
+      if (auto v = r.string(*t, "a file path")) api.tokenFile = v->value;
+    } else {
+      r.missing(*a, "token_file", "the file holding the admin API's bearer token");
+    }
+    if (const Field* mint = am->get("mint")) {
+      api.mintMark = mint->mark;
+      if (auto mm = r.map(*mint, {"kid", "file"}, "a map with kid, file")) {
+        if (const Field* k = mm->get("kid")) {
+          if (auto v = r.string(*k, "a tokens.keys[] id")) api.mintKid = v->value;
+        } else {
+          r.missing(*mint, "kid", "the tokens.keys[] id the API mints with");
+        }
+        if (const Field* file = mm->get("file")) {
+          if (auto v = r.string(*file, "a file path")) api.mintFile = v->value;
+        }
+      }
+    }
+    metrics.adminApi = std::move(api);
   }
 }
 

@@ -100,6 +100,14 @@ class Compiler {
       if (it == built.end()) it = built.emplace(root, buildPolicy(root, globalAllow)).first;
       impl_.tasks[task.name] = it->second;
     }
+    // A task token may name any policy for an ad-hoc task (`pol`): each is compiled, and so
+    // checked, like the policy of a task.
+    if (cfg_.tokens) {
+      for (const auto& [name, p] : cfg_.policies) {
+        if (!built.count(name)) built.emplace(name, buildPolicy(name, globalAllow));
+      }
+    }
+    for (const auto& [name, pol] : built) impl_.byPolicy[name] = pol;
     return std::move(errors_);
   }
 
@@ -330,6 +338,10 @@ const Diagnostics& Engine::warnings() const { return impl_->warnings; }
 
 bool Engine::hasTask(std::string_view task) const {
   return impl_->tasks.find(task) != impl_->tasks.end();
+}
+
+bool Engine::hasPolicy(std::string_view policy) const {
+  return impl_->byPolicy.find(policy) != impl_->byPolicy.end();
 }
 
 }  // namespace sandgate::policy

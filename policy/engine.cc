@@ -2,6 +2,7 @@
 //
 // Precedence, highest first (each level is tested in engine_test.cc):
 //   1. unknown task                      -> deny  unknown_task
+//      (decideUnder: a policy not compiled on its own -> deny  unknown_policy)
 //   2. global.deny                       -> deny  global_deny
 //   3. the task policy's deny rules,
 //      including those of every policy it includes (transitively)
@@ -163,6 +164,13 @@ Decision vetAddressClass(Decision d, const IpAddress& addr) {
   return refuse(std::move(d), reason::kAddressDenied, nullptr, std::move(detail));
 }
 
+// Step 1: no compiled policy for the task (or the policy) asked for.
+Decision unknown(const Request& req, std::string_view why, std::string detail) {
+  Decision d;
+  d.port = req.port;
+  return refuse(std::move(d), why, nullptr, std::move(detail));
+}
+
 }  // namespace
 
 bool isOverrideHeader(std::string_view name) {
@@ -180,14 +188,22 @@ bool isOverrideHeader(std::string_view name) {
 }
 
 Decision Engine::decide(std::string_view task, const Request& req) const {
+  auto it = impl_->tasks.find(task);
+  if (it != impl_->tasks.end()) return decideWith(*it->second, req);
+  return unknown(req, reason::kUnknownTask,
+                 "task \"" + std::string(task) + "\" is not defined in the configuration");
+}
+
+Decision Engine::decideUnder(std::string_view policy, const Request& req) const {
+  auto it = impl_->byPolicy.find(policy);
+  if (it != impl_->byPolicy.end()) return decideWith(*it->second, req);
+  return unknown(req, reason::kUnknownPolicy,
+                 "policy \"" + std::string(policy) + "\" is not compiled on its own");
+}
+
+Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const {
   Decision d;
   d.port = req.port;
-  auto taskIt = impl_->tasks.find(task);
-  if (taskIt == impl_->tasks.end()) {
-    return refuse(std::move(d), reason::kUnknownTask, nullptr,
-                  "task \"" + std::string(task) + "\" is not defined in the configuration");
-  }
-  const CompiledPolicy& pol = *taskIt->second;
   d.policy = &pol;
   const Target& t = req.target;
   const bool visible = req.method.has_value() || req.path.has_value();

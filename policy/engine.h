@@ -35,6 +35,7 @@ inline constexpr std::string_view kPathAmbiguous = "path_ambiguous";
 inline constexpr std::string_view kOverrideHeader = "override_header";
 inline constexpr std::string_view kAddressDenied = "address_denied";
 inline constexpr std::string_view kUnknownTask = "unknown_task";
+inline constexpr std::string_view kUnknownPolicy = "unknown_policy";
 inline constexpr std::string_view kInvalidHost = "invalid_host";
 inline constexpr std::string_view kCredentialConflict = "credential_conflict";
 }  // namespace reason
@@ -99,7 +100,14 @@ class Engine {
   // unchanged when the address is fine; a refusal is returned unchanged.
   Decision checkAddress(const Decision& allowed, const IpAddress& addr) const;
 
+  // decide() for a task that the config does not name but that runs under `policy` (an
+  // ad-hoc task of a task token): the policy with its includes and global rules, as a task of
+  // that policy gets it. Every policy is compiled on its own when the config has `tokens:`;
+  // without it only the policies tasks use are. Another policy: unknown_policy.
+  Decision decideUnder(std::string_view policy, const Request& req) const;
+
   bool hasTask(std::string_view task) const;
+  bool hasPolicy(std::string_view policy) const;  // decideUnder() can decide under it
 
   // What compiles but may not do what its author meant (`sandgate policy lint` prints them):
   // one host with a rule that names a credential and another, for other methods or paths,
@@ -111,6 +119,7 @@ class Engine {
 
  private:
   explicit Engine(std::unique_ptr<Impl> impl);
+  Decision decideWith(const CompiledPolicy& pol, const Request& req) const;
   std::unique_ptr<Impl> impl_;
 };
 

@@ -26,6 +26,9 @@ struct Engine::Impl {
   HostIndex globalDeny;
   std::vector<std::unique_ptr<CompiledPolicy>> policies;
   std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> tasks;
+  // Policy name -> its compiled form, for decideUnder(): the policies tasks use, and every
+  // policy when the config has `tokens:` (an ad-hoc task may name any).
+  std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> byPolicy;
   Diagnostics warnings;  // see Engine::warnings()
 };
 

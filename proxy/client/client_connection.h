@@ -36,7 +36,8 @@ struct ClientConnection {
   std::shared_ptr<const Snapshot> snap;  // the snapshot this connection started with
   std::shared_ptr<const ListenerInfo> listener;
   std::string client;               // peer "ip:port"
-  const TaskEntry* task = nullptr;  // into *snap; null until identified
+  const TaskEntry* task = nullptr;  // into *snap (or ownTask); null until identified
+  std::shared_ptr<const TaskEntry> ownTask;  // an ad-hoc task made for this connection's token
   std::shared_ptr<TaskMetrics> metrics;
   TaskSlot connectionSlot;
   // A captured connection: the client never spoke to a proxy, so no "200 Connection

@@ -36,7 +36,7 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
 }
 
 policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req) {
-  policy::Decision d = c.snap->engine->decide(c.task->name, req);
+  policy::Decision d = c.snap->decide(*c.task, req);
   if (!d.allowed() || !c.tokenHosts) return d;
   const auto& hosts = *c.tokenHosts;
   if (std::find(hosts.begin(), hosts.end(), req.target.name) != hosts.end()) return d;
@@ -98,7 +98,7 @@ Refusal policyRefusal(const policy::Decision& d, const std::string& task, const 
 asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log) {
   const TaskEntry& task = *c.task;
   if (task.state->tryAcquireTunnel(task.limits.maxTunnels)) {
-    TaskSlot slot(task.state, TaskSlot::Kind::kTunnel);
+    TaskSlot slot(task.state, TaskSlot::Kind::kTunnel, c.metrics);
     co_return slot;
   }
   Refusal refusal{

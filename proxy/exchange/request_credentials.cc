@@ -187,7 +187,7 @@ std::shared_ptr<const broker::PlaceholderSet> RequestCredentials::placeholders()
   if (c_.listener && c_.listener->placeholders) return c_.listener->placeholders;
   const auto& snap = *c_.snap;
   if (!c_.state.interception || !snap.secrets) return nullptr;
-  return c_.state.tokenPlaceholders.forTask(c_.task->name, snap.config.credentials,
+  return c_.state.tokenPlaceholders.forTask(c_.task->seriesName(), snap.config.credentials,
                                                 *snap.secrets);
 }
 

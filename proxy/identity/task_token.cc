@@ -158,6 +158,15 @@ std::optional<std::string> stringClaim(const json::object& o, std::string_view n
   return std::string(v->as_string());
 }
 
+
+json::object limitsJson(const TokenLimits& l) {
+  json::object o;
+  if (l.maxConnections) o["max_connections"] = *l.maxConnections;
+  if (l.maxTunnels) o["max_tunnels"] = *l.maxTunnels;
+  if (l.newConnectionsPerSecond) o["new_connections_per_second"] = *l.newConnectionsPerSecond;
+  return o;
+}
+
 TokenCheck malformed(std::string detail) {
   TokenCheck c;
   c.reason = token_reason::kMalformed;
@@ -180,7 +189,8 @@ std::optional<Parts> split(std::string_view token) {
   return Parts{token.substr(0, a), token.substr(a + 1, b - a - 1), token.substr(b + 1)};
 }
 
-// Reads a key file (at most 64 KiB).
+}  // namespace
+
 std::optional<std::string> readKeyFile(const std::string& path, std::string* why) {
   std::ifstream in(path, std::ios::binary);
   if (!in) {
@@ -199,6 +209,46 @@ std::optional<std::string> readKeyFile(const std::string& path, std::string* why
   }
   return bytes;
 }
+
+std::optional<TokenLimits> parseTokenLimits(const json::value& v, std::string* why) {
+  if (!v.is_object()) {
+    *why = "is not an object";
+    return std::nullopt;
+  }
+  TokenLimits out;
+  for (const auto& [key, value] : v.as_object()) {
+    const bool count = key == "max_connections" || key == "max_tunnels";
+    if (!count && key != "new_connections_per_second") {
+      *why = "name a limit a token cannot lower (it may lower max_connections, max_tunnels, "
+             "new_connections_per_second)";
+      return std::nullopt;
+    }
+    if (count) {
+      if (!value.is_int64() && !value.is_uint64()) {
+        *why = fmt::format("{} is not a whole number", std::string_view(key));
+        return std::nullopt;
+      }
+      const uint64_t n = value.is_uint64() ? value.as_uint64()
+                         : value.as_int64() < 0 ? 0
+                                                : static_cast<uint64_t>(value.as_int64());
+      if (n == 0 || n > UINT32_MAX) {
+        *why = fmt::format("{} must be from 1 to {}", std::string_view(key), UINT32_MAX);
+        return std::nullopt;
+      }
+      (key == "max_connections" ? out.maxConnections : out.maxTunnels) =
+          static_cast<uint32_t>(n);
+    } else {
+      if (!value.is_number() || value.to_number<double>() <= 0) {
+        *why = "new_connections_per_second must be a number above 0";
+        return std::nullopt;
+      }
+      out.newConnectionsPerSecond = value.to_number<double>();
+    }
+  }
+  return out;
+}
+
+namespace {
 
 using PkeyPtr = std::unique_ptr<EVP_PKEY, decltype(&EVP_PKEY_free)>;
 
@@ -318,7 +368,11 @@ TokenCheck decodeToken(std::string_view token) {
       }
     }
   }
-  c.limits = claims->contains("limits");
+  if (const json::value* l = claims->if_contains("limits")) {
+    std::string why;
+    c.limits = parseTokenLimits(*l, &why);
+    if (!c.limits) return malformed("the token's limits " + why);
+  }
   if (bad) return malformed("a claim of the token has the wrong type");
   if (!sub || sub->empty()) return malformed("the token has no `sub` (the task)");
   if (!exp) return malformed("the token has no `exp`: every task token expires");
@@ -476,12 +530,26 @@ TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t
   if (c.jti && std::binary_search(revoked_.begin(), revoked_.end(), *c.jti)) {
     return refuse(token_reason::kRevoked, "the token's jti is in tokens.revoked");
   }
+  if (c.jti) {
+    std::lock_guard lock(revokedMu_);
+    if (revokedLater_.count(*c.jti)) {
+      return refuse(token_reason::kRevoked,
+                    "the token's jti was revoked through the admin API (POST /v1/revoke)");
+    }
+  }
   if (key->revokedBefore && (!c.iat || *c.iat < *key->revokedBefore)) {
     return refuse(token_reason::kRevoked,
                   fmt::format("key `{}` refuses tokens issued before its revoked_before",
                               key->id));
   }
   return out;
+}
+
+bool TokenVerifier::revoke(std::string jti) const {
+  std::lock_guard lock(revokedMu_);
+  if (revokedLater_.size() >= kMaxRevokedLater && !revokedLater_.count(jti)) return false;
+  revokedLater_.insert(std::move(jti));
+  return true;
 }
 
 std::string claimsFor(const TokenRequest& request, int64_t now) {
@@ -505,6 +573,8 @@ std::string claimsFor(const TokenRequest& request, int64_t now) {
     o["hosts"] = std::move(hosts);
   }
   if (request.src) o["src"] = *request.src;
+  json::object limits = limitsJson(request.limits);
+  if (!limits.empty()) o["limits"] = std::move(limits);
   return json::serialize(o);
 }
 
@@ -524,7 +594,7 @@ std::string describeClaims(const TokenClaims& c) {
     o["hosts"] = std::move(hosts);
   }
   if (c.src) o["src"] = *c.src;
-  if (c.limits) o["limits"] = "(present)";
+  if (c.limits) o["limits"] = limitsJson(*c.limits);
   return json::serialize(o);
 }
 

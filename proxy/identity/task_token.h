@@ -15,8 +15,8 @@
 //     (token_ttl_too_long);
 //   - `jti` not in `tokens.revoked`, and iat not before the key's `revoked_before`
 //     (token_revoked; a key with revoked_before refuses tokens without iat).
-// What the claims allow (the task exists, `pol`, `hosts` and `src` only narrow) is the
-// session's to check: it knows the policy and the client (session.cc).
+// What the claims allow (a configured or ad-hoc task, `pol`, `hosts` and `src` only narrow) is
+// checked against the snapshot and the client by taskForToken() (token_task.h).
 //
 // The token is a credential: it is never logged, and no refusal quotes it.
 #pragma once
@@ -26,12 +26,17 @@
 #include <mutex>
 #include <unordered_map>
 #include <optional>
+#include <set>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
+
+namespace boost::json {
+class value;
+}
 
 namespace sandgate::broker {
 class Secret;
@@ -49,7 +54,7 @@ inline constexpr std::string_view kExpired = "token_expired";
 inline constexpr std::string_view kNotYetValid = "token_not_yet_valid";
 inline constexpr std::string_view kTtlTooLong = "token_ttl_too_long";
 inline constexpr std::string_view kRevoked = "token_revoked";
-// Checked by the session (session.cc):
+// Checked by taskForToken() (token_task.h):
 inline constexpr std::string_view kUnknownTask = "token_unknown_task";
 inline constexpr std::string_view kTaskMismatch = "token_task_mismatch";
 inline constexpr std::string_view kUnknownPolicy = "token_unknown_policy";
@@ -58,6 +63,15 @@ inline constexpr std::string_view kSourceMismatch = "token_source_mismatch";
 }  // namespace token_reason
 
 inline constexpr size_t kMaxTokenBytes = 8192;
+
+// The `limits` claim: lower admission limits for the connections a token identifies, named as
+// in the config's `limits:`. Another key, or a value that is not a positive number (an integer
+// for the counts), makes the token malformed: refused rather than ignored.
+struct TokenLimits {
+  std::optional<uint32_t> maxConnections;  // max_connections
+  std::optional<uint32_t> maxTunnels;      // max_tunnels
+  std::optional<double> newConnectionsPerSecond;  // new_connections_per_second
+};
 
 struct TokenClaims {
   std::string kid;
@@ -69,7 +83,7 @@ struct TokenClaims {
   std::optional<int64_t> iat, nbf;
   std::optional<std::vector<std::string>> hosts;  // narrowing: only these hosts
   std::optional<std::string> src;                 // narrowing: the client address (IP or CIDR)
-  bool limits = false;  // a `limits` claim is present (not applied here: refused)
+  std::optional<TokenLimits> limits;  // narrowing: lower admission limits
 };
 
 struct TokenCheck {
@@ -100,6 +114,12 @@ class TokenVerifier {
   // verifier's life: a reload starts afresh); its times and revocation are checked each call.
   TokenCheck verify(std::string_view token, int64_t now) const;
 
+  // Refuses tokens with this `jti` (token_revoked) from now until a reload replaces this
+  // verifier (POST /v1/revoke; tokens.revoked is what lasts). Thread-safe; at most
+  // kMaxRevokedLater such jti values (false once full).
+  bool revoke(std::string jti) const;
+  static constexpr size_t kMaxRevokedLater = 65536;
+
   struct Key;
   static constexpr size_t kMaxVerifiedTokens = 4096;
 
@@ -118,9 +138,18 @@ class TokenVerifier {
   mutable std::unordered_map<std::string, Verified> verified_;  // SHA-256 -> claims
   std::vector<std::unique_ptr<Key>> keys_;
   std::vector<std::string> revoked_;  // sorted
+  mutable std::mutex revokedMu_;
+  mutable std::set<std::string, std::less<>> revokedLater_;  // by revoke()
   int64_t maxTtl_ = 0;
   int64_t leeway_ = 0;
 };
+
+// A `limits` object as a token carries it (and as POST /v1/tokens takes it); nullopt, with
+// why, for another key or a value that is not a positive number (a whole one for counts).
+std::optional<TokenLimits> parseTokenLimits(const boost::json::value& v, std::string* why);
+
+// The bytes of a key file (at most 64 KiB; the caller wipes them), or why it cannot be read.
+std::optional<std::string> readKeyFile(const std::string& path, std::string* why);
 
 // What `sandgate token issue` asks for.
 struct TokenRequest {
@@ -130,10 +159,11 @@ struct TokenRequest {
   std::vector<std::string> hosts;  // empty: no `hosts` claim
   std::optional<std::string> src;
   std::optional<std::string> jti;  // absent: 16 random bytes in hex
+  TokenLimits limits;              // none set: no `limits` claim
 };
 
 // The claims of a new token as JSON text: sub, pol, iat = now, nbf = now, exp = now + ttl, jti,
-// hosts, src.
+// hosts, src, limits.
 std::string claimsFor(const TokenRequest& request, int64_t now);
 
 // The header and claims of a decoded token as indented JSON, for people.

@@ -53,7 +53,7 @@ struct AuditRecord {
 
 // Appends audit lines to a file (or stdout). Thread-safe.
 //
-// Line format (field names in proxy/audit_fields.h, always in this order, always present):
+// Line format (field names in proxy/observe/audit_fields.h, always in this order, always present):
 //   {"time":"2024-05-01T12:00:00.123Z","kind":"forward","task":"demo",...,"error":null}
 // Empty strings are written as null ("not known / not applicable"); duration is
 // milliseconds. The output is valid JSON for any input bytes: quote, backslash, every C0

@@ -7,7 +7,7 @@
 namespace sandgate::proxy::field {
 
 inline constexpr std::string_view kTime = "time";  // RFC 3339 UTC, milliseconds
-// forward | tunnel | intercept | websocket | refusal | dns (proxy/audit.h, audit_kind)
+// forward | tunnel | intercept | websocket | refusal | dns (proxy/observe/audit.h, audit_kind)
 inline constexpr std::string_view kKind = "kind";
 inline constexpr std::string_view kTask = "task";          // null when the client is unidentified
 inline constexpr std::string_view kClient = "client";      // peer "ip:port"

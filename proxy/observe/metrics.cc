@@ -61,6 +61,7 @@ struct TaskMetrics::Families {
   std::shared_ptr<prometheus::Registry> registry;
   prometheus::Family<prometheus::Counter>* requests;
   prometheus::Family<prometheus::Gauge>* active;
+  prometheus::Family<prometheus::Gauge>* tunnels;
   prometheus::Family<prometheus::Counter>* bytes;
   prometheus::Family<prometheus::Histogram>* duration;
   prometheus::Family<prometheus::Counter>* injections;
@@ -72,6 +73,7 @@ struct TaskMetrics::Families {
 TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string name)
     : families_(std::move(families)), name_(std::move(name)) {
   active_ = &families_->active->Add({{"task", name_}});
+  tunnels_ = &families_->tunnels->Add({{"task", name_}});
   bytesUp_ = &families_->bytes->Add({{"task", name_}, {"direction", "up"}});
   bytesDown_ = &families_->bytes->Add({{"task", name_}, {"direction", "down"}});
   duration_ = &families_->duration->Add({{"task", name_}}, kDurationBuckets);
@@ -132,6 +134,8 @@ void TaskMetrics::request(std::string_view kind, std::string_view verdict,
 
 void TaskMetrics::connectionOpened() { active_->Increment(); }
 void TaskMetrics::connectionClosed() { active_->Decrement(); }
+void TaskMetrics::tunnelOpened() { tunnels_->Increment(); }
+void TaskMetrics::tunnelClosed() { tunnels_->Decrement(); }
 void TaskMetrics::bytesUp(uint64_t n) { bytesUp_->Increment(static_cast<double>(n)); }
 void TaskMetrics::bytesDown(uint64_t n) { bytesDown_->Increment(static_cast<double>(n)); }
 void TaskMetrics::requestDuration(double seconds) { duration_->Observe(seconds > 0 ? seconds : 0); }
@@ -139,6 +143,7 @@ void TaskMetrics::requestDuration(double seconds) { duration_->Observe(seconds >
 void TaskMetrics::removeSeries() {
   std::lock_guard lock(mu_);
   families_->active->Remove(active_);
+  families_->tunnels->Remove(tunnels_);
   families_->bytes->Remove(bytesUp_);
   families_->bytes->Remove(bytesDown_);
   families_->duration->Remove(duration_);
@@ -182,8 +187,14 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                             .Register(*registry);
   families->active = &prometheus::BuildGauge()
                           .Name("sandgate_connections_active")
-                          .Help("Client connections currently open, by task")
+                          .Help("Client connections currently open, by task (on this replica)")
                           .Register(*registry);
+  families->tunnels = &prometheus::BuildGauge()
+                           .Name("sandgate_tunnels_active")
+                           .Help(
+                               "CONNECT tunnels (plain or intercepted) currently open, by task "
+                               "(on this replica)")
+                           .Register(*registry);
   families->bytes = &prometheus::BuildCounter()
                          .Name("sandgate_bytes_total")
                          .Help("Payload bytes relayed, by task and direction (up: to upstream)")

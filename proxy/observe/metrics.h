@@ -38,6 +38,9 @@ class TaskMetrics {
   void request(std::string_view kind, std::string_view verdict, std::string_view reason);
   void connectionOpened();
   void connectionClosed();
+  // sandgate_tunnels_active: a task's CONNECT tunnels held now (TaskSlot of kind kTunnel).
+  void tunnelOpened();
+  void tunnelClosed();
   void bytesUp(uint64_t n);
   void bytesDown(uint64_t n);
   void requestDuration(double seconds);
@@ -69,6 +72,7 @@ class TaskMetrics {
   std::shared_ptr<const Families> families_;
   const std::string name_;
   prometheus::Gauge* active_;
+  prometheus::Gauge* tunnels_;
   prometheus::Counter* bytesUp_;
   prometheus::Counter* bytesDown_;
   prometheus::Histogram* duration_;

@@ -60,7 +60,8 @@ http::response<http::string_body> respond(const http::request<http::string_body>
 }
 
 asio::awaitable<void> session(beast::tcp_stream stream, std::shared_ptr<Metrics> m,
-                              std::shared_ptr<std::atomic<int>> active) {
+                              std::shared_ptr<std::atomic<int>> active,
+                              std::shared_ptr<const AdminHandler> admin) {
   struct Release {
     std::atomic<int>& n;
     ~Release() { n.fetch_sub(1, std::memory_order_relaxed); }
@@ -70,7 +71,8 @@ asio::awaitable<void> session(beast::tcp_stream stream, std::shared_ptr<Metrics>
   for (;;) {
     http::request_parser<http::string_body> parser;
     parser.header_limit(kHeaderLimit);
-    parser.body_limit(0);  // nothing we serve takes a body
+    // Nothing but the admin API takes a body.
+    parser.body_limit(*admin ? kMaxAdminBodyBytes : 0);
     stream.expires_after(kDeadline);
     co_await http::async_read(stream, buffer, parser,
                               asio::redirect_error(asio::use_awaitable, ec));
@@ -89,7 +91,8 @@ asio::awaitable<void> session(beast::tcp_stream stream, std::shared_ptr<Metrics>
       co_await http::async_write(stream, bad, asio::redirect_error(asio::use_awaitable, ec));
       break;
     }
-    auto res = respond(parser.get(), *m);
+    const auto& req = parser.get();
+    auto res = *admin && req.target().starts_with("/v1/") ? (*admin)(req) : respond(req, *m);
     stream.expires_after(kDeadline);
     co_await http::async_write(stream, res, asio::redirect_error(asio::use_awaitable, ec));
     if (ec || !res.keep_alive()) break;
@@ -100,8 +103,10 @@ asio::awaitable<void> session(beast::tcp_stream stream, std::shared_ptr<Metrics>
 
 }  // namespace
 
-asio::awaitable<void> serveMetrics(tcp::acceptor acceptor, std::shared_ptr<Metrics> m) {
+asio::awaitable<void> serveMetrics(tcp::acceptor acceptor, std::shared_ptr<Metrics> m,
+                                   AdminHandler admin) {
   auto active = std::make_shared<std::atomic<int>>(0);
+  auto shared = std::make_shared<const AdminHandler>(std::move(admin));
   auto executor = co_await asio::this_coro::executor;
   for (;;) {
     beast::error_code ec;
@@ -124,7 +129,7 @@ asio::awaitable<void> serveMetrics(tcp::acceptor acceptor, std::shared_ptr<Metri
       socket.close(ec);  // a scraper needs one connection; this is a flood
       continue;
     }
-    asio::co_spawn(socket.get_executor(), session(beast::tcp_stream(std::move(socket)), m, active),
+    asio::co_spawn(socket.get_executor(), session(beast::tcp_stream(std::move(socket)), m, active, shared),
                    asio::detached);
   }
 }

@@ -3,6 +3,9 @@
 
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ip/tcp.hpp>
+#include <boost/beast/http/message.hpp>
+#include <boost/beast/http/string_body.hpp>
+#include <functional>
 #include <memory>
 
 #include "proxy/observe/metrics.h"
@@ -18,8 +21,13 @@ namespace sandgate::proxy {
 // request head and per response, an 8 KiB head limit, no request bodies, and at most
 // kMaxMetricsConnections at once (more are closed on accept). Accept errors such as EMFILE
 // are logged and retried after a pause rather than ending the loop.
+// With `admin`, every path under /v1/ goes to it instead (the admin API, admin/admin_api.h), with
+// request bodies of up to kMaxAdminBodyBytes; without it those paths are 404 like any other.
 inline constexpr int kMaxMetricsConnections = 64;
+inline constexpr size_t kMaxAdminBodyBytes = 16 * 1024;
+using AdminHandler = std::function<boost::beast::http::response<boost::beast::http::string_body>(
+    const boost::beast::http::request<boost::beast::http::string_body>&)>;
 boost::asio::awaitable<void> serveMetrics(boost::asio::ip::tcp::acceptor acceptor,
-                                          std::shared_ptr<Metrics> m);
+                                          std::shared_ptr<Metrics> m, AdminHandler admin = {});
 
 }  // namespace sandgate::proxy

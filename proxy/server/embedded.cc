@@ -149,6 +149,7 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config conf
   config.listen.proxy.reset();
   config.listen.metrics.reset();
   config.listen.admin.reset();  // the admin socket is serve's, never a launcher's
+  config.metrics.adminApi.reset();  // so is the admin HTTP API, with its token and mint key
   ServerOptions serverOptions;
   serverOptions.threads = options.threads;
   serverOptions.handleSignals = false;

@@ -12,6 +12,7 @@
 #include <csignal>
 
 #include "common/safe_open.h"
+#include "proxy/admin/admin_api.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/net/endpoint.h"
 #include "proxy/observe/audit.h"
@@ -246,7 +247,15 @@ void Server::start() {
   }
   if (im.metricsAcceptor) {
     asio::co_spawn(im.workers[0]->io,
-                   serveMetrics(std::move(*im.metricsAcceptor), im.state.metrics), logException);
+                   serveMetrics(std::move(*im.metricsAcceptor), im.state.metrics,
+                                [&state = im.state](const ApiRequest& req) {
+                                  const int64_t now =
+                                      std::chrono::duration_cast<std::chrono::seconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count();
+                                  return handleAdminApi(req, *state.snapshot.load(), now);
+                                }),
+                   logException);
   }
   for (auto& w : im.workers) {
     im.threads.emplace_back([w = w.get(), spin = im.options.idleSpin] {

@@ -12,6 +12,7 @@
 #include "proxy/identity/proxy_auth.h"
 #include "proxy/identity/task_token.h"
 #include "proxy/upstream/upstream.h"
+#include "proxy/session/token_task.h"
 #include "proxy/session/transparent.h"
 #include "proxy/forward/forward.h"
 #include "proxy/tunnel/connect.h"
@@ -74,7 +75,7 @@ class IdleMark {
 // concurrent ones. Returns the refusal reason, if any.
 std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   c.task = &task;
-  c.metrics = c.state.metrics ? c.state.metrics->task(task.name) : nullptr;
+  c.metrics = c.state.metrics ? c.state.metrics->task(task.seriesName()) : nullptr;
   if (!task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
                                           std::chrono::steady_clock::now())) {
     return Refusal{429,
@@ -101,8 +102,10 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
 
 // The connection belongs to `task` from its first identified request on: a later request may
 // not name another (task_mismatch); the first one is admitted against the task's limits.
-std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task) {
-  if (c.task && c.task != &task) {
+// An ad-hoc task (`own`, made for its token) is kept alive by the connection.
+std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task,
+                                std::shared_ptr<const TaskEntry> own = nullptr) {
+  if (c.task && (c.task->name != task.name || c.task->adhocPolicy != task.adhocPolicy)) {
     return Refusal{407,
                    reason::kTaskMismatch,
                    "",
@@ -112,6 +115,7 @@ std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task) {
                    "open a new connection"};
   }
   if (c.task) return std::nullopt;
+  c.ownTask = std::move(own);
   return admit(c, task);
 }
 
@@ -132,73 +136,15 @@ std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentia
   if (c.task && c.tokenHash && *c.tokenHash == hash && now <= c.tokenExp) return std::nullopt;
   TokenCheck check = verifier.verify(creds.token, now);
   if (!check.ok()) return tokenRefusal(check.reason, std::move(check.detail));
-  const TokenClaims& claims = check.claims;
-  if (claims.task != creds.task) {
-    return tokenRefusal(token_reason::kTaskMismatch,
-                        "the token is for another task than the proxy user names");
-  }
-  const TaskEntry* task = c.snap->findTask(claims.task);
-  const config::Task* conf = c.snap->config.findTask(claims.task);
-  if (!task || !conf) {
-    return tokenRefusal(token_reason::kUnknownTask,
-                        "the token's task (sub) is not in this replica's configuration");
-  }
-  if (claims.policy && *claims.policy != conf->policy.value) {
-    if (!c.snap->config.policies.count(*claims.policy)) {
-      return tokenRefusal(token_reason::kUnknownPolicy,
-                          "the token's policy (pol) is not in this replica's configuration");
-    }
-    return tokenRefusal(token_reason::kWidens,
-                        fmt::format("the token names policy `{}`, but task {} runs under `{}`",
-                                    *claims.policy, task->name, conf->policy.value));
-  }
-  if (claims.limits) {
-    return tokenRefusal(token_reason::kWidens,
-                        "the token carries `limits`, which this version does not apply: refused "
-                        "rather than ignored");
-  }
-  std::optional<std::vector<std::string>> hosts;
-  if (claims.hosts) {
-    hosts.emplace();
-    for (const auto& h : *claims.hosts) {
-      auto norm = policy::normalizeHost(h);
-      const auto* t = std::get_if<policy::Target>(&norm);
-      // A host the policy refuses on both web ports would widen it: the token may only
-      // narrow what the task's policy allows.
-      bool allowed = false;
-      for (uint16_t port : {uint16_t{443}, uint16_t{80}}) {
-        if (t && c.snap->engine->decide(task->name, policy::Request{*t, port, {}, {}, {}})
-                     .allowed()) {
-          allowed = true;
-        }
-      }
-      if (!allowed) {
-        return tokenRefusal(token_reason::kWidens,
-                            fmt::format("the token's hosts name {}, which task {}'s policy "
-                                        "does not allow",
-                                        fmt::format("`{}`", h.substr(0, 64)), task->name));
-      }
-      hosts->push_back(t->name);
-    }
-  }
-  if (claims.src) {
-    auto cidr = policy::parseCidr(claims.src->find('/') == std::string::npos
-                                      ? *claims.src + (claims.src->find(':') == std::string::npos
-                                                           ? "/32"
-                                                           : "/128")
-                                      : *claims.src);
-    boost::system::error_code ec;
-    auto peer = c.stream.socket().remote_endpoint(ec);
-    auto addr = ec ? std::nullopt : policy::parseIp(peer.address().to_string());
-    if (!cidr || !addr || !cidr->contains(*addr)) {
-      return tokenRefusal(token_reason::kSourceMismatch,
-                          "the token may only be used from another client address (src)");
-    }
-  }
-  if (auto r = bindTask(c, *task)) return r;
+  boost::system::error_code ec;
+  auto peer = c.stream.socket().remote_endpoint(ec);
+  auto peerAddress = ec ? std::nullopt : policy::parseIp(peer.address().to_string());
+  TokenTask bound = taskForToken(*c.snap, check.claims, creds.task, peerAddress, now);
+  if (!bound.ok()) return tokenRefusal(bound.reason, std::move(bound.detail));
+  if (auto r = bindTask(c, *bound.task, std::move(bound.own))) return r;
   c.tokenHash = hash;
-  c.tokenExp = claims.exp;
-  c.tokenHosts = std::move(hosts);
+  c.tokenExp = check.claims.exp;
+  c.tokenHosts = std::move(bound.hosts);
   return std::nullopt;
 }
 

@@ -8,9 +8,10 @@
 
 #include "broker/store.h"
 #include "broker/task_secrets.h"
-#include "proxy/state/admin_groups.h"
+#include "proxy/identity/admin_api_keys.h"
 #include "proxy/identity/task_token.h"
 #include "proxy/net/upstream_tls.h"
+#include "proxy/state/admin_groups.h"
 
 namespace sandgate::proxy {
 
@@ -77,6 +78,19 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     e.state = registry.get(t.name);
     snap->tasks.emplace(t.name, std::move(e));
   }
+  if (cfgRef.tokens) {
+    for (const auto& [policyName, policy] : cfgRef.policies) {
+      TaskEntry e;
+      e.name = policyName;
+      e.adhocPolicy = policyName;
+      e.limits = snap->defaults;
+      std::set<std::string> seen, names;
+      policyCredentials(cfgRef, policyName, seen, names);
+      e.credentials.assign(names.begin(), names.end());
+      snap->policyTasks.emplace(policyName, std::move(e));
+    }
+    snap->adhocStates = registry.adhoc();
+  }
   for (const auto& r : cfgRef.resolve) {
     auto addr = policy::parseIp(r.address);
     if (!addr) {
@@ -101,10 +115,19 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     task.secrets =
         std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, task.credentials);
   }
+  for (auto& [name, task] : snap->policyTasks) {
+    task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
+                                                               task.credentials);
+  }
   if (cfgRef.tokens) {
     auto tokens = TokenVerifier::load(*cfgRef.tokens, cfgRef.file);
     if (!tokens) return tokens.errors();
     snap->tokens = tokens.value();
+  }
+  if (cfgRef.metrics.adminApi) {
+    auto api = loadAdminApiKeys(cfgRef, snap->tokens.get());
+    if (!api) return api.errors();
+    snap->adminApi = api.value();
   }
   auto upstreamTls = UpstreamTls::build(cfgRef);
   if (!upstreamTls) return upstreamTls.errors();

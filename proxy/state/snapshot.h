@@ -31,6 +31,7 @@ namespace sandgate::proxy {
 
 class UpstreamTls;
 class TokenVerifier;
+struct AdminApiKeys;
 
 struct TaskEntry {
   std::string name;
@@ -45,6 +46,14 @@ struct TaskEntry {
   std::vector<std::string> credentials;
   // Their secrets as scrub forms: every response of the task is scrubbed for all of them.
   std::shared_ptr<const broker::TaskSecrets> secrets;
+  // Set for an ad-hoc task (a task token's `sub` that names no configured task, with the
+  // policy its `pol` names; token_task.h): the engine decides under that policy.
+  std::optional<std::string> adhocPolicy;
+
+  // The name of the task's metric series and of serve's placeholders for it: the task's name,
+  // or "adhoc:<policy>" for an ad-hoc task, so that the number of series follows the config
+  // and not the tokens minted.
+  std::string seriesName() const { return adhocPolicy ? "adhoc:" + *adhocPolicy : name; }
 };
 
 struct ResolveOverride {
@@ -66,10 +75,22 @@ struct Snapshot {
   std::shared_ptr<const UpstreamTls> upstreamTls;
   // `tokens:`: the keys task tokens (JWTs) are checked with; null without the section.
   std::shared_ptr<const TokenVerifier> tokens;
+  // With `tokens:`, one entry per policy: what an ad-hoc task under it is (its credentials,
+  // secrets and the global limits); the task's name and state come from its token.
+  std::unordered_map<std::string, TaskEntry> policyTasks;
+  std::shared_ptr<AdhocTaskStates> adhocStates;  // the registry's: they survive reloads
+  // metrics.admin_api's token hash and mint key; null: the admin API is off (admin_api.h).
+  std::shared_ptr<const AdminApiKeys> adminApi;
 
   const TaskEntry* findTask(std::string_view name) const {
     auto it = tasks.find(std::string(name));
     return it == tasks.end() ? nullptr : &it->second;
+  }
+
+  // The engine's decision for `task`'s requests (an ad-hoc task's under its policy).
+  policy::Decision decide(const TaskEntry& task, const policy::Request& req) const {
+    return task.adhocPolicy ? engine->decideUnder(*task.adhocPolicy, req)
+                            : engine->decide(task.name, req);
   }
 };
 

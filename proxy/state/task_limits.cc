@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "proxy/observe/metrics.h"
+
 namespace sandgate::proxy {
 
 bool TaskState::tryAcquire(std::atomic<uint32_t>& counter, uint32_t max) {
@@ -32,14 +34,21 @@ bool TaskState::tryTakeConnectionToken(double ratePerSecond,
   }
 }
 
+TaskSlot::TaskSlot(std::shared_ptr<TaskState> s, Kind k, std::shared_ptr<TaskMetrics> m)
+    : state_(std::move(s)), kind_(k), metrics_(std::move(m)) {
+  if (metrics_ && kind_ == Kind::kTunnel) metrics_->tunnelOpened();
+}
+
 void TaskSlot::reset() {
   if (!state_) return;
   if (kind_ == Kind::kConnection) {
     state_->releaseConnection();
   } else {
     state_->releaseTunnel();
+    if (metrics_) metrics_->tunnelClosed();
   }
   state_.reset();
+  metrics_.reset();
 }
 
 std::shared_ptr<TaskState> TaskRegistry::get(const std::string& task) {
@@ -47,6 +56,45 @@ std::shared_ptr<TaskState> TaskRegistry::get(const std::string& task) {
   auto& s = tasks_[task];
   if (!s) s = std::make_shared<TaskState>();
   return s;
+}
+
+std::shared_ptr<TaskState> AdhocTaskStates::get(const std::string& task, int64_t until,
+                                                int64_t now) {
+  std::lock_guard lock(mu_);
+  auto& e = tasks_[task];
+  if (!e.state) e.state = std::make_shared<TaskState>();
+  e.until = std::max(e.until, until);
+  auto state = e.state;
+  if (tasks_.size() >= sweepAt_) {
+    sweep(now);
+    sweepAt_ = std::max<size_t>(64, 2 * tasks_.size());
+  }
+  return state;
+}
+
+void AdhocTaskStates::sweep(int64_t now) {
+  for (auto it = tasks_.begin(); it != tasks_.end();) {
+    // use_count 1: only this map holds it, so no connection counts against it.
+    if (it->second.until < now && it->second.state.use_count() == 1) {
+      it = tasks_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+std::vector<std::pair<std::string, std::shared_ptr<TaskState>>> AdhocTaskStates::list() const {
+  std::lock_guard lock(mu_);
+  std::vector<std::pair<std::string, std::shared_ptr<TaskState>>> out;
+  for (const auto& [name, e] : tasks_) out.emplace_back(name, e.state);
+  std::sort(out.begin(), out.end(),
+            [](const auto& a, const auto& b) { return a.first < b.first; });
+  return out;
+}
+
+size_t AdhocTaskStates::size() const {
+  std::lock_guard lock(mu_);
+  return tasks_.size();
 }
 
 }  // namespace sandgate::proxy

@@ -10,6 +10,8 @@
 #include <mutex>
 #include <string>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 namespace sandgate::proxy {
 
@@ -34,17 +36,23 @@ class TaskState {
   std::atomic<int64_t> theoreticalArrivalNs_{0};
 };
 
-// Releases a slot taken from a TaskState when it goes out of scope.
+class TaskMetrics;
+
+// Releases a slot taken from a TaskState when it goes out of scope. A tunnel slot given the
+// task's metrics counts in sandgate_tunnels_active for as long as it is held.
 class TaskSlot {
  public:
   enum class Kind { kConnection, kTunnel };
   TaskSlot() = default;
   TaskSlot(std::shared_ptr<TaskState> s, Kind k) : state_(std::move(s)), kind_(k) {}
-  TaskSlot(TaskSlot&& o) noexcept : state_(std::move(o.state_)), kind_(o.kind_) {}
+  TaskSlot(std::shared_ptr<TaskState> s, Kind k, std::shared_ptr<TaskMetrics> m);
+  TaskSlot(TaskSlot&& o) noexcept
+      : state_(std::move(o.state_)), kind_(o.kind_), metrics_(std::move(o.metrics_)) {}
   TaskSlot& operator=(TaskSlot&& o) noexcept {
     reset();
     state_ = std::move(o.state_);
     kind_ = o.kind_;
+    metrics_ = std::move(o.metrics_);
     return *this;
   }
   ~TaskSlot() { reset(); }
@@ -54,16 +62,43 @@ class TaskSlot {
  private:
   std::shared_ptr<TaskState> state_;
   Kind kind_ = Kind::kConnection;
+  std::shared_ptr<TaskMetrics> metrics_;
+};
+
+// The states of ad-hoc tasks (a task token's `sub` that the config does not name, see
+// token_task.h), by name. A task's state is kept while a connection holds it and until the
+// latest `exp` of its tokens, so that its counts and rate hold across its connections, and
+// then dropped: the number kept follows the tokens in use, not every name ever minted.
+class AdhocTaskStates {
+ public:
+  // Taken once per connection that an ad-hoc token identifies (never per request).
+  std::shared_ptr<TaskState> get(const std::string& task, int64_t until, int64_t now);
+  // Name -> state of every task kept now (GET /v1/tasks), sorted by name.
+  std::vector<std::pair<std::string, std::shared_ptr<TaskState>>> list() const;
+  size_t size() const;
+
+ private:
+  struct Entry {
+    std::shared_ptr<TaskState> state;
+    int64_t until = 0;
+  };
+  void sweep(int64_t now);  // with mu_ held
+  mutable std::mutex mu_;
+  std::unordered_map<std::string, Entry> tasks_;
+  size_t sweepAt_ = 64;  // the next size at which get() sweeps: amortised O(1) per call
 };
 
 // Task name -> state, kept across config reloads so that a reload does not reset counts.
 class TaskRegistry {
  public:
   std::shared_ptr<TaskState> get(const std::string& task);
+  // Ad-hoc tasks' states, shared by every snapshot of this registry (they survive reloads).
+  const std::shared_ptr<AdhocTaskStates>& adhoc() const { return adhoc_; }
 
  private:
   std::mutex mu_;  // taken on reload only, never per request
   std::unordered_map<std::string, std::shared_ptr<TaskState>> tasks_;
+  std::shared_ptr<AdhocTaskStates> adhoc_ = std::make_shared<AdhocTaskStates>();
 };
 
 }  // namespace sandgate::proxy

@@ -2,8 +2,9 @@
 values and every ci/ values file, each manifest validated against the Kubernetes and
 prometheus-operator schemas, then what the schemas cannot see (unknown keys, the chart's own
 promises) asserted on the parsed manifests: stable selector labels, probes, hardening, no
-subPath, no secret material in a ConfigMap, NetworkPolicies that allow exactly what the
-README states, and a checksum annotation that moves for restart-only edits alone.
+subPath, no secret material in a ConfigMap, task token keys from mounted Secrets (a key added
+to a mounted Secret needs no rollout), NetworkPolicies that allow exactly what the README
+states, and a checksum annotation that moves for restart-only edits alone.
 """
 
 import base64
@@ -54,6 +55,10 @@ class ChartTest(unittest.TestCase):
     def test_schema_violations_fail_lint_and_template(self):
         cases = {
             "unknown top-level key": {"replicas": 2},
+            "tokens without keys": {"config": {"tokens": {"max_ttl": "2h"}}},
+            "token key without its Secret": {"config": {"tokens": {"keys": [{"id": "k1"}]}}},
+            "token key with a file": {"config": {"tokens": {"keys": [
+                {"id": "k1", "file": "/k", "secret": {"name": "s", "key": "k"}}]}}},
             "unknown key the chart owns": {"networkPolicy": {"allowDns": True}},
             "unknown credential key": {"config": {"credentials": {"x": {
                 "secret": {"name": "s", "key": "k"}, "hosts": ["a.example"],
@@ -206,6 +211,61 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(mounts["ca"]["mountPath"], "/etc/sandgate/ca")
         self.assertEqual(cfg["listen"], {"proxy": "0.0.0.0:3128", "metrics": "0.0.0.0:9464"})
         self.assertEqual(cfg["limits"]["max_header_bytes"], 1048576)
+
+    def test_token_keys_come_from_mounted_secrets(self):
+        docs = self.rendered["values-tokens.yaml"]
+        spec = self.deployment(docs)["spec"]["template"]["spec"]
+        (c,) = spec["containers"]
+        mounts = {m["name"]: m for m in c["volumeMounts"]}
+        volumes = {v["name"]: v for v in spec["volumes"]}
+        (cm,) = cs.find(docs, "ConfigMap", "rel-sandgate")
+        tokens = yaml.safe_load(cm["data"]["config.yaml"])["tokens"]
+        with open(os.path.join(cs.CHART, "ci", "values-tokens.yaml")) as f:
+            wanted = yaml.safe_load(f)["config"]["tokens"]
+        self.assertEqual([k["id"] for k in tokens["keys"]], [k["id"] for k in wanted["keys"]])
+        for key, asked in zip(tokens["keys"], wanted["keys"]):
+            # The file is the Secret's key, in the directory that Secret is mounted at, whole
+            # (no items) and 0440, read-only.
+            (vol,) = [n for n, v in volumes.items()
+                      if v.get("secret", {}).get("secretName") == asked["secret"]["name"]]
+            self.assertEqual(key["file"], "%s/%s" % (mounts[vol]["mountPath"],
+                                                     asked["secret"]["key"]))
+            self.assertTrue(mounts[vol]["readOnly"])
+            self.assertEqual(volumes[vol]["secret"]["defaultMode"], 0o440)
+            self.assertNotIn("items", volumes[vol]["secret"])
+            self.assertNotIn("secret", key)
+            for field in ("algorithm", "revoked_before"):
+                self.assertEqual(key.get(field), asked.get(field))
+        # Two keys share one Secret: one volume each Secret, not each key.
+        self.assertEqual(len([n for n in volumes if n.startswith("token-keys-")]), 2)
+        self.assertEqual({k: tokens[k] for k in ("max_ttl", "leeway", "revoked")},
+                         {k: wanted[k] for k in ("max_ttl", "leeway", "revoked")})
+        # Without config.tokens: no tokens section, no token volume.
+        default = self.rendered["default"]
+        (cm,) = cs.find(default, "ConfigMap", "rel-sandgate")
+        self.assertNotIn("tokens", yaml.safe_load(cm["data"]["config.yaml"]))
+        self.assertFalse([v for v in self.deployment(default)["spec"]["template"]["spec"]
+                          ["volumes"] if v["name"].startswith("token-keys-")])
+
+    def test_a_key_added_to_a_mounted_token_secret_needs_no_rollout(self):
+        with open(os.path.join(cs.CHART, "ci", "values-tokens.yaml")) as f:
+            base = yaml.safe_load(f)
+
+        def render(edit):
+            values = copy.deepcopy(base)
+            edit(values)
+            docs = self.chart.template(values=values)
+            (cm,) = cs.find(docs, "ConfigMap", "rel-sandgate")
+            return self.deployment(docs)["spec"]["template"], cm["data"]["config.yaml"]
+
+        pod, config = render(lambda v: None)
+        rotated_pod, rotated_config = render(lambda v: v["config"]["tokens"]["keys"].append(
+            {"id": "k2027a", "secret": {"name": "sandgate-token-keys", "key": "hs-2027a"}}))
+        self.assertNotEqual(rotated_config, config)  # reloaded from the ConfigMap...
+        self.assertEqual(rotated_pod, pod)            # ...with the same pods
+        new_secret_pod, _ = render(lambda v: v["config"]["tokens"]["keys"].append(
+            {"id": "k2027b", "secret": {"name": "another-token-key", "key": "hs"}}))
+        self.assertNotEqual(new_secret_pod, pod)  # a new volume: a rollout
 
     def test_rendered_config_loads_in_sandgate(self):
         binary = os.environ.get("SANDGATE_BINARY")

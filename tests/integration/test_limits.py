@@ -1,5 +1,6 @@
 """Per-task limits: concurrent connections, concurrent tunnels, new-connection rate. A task
-at its limit gets 429 with the reason; another task is served meanwhile. The tunnel target
+at its limit gets 429 with the reason; another task is served meanwhile. The per-replica
+gauges (sandgate_tunnels_active) show what a task holds. The tunnel target
 is a TCP echo on 127.0.0.1 (opened with cidrs on purpose).
 """
 
@@ -70,9 +71,14 @@ class LimitsTest(unittest.TestCase):
             s, status, reason = self.tunnel("tunnels")
             held.append(s)
             self.assertEqual((status, reason), (429, "tunnel_limit"))
+            # The per-replica gauge shows the tunnel held (the refused one never held one).
+            self.assertEqual(self.sg.metric("sandgate_tunnels_active", task="tunnels"), 1)
+            self.assertEqual(self.sg.metric("sandgate_tunnels_active", task="free") or 0, 0)
         finally:
             for s in held:
                 s.close()
+        wait_until(lambda: self.sg.metric("sandgate_tunnels_active", task="tunnels") == 0, 10,
+                   interval=0.1, what="the tunnel gauge back to 0")
         # Once the first tunnel is gone, the slot is free again (bounded poll).
         def free_again():
             s, status, _ = self.tunnel("tunnels")

@@ -2,9 +2,12 @@
 nothing else shared. A token minted once with `sandgate token issue` is accepted by both, with
 curl, Python and Node clients that put it in the proxy URL (http://task:<jwt>@host:port).
 From the side of a client that holds a token and wants more: an expired, tampered, wrong-`kid`,
-`alg: none`, widening (another policy, a host the policy refuses, `limits`), revoked or
+`alg: none`, widening (another policy, a host the policy refuses, higher `limits`), revoked or
 wrong-source token gets its own 407 reason on both replicas; a token's `hosts` narrow what the
-policy allows (403 denied_by_token); keys rotate (two at once; a removed key's tokens are
+policy allows (403 denied_by_token); a token for a task no config names, with a `pol`, is an
+ad-hoc task with exactly that policy (its hosts, its credentials); a token's lower
+max_connections is enforced; the admin API (off by default) mints, lists and revokes; keys
+rotate (two at once; a removed key's tokens are
 refused). The token is registered for the leak check: no log, audit line or response holds
 it."""
 
@@ -18,14 +21,16 @@ import subprocess
 import tempfile
 import time
 import unittest
+import urllib.error
 import urllib.request
 
 import artifacts
 from clients import curl
-from sandgate_fixture import Sandgate, binary, wait_until
+from sandgate_fixture import Sandgate, binary, read_response_head, wait_until
 from upstreams import HttpUpstream
 
 HS_KEY = "task-token-shared-key-0123456789abcdef0123"
+OTHER_SECRET = "othersecret-0123456789abcdefghij"
 
 
 def b64url(data):
@@ -70,14 +75,19 @@ class TaskTokensTest(unittest.TestCase):
         tokens = {"keys": keys, "max_ttl": "24h"}
         if revoked:
             tokens["revoked"] = revoked
+        # other.test's credential goes out in clear (allow_plaintext) so that the echo shows
+        # which task's requests get it.
+        creds = {"otherkey": {"source": {"file": sg.secret_file("otherkey", OTHER_SECRET)},
+                              "hosts": ["other.test"], "allow_plaintext": True,
+                              "inject": {"header": "X-Api-Key", "value": "{secret}"}}}
         return sg.make_config(
             {"api": {"allow": [dict(rule, host="api.test"), dict(rule, host="docs.test")]},
-             "other": {"allow": [dict(rule, host="other.test")]}},
+             "other": {"allow": [dict(rule, host="other.test", credential="otherkey")]}},
             [{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "other"}],
             resolve={"api.test": "127.0.0.1:%d" % cls.up.port,
                      "docs.test": "127.0.0.1:%d" % cls.up.port,
                      "other.test": "127.0.0.1:%d" % cls.up.port},
-            extra={"tokens": tokens})
+            extra={"tokens": tokens, "credentials": creds})
 
     @classmethod
     def tearDownClass(cls):
@@ -176,6 +186,174 @@ class TaskTokensTest(unittest.TestCase):
             r = self.get(sg, "http://docs.test/echo/narrow", "t1", token)  # the policy allows it
             self.assertEqual(r.status, 403, r)
             self.assertEqual(r.header("x-sandgate-reason"), "denied_by_token")
+
+    def test_an_ad_hoc_task_gets_exactly_its_policy(self):
+        # sandbox-42 is in no config: its token's pol makes it an ad-hoc task of `other`.
+        token = self.issue("--task", "sandbox-42", "--policy", "other", "--ttl", "10m")
+        for i, sg in enumerate(self.replicas):
+            r = self.get(sg, "http://other.test/echo/adhoc-%d" % i, "sandbox-42", token)
+            self.assertEqual(r.status, 200, r)
+            # Its policy's credential is injected upstream and scrubbed from the echo.
+            seen = self.up.requests_to("/echo/adhoc-%d" % i)
+            self.assertEqual([v for k, v in seen[0]["headers"] if k.lower() == "x-api-key"],
+                             [OTHER_SECRET])
+            self.assertNotIn(OTHER_SECRET.encode(), r.body)
+            self.assertIn(b"[REDACTED:otherkey]", r.body)
+            sg.wait_audit(task="sandbox-42", path="/echo/adhoc-%d" % i, verdict="allow")
+            # Another policy's host is refused, as for any task of `other`.
+            r = self.get(sg, "http://api.test/echo/adhoc-%d" % i, "sandbox-42", token)
+            self.assertEqual(r.status, 403, r)
+            self.assertEqual(r.header("x-sandgate-reason"), "no_matching_rule")
+            self.assertEqual(len(self.up.requests_to("/echo/adhoc-%d" % i)), 1)
+            # Metrics label ad-hoc tasks by policy: minted names never become label values.
+            self.assertGreaterEqual(sg.metric("sandgate_requests_total", task="adhoc:other",
+                                              reason="allowed") or 0, 1)
+            self.assertNotIn('task="sandbox-42"', sg.metrics())
+        # An ad-hoc task of `api` gets api's hosts and not other's credential or host.
+        token = self.issue("--task", "sandbox-43", "--policy", "api")
+        sg = self.replicas[0]
+        self.assertEqual(self.get(sg, "http://api.test/echo/adhoc-api", "sandbox-43", token).status,
+                         200)
+        self.assertNotIn("x-api-key", [k.lower() for k, v in
+                                       self.up.requests_to("/echo/adhoc-api")[0]["headers"]])
+        self.assertEqual(self.get(sg, "http://other.test/echo/adhoc-api", "sandbox-43",
+                                  token).status, 403)
+
+    def test_a_sub_that_names_a_configured_task_is_that_task(self):
+        # t1's own policy, named: t1's rules; another policy: refused, never an ad-hoc task.
+        token = self.issue("--task", "t1", "--policy", "api")
+        sg = self.replicas[0]
+        self.assertEqual(self.get(sg, "http://api.test/echo/t1-pol", "t1", token).status, 200)
+        sg.wait_audit(task="t1", path="/echo/t1-pol", verdict="allow")
+        self.assert_refused(self.issue("--task", "t1", "--policy", "other"), "token_widens",
+                            url="http://other.test/echo/t1-widened")
+        self.assert_refused(hs256({"sub": "sandbox-44", "pol": "nosuch",
+                                   "exp": int(time.time()) + 60}),
+                            "token_unknown_policy", task="sandbox-44")
+
+    def held_get(self, sg, task, token, path):
+        """A keep-alive request on a connection of its own, which stays open (and counted)."""
+        s = sg.connect()
+        s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n" % path +
+                   Sandgate.auth_header(task, token) + "\r\n").encode())
+        status, headers, _ = read_response_head(s)
+        return s, status, headers.get("x-sandgate-reason")
+
+    def test_a_token_may_lower_the_connection_limit_but_not_raise_it(self):
+        lowered = self.issue("--task", "t1", "--max-connections", "1")
+        plain = self.issue("--task", "t1")
+        sg = self.replicas[0]
+        # The connections of earlier tests are gone (the server has seen them close).
+        wait_until(lambda: not sg.metric("sandgate_connections_active", task="t1"), 10,
+                   interval=0.1, what="t1's earlier connections closed")
+        held = []
+        try:
+            s, status, _ = self.held_get(sg, "t1", lowered, "/echo/limit-1")
+            held.append(s)
+            self.assertEqual(status, 200)
+            # The task now has one connection: this token's limit of 1 is reached...
+            s, status, reason = self.held_get(sg, "t1", lowered, "/echo/limit-2")
+            held.append(s)
+            self.assertEqual((status, reason), (429, "connection_limit"))
+            # ... while a token without limits still has the task's own (256).
+            s, status, _ = self.held_get(sg, "t1", plain, "/echo/limit-3")
+            held.append(s)
+            self.assertEqual(status, 200)
+            # Limits and their gauges are per replica: this one holds t1's two connections
+            # (once the refused one is closed), the other none.
+            wait_until(lambda: sg.metric("sandgate_connections_active", task="t1") == 2, 10,
+                       interval=0.1, what="t1's two connections on the first replica")
+            self.assertFalse(self.replicas[1].metric("sandgate_connections_active", task="t1"))
+        finally:
+            for s in held:
+                s.close()
+        self.assertEqual(len(self.up.requests_to("/echo/limit-2")), 0)
+        sg.wait_audit(task="t1", reason="connection_limit", status=429)
+        # Above the task's limit is widening, refused on every replica.
+        self.assert_refused(self.issue("--task", "t1", "--max-connections", "1000"),
+                            "token_widens")
+        self.assert_refused(hs256({"sub": "t1", "exp": int(time.time()) + 60,
+                                   "limits": {"idle_timeout": 1}}), "token_malformed")
+
+    @staticmethod
+    def admin(sg, method, path, body=None, token=None):
+        """(status, headers, JSON body) of an admin API request on sg's metrics listener."""
+        data = json.dumps(body).encode() if body is not None else None
+        req = urllib.request.Request("http://127.0.0.1:%d%s" % (sg.metrics_port, path),
+                                     data=data, method=method)
+        if token:
+            req.add_header("Authorization", "Bearer " + token)
+        if data is not None:
+            req.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(req, timeout=10) as r:
+                return r.status, r.headers, json.loads(r.read())
+        except urllib.error.HTTPError as e:
+            return e.code, e.headers, json.loads(e.read())
+
+    def test_the_admin_api_mints_lists_and_revokes(self):
+        # Off by default: the replicas' configs have no metrics.admin_api.
+        for sg in self.replicas:
+            status, _, body = self.admin(sg, "GET", "/v1/tasks")
+            self.assertEqual((status, body["reason"]), (404, "admin_api_off"))
+        sg = Sandgate({}, [])
+        held = []
+        try:
+            admin_token = "admin-api-token-0123456789abcdef"
+            sg.config = self.config(sg, [{"id": "k1", "file": self.hs_key}])
+            sg.config.setdefault("metrics", {})["admin_api"] = {
+                "token_file": sg.secret_file("admin-api-token", admin_token),
+                "mint": {"kid": "k1"}}
+            sg.write_config(sg.config)
+            sg.start()
+            status, headers, body = self.admin(sg, "GET", "/v1/tasks")
+            self.assertEqual((status, body["reason"]), (401, "admin_auth_required"))
+            self.assertIn("Bearer", headers["WWW-Authenticate"])
+            status, _, body = self.admin(sg, "GET", "/v1/tasks", token="not-the-admin-token")
+            self.assertEqual((status, body["reason"]), (401, "admin_auth_invalid"))
+            status, headers, body = self.admin(sg, "GET", "/v1/tokens", token=admin_token)
+            self.assertEqual((status, headers["Allow"]), (405, "POST"))
+            # An orchestrator mints an ad-hoc task's token; every replica with the key accepts it.
+            status, _, body = self.admin(sg, "POST", "/v1/tokens",
+                                         {"task": "sandbox-77", "policy": "other", "ttl": 600},
+                                         token=admin_token)
+            self.assertEqual(status, 200, body)
+            token = body["token"]
+            artifacts.register_secret("token-admin-minted", token)
+            self.assertEqual(body["claims"]["sub"], "sandbox-77")
+            for i, replica in enumerate([sg] + self.replicas):
+                r = self.get(replica, "http://other.test/echo/minted-%d" % i, "sandbox-77", token)
+                self.assertEqual(r.status, 200, r)
+            # Its connections show in /v1/tasks, this replica's.
+            s = sg.connect()
+            held.append(s)
+            s.sendall(("GET http://other.test/echo/minted-held HTTP/1.1\r\nHost: other.test\r\n" +
+                       Sandgate.auth_header("sandbox-77", token) + "\r\n").encode())
+            self.assertEqual(read_response_head(s)[0], 200)
+            status, _, body = self.admin(sg, "GET", "/v1/tasks", token=admin_token)
+            self.assertEqual(status, 200, body)
+            self.assertEqual([t["name"] for t in body["tasks"]], ["t1", "t2"])
+            self.assertIn({"name": "sandbox-77", "connections": 1, "tunnels": 0}, body["adhoc"])
+            # Revoked here until the next reload: a new connection with it is refused.
+            status, _, body = self.admin(sg, "POST", "/v1/revoke",
+                                         {"jti": self.jti(token)}, token=admin_token)
+            self.assertEqual(status, 200, body)
+            r = self.get(sg, "http://other.test/echo/minted-revoked", "sandbox-77", token)
+            self.assertEqual((r.status, r.header("x-sandgate-reason")), (407, "token_revoked"))
+            self.assertEqual(self.up.requests_to("/echo/minted-revoked"), [])
+            # The other replicas were not told: revoking everywhere is tokens.revoked's job.
+            r = self.get(self.replicas[0], "http://other.test/echo/minted-x", "sandbox-77", token)
+            self.assertEqual(r.status, 200)
+            self.assertNotIn(admin_token, sg.stderr())
+        finally:
+            for s in held:
+                s.close()
+            sg.cleanup()
+
+    @staticmethod
+    def jti(token):
+        body = token.split(".")[1]
+        return json.loads(base64.urlsafe_b64decode(body + "=" * (-len(body) % 4)))["jti"]
 
     def test_revocation_and_key_rotation(self):
         sg = Sandgate({}, [])

@@ -58,6 +58,18 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "sandgate.caDir" -}}/etc/sandgate/ca{{- end -}}
 {{- define "sandgate.credentialDir" -}}/var/run/secrets/sandgate{{- end -}}
 
+{{/* Where the Secrets of config.tokens.keys are mounted, one directory per Secret name. */}}
+{{- define "sandgate.tokenKeyDir" -}}/var/run/secrets/sandgate-tokens{{- end -}}
+
+{{/* The distinct Secret names of config.tokens.keys, sorted, as a JSON list. */}}
+{{- define "sandgate.tokenSecrets" -}}
+{{- $names := list -}}
+{{- range (.Values.config.tokens | default dict).keys -}}
+{{- $names = append $names .secret.name -}}
+{{- end -}}
+{{- $names | uniq | sortAlpha | toJson -}}
+{{- end -}}
+
 {{/*
 The part of the config that sandgate reads only at start (listen, audit, the CA). The pod
 template's checksum annotation covers exactly this, so editing it rolls the pods out and
@@ -91,7 +103,7 @@ ca-certificate: {{ .Values.ca.certificate | sha256sum }}
 
 {{/*
 The hot-reloaded part: policies, tasks, credentials (each read from its mounted Secret),
-global rules and limits.
+global rules, limits and task token keys (each read from its mounted Secret).
 */}}
 {{- define "sandgate.reloadConfig" -}}
 {{- $c := .Values.config -}}
@@ -123,6 +135,20 @@ limits:
 {{- with $c.resolve }}
 resolve:
   {{- toYaml . | nindent 2 }}
+{{- end }}
+{{- with $c.tokens }}
+tokens:
+  keys:
+  {{- range .keys }}
+    - id: {{ .id | quote }}
+      file: {{ printf "%s/%s/%s" (include "sandgate.tokenKeyDir" $) .secret.name .secret.key | quote }}
+      {{- with (omit . "id" "secret") }}
+      {{- toYaml . | nindent 6 }}
+      {{- end }}
+  {{- end }}
+  {{- with (omit . "keys") }}
+  {{- toYaml . | nindent 2 }}
+  {{- end }}
 {{- end }}
 {{- end -}}
 

@@ -1,4 +1,4 @@
-// Tests for proxy/tls_ca.cc: CA files (modes, no overwrite), loading checks, leaf certificates
+// Tests for ca/tls_ca.cc: CA files (modes, no overwrite), loading checks, leaf certificates
 // that verify for exactly their host, and the bounded LRU with its hit/miss counts.
 #include "ca/tls_ca.h"
 

@@ -109,6 +109,42 @@ TEST(PolicyEnginePrecedence, IncludeCycleTerminates) {
       *e, {{"via_cycle", "t", tunnel("b.example.com"), kAllow, reason::kAllowed, "agent.yaml:3"}});
 }
 
+// decideUnder(): a policy on its own (an ad-hoc task of a task token) decides as a task of
+// that policy does; with `tokens:` every policy is compiled, without it only the tasks' ones.
+TEST(PolicyEnginePrecedence, DecideUnderAPolicyAsItsTasksDo) {
+  Cfg c = precedenceConfig();
+  c.policy("unused");
+  c.allow("unused", R(40).host("unused.example.com"));
+  auto plain = c.build();
+  ASSERT_TRUE(plain);
+  EXPECT_TRUE(plain->hasPolicy("agent"));
+  EXPECT_FALSE(plain->hasPolicy("unused"));
+  EXPECT_EQ(plain->decideUnder("unused", tunnel("unused.example.com")).reason,
+            reason::kUnknownPolicy);
+
+  config::Config withTokens = c.config();
+  withTokens.tokens.emplace();
+  auto compiled = Engine::compile(withTokens);
+  ASSERT_TRUE(compiled.ok()) << compiled.errorText();
+  const Engine& e = *compiled.value();
+  EXPECT_TRUE(e.hasPolicy("unused"));
+  EXPECT_TRUE(e.hasPolicy("npm"));  // only included by agent, yet a token may name it
+  EXPECT_FALSE(e.hasTask("unused"));
+  EXPECT_TRUE(e.decideUnder("unused", tunnel("unused.example.com")).allowed());
+  EXPECT_EQ(e.decideUnder("unused", tunnel("raw.githubusercontent.com")).reason,
+            reason::kNoMatchingRule);
+  for (const char* host : {"evil.example.com", "gist.githubusercontent.com", "bad.npmjs.org",
+                           "raw.githubusercontent.com", "registry.npmjs.org", "example.org"}) {
+    Decision asTask = e.decide("demo", tunnel(host));
+    Decision asPolicy = e.decideUnder("agent", tunnel(host));
+    EXPECT_EQ(asPolicy.reason, asTask.reason) << host;
+    EXPECT_EQ(asPolicy.rule, asTask.rule) << host;
+  }
+  EXPECT_EQ(e.decideUnder("global-allowed-only", tunnel("global-allowed.example.com")).reason,
+            reason::kUnknownPolicy);
+  EXPECT_TRUE(e.decideUnder("npm", tunnel("global-allowed.example.com")).allowed());
+}
+
 TEST(PolicyEnginePrecedence, FirstMatchingDenyInFileOrderIsReported) {
   Cfg c;
   c.deny("p", R(8).host("re:.*\\.example\\.com"));

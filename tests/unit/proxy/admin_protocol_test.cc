@@ -1,4 +1,4 @@
-// The admin socket's messages, peer check and listener check (proxy/admin_protocol.cc).
+// The admin socket's messages, peer check and listener check (proxy/admin/admin_protocol.cc).
 #include "proxy/admin/admin_protocol.h"
 
 #include <arpa/inet.h>

@@ -1,5 +1,5 @@
-// The admin socket (proxy/admin_socket.cc) with a fake backend and the real client
-// (proxy/admin_client.cc), then a real Server serving and releasing a run's listeners.
+// The admin socket (proxy/admin/admin_socket.cc) with a fake backend and the real client
+// (proxy/admin/admin_client.cc), then a real Server serving and releasing a run's listeners.
 #include "proxy/admin/admin_socket.h"
 
 #include <arpa/inet.h>

@@ -1,4 +1,4 @@
-// The per-worker idle connection pools (proxy/connection_pool.h): keys, the quiet check on a
+// The per-worker idle connection pools (proxy/net/connection_pool.h): keys, the quiet check on a
 // real socket pair, LIFO reuse, expiry and the size limits.
 #include "proxy/net/connection_pool.h"
 

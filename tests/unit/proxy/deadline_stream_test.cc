@@ -1,4 +1,4 @@
-// DeadlineStream (proxy/deadline_stream.h): Beast's timeout contract on real loopback sockets,
+// DeadlineStream (proxy/net/deadline_stream.h): Beast's timeout contract on real loopback sockets,
 // with one sweeper timer per io_context instead of a timer per operation.
 #include "proxy/net/deadline_stream.h"
 

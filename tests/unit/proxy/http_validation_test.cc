@@ -1,4 +1,4 @@
-// Table-driven tests of the strict request-head rules (proxy/http_validation.h).
+// Table-driven tests of the strict request-head rules (proxy/client/http_validation.h).
 #include "proxy/client/http_validation.h"
 
 #include <gtest/gtest.h>

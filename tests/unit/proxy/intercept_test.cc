@@ -1,4 +1,4 @@
-// Server-wide interception state (proxy/intercept.h): fails closed without a usable CA,
+// Server-wide interception state (proxy/intercept/intercept.h): fails closed without a usable CA,
 // writes ca_cert_out, and keeps one placeholder set per task across snapshots.
 #include "proxy/intercept/intercept.h"
 #include "proxy/state/token_placeholders.h"

@@ -2,6 +2,8 @@
 // after the TTL (with an injected clock), and concurrent updates.
 #include "proxy/observe/metrics.h"
 
+#include "proxy/state/task_limits.h"
+
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -190,6 +192,33 @@ TEST(Metrics, TaskSeriesValuesAndLabels) {
       value(m, "sandgate_request_duration_seconds_bucket", L{{"task", "demo"}, {"le", "0.1"}}), 0);
   EXPECT_EQ(
       value(m, "sandgate_request_duration_seconds_bucket", L{{"task", "demo"}, {"le", "0.25"}}), 1);
+}
+
+// sandgate_tunnels_active follows the tunnel slots a task holds on this replica: a slot made
+// with the task's metrics counts until it is released (moved slots count once).
+TEST(Metrics, TunnelsActiveFollowTheTaskSlots) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  auto state = std::make_shared<TaskState>();
+  using L = Labels;
+  EXPECT_EQ(value(m, "sandgate_tunnels_active", L{{"task", "demo"}}), 0);
+  ASSERT_TRUE(state->tryAcquireTunnel(4));
+  TaskSlot first(state, TaskSlot::Kind::kTunnel, t);
+  ASSERT_TRUE(state->tryAcquireTunnel(4));
+  TaskSlot second(state, TaskSlot::Kind::kTunnel, t);
+  EXPECT_EQ(value(m, "sandgate_tunnels_active", L{{"task", "demo"}}), 2);
+  TaskSlot moved(std::move(second));
+  EXPECT_EQ(value(m, "sandgate_tunnels_active", L{{"task", "demo"}}), 2);
+  moved.reset();
+  EXPECT_EQ(value(m, "sandgate_tunnels_active", L{{"task", "demo"}}), 1);
+  EXPECT_EQ(state->tunnels(), 1u);
+  first = TaskSlot();
+  EXPECT_EQ(value(m, "sandgate_tunnels_active", L{{"task", "demo"}}), 0);
+  EXPECT_EQ(state->tunnels(), 0u);
+  // A connection slot is not a tunnel.
+  ASSERT_TRUE(state->tryAcquireConnection(4));
+  { TaskSlot conn(state, TaskSlot::Kind::kConnection, t); }
+  EXPECT_EQ(value(m, "sandgate_tunnels_active", L{{"task", "demo"}}), 0);
 }
 
 TEST(Metrics, TasksAreSeparateAndHandlesShared) {

@@ -1,4 +1,4 @@
-// Basic proxy credentials and token hashes (proxy/proxy_auth.h).
+// Basic proxy credentials and token hashes (proxy/identity/proxy_auth.h).
 #include "proxy/identity/proxy_auth.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// Refusal responses (proxy/refusal.h): status line, reason header, JSON body, 407 challenge.
+// Refusal responses (proxy/client/refusal.h): status line, reason header, JSON body, 407 challenge.
 #include "proxy/client/refusal.h"
 
 #include <gtest/gtest.h>

@@ -1,4 +1,4 @@
-// The non-template helpers of the message relay (proxy/relay.h): a request head that carried an
+// The non-template helpers of the message relay (proxy/exchange/relay.h): a request head that carried an
 // injected credential is overwritten in place before its memory goes back to the allocator, and
 // a message whose body is in hand is formatted byte for byte as Beast's serializer would.
 #include "proxy/exchange/relay.h"

@@ -1,8 +1,10 @@
-// Per-task admission counters and the connection-rate bucket (proxy/task_limits.h).
+// Per-task admission counters and the connection-rate bucket (proxy/state/task_limits.h).
 #include "proxy/state/task_limits.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -69,6 +71,25 @@ TEST(TaskLimits, RegistryKeepsStatePerName) {
   auto a = r.get("a");
   EXPECT_EQ(a, r.get("a"));
   EXPECT_NE(a, r.get("b"));
+}
+
+// Ad-hoc tasks' states are kept while held or unexpired and dropped afterwards, so that the
+// number kept follows the tokens in use and not every name ever minted.
+TEST(TaskLimits, AdHocStatesAreDroppedOnceExpiredAndUnheld) {
+  AdhocTaskStates states;
+  auto held = states.get("held", 100, 0);
+  auto later = states.get("later", 5000, 0);
+  EXPECT_EQ(states.get("held", 50, 0), held);  // the same task: the same counts
+  for (int i = 0; i < 200; ++i) states.get("gone-" + std::to_string(i), 100, 1000);
+  // Sweeps ran on the way (at 64 and 128 entries): every expired, unheld task is gone.
+  EXPECT_LT(states.size(), 200u);
+  auto names = states.list();
+  auto has = [&](const std::string& n) {
+    return std::any_of(names.begin(), names.end(), [&](const auto& e) { return e.first == n; });
+  };
+  EXPECT_TRUE(has("held"));   // expired, but a connection holds it
+  EXPECT_TRUE(has("later"));  // not expired
+  EXPECT_EQ(states.get("later", 0, 1000), later);
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-// Tests for proxy/task_token.cc: every way a task token is refused, from the side of someone
+// Tests for proxy/identity/task_token.cc: every way a task token is refused, from the side of someone
 // who holds a token (or makes one up) and wants more than it grants; and the three algorithms
 // round-tripping through mintToken and verify.
 #include "proxy/identity/task_token.h"
@@ -244,6 +244,14 @@ TEST_F(TaskTokenTest, MalformedTokensAreRefusedWithoutCrashing) {
       h + "." + b64url(R"({"sub":7,"exp":1800000600})") + sig,       // wrong type
       h + "." + b64url(R"({"sub":"t1","exp":"soon"})") + sig,        // wrong type
       h + "." + b64url(R"({"sub":"t1","exp":1,"hosts":"x"})") + sig,  // not a list
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":[1]})") + sig,  // not an object
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"idle_timeout":1}})") + sig,
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_connections":0}})") + sig,
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_connections":-3}})") + sig,
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_tunnels":1.5}})") + sig,
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_tunnels":5000000000}})") + sig,
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"new_connections_per_second":0}})") +
+          sig,
       b64url(R"({"alg":"HS256","alg":"none","kid":"h1"})") + "." + b64url(claims()) + sig,
       h + "." + b64url(std::string(20000, '[')) + sig,  // too long, and a nesting bomb
       h + "." + b64url(std::string(200, '[') + std::string(200, ']')) + sig,
@@ -284,6 +292,8 @@ TEST_F(TaskTokenTest, ClaimsForAndDescribe) {
   r.ttlSeconds = 7200;
   r.hosts = {"a.test", "b.test"};
   r.src = "10.1.2.3";
+  r.limits.maxConnections = 3;
+  r.limits.newConnectionsPerSecond = 0.5;
   auto o = boost::json::parse(claimsFor(r, kNow)).as_object();
   EXPECT_EQ(o["sub"].as_string(), "t1");
   EXPECT_EQ(o["exp"].as_int64(), kNow + 7200);
@@ -296,6 +306,16 @@ TEST_F(TaskTokenTest, ClaimsForAndDescribe) {
   auto c = v->verify(mint(claimsFor(r, kNow)), kNow);
   ASSERT_TRUE(c.ok()) << c.detail;
   EXPECT_NE(describeClaims(c.claims).find("\"sub\":\"t1\""), std::string::npos);
+  // The limits claim round-trips: the ones set, and no other.
+  ASSERT_TRUE(c.claims.limits);
+  EXPECT_EQ(c.claims.limits->maxConnections, 3u);
+  EXPECT_EQ(c.claims.limits->maxTunnels, std::nullopt);
+  EXPECT_EQ(c.claims.limits->newConnectionsPerSecond, 0.5);
+  EXPECT_NE(describeClaims(c.claims).find(R"("limits":{"max_connections":3,)"),
+            std::string::npos)
+      << describeClaims(c.claims);
+  r.limits = {};
+  EXPECT_FALSE(boost::json::parse(claimsFor(r, kNow)).as_object().contains("limits"));
 }
 
 }  // namespace

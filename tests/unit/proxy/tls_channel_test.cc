@@ -1,4 +1,4 @@
-// TlsChannel (proxy/tls_channel.h): a client and a server channel on a loopback TCP pair, with
+// TlsChannel (proxy/net/tls_channel.h): a client and a server channel on a loopback TCP pair, with
 // a leaf minted by an ephemeral CA: handshake and verification, data both ways, close_notify,
 // a connection cut without one, the deadline, a reader and a writer on one channel at once, and
 // a second write that waits behind a send the socket holds up.

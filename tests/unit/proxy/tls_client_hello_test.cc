@@ -1,4 +1,4 @@
-// ClientHello/SNI parser (proxy/tls_client_hello.h): real OpenSSL hellos and crafted ones.
+// ClientHello/SNI parser (proxy/tunnel/tls_client_hello.h): real OpenSSL hellos and crafted ones.
 #include "proxy/tunnel/tls_client_hello.h"
 
 #include <gtest/gtest.h>

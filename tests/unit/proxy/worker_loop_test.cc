@@ -1,4 +1,4 @@
-// The worker loop (proxy/worker_loop.h): the adaptive spin's rules, and runWorker behaving like
+// The worker loop (proxy/server/worker_loop.h): the adaptive spin's rules, and runWorker behaving like
 // io_context::run() — it runs every handler, returns once out of work or stopped, and lets
 // exceptions through — with and without a spin.
 #include "proxy/server/worker_loop.h"
