@@ -7,7 +7,7 @@
 #include <cctype>
 #include <optional>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 #include "broker/task_secrets.h"
 
 namespace sandgate::broker {

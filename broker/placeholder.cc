@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 #include "broker/store.h"
 
 namespace sandgate::broker {

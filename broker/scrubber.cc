@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 
 namespace sandgate::broker {
 

@@ -1,7 +1,7 @@
 // The secrets of a task as scrub forms, kept current with the store (see task_secrets.h).
 #include "broker/task_secrets.h"
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 #include "broker/store.h"
 
 namespace sandgate::broker {

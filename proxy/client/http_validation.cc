@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "broker/headers.h"
+#include "common/http_text.h"
 #include "common/host_port.h"
 
 namespace sandgate::proxy {
@@ -26,8 +26,6 @@ bool iequals(std::string_view a, std::string_view b) {
                   std::tolower(static_cast<unsigned char>(y));
          });
 }
-
-using broker::trimOws;
 
 HeadError err(std::string_view reason, std::string detail) { return {reason, std::move(detail)}; }
 

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "broker/headers.h"
+#include "common/http_text.h"
 
 namespace sandgate::proxy {
 
@@ -19,7 +19,7 @@ void stripHopByHop(boost::beast::http::fields& f) {
   std::vector<std::string> listed;
   auto [first, last] = f.equal_range(http::field::connection);
   for (auto it = first; it != last; ++it) {
-    broker::forEachListElement(it->value(),
+    forEachListElement(it->value(),
                                [&](std::string_view name) { listed.emplace_back(name); });
   }
   for (const auto& name : listed) {

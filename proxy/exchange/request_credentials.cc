@@ -61,8 +61,8 @@ std::vector<ResponseCoding> responseCodings(const http::fields& res) {
   std::vector<ResponseCoding> out;
   for (const auto& f : res) {
     if (f.name() != http::field::content_encoding) continue;
-    broker::forEachListElement(f.value(), [&](std::string_view c) {
-      if (!broker::iequals(c, "identity")) out.push_back({"Content-Encoding", c});
+    forEachListElement(f.value(), [&](std::string_view c) {
+      if (!iequals(c, "identity")) out.push_back({"Content-Encoding", c});
     });
   }
   // Transfer codings are applied after the content codings. Only a final chunked is the
@@ -70,11 +70,11 @@ std::vector<ResponseCoding> responseCodings(const http::fields& res) {
   const size_t firstTransfer = out.size();
   for (const auto& f : res) {
     if (f.name() != http::field::transfer_encoding) continue;
-    broker::forEachListElement(f.value(), [&](std::string_view c) {
+    forEachListElement(f.value(), [&](std::string_view c) {
       out.push_back({"Transfer-Encoding", c});
     });
   }
-  if (out.size() > firstTransfer && broker::iequals(out.back().name, "chunked")) out.pop_back();
+  if (out.size() > firstTransfer && iequals(out.back().name, "chunked")) out.pop_back();
   return out;
 }
 

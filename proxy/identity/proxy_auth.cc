@@ -4,7 +4,7 @@
 #include <openssl/crypto.h>
 #include <openssl/sha.h>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 
 namespace sandgate::proxy {
 
@@ -20,7 +20,7 @@ std::optional<BasicCredentials> parseBasicAuth(std::string_view value) {
   while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
   // Bounded before decoding: a Proxy-Authorization value is a short task:token pair.
   if (b64.empty() || b64.size() > 4096) return std::nullopt;
-  auto decoded = broker::base64Decode(b64);
+  auto decoded = base64Decode(b64);
   if (!decoded) return std::nullopt;
   auto colon = decoded->find(':');
   if (colon == std::string::npos || colon == 0) return std::nullopt;
@@ -31,7 +31,7 @@ std::optional<TokenHash> parseTokenHash(std::string_view hex) {
   if (hex.size() != 64) return std::nullopt;
   TokenHash out{};
   for (size_t i = 0; i < 32; ++i) {
-    int hi = broker::hexValue(hex[2 * i]), lo = broker::hexValue(hex[2 * i + 1]);
+    int hi = hexValue(hex[2 * i]), lo = hexValue(hex[2 * i + 1]);
     if (hi < 0 || lo < 0) return std::nullopt;
     out[i] = static_cast<uint8_t>(hi * 16 + lo);
   }

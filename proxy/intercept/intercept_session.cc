@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "broker/scrubber.h"
+#include "common/http_text.h"
 #include "policy/host.h"
 #include "proxy/exchange/relay.h"
 #include "proxy/exchange/request_credentials.h"
@@ -151,7 +152,7 @@ class InterceptSession {
 bool upgradesToWebsocket(const http::fields& f) {
   auto it = f.find(http::field::upgrade);
   if (it == f.end()) return false;
-  return beast::iequals(broker::trimOws(it->value()), "websocket");
+  return beast::iequals(trimOws(it->value()), "websocket");
 }
 
 asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refusal& refusal) {

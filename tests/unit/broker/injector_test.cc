@@ -7,7 +7,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 #include "broker/scrubber.h"
 #include "tests/unit/broker/test_util.h"
 

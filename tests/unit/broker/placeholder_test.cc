@@ -6,7 +6,7 @@
 
 #include <set>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 #include "broker/store.h"
 #include "tests/unit/broker/test_util.h"
 

@@ -7,7 +7,7 @@
 
 #include <random>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 
 namespace sandgate::broker {
 namespace {

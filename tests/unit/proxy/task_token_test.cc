@@ -11,7 +11,7 @@
 #include <boost/json.hpp>
 #include <string>
 
-#include "broker/encoding.h"
+#include "common/encoding.h"
 #include "tests/unit/broker/test_util.h"
 
 namespace sandgate::proxy {
@@ -48,7 +48,7 @@ std::pair<std::string, std::string> keyPair(Algorithm alg) {
 }
 
 std::string b64url(std::string_view s) {
-  std::string out = broker::base64Encode(s);
+  std::string out = base64Encode(s);
   while (!out.empty() && out.back() == '=') out.pop_back();
   for (char& c : out) c = c == '+' ? '-' : c == '/' ? '_' : c;
   return out;

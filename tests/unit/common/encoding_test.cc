@@ -1,9 +1,9 @@
-// Tests for broker/encoding.cc: base64 (strict decode) and percent-encoding.
-#include "broker/encoding.h"
+// Tests for common/encoding.cc: base64 (strict decode) and percent-encoding.
+#include "common/encoding.h"
 
 #include <gtest/gtest.h>
 
-namespace sandgate::broker {
+namespace sandgate {
 namespace {
 
 TEST(Base64, RoundTripTable) {
@@ -54,4 +54,4 @@ TEST(Percent, DecodeTable) {
 }
 
 }  // namespace
-}  // namespace sandgate::broker
+}  // namespace sandgate

@@ -1,9 +1,9 @@
 // Base64 (via OpenSSL's EVP block coder) and percent-encoding helpers.
-#include "broker/encoding.h"
+#include "common/encoding.h"
 
 #include <openssl/evp.h>
 
-namespace sandgate::broker {
+namespace sandgate {
 
 std::string base64Encode(std::string_view in) {
   std::string out(4 * ((in.size() + 2) / 3), '\0');
@@ -87,4 +87,26 @@ std::optional<std::string> percentDecode(std::string_view in, bool plusIsSpace) 
   return out;
 }
 
-}  // namespace sandgate::broker
+std::optional<std::string> base64UrlDecode(std::string_view in) {
+  if (in.find_first_of("+/=") != std::string_view::npos) return std::nullopt;
+  std::string s(in);
+  for (char& c : s) {
+    if (c == '-') c = '+';
+    if (c == '_') c = '/';
+  }
+  if (s.size() % 4 == 1) return std::nullopt;
+  while (s.size() % 4 != 0) s += '=';
+  return base64Decode(s);
+}
+
+std::string base64UrlEncode(std::string_view in) {
+  std::string s = base64Encode(in);
+  while (!s.empty() && s.back() == '=') s.pop_back();
+  for (char& c : s) {
+    if (c == '+') c = '-';
+    if (c == '/') c = '_';
+  }
+  return s;
+}
+
+}  // namespace sandgate
