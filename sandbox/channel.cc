@@ -7,6 +7,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
+
+#include "common/fd_passing.h"
 
 namespace sandgate::sandbox {
 namespace {
@@ -30,24 +33,7 @@ bool sendMessage(int fd, MsgType type, int32_t value, const std::string& text,
   Header h{static_cast<uint32_t>(type), value};
   std::string payload = text.substr(0, kMaxText);
   iovec iov[2] = {{&h, sizeof h}, {payload.data(), payload.size()}};
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = payload.empty() ? 1 : 2;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  if (!fds.empty()) {
-    std::memset(control, 0, sizeof control);
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* c = CMSG_FIRSTHDR(&msg);
-    c->cmsg_level = SOL_SOCKET;
-    c->cmsg_type = SCM_RIGHTS;
-    c->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(c), fds.data(), sizeof(int) * fds.size());
-  }
-  for (;;) {
-    if (sendmsg(fd, &msg, MSG_NOSIGNAL) >= 0) return true;
-    if (errno != EINTR) return false;
-  }
+  return fd_passing::sendWithFds(fd, std::span<iovec>(iov, payload.empty() ? 1 : 2), fds) >= 0;
 }
 
 RecvStatus receiveMessage(int fd, int timeoutMs, Message* out) {
@@ -61,27 +47,15 @@ RecvStatus receiveMessage(int fd, int timeoutMs, Message* out) {
   Header h{};
   std::string text(kMaxText, '\0');
   iovec iov[2] = {{&h, sizeof h}, {text.data(), text.size()}};
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxFds)];
-  msghdr msg{};
-  msg.msg_iov = iov;
-  msg.msg_iovlen = 2;
-  msg.msg_control = control;
-  msg.msg_controllen = sizeof control;
-  ssize_t n;
-  do {
-    n = recvmsg(fd, &msg, MSG_CMSG_CLOEXEC);
-  } while (n < 0 && errno == EINTR);
-  if (n < 0) return RecvStatus::kError;
-  if (n == 0) return RecvStatus::kEof;
   out->fds.clear();
-  for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
-    if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
-      size_t count = (c->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      const auto* data = reinterpret_cast<const int*>(CMSG_DATA(c));
-      for (size_t i = 0; i < count; ++i) out->fds.push_back(data[i]);
-    }
+  ssize_t n = fd_passing::receiveWithFds(fd, iov, &out->fds);
+  if (n < 0) return RecvStatus::kError;
+  if (n == 0) {
+    for (int f : out->fds) close(f);
+    out->fds.clear();
+    return RecvStatus::kEof;
   }
-  if (static_cast<size_t>(n) < sizeof h) {
+  if (static_cast<size_t>(n) < sizeof h || out->fds.size() > kMaxFds) {
     for (int f : out->fds) close(f);
     errno = EPROTO;
     return RecvStatus::kError;

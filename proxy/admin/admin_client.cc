@@ -9,6 +9,9 @@
 
 #include <cerrno>
 #include <cstring>
+#include <span>
+
+#include "common/fd_passing.h"
 
 namespace sandgate::proxy {
 
@@ -62,23 +65,7 @@ Result<AdminReply> AdminClient::exchange(const AdminRequest& request, const std:
   }
   std::string bytes = encodeRequest(request);
   iovec iov{bytes.data(), bytes.size()};
-  msghdr msg{};
-  msg.msg_iov = &iov;
-  msg.msg_iovlen = 1;
-  alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxAdminFds)] = {};
-  if (!fds.empty()) {
-    msg.msg_control = control;
-    msg.msg_controllen = CMSG_SPACE(sizeof(int) * fds.size());
-    cmsghdr* h = CMSG_FIRSTHDR(&msg);
-    h->cmsg_level = SOL_SOCKET;
-    h->cmsg_type = SCM_RIGHTS;
-    h->cmsg_len = CMSG_LEN(sizeof(int) * fds.size());
-    std::memcpy(CMSG_DATA(h), fds.data(), sizeof(int) * fds.size());
-  }
-  ssize_t n;
-  do {
-    n = ::sendmsg(fd_, &msg, MSG_NOSIGNAL);
-  } while (n < 0 && errno == EINTR);
+  ssize_t n = fd_passing::sendWithFds(fd_, std::span<iovec>(&iov, 1), fds);
   std::vector<char> buf(kMaxAdminMessage + 1);
   if (n != static_cast<ssize_t>(bytes.size())) {
     // A server that refuses a peer (permission, too many connections) answers at once and

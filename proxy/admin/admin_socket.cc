@@ -16,6 +16,9 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
+#include <span>
+
+#include "common/fd_passing.h"
 #include <mutex>
 #include <thread>
 
@@ -385,25 +388,12 @@ struct AdminSocket::Impl {
 
   // Reads one request; false when the connection must be closed.
   bool serve(Connection& c) {
-    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxAdminFds)];
     iovec iov{buffer.data(), buffer.size()};
-    msghdr msg{};
-    msg.msg_iov = &iov;
-    msg.msg_iovlen = 1;
-    msg.msg_control = control;
-    msg.msg_controllen = sizeof(control);
-    ssize_t n = ::recvmsg(c.fd, &msg, MSG_DONTWAIT | MSG_CMSG_CLOEXEC);
-    if (n < 0) return errno == EAGAIN || errno == EINTR;
     std::vector<int> fds;
-    for (cmsghdr* h = CMSG_FIRSTHDR(&msg); h; h = CMSG_NXTHDR(&msg, h)) {
-      if (h->cmsg_level != SOL_SOCKET || h->cmsg_type != SCM_RIGHTS) continue;
-      size_t count = (h->cmsg_len - CMSG_LEN(0)) / sizeof(int);
-      for (size_t i = 0; i < count; ++i) {
-        int fd;
-        std::memcpy(&fd, CMSG_DATA(h) + i * sizeof(int), sizeof(int));
-        fds.push_back(fd);
-      }
-    }
+    int flags = 0;
+    ssize_t n =
+        fd_passing::receiveWithFds(c.fd, std::span<iovec>(&iov, 1), &fds, MSG_DONTWAIT, &flags);
+    if (n < 0) return errno == EAGAIN;
     auto closeFds = [&] {
       for (int fd : fds) ::close(fd);
       fds.clear();
@@ -418,10 +408,10 @@ struct AdminSocket::Impl {
       return false;
     }
     AdminReply reply;
-    if (msg.msg_flags & MSG_TRUNC) {
+    if (flags & MSG_TRUNC) {
       reply = errorReply(admin_reason::kBadRequest,
                          fmt::format("message longer than {} bytes", kMaxAdminMessage));
-    } else if (msg.msg_flags & MSG_CTRUNC) {
+    } else if ((flags & MSG_CTRUNC) || fds.size() > kMaxAdminFds) {
       reply = errorReply(admin_reason::kBadRequest,
                          fmt::format("more than {} descriptors attached", kMaxAdminFds));
     } else {
