@@ -45,6 +45,24 @@ std::optional<HostPort> split(std::string_view s, bool allowPortZero) {
 
 std::optional<HostPort> parseHostPort(std::string_view s) { return split(s, false); }
 
+std::optional<HostPort> parseAuthority(std::string_view s, uint16_t defaultPort) {
+  const bool bracketed = !s.empty() && s.front() == '[';
+  const bool hasPort = bracketed ? s.find("]:") != std::string_view::npos
+                                 : s.find(':') != std::string_view::npos;
+  if (hasPort) return split(s, false);
+  if (s.empty()) return std::nullopt;
+  HostPort out;
+  out.port = defaultPort;
+  if (bracketed) {
+    if (s.size() < 3 || s.back() != ']' || s.find(']') != s.size() - 1) return std::nullopt;
+    out.host = std::string(s.substr(1, s.size() - 2));
+    out.bracketed = true;
+  } else {
+    out.host = std::string(s);
+  }
+  return out;
+}
+
 std::optional<HostPort> parseListenAddress(std::string_view s) { return split(s, true); }
 
 }  // namespace sandgate

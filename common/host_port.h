@@ -19,6 +19,10 @@ struct HostPort {
 // normalised); an empty host is an error.
 std::optional<HostPort> parseHostPort(std::string_view s);
 
+// An authority whose port may be left out, as a Host field writes it: "name", "name:port",
+// "[v6]" or "[v6]:port". A missing port is `defaultPort`. The same syntax rules otherwise.
+std::optional<HostPort> parseAuthority(std::string_view s, uint16_t defaultPort);
+
 // Same, for addresses sandgate listens on: port 0 ("any free port") is allowed too.
 std::optional<HostPort> parseListenAddress(std::string_view s);
 

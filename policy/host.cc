@@ -6,6 +6,8 @@
 // be as good as the agreement between what it matched and what gets dialled.
 #include "policy/host.h"
 
+#include "common/host_port.h"
+
 #include <cstdio>
 
 namespace sandgate::policy {
@@ -127,6 +129,24 @@ std::variant<Target, HostError> normalizeHost(std::string_view host) {
   if (auto addr = parseIpv4Loose(name)) return Target{true, addr->str(), *addr};
   if (auto problem = checkDnsName(name)) return refuse(std::move(*problem));
   return Target{false, std::move(name), {}};
+}
+
+bool namesTarget(std::string_view name, const Target& target) {
+  // The usual case, the name exactly as the target has it (already normal), without
+  // normalising it again (a copy per request).
+  if (name == target.name) return true;
+  auto n = normalizeHost(name);
+  const auto* t = std::get_if<Target>(&n);
+  return t && t->name == target.name;
+}
+
+bool matchesTarget(std::string_view authority, const Target& target, uint16_t port,
+                   uint16_t defaultPort) {
+  auto hp = parseAuthority(authority, defaultPort);
+  if (!hp || hp->port != port) return false;
+  if (hp->host == target.name) return true;
+  // An IPv6 literal is normalised in its brackets, as a request target writes it.
+  return namesTarget(hp->bracketed ? "[" + hp->host + "]" : hp->host, target);
 }
 
 }  // namespace sandgate::policy

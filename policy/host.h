@@ -36,4 +36,12 @@ std::variant<Target, HostError> normalizeHost(std::string_view host);
 // that does not start with a digit. Returns why the name is invalid, or nullopt.
 std::optional<std::string> checkDnsName(std::string_view name);
 
+// Does `name` (a TLS server name, no port) name `target`, once normalised?
+bool namesTarget(std::string_view name, const Target& target);
+
+// Does `authority` (a Host field: "name", "name:port", "[v6]" or "[v6]:port") name `target` on
+// `port`? A missing port is `defaultPort` (80 for http, 443 inside a TLS tunnel).
+bool matchesTarget(std::string_view authority, const Target& target, uint16_t port,
+                   uint16_t defaultPort);
+
 }  // namespace sandgate::policy

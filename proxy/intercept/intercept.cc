@@ -124,11 +124,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   }
   const char* sni = SSL_get_servername(tls.native_handle(), TLSEXT_NAMETYPE_host_name);
   bool sniOk = target.isAddress;  // IP literals carry no SNI
-  if (sni) {
-    auto n = policy::normalizeHost(sni);
-    auto* t = std::get_if<policy::Target>(&n);
-    sniOk = t && t->name == target.name;
-  }
+  if (sni) sniOk = policy::namesTarget(sni, target);
   if (!sniOk) {
     rec.verdict = Outcome::kDeny;
     rec.reason = reason::kSniMismatch;

@@ -72,40 +72,6 @@ bool notOriginForm(std::string_view head) {
          line[sp + 1] != ' ';
 }
 
-// The Host header names the CONNECT host (and port, when not the TLS default)?
-bool hostMatches(std::string_view hostHeader, const policy::Target& target, uint16_t port) {
-  std::string_view h = hostHeader;
-  uint16_t hp = 443;
-  if (!h.empty() && h.front() == '[') {
-    auto close = h.find(']');
-    if (close == std::string_view::npos) return false;
-    std::string_view rest = h.substr(close + 1);
-    h = h.substr(1, close - 1);
-    if (!rest.empty()) {
-      if (rest.front() != ':') return false;
-      rest.remove_prefix(1);
-      unsigned v = 0;
-      auto r = std::from_chars(rest.data(), rest.data() + rest.size(), v);
-      if (r.ec != std::errc() || r.ptr != rest.data() + rest.size() || v > 65535) return false;
-      hp = static_cast<uint16_t>(v);
-    }
-  } else if (auto colon = h.rfind(':'); colon != std::string_view::npos) {
-    std::string_view ps = h.substr(colon + 1);
-    unsigned v = 0;
-    auto r = std::from_chars(ps.data(), ps.data() + ps.size(), v);
-    if (r.ec != std::errc() || r.ptr != ps.data() + ps.size() || v > 65535) return false;
-    hp = static_cast<uint16_t>(v);
-    h = h.substr(0, colon);
-  }
-  if (hp != port) return false;
-  // The usual case, the name exactly as the CONNECT gave it (already normal), without
-  // normalising it again (a copy per request).
-  if (h == target.name) return true;
-  auto n = policy::normalizeHost(h);
-  auto* t = std::get_if<policy::Target>(&n);
-  return t && t->name == target.name;
-}
-
 class InterceptSession {
  public:
   InterceptSession(ClientConnection& c, TlsChannel& tls, const policy::Target& target,
@@ -373,7 +339,7 @@ asio::awaitable<bool> InterceptSession::one() {
   // Never the query: it may carry a key.
   rec.path = path;
   auto hostIt = req.find(http::field::host);
-  if (hostIt == req.end() || !hostMatches(hostIt->value(), target_, port_)) {
+  if (hostIt == req.end() || !policy::matchesTarget(hostIt->value(), target_, port_, 443)) {
     Refusal r{
         .status = 421,
         .reason = reason::kHostMismatch,

@@ -78,22 +78,20 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   c.metrics = c.state.metrics ? c.state.metrics->task(task.seriesName()) : nullptr;
   if (!task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
                                           std::chrono::steady_clock::now())) {
-    return Refusal{429,
-                   reason::kRateLimited,
-                   task.name,
-                   "",
-                   "",
-                   "too many new connections per second for this task",
-                   "raise limits.new_connections_per_second for the task"};
+    return Refusal{
+        .status = 429,
+        .reason = reason::kRateLimited,
+        .task = task.name,
+        .detail = "too many new connections per second for this task",
+        .hint = "raise limits.new_connections_per_second for the task"};
   }
   if (!task.state->tryAcquireConnection(task.limits.maxConnections)) {
-    return Refusal{429,
-                   reason::kConnectionLimit,
-                   task.name,
-                   "",
-                   "",
-                   fmt::format("the task already has {} connections", task.limits.maxConnections),
-                   "raise limits.max_connections for the task"};
+    return Refusal{
+        .status = 429,
+        .reason = reason::kConnectionLimit,
+        .task = task.name,
+        .detail = fmt::format("the task already has {} connections", task.limits.maxConnections),
+        .hint = "raise limits.max_connections for the task"};
   }
   c.connectionSlot = TaskSlot(task.state, TaskSlot::Kind::kConnection);
   if (c.metrics) c.metrics->connectionOpened();
@@ -106,13 +104,11 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
 std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task,
                                 std::shared_ptr<const TaskEntry> own = nullptr) {
   if (c.task && (c.task->name != task.name || c.task->adhocPolicy != task.adhocPolicy)) {
-    return Refusal{407,
-                   reason::kTaskMismatch,
-                   "",
-                   "",
-                   "",
-                   "one connection cannot change its task",
-                   "open a new connection"};
+    return Refusal{
+        .status = 407,
+        .reason = reason::kTaskMismatch,
+        .detail = "one connection cannot change its task",
+        .hint = "open a new connection"};
   }
   if (c.task) return std::nullopt;
   c.ownTask = std::move(own);
@@ -121,8 +117,11 @@ std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task,
 
 // A 407 for a task token, with its reason: what is wrong with the token, never the token.
 Refusal tokenRefusal(std::string_view why, std::string detail) {
-  return Refusal{407, why, "", "", "", std::move(detail),
-                 "mint a new token for the task (sandgate token issue)"};
+  return Refusal{
+      .status = 407,
+      .reason = why,
+      .detail = std::move(detail),
+      .hint = "mint a new token for the task (sandgate token issue)"};
 }
 
 // Identity by a task token (a JWT in the password): verified once per connection, then again
@@ -151,13 +150,11 @@ std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentia
 // Token identity: who does this request's Proxy-Authorization say the client is?
 std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
   if (!head.proxyAuthorization) {
-    return Refusal{407,
-                   reason::kAuthRequired,
-                   "",
-                   "",
-                   "",
-                   "proxy authentication required",
-                   "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
+    return Refusal{
+        .status = 407,
+        .reason = reason::kAuthRequired,
+        .detail = "proxy authentication required",
+        .hint = "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
   }
   auto creds = parseBasicAuth(*head.proxyAuthorization);
   if (creds && c.snap->tokens && looksLikeJwt(creds->token)) return identifyByToken(c, *creds);
@@ -168,13 +165,11 @@ std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
                          task && task->token ? *task->token : kNoToken) &&
             task && task->token;
   if (!ok) {
-    return Refusal{407,
-                   reason::kAuthInvalid,
-                   "",
-                   "",
-                   "",
-                   "invalid proxy credentials",
-                   "check the task name and token"};
+    return Refusal{
+        .status = 407,
+        .reason = reason::kAuthInvalid,
+        .detail = "invalid proxy credentials",
+        .hint = "check the task name and token"};
   }
   if (auto r = bindTask(c, *task)) return r;
   return std::nullopt;
@@ -190,13 +185,11 @@ asio::awaitable<void> serve(ClientConnection& c) {
     const TaskEntry* task = c.snap->findTask(*c.listener->task);
     if (!task) {
       {
-        Refusal refusal{403,
-                        policy::reason::kUnknownTask,
-                        *c.listener->task,
-                        "",
-                        "",
-                        "this listener's task is not in the configuration",
-                        ""};
+        Refusal refusal{
+            .status = 403,
+            .reason = policy::reason::kUnknownTask,
+            .task = *c.listener->task,
+            .detail = "this listener's task is not in the configuration"};
         co_await refuse(c, log, refusal);
       }
       co_return;
@@ -255,19 +248,19 @@ asio::awaitable<void> serve(ClientConnection& c) {
         }
         co_return;
       case HeadStatus::kTooLarge: {
-        Refusal refusal{431,
-                        reason::kHeaderTooLarge,
-                        "",
-                        "",
-                        "",
-                        fmt::format("request head exceeds {} bytes", c.limits().maxHeaderBytes),
-                        "limits.max_header_bytes"};
+        Refusal refusal{
+            .status = 431,
+            .reason = reason::kHeaderTooLarge,
+            .detail = fmt::format("request head exceeds {} bytes", c.limits().maxHeaderBytes),
+            .hint = "limits.max_header_bytes"};
         co_await refuse(c, log, refusal);
       }
         co_return;
       case HeadStatus::kMalformed: {
         Refusal refusal{
-            400, reason::kBadRequestLine, "", "", "", "bare CR or LF in the request head", ""};
+            .status = 400,
+            .reason = reason::kBadRequestLine,
+            .detail = "bare CR or LF in the request head"};
         co_await refuse(c, log, refusal);
       }
         co_return;
@@ -277,7 +270,7 @@ asio::awaitable<void> serve(ClientConnection& c) {
     if (auto e = validateRequestHead(raw, &head)) {
       log.record.method = std::string(head.method);
       {
-        Refusal refusal{400, e->reason, "", "", "", e->detail, ""};
+        Refusal refusal{.status = 400, .reason = e->reason, .detail = e->detail};
         co_await refuse(c, log, refusal);
       }
       co_return;
@@ -305,13 +298,11 @@ asio::awaitable<void> serve(ClientConnection& c) {
     }
     if (head.form == TargetForm::kOrigin || head.form == TargetForm::kAsterisk) {
       {
-        Refusal refusal{400,
-                        reason::kNotProxyRequest,
-                        "",
-                        "",
-                        "",
-                        "sandgate is a proxy: send absolute-form http:// URIs or CONNECT",
-                        "set HTTP_PROXY/HTTPS_PROXY"};
+        Refusal refusal{
+            .status = 400,
+            .reason = reason::kNotProxyRequest,
+            .detail = "sandgate is a proxy: send absolute-form http:// URIs or CONNECT",
+            .hint = "set HTTP_PROXY/HTTPS_PROXY"};
         co_await refuse(c, log, refusal);
       }
       co_return;

@@ -3,8 +3,6 @@
 
 #include <fmt/format.h>
 
-#include <charconv>
-
 #include "policy/host.h"
 #include "proxy/capture_server/capture.h"
 #include "proxy/upstream/upstream.h"
@@ -68,20 +66,10 @@ std::optional<Refusal> capturedHttpHead(const CapturedTarget& t, RequestHead* he
   }
   if (!head->hostField) return refusal(reason::kHostMismatch, "the request has no Host field");
   // Host must name what the address was given for: "name" or "name:port".
-  std::string_view h = *head->hostField;
-  std::string_view hostPart = h;
-  uint16_t port = kCapturedHttpPort;
-  if (auto colon = h.rfind(':'); colon != std::string_view::npos && h.find(']') == h.npos) {
-    hostPart = h.substr(0, colon);
-    auto p = h.substr(colon + 1);
-    auto [ptr, err] = std::from_chars(p.data(), p.data() + p.size(), port);
-    if (err != std::errc() || ptr != p.data() + p.size()) {
-      return refusal(reason::kHostMismatch, fmt::format("Host '{}' has a bad port", h));
-    }
-  }
-  auto n = policy::normalizeHost(hostPart);
-  auto* target = std::get_if<policy::Target>(&n);
-  if (!target || target->name != t.name || port != t.port) {
+  const std::string_view h = *head->hostField;
+  policy::Target target;
+  target.name = t.name;
+  if (!policy::matchesTarget(h, target, t.port, kCapturedHttpPort)) {
     return refusal(
         reason::kHostMismatch,
         fmt::format("Host '{}' is not '{}', the name this address was given for", h, t.name));

@@ -45,9 +45,7 @@ asio::awaitable<HelloCheck> checkClientHello(ClientConnection& c, const policy::
         co_return HelloCheck::kMalformed;
       case ClientHello::Status::kOk: {
         if (!hello.sni) co_return HelloCheck::kOk;
-        auto sni = policy::normalizeHost(*hello.sni);
-        auto* t = std::get_if<policy::Target>(&sni);
-        if (!t || t->name != target.name) {
+        if (!policy::namesTarget(*hello.sni, target)) {
           *detail = fmt::format("TLS server name '{}' is not the CONNECT host '{}'", *hello.sni,
                                 target.name);
           co_return HelloCheck::kMismatch;

@@ -54,5 +54,26 @@ TEST(HostPort, BracketedFlag) {
   EXPECT_FALSE(parseHostPort("h:1")->bracketed);
 }
 
+TEST(HostPort, AuthorityMayLeaveThePortOut) {
+  struct Case {
+    const char* in;
+    const char* host;
+    uint16_t port;
+  };
+  for (const Case& c : {Case{"api.test", "api.test", 443}, Case{"api.test:8443", "api.test", 8443},
+                        Case{"[::1]", "::1", 443}, Case{"[::1]:8443", "::1", 8443},
+                        Case{"10.0.0.1:80", "10.0.0.1", 80}}) {
+    SCOPED_TRACE(c.in);
+    auto hp = parseAuthority(c.in, 443);
+    ASSERT_TRUE(hp);
+    EXPECT_EQ(hp->host, c.host);
+    EXPECT_EQ(hp->port, c.port);
+  }
+  for (const char* bad : {"", "[]", "[::1", "[::1]x", "[::1]:", "::1", "a:b:80", "api.test:",
+                          "api.test:0", "api.test:65536", "api.test:+80", "[::1]]"}) {
+    EXPECT_FALSE(parseAuthority(bad, 443)) << bad;
+  }
+}
+
 }  // namespace
 }  // namespace sandgate

@@ -126,5 +126,32 @@ TEST(PolicyNormalizeHost, AddressFieldMatchesText) {
   EXPECT_TRUE(std::get<Target>(got).address.v6);
 }
 
+// The one check every path makes of a Host field or a TLS server name against the target a
+// CONNECT or a captured address named (they were four, and two disagreed on "[v6]:port").
+TEST(PolicyMatchesTarget, HostFieldsAndServerNames) {
+  auto target = [](std::string_view h) { return std::get<Target>(normalizeHost(h)); };
+  const Target api = target("api.test"), v6 = target("[2001:db8::1]");
+  EXPECT_TRUE(matchesTarget("api.test", api, 443, 443));
+  EXPECT_TRUE(matchesTarget("API.Test.", api, 443, 443));  // normalised: case, trailing dot
+  EXPECT_TRUE(matchesTarget("api.test:443", api, 443, 443));
+  EXPECT_TRUE(matchesTarget("api.test:8443", api, 8443, 443));
+  EXPECT_FALSE(matchesTarget("api.test", api, 8443, 443));  // the default port is not 8443
+  EXPECT_FALSE(matchesTarget("api.test:80", api, 443, 443));
+  EXPECT_FALSE(matchesTarget("evil.test", api, 443, 443));
+  EXPECT_FALSE(matchesTarget("api.test.evil.test", api, 443, 443));
+  EXPECT_FALSE(matchesTarget("api.test@evil.test", api, 443, 443));
+  EXPECT_FALSE(matchesTarget("", api, 443, 443));
+  EXPECT_TRUE(matchesTarget("[2001:db8::1]", v6, 443, 443));
+  EXPECT_TRUE(matchesTarget("[2001:db8::1]:8443", v6, 8443, 443));
+  EXPECT_TRUE(matchesTarget("[2001:DB8:0::1]:80", v6, 80, 80));
+  EXPECT_FALSE(matchesTarget("2001:db8::1", v6, 443, 443));  // unbracketed
+  EXPECT_FALSE(matchesTarget("[2001:db8::1]:8443", v6, 443, 443));
+
+  EXPECT_TRUE(namesTarget("api.test", api));
+  EXPECT_TRUE(namesTarget("API.TEST", api));
+  EXPECT_FALSE(namesTarget("api.test:443", api));  // a server name carries no port
+  EXPECT_FALSE(namesTarget("other.test", api));
+}
+
 }  // namespace
 }  // namespace sandgate::policy
