@@ -29,6 +29,7 @@
 #include "proxy/exchange/relay.h"
 #include "proxy/exchange/request_credentials.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/client/head_reader.h"
 #include "proxy/intercept/tls_relay.h"
 #include "proxy/net/upstream_tls.h"
 #include "proxy/exchange/headers.h"
@@ -85,7 +86,7 @@ class InterceptSession {
   asio::awaitable<bool> one();
   // Reads a request head into in_: its length, -1 malformed, -2 too large; nullopt when the
   // client is done (EOF, truncation, idle timeout).
-  asio::awaitable<std::optional<long>> readHead();
+  asio::awaitable<HeadRead> readHead();
   // Hop-by-hop and Proxy-* fields out, the credential in. Returns the refusal on failure.
   std::optional<Refusal> prepare(http::request<http::buffer_body>& req,
                                  const policy::Decision& decision, bool websocket, RequestLog& log);
@@ -220,23 +221,11 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
   co_return std::nullopt;
 }
 
-asio::awaitable<std::optional<long>> InterceptSession::readHead() {
+asio::awaitable<HeadRead> InterceptSession::readHead() {
   const auto& limits = c_.limits();
-  const size_t limit = limits.maxHeaderBytes;
   beast::get_lowest_layer(tls_).expires_after(toDuration(limits.idleTimeout));
-  size_t scanned = 0;
-  while (true) {
-    std::string_view view(static_cast<const char*>(in_.data().data()), in_.size());
-    long end = findHeadEnd(view, scanned);
-    if (end != 0) co_return end > 0 && static_cast<size_t>(end) > limit ? -2 : end;
-    scanned = view.size();
-    if (view.size() >= limit) co_return -2;
-    size_t room = std::min<size_t>(limit + 4 - view.size(), 16 * 1024);
-    auto into = in_.prepare(room);
-    auto [ec, n] = co_await tls_.readSome(into);
-    in_.commit(n);
-    if (ec) co_return std::nullopt;
-  }
+  return readRequestHead(in_, limits.maxHeaderBytes,
+                         [this](auto into) { return tls_.readSome(into); });
 }
 
 std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body>& req,
@@ -264,9 +253,8 @@ std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body
 asio::awaitable<bool> InterceptSession::one() {
   const auto& limits = c_.limits();
   const TaskEntry& task = *c_.task;
-  auto headEnd = co_await readHead();
-  if (!headEnd) co_return false;
-  const long end = *headEnd;
+  const HeadRead read = co_await readHead();
+  if (read.status == HeadStatus::kClosed || read.status == HeadStatus::kTimeout) co_return false;
   RequestLog log;
   auto& rec = log.record;
   rec.time = std::chrono::system_clock::now();
@@ -277,17 +265,18 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.scheme = "https";
   rec.host = target_.name;
   rec.port = port_;
-  if (end < 0) {
+  if (read.status != HeadStatus::kComplete) {
+    const bool malformed = read.status == HeadStatus::kMalformed;
     Refusal r{
-        .status = end == -1 ? 400 : 431,
-        .reason = end == -1 ? reason::kBadRequestLine : reason::kHeaderTooLarge,
+        .status = malformed ? 400 : 431,
+        .reason = malformed ? reason::kBadRequestLine : reason::kHeaderTooLarge,
         .task = task.name,
         .host = rec.host,
         .detail = "malformed or oversized request head"};
     co_await refuseInside(log, r);
     co_return false;
   }
-  const size_t headLen = static_cast<size_t>(end);
+  const size_t headLen = read.length;
   std::string_view raw(static_cast<const char*>(in_.data().data()), headLen);
   // Refused like a Host naming another host, before the shared validator judges an
   // absolute-form target's scheme and authority as it would a proxy request's.

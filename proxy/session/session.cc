@@ -7,6 +7,7 @@
 
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/client/head_reader.h"
 #include "proxy/observe/listener_tally.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/identity/proxy_auth.h"
@@ -25,37 +26,12 @@ using asio::ip::tcp;
 
 namespace {
 
-enum class HeadStatus { kComplete, kClosed, kTimeout, kTooLarge, kMalformed };
-
-struct HeadRead {
-  HeadStatus status;
-  size_t length = 0;
-};
-
 // Reads until c.buffer holds a complete head, within the head limit and deadline.
 asio::awaitable<HeadRead> readHead(ClientConnection& c) {
   const auto& limits = c.limits();
-  const size_t limit = limits.maxHeaderBytes;
   c.stream.expires_after(toDuration(limits.headerTimeout));
-  size_t scanned = 0;
-  while (true) {
-    auto data = c.buffer.data();
-    std::string_view view(static_cast<const char*>(data.data()), data.size());
-    long end = findHeadEnd(view, scanned);
-    if (end > 0) {
-      if (static_cast<size_t>(end) > limit) co_return HeadRead{HeadStatus::kTooLarge};
-      co_return HeadRead{HeadStatus::kComplete, static_cast<size_t>(end)};
-    }
-    if (end < 0) co_return HeadRead{HeadStatus::kMalformed};
-    scanned = view.size();
-    if (view.size() >= limit) co_return HeadRead{HeadStatus::kTooLarge};
-    // Never read more than the limit allows: the buffer is bounded by the head limit.
-    size_t room = std::min<size_t>(limit + 4 - view.size(), 16 * 1024);
-    auto [ec, n] = co_await c.stream.async_read_some(c.buffer.prepare(room), kUse);
-    c.buffer.commit(n);
-    if (ec == beast::error::timeout) co_return HeadRead{HeadStatus::kTimeout};
-    if (ec) co_return HeadRead{HeadStatus::kClosed};
-  }
+  return readRequestHead(c.buffer, limits.maxHeaderBytes,
+                         [&c](auto into) { return c.stream.async_read_some(into, kUse); });
 }
 
 // Registers the connection as idle (closable at shutdown) while it waits for a head.
