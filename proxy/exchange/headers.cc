@@ -1,4 +1,4 @@
-// Header rewriting (see headers.h).
+// Deciding on and rewriting header fields (see headers.h).
 #include "proxy/exchange/headers.h"
 
 #include <boost/beast/core/string.hpp>
@@ -31,6 +31,18 @@ void stripHopByHop(boost::beast::http::fields& f) {
                     "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
     f.erase(name);
   }
+}
+
+policy::Decision decideHttpRequest(const ClientConnection& c, policy::Request req,
+                                   const boost::beast::http::fields& f) {
+  for (const auto& field : f) {
+    // Rules with methods or paths refuse a request that asks the upstream for another one.
+    if (policy::isOverrideHeader(field.name_string())) {
+      req.overrideHeader = field.name_string();
+      break;
+    }
+  }
+  return decideRequest(c, req);
 }
 
 }  // namespace sandgate::proxy

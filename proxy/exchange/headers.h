@@ -1,12 +1,23 @@
-// Header rewriting shared by every exchange (forwarded and intercepted requests).
+// What every exchange (forwarded and intercepted requests) does with a request's header
+// fields: decide on them, and rewrite them.
 #pragma once
 
 #include <boost/beast/http/fields.hpp>
+
+#include "policy/engine.h"
+#include "proxy/client/client_connection.h"
 
 namespace sandgate::proxy {
 
 // Removes hop-by-hop fields, the Proxy-* fields and every field named in Connection (never
 // the framing fields).
 void stripHopByHop(boost::beast::http::fields& f);
+
+// The policy's decision for an HTTP request (`req`: target, port, method, path) whose header
+// fields are `f`: a field asking the upstream for another method or URL (X-HTTP-Method-Override
+// and the like) is recorded so that rules with methods or paths refuse it. Narrowed by the
+// connection's task token (decideRequest).
+policy::Decision decideHttpRequest(const ClientConnection& c, policy::Request req,
+                                   const boost::beast::http::fields& f);
 
 }  // namespace sandgate::proxy

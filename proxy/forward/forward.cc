@@ -89,15 +89,8 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   const bool clientKeepAlive = req.keep_alive();
   const unsigned clientVersion = req.version();
 
-  policy::Request preq{target, head.port, head.method, head.path, std::nullopt};
-  for (const auto& f : req) {
-    // Rules with methods or paths refuse a request that asks the upstream for another one.
-    if (policy::isOverrideHeader(f.name_string())) {
-      preq.overrideHeader = f.name_string();
-      break;
-    }
-  }
-  auto decision = decideRequest(c, preq);
+  auto decision = decideHttpRequest(
+      c, policy::Request{target, head.port, head.method, head.path, std::nullopt}, req);
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     {

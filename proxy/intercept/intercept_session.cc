@@ -342,16 +342,10 @@ asio::awaitable<bool> InterceptSession::one() {
   const bool clientKeepAlive = req.keep_alive();
   const unsigned clientVersion = req.version();
 
-  policy::Request preq{target_, port_, std::string_view(rec.method), std::string_view(path),
-                       std::nullopt};
-  for (const auto& f : req) {
-    // Rules with methods or paths refuse a request that asks the upstream for another one.
-    if (policy::isOverrideHeader(f.name_string())) {
-      preq.overrideHeader = f.name_string();
-      break;
-    }
-  }
-  auto decision = decideRequest(c_, preq);
+  auto decision = decideHttpRequest(c_,
+                                    policy::Request{target_, port_, std::string_view(rec.method),
+                                                    std::string_view(path), std::nullopt},
+                                    req);
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     Refusal r = policyRefusal(decision, task.name, rec.host,
