@@ -37,6 +37,7 @@ inline constexpr std::string_view kDuplicateProxyAuthorization = "duplicate_prox
 inline constexpr std::string_view kNotProxyRequest = "not_a_proxy_request";
 inline constexpr std::string_view kHeaderTooLarge = "header_too_large";
 inline constexpr std::string_view kUpgradeNotSupported = "upgrade_not_supported";
+inline constexpr std::string_view kMethodNotAllowed = "method_not_allowed";
 inline constexpr std::string_view kNotSynthetic = "not_a_synthetic_address";
 // Upstreams.
 inline constexpr std::string_view kDnsFailed = "dns_failed";
@@ -94,6 +95,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kHeaderTooLarge, 431, "a request head over limits.max_header_bytes"},
     {reason::kUpgradeNotSupported, 400, "an intercepted request upgrading to another protocol "
                                         "than websocket"},
+    {reason::kMethodNotAllowed, 405, "TRACE or TRACK on a request that would carry a "
+                                     "credential (they echo it back)"},
     {reason::kNotSynthetic, 0, "a captured connection to an address the DNS stub never gave"},
     {reason::kDnsFailed, 502, "the name did not resolve"},
     {reason::kUpstreamRefused, 502, "the upstream refused the connection"},

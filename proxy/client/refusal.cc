@@ -15,6 +15,8 @@ std::string_view statusText(int status) {
       return "Bad Request";
     case 403:
       return "Forbidden";
+    case 405:
+      return "Method Not Allowed";
     case 407:
       return "Proxy Authentication Required";
     case 429:

@@ -31,6 +31,20 @@ void stripHopByHop(boost::beast::http::fields& f) {
                     "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
     f.erase(name);
   }
+  // A client's X-Sandgate-Task or X-Sandgate-Credential could tell an upstream that trusts
+  // sandgate something sandgate never said; an upstream's X-Sandgate-Reason could make a
+  // relayed answer look like sandgate's refusal.
+  constexpr std::string_view kOwnPrefix = "x-sandgate-";
+  for (auto it = f.begin(); it != f.end();) {
+    const std::string_view name = it->name_string();
+    const bool own = name.size() >= kOwnPrefix.size() &&
+                     iequals(name.substr(0, kOwnPrefix.size()), kOwnPrefix);
+    if (own) {
+      it = f.erase(it);
+    } else {
+      ++it;
+    }
+  }
 }
 
 policy::Decision decideHttpRequest(const ClientConnection& c, policy::Request req,

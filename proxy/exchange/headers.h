@@ -9,8 +9,9 @@
 
 namespace sandgate::proxy {
 
-// Removes hop-by-hop fields, the Proxy-* fields and every field named in Connection (never
-// the framing fields).
+// Removes hop-by-hop fields, the Proxy-* fields, every field named in Connection (never the
+// framing fields) and every X-Sandgate-* field: that namespace is sandgate's own (its
+// refusals' X-Sandgate-Reason), so neither a client nor an upstream may write in it.
 void stripHopByHop(boost::beast::http::fields& f);
 
 // The policy's decision for an HTTP request (`req`: target, port, method, path) whose header

@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "broker/headers.h"
+#include "common/http_text.h"
 #include "broker/task_secrets.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/exchange/relay.h"
@@ -50,6 +51,11 @@ void replaceFields(http::fields& f, broker::Headers& hs) {
   f.clear();
   for (auto& [name, value] : hs) f.insert(name, value);
   wipeAll(hs);
+}
+
+// Methods whose response body is the request itself (RFC 9110 section 9.3.8; TRACK is IIS's).
+bool echoesTheRequest(std::string_view method) {
+  return iequals(method, "TRACE") || iequals(method, "TRACK");
 }
 
 }  // namespace
@@ -146,6 +152,21 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
         .rule = decision.rule,
         .detail = inj.detail,
         .outcome = status == 502 ? Outcome::kError : Outcome::kDeny};
+  }
+  if (inj.injected && echoesTheRequest(req.method_string())) {
+    // TRACE (and TRACK) answer with the request as the upstream received it: the credential
+    // would come back to the sandbox in the body. Refused whatever the rule's methods say.
+    wipeAll(hs);
+    broker::wipe(target);
+    return Refusal{.status = 405,
+                   .reason = reason::kMethodNotAllowed,
+                   .task = task.name,
+                   .host = rec.host,
+                   .rule = decision.rule,
+                   .detail = fmt::format("{} echoes the request, and this one would carry "
+                                         "credential {}",
+                                         std::string_view(req.method_string()), inj.credential),
+                   .hint = "send it with another method"};
   }
   rec.injected = inj.injected;
   // Every secret that goes out is counted once: how says whether the sandbox's placeholder

@@ -187,7 +187,11 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
     if (target_.isAddress) {
       prepared = X509_VERIFY_PARAM_set1_ip_asc(param, target_.name.c_str()) == 1;
     } else {
-      X509_VERIFY_PARAM_set_hostflags(param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS);
+      // RFC 6125: the name must be in a subjectAltName, never the subject's CN (a
+      // certificate without SANs matches nothing); a wildcard stands for one whole left-most
+      // label. An IP target is matched against iPAddress SANs only (set1_ip above).
+      X509_VERIFY_PARAM_set_hostflags(
+          param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
       prepared = X509_VERIFY_PARAM_set1_host(param, target_.name.c_str(), 0) == 1 &&
                  SSL_set_tlsext_host_name(ssl, target_.name.c_str()) == 1;
     }

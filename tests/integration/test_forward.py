@@ -156,6 +156,21 @@ class ForwardTest(unittest.TestCase):
             self.assertNotIn(gone, names)
         self.assertIn("x-kept", names)
 
+    def test_sandgate_fields_are_sandgates_own_both_ways(self):
+        # A client cannot tell the upstream what sandgate decided or who the client is...
+        r = curl("http://api.test/echo/own", "-H", "X-Sandgate-Task: admin",
+                 "-H", "x-sandgate-credential: github", "-H", "X-Sandgate-Reason: allowed",
+                 "-H", "X-Sandgated: kept", proxy=self.proxy)
+        self.assertEqual(r.status, 200, r)
+        names = [k.lower() for k, _ in self.up.requests_to("/echo/own")[0]["headers"]]
+        self.assertFalse([n for n in names if n.startswith("x-sandgate-")], names)
+        self.assertIn("x-sandgated", names)  # only the namespace itself is sandgate's
+        # ...and an upstream cannot make its answer look like sandgate's refusal.
+        r = curl("http://api.test/spoof", proxy=self.proxy)
+        self.assertEqual(r.status, 200, r)
+        self.assertFalse([k for k, _ in r.headers if k.startswith("x-sandgate-")], r.headers)
+        self.assertEqual(r.body, b"spoofed\n")
+
     def test_keep_alive_and_upstream_reuse(self):
         s = self.sg.connect()
         ports = []

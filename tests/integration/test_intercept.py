@@ -40,6 +40,7 @@ class InterceptTest(unittest.TestCase):
         cls.expired = HttpUpstream(cert=cls.pki.other_leaf("expired.test", days=-1))
         cls.selfsigned = HttpUpstream(cert=cls.pki.other_leaf("selfsigned.test",
                                                               self_signed=True))
+        cls.cnonly = HttpUpstream(cert=cls.pki.other_leaf("cnonly.test", san=False))
         cls.sg = Sandgate({}, [])
         d = cls.sg.dir
         cls.secret_file = cls.sg.secret_file("openai", SECRET)
@@ -50,13 +51,15 @@ class InterceptTest(unittest.TestCase):
             dict(rule, host="bad.test", credential="openai"),
             dict(rule, host="expired.test", credential="openai"),
             dict(rule, host="selfsigned.test", credential="openai"),
+            dict(rule, host="cnonly.test", credential="openai"),
             dict(rule, host="gone.test", credential="broken"),
             dict(rule, host="git.test", credential="envcred"),
             dict(rule, host="other.test", credential="execcred"),
         ]}}
         creds = {
             "openai": {"source": {"file": cls.secret_file},
-                       "hosts": ["api.test", "bad.test", "expired.test", "selfsigned.test"],
+                       "hosts": ["api.test", "bad.test", "expired.test", "selfsigned.test",
+                                 "cnonly.test"],
                        "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
             "broken": {"source": {"exec": ["false"]}, "optional": True,
                        "hosts": ["gone.test"],
@@ -74,6 +77,7 @@ class InterceptTest(unittest.TestCase):
                      "bad.test": "127.0.0.1:%d" % cls.https.port,
                      "expired.test": "127.0.0.1:%d" % cls.expired.port,
                      "selfsigned.test": "127.0.0.1:%d" % cls.selfsigned.port,
+                     "cnonly.test": "127.0.0.1:%d" % cls.cnonly.port,
                      "gone.test": "127.0.0.1:%d" % cls.https.port,
                      "git.test": "127.0.0.1:%d" % cls.https.port,
                      "other.test": "127.0.0.1:%d" % cls.https.port},
@@ -88,6 +92,7 @@ class InterceptTest(unittest.TestCase):
         cls.https.close()
         cls.expired.close()
         cls.selfsigned.close()
+        cls.cnonly.close()
 
     def proxy(self):
         return self.sg.proxy_url("demo", TOKEN)
@@ -315,11 +320,14 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(raw, b"4\r\nbody\r\n0\r\n\r\n")
 
     def test_upstream_tls_failure(self):
-        # A certificate for another name, one that has expired, one no CA signed: each is a 502
-        # that says why, and the request (with its injected secret) never reaches the upstream.
+        # A certificate for another name, one that has expired, one no CA signed, one that
+        # names the host only in its subject's CN (no subjectAltName; RFC 6125: it names
+        # nothing): each is a 502 that says why, and the request (with its injected secret)
+        # never reaches the upstream.
         for host, upstream, why in (("bad.test", self.https, "hostname mismatch"),
                                     ("expired.test", self.expired, "certificate has expired"),
-                                    ("selfsigned.test", self.selfsigned, "self-signed")):
+                                    ("selfsigned.test", self.selfsigned, "self-signed"),
+                                    ("cnonly.test", self.cnonly, "hostname mismatch")):
             before = len(upstream.requests)
             r = curl("https://%s/echo/bad" % host, "--cacert", self.ca_out, proxy=self.proxy())
             self.assertEqual(r.status, 502, r)
@@ -327,6 +335,31 @@ class InterceptTest(unittest.TestCase):
             self.assertIn(why.encode(), r.body, host)
             self.assertEqual(len(upstream.requests), before, host)
             self.sg.wait_audit(host=host, reason="upstream_tls_failed", credential="openai")
+
+    def test_trace_never_carries_a_credential(self):
+        # TRACE answers with the request as received: with the credential injected, the secret
+        # would come back in the body. Refused (405) before anything is sent, though the rule
+        # for other.test names no methods; the upstream never sees the request.
+        for method in ("TRACE", "TRACK"):
+            path = "/echo/" + method.lower()
+            r = curl("https://other.test" + path, "--cacert", self.ca_out, "-X", method,
+                     proxy=self.proxy())
+            self.assertEqual(r.status, 405, r)
+            self.assertIn(("x-sandgate-reason", "method_not_allowed"), r.headers)
+            self.assertNotIn(EXEC_SECRET.encode(), r.body)
+            self.assertEqual(self.https.requests_to(path), [], method)
+            self.sg.wait_audit(host="other.test", reason="method_not_allowed", status=405)
+
+    def test_sandgate_fields_are_sandgates_own_inside_a_tunnel(self):
+        r = curl("https://api.test/echo/own", "--cacert", self.ca_out,
+                 "-H", "X-Sandgate-Task: admin", "-H", "X-SANDGATE-CREDENTIAL: openai",
+                 proxy=self.proxy())
+        self.assertEqual(r.status, 200, r)
+        names = [k.lower() for k, _ in self.https.requests_to("/echo/own")[0]["headers"]]
+        self.assertFalse([n for n in names if n.startswith("x-sandgate-")], names)
+        r = curl("https://api.test/spoof", "--cacert", self.ca_out, proxy=self.proxy())
+        self.assertEqual(r.status, 200, r)
+        self.assertFalse([k for k, _ in r.headers if k.startswith("x-sandgate-")], r.headers)
 
     def test_host_mismatch(self):
         r = curl("https://api.test/echo/host", "--cacert", self.ca_out,

@@ -19,15 +19,17 @@ class TestPki:
         self.leaf_cert = os.path.join(directory, "leaf.pem")
         self.leaf_key = os.path.join(directory, "leaf.key")
 
-    def other_leaf(self, name, days=2, self_signed=False):
+    def other_leaf(self, name, days=2, self_signed=False, san=True):
         """(cert, key) paths of a leaf for `name` alone: signed by this CA and valid for `days`
-        (-1: it expired the moment it was made), or self-signed (no CA vouches for it)."""
+        (-1: it expired the moment it was made), or self-signed (no CA vouches for it).
+        san=False: the name only as the subject's CN, no subjectAltName (RFC 6125 says such a
+        certificate names nothing)."""
         cert, key = "%s.pem" % name, "%s.key" % name
         ec = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
         ext = "%s.cnf" % name
         with open(os.path.join(self.dir, ext), "w") as f:
-            f.write("subjectAltName=DNS:%s\nbasicConstraints=CA:FALSE\n"
-                    "extendedKeyUsage=serverAuth\n" % name)
+            f.write(("subjectAltName=DNS:%s\n" % name if san else "") +
+                    "basicConstraints=CA:FALSE\nextendedKeyUsage=serverAuth\n")
         if self_signed:
             _run(["openssl", "req", "-x509", *ec, "-keyout", key, "-out", cert,
                   "-days", str(days), "-subj", "/CN=" + name,

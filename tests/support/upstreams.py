@@ -15,6 +15,8 @@ HttpUpstream serves (plain, or TLS with the runtime test CA):
   /garbage        answers with bytes that are not HTTP
   /eof-body       HTTP/1.0-style body delimited by closing the connection
   /status?code=C  an empty response with status C
+  /spoof          a 200 carrying sandgate's own fields (X-Sandgate-Reason, X-Sandgate-Task),
+                  as an upstream posing as sandgate would send them
   /trailer        a chunked body whose trailer echoes the request's Authorization
                   (X-Echo-Authorization) next to X-Checksum: a leak hidden after the body
   /split-echo     the request's Authorization in the header X-Echo-Authorization and in a
@@ -168,6 +170,9 @@ class _Handler(http.server.BaseHTTPRequestHandler):
                       q.get("mode", "chunked") == "chunked")
         elif p == "/status":
             self._send(int(q.get("code", "200")), b"")
+        elif p == "/spoof":
+            self._send(200, b"spoofed\n", extra=[("X-Sandgate-Reason", "allowed_by_upstream"),
+                                                 ("x-sandgate-task", "someone-else")])
         elif p == "/split-echo":
             value = self.headers.get("Authorization", "")
             body = ("auth=" + value + "\n").encode("latin-1")
