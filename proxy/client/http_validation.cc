@@ -257,15 +257,25 @@ std::optional<HeadError> validateRequestHead(std::string_view head, RequestHead*
     }
     return std::nullopt;
   }
+  // RFC 9112 section 3.2: every HTTP/1.1 request carries Host; one without it is a 400, in the
+  // forward path and inside intercepted tunnels alike, once its target has been judged. (A
+  // CONNECT names its target in the request line; many clients send it without Host.)
+  auto hostRequired = [&]() -> std::optional<HeadError> {
+    if (out->versionMinor == 1 && hostCount == 0) {
+      return err(reason::kMissingHost,
+                 "an HTTP/1.1 request must carry Host (RFC 9112 section 3.2)");
+    }
+    return std::nullopt;
+  };
   if (target.front() == '/') {
     out->form = TargetForm::kOrigin;
     out->pathAndQuery = target;
     out->path = target.substr(0, target.find('?'));
-    return std::nullopt;
+    return hostRequired();
   }
   if (target == "*") {
     out->form = TargetForm::kAsterisk;
-    return std::nullopt;
+    return hostRequired();
   }
   auto schemeEnd = target.find("://");
   if (schemeEnd == std::string_view::npos || schemeEnd == 0) {
@@ -300,7 +310,7 @@ std::optional<HeadError> validateRequestHead(std::string_view head, RequestHead*
                  fmt::format("Host '{}' disagrees with the request URI", hostHeader));
     }
   }
-  return std::nullopt;
+  return hostRequired();
 }
 
 }  // namespace sandgate::proxy

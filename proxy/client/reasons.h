@@ -32,6 +32,7 @@ inline constexpr std::string_view kBadAuthority = "bad_authority";
 inline constexpr std::string_view kBadPort = "bad_port";
 inline constexpr std::string_view kHostMismatch = "host_mismatch";
 inline constexpr std::string_view kDuplicateHost = "duplicate_host";
+inline constexpr std::string_view kMissingHost = "missing_host";
 inline constexpr std::string_view kConnectWithBody = "connect_with_body";
 inline constexpr std::string_view kDuplicateProxyAuthorization = "duplicate_proxy_authorization";
 inline constexpr std::string_view kNotProxyRequest = "not_a_proxy_request";
@@ -89,6 +90,7 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kHostMismatch, 400,
      "Host names another target than the request line (421 inside an intercepted tunnel)"},
     {reason::kDuplicateHost, 400, "more than one Host field"},
+    {reason::kMissingHost, 400, "an HTTP/1.1 request (other than CONNECT) without Host"},
     {reason::kConnectWithBody, 400, "a CONNECT announcing a body"},
     {reason::kDuplicateProxyAuthorization, 400, "more than one Proxy-Authorization field"},
     {reason::kNotProxyRequest, 400, "an origin-form request sent to the proxy"},

@@ -367,6 +367,18 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(r.status, 421, r)
         self.assertEqual(self.https.requests_to("/echo/host"), [])
 
+    def test_request_without_host_inside_a_tunnel_is_400(self):
+        t = self.tunnel("api.test")
+        t.settimeout(10)
+        try:
+            t.sendall(b"GET /echo/nohost HTTP/1.1\r\nX-A: 1\r\n\r\n")
+            status, headers, _ = read_response_head(t)
+        finally:
+            t.close()
+        self.assertEqual(status, 400)
+        self.assertEqual(headers.get("x-sandgate-reason"), "missing_host")
+        self.assertEqual(self.https.requests_to("/echo/nohost"), [])
+
     def test_sni_mismatch(self):
         t = self.tunnel("api.test", sni="other.test")
         t.settimeout(10)

@@ -60,6 +60,17 @@ class ParsingTest(unittest.TestCase):
         s.close()
         self.assertEqual(status, 200)
 
+    def test_http11_request_without_host_is_400(self):
+        # RFC 9112 section 3.2: it was forwarded with a Host sandgate made up.
+        self.expect_400(self.req(b"GET http://api.test/echo/nohost HTTP/1.1", b""),
+                        "missing_host")
+        # HTTP/1.0 has no such rule.
+        s = self.sg.connect()
+        s.sendall(self.req(b"GET http://api.test/echo/http10 HTTP/1.0", b""))
+        status, _, _ = read_response_head(s)
+        s.close()
+        self.assertEqual(status, 200)
+
     def test_content_length_and_transfer_encoding(self):
         self.expect_400(self.req(b"POST http://api.test/echo HTTP/1.1",
                                  b"Host: api.test\r\nContent-Length: 4\r\n"

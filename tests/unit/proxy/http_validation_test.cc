@@ -39,6 +39,8 @@ const Case kCases[] = {
     {"plain_get", req("GET http://a.test/x HTTP/1.1"), ""},
     {"get_with_port", req("GET http://a.test:8080/ HTTP/1.1", "Host: a.test:8080\r\n"), ""},
     {"http10_no_host", req("GET http://a.test/ HTTP/1.0", ""), ""},
+    {"http11_no_host", req("GET http://a.test/ HTTP/1.1", ""), reason::kMissingHost},
+    {"http11_origin_no_host", req("GET /x HTTP/1.1", ""), reason::kMissingHost},
     {"connect", req("CONNECT a.test:443 HTTP/1.1", "Host: a.test:443\r\n"), ""},
     {"connect_v6", req("CONNECT [::1]:443 HTTP/1.1", ""), ""},
     {"connect_decimal_ip", req("CONNECT 2130706433:443 HTTP/1.1", ""), ""},
