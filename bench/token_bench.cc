@@ -1,5 +1,5 @@
-// Cost of verifying one task token (proxy/identity/task_token.cc) for each algorithm: the first time
-// (decode, JSON twice: the duplicate-key pass and the DOM, the signature or MAC, the claim
+// Cost of verifying one task token (proxy/identity/task_token.cc) for each algorithm: the first
+// time (decode, JSON twice: the duplicate-key pass and the DOM, the signature or MAC, the claim
 // checks) and remembered (the token's SHA-256 found, the claims checked again). A connection
 // pays it once (later requests compare a SHA-256 of the token); the budget is 20
 // microseconds. Baseline in the same run: the SHA-256 a static token costs. Release build:

@@ -7,8 +7,8 @@
 #include <cctype>
 #include <optional>
 
-#include "common/encoding.h"
 #include "broker/task_secrets.h"
+#include "common/encoding.h"
 
 namespace sandgate::broker {
 

@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <stdexcept>
 
-#include "common/encoding.h"
 #include "broker/store.h"
+#include "common/encoding.h"
 
 namespace sandgate::broker {
 

@@ -1,8 +1,8 @@
 // The secrets of a task as scrub forms, kept current with the store (see task_secrets.h).
 #include "broker/task_secrets.h"
 
-#include "common/encoding.h"
 #include "broker/store.h"
+#include "common/encoding.h"
 
 namespace sandgate::broker {
 

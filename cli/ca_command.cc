@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "cli/commands.h"
 #include "ca/tls_ca.h"
+#include "cli/commands.h"
 
 namespace sandgate::cli {
 

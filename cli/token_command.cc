@@ -168,8 +168,7 @@ void addTokenCommands(CLI::App& app, Action* action) {
   auto na = std::make_shared<InspectArgs>();
   auto* ins = token->add_subcommand(
       "inspect", "Show a token's claims and validity (with --config: check it against the keys)");
-  ins->add_option("token", na->token, "The token, or - to read it from standard input")
-      ->required();
+  ins->add_option("token", na->token, "The token, or - to read it from standard input")->required();
   ins->add_option("--config,-c", na->config, "Check the signature with this config's tokens:");
   ins->callback([na, action] { *action = [na] { return inspect(*na); }; });
 }

@@ -47,8 +47,8 @@ std::optional<HostPort> parseHostPort(std::string_view s) { return split(s, fals
 
 std::optional<HostPort> parseAuthority(std::string_view s, uint16_t defaultPort) {
   const bool bracketed = !s.empty() && s.front() == '[';
-  const bool hasPort = bracketed ? s.find("]:") != std::string_view::npos
-                                 : s.find(':') != std::string_view::npos;
+  const bool hasPort =
+      bracketed ? s.find("]:") != std::string_view::npos : s.find(':') != std::string_view::npos;
   if (hasPort) return split(s, false);
   if (s.empty()) return std::nullopt;
   HostPort out;

@@ -255,8 +255,8 @@ struct TokenKey {
 
 struct Tokens {
   std::vector<TokenKey> keys;
-  Seconds maxTtl{24 * 3600};  // exp may be at most this far after iat (or now)
-  Seconds leeway{30};         // clock skew allowed on exp, nbf and iat
+  Seconds maxTtl{24 * 3600};         // exp may be at most this far after iat (or now)
+  Seconds leeway{30};                // clock skew allowed on exp, nbf and iat
   std::vector<std::string> revoked;  // jti values refused until removed
 };
 

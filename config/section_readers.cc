@@ -324,8 +324,8 @@ void readAudit(Reader& r, const Field& f, Audit& audit) {
 }
 
 void readMetrics(Reader& r, const Field& f, Metrics& metrics) {
-  auto m = r.map(f, {"task_series_ttl", "admin_api"}, "a map with task_series_ttl, admin_api",
-                 true);
+  auto m =
+      r.map(f, {"task_series_ttl", "admin_api"}, "a map with task_series_ttl, admin_api", true);
   if (!m) return;
   if (const Field* t = m->get("task_series_ttl")) {
     if (auto d = r.duration(*t, false)) metrics.taskSeriesTtl = *d;
@@ -472,7 +472,8 @@ void readSandbox(Reader& r, const Field& f, Sandbox& sb) {
       if (s->value == "overlay" || s->value == "bind") {
         sb.workspaceMode = s->value;
       } else {
-        r.error(w->mark, w->path, fmt::format("expected overlay or bind, got {}", quoted(s->value)));
+        r.error(w->mark, w->path,
+                fmt::format("expected overlay or bind, got {}", quoted(s->value)));
       }
     }
   }
@@ -559,9 +560,9 @@ void readTokens(Reader& r, const Field& f, std::optional<Tokens>& out) {
                       fmt::format("expected up to 64 letters, digits, '.', '_' or '-', got {}",
                                   quoted(v->value)));
             } else if (auto [it, fresh] = seen.emplace(v->value, id->mark.line); !fresh) {
-              r.error(id->mark, id->path,
-                      fmt::format("duplicate key id `{}` (first at line {})", v->value,
-                                  it->second));
+              r.error(
+                  id->mark, id->path,
+                  fmt::format("duplicate key id `{}` (first at line {})", v->value, it->second));
             }
             key.id = v->value;
           }

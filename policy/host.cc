@@ -6,9 +6,9 @@
 // be as good as the agreement between what it matched and what gets dialled.
 #include "policy/host.h"
 
-#include "common/host_port.h"
-
 #include <cstdio>
+
+#include "common/host_port.h"
 
 namespace sandgate::policy {
 

@@ -107,7 +107,8 @@ FileState stateOf(int dir, const std::string& name, const struct stat& st) {
 std::vector<std::string> entries(int dir) { return sandbox::listDirectory(dir); }
 
 bool isGitPath(const std::string& path) {
-  return path == ".git" || path.rfind(".git/", 0) == 0 || path.find("/.git/") != std::string::npos ||
+  return path == ".git" || path.rfind(".git/", 0) == 0 ||
+         path.find("/.git/") != std::string::npos ||
          (path.size() >= 5 && path.compare(path.size() - 5, 5, "/.git") == 0);
 }
 
@@ -165,14 +166,16 @@ class Collector {
   // Walks the upper directory `upper` against the lower `lower` (-1: none there).
   void walk(int upper, int lower, const std::string& prefix, bool opaque, int depth) {
     if (depth > kMaxDepth) {
-      if (error.empty()) error = "the upper layer is nested deeper than " + std::to_string(kMaxDepth);
+      if (error.empty())
+        error = "the upper layer is nested deeper than " + std::to_string(kMaxDepth);
       return;
     }
     std::set<std::string> seen;
     for (const auto& name : entries(upper)) {
       seen.insert(name);
       const std::string path = prefix + name;
-      struct stat ust {}, lst {};
+      struct stat ust {
+      }, lst{};
       if (::fstatat(upper, name.c_str(), &ust, AT_SYMLINK_NOFOLLOW) != 0) continue;
       bool inLower = lower >= 0 && ::fstatat(lower, name.c_str(), &lst, AT_SYMLINK_NOFOLLOW) == 0;
       if (isWhiteout(ust)) {
@@ -241,7 +244,8 @@ std::optional<std::string> gitPrefixOf(const std::string& dir) {
   std::string cur = dir;
   for (int i = 0; i < 256; ++i) {
     struct stat st {};
-    if (::lstat((cur + "/.git").c_str(), &st) == 0 && (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
+    if (::lstat((cur + "/.git").c_str(), &st) == 0 &&
+        (S_ISDIR(st.st_mode) || S_ISREG(st.st_mode))) {
       if (cur == dir) return std::string();
       return dir.substr(cur == "/" ? 1 : cur.size() + 1) + "/";
     }
@@ -288,10 +292,18 @@ std::string quotedPath(const std::string& prefix, const std::string& path) {
   for (char c : p) {
     auto u = static_cast<unsigned char>(c);
     switch (c) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\t': out += "\\t"; break;
-      case '\n': out += "\\n"; break;
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
       default:
         if (u < 0x20 || u >= 0x7f) {
           out += fmt::format("\\{:03o}", u);
@@ -357,8 +369,8 @@ Result<std::string> gitDiff(const std::string& oldPath, const std::string& newPa
   }
   if (tooLong) return failure("the patch is larger than 256 MiB");
   if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) {
-    return failure(fmt::format("git diff --no-index {} {} failed (status {})", oldPath, newPath,
-                               status));
+    return failure(
+        fmt::format("git diff --no-index {} {} failed (status {})", oldPath, newPath, status));
   }
   return text;
 }
@@ -433,12 +445,13 @@ Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& wo
   for (auto& ch : set.changes) {
     if (ch.git) {
       ch.note = "inside .git: not in the patch, never applied";
-    } else if ((ch.before && ch.before->type == "other") || (ch.after && ch.after->type == "other")) {
+    } else if ((ch.before && ch.before->type == "other") ||
+               (ch.after && ch.after->type == "other")) {
       ch.note = "not a regular file, directory or symbolic link: not in the patch";
     } else if ((ch.before && ch.before->size > kMaxPatchFileBytes) ||
                (ch.after && ch.after->size > kMaxPatchFileBytes)) {
-      ch.note = fmt::format("larger than {} MiB: listed, not in the patch",
-                            kMaxPatchFileBytes >> 20);
+      ch.note =
+          fmt::format("larger than {} MiB: listed, not in the patch", kMaxPatchFileBytes >> 20);
     }
   }
   return set;

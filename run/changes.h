@@ -15,7 +15,7 @@ namespace sandgate::run {
 
 // One side of a change: what the path held before (in the workspace) or after (in the run).
 struct FileState {
-  std::string type;  // "file", "dir", "symlink", "other" (a FIFO, a socket)
+  std::string type;   // "file", "dir", "symlink", "other" (a FIFO, a socket)
   uint32_t mode = 0;  // permission bits (07777)
   uint64_t size = 0;
   std::string sha256;  // files: of the content; symlinks: of the target text

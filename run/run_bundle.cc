@@ -2,9 +2,9 @@
 #include "run/run_bundle.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <boost/json.hpp>
@@ -29,7 +29,9 @@ std::string nowUtc() {
   return buf;
 }
 
-Diagnostic bundleError(const std::string& why) { return Diagnostic{"", 0, 0, "run directory", why}; }
+Diagnostic bundleError(const std::string& why) {
+  return Diagnostic{"", 0, 0, "run directory", why};
+}
 
 // Puts the entries of the upper layer `newer` on the copy `out` of the layer below it, as
 // overlayfs reads them: a whiteout or an opaque directory replaces whatever was there, a plain
@@ -38,15 +40,16 @@ std::optional<std::string> layerOnto(int newer, int out, int depth) {
   if (depth > 256) return "layers nested deeper than 256 directories";
   std::vector<std::string> names = sandbox::listDirectory(newer);
   for (const auto& name : names) {
-    struct stat nst {}, ost {};
+    struct stat nst {
+    }, ost{};
     if (::fstatat(newer, name.c_str(), &nst, AT_SYMLINK_NOFOLLOW) != 0) continue;
     bool there = ::fstatat(out, name.c_str(), &ost, AT_SYMLINK_NOFOLLOW) == 0;
     if (S_ISDIR(nst.st_mode) && there && S_ISDIR(ost.st_mode)) {
       safe_open::UniqueFd sub(
           ::openat(newer, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       char v[2] = {};
-      bool opaque = sub.valid() && ::fgetxattr(sub.get(), "user.overlay.opaque", v, 1) == 1 &&
-                    v[0] == 'y';
+      bool opaque =
+          sub.valid() && ::fgetxattr(sub.get(), "user.overlay.opaque", v, 1) == 1 && v[0] == 'y';
       if (sub.valid() && !opaque) {
         safe_open::UniqueFd dst(
             ::openat(out, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
@@ -85,10 +88,12 @@ std::optional<std::string> mergeLayers(const RunDir& earlier, const RunDir& dir)
       ::mkdirat(layers.get(), "upper", 0755) != 0) {
     return std::string("make the merged layer: ") + std::strerror(errno);
   }
-  safe_open::UniqueFd own(::openat(layers.get(), "own", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+  safe_open::UniqueFd own(
+      ::openat(layers.get(), "own", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
   safe_open::UniqueFd merged(
       ::openat(layers.get(), "upper", O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
-  if (!own.valid() || !merged.valid()) return std::string("open the layers: ") + std::strerror(errno);
+  if (!own.valid() || !merged.valid())
+    return std::string("open the layers: ") + std::strerror(errno);
   struct stat st {};
   if (::fstat(own.get(), &st) == 0) (void)::fchmod(merged.get(), st.st_mode & 07777);
   if (auto e = sandbox::copyUpperLayer(below.get(), merged.get()); !e.empty()) return e;
@@ -104,7 +109,8 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
                                                     sandbox::Options* options) {
   std::unique_ptr<RunBundle> b(new RunBundle);
   b->startedAt_ = nowUtc();
-  b->mode_ = options->workspaceMode == sandbox::Options::WorkspaceMode::kOverlay ? "overlay" : "bind";
+  b->mode_ =
+      options->workspaceMode == sandbox::Options::WorkspaceMode::kOverlay ? "overlay" : "bind";
   auto dir = createRunDir(req.runDir, workspace);
   if (!dir) return dir.errors();
   b->dir_ = std::move(dir.value());
@@ -116,8 +122,9 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
   b->diskBytes_ = options->diskBytes;
   if (req.resume || req.from) {
     if (b->mode_ != "overlay") {
-      return bundleError("--resume and --from need --workspace-mode overlay (an earlier run's "
-                         "files are a layer of the overlay)");
+      return bundleError(
+          "--resume and --from need --workspace-mode overlay (an earlier run's "
+          "files are a layer of the overlay)");
     }
     const std::string& which = req.resume ? *req.resume : *req.from;
     auto earlier = openRunDir(which);
@@ -125,10 +132,10 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     auto report = earlier.value().read(bundle::kReport);
     boost::system::error_code ec;
     auto v = report ? boost::json::parse(report.value(), ec) : boost::json::value();
-    const auto* run = !ec && v.is_object() && v.as_object().contains("run") &&
-                              v.at("run").is_object()
-                          ? &v.at("run").as_object()
-                          : nullptr;
+    const auto* run =
+        !ec && v.is_object() && v.as_object().contains("run") && v.at("run").is_object()
+            ? &v.at("run").as_object()
+            : nullptr;
     const auto* ws = run ? run->if_contains("workspace") : nullptr;
     if (ws == nullptr || !ws->is_string() || std::string(ws->as_string()) != b->workspacePath_) {
       return bundleError(fmt::format(
@@ -140,9 +147,10 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     if (req.resume) {
       // A run is continued once (its `resumed_by` is made O_EXCL); branching is --from.
       if (auto e = earlier.value().write("resumed_by", b->dir_.id + "\n")) {
-        return bundleError(fmt::format("run {} cannot be resumed: {} (resumed already? branch "
-                                       "from it with --from)",
-                                       which, *e));
+        return bundleError(
+            fmt::format("run {} cannot be resumed: {} (resumed already? branch "
+                        "from it with --from)",
+                        which, *e));
       }
     }
     options->earlierLayer = earlier.value().path + "/" + bundle::kOverlay + "/upper";
@@ -206,14 +214,14 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
   run["started_at"] = startedAt_;
   run["execs"] = execCount_;
   run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
-  run["policy_sha256"] = policySha256_.empty() ? boost::json::value(nullptr)
-                                               : boost::json::value(policySha256_);
+  run["policy_sha256"] =
+      policySha256_.empty() ? boost::json::value(nullptr) : boost::json::value(policySha256_);
   for (auto [tee, key] : {std::pair{&out_, "stdout_log_cut"}, std::pair{&err_, "stderr_log_cut"}}) {
     run[key] = *tee ? boost::json::value((*tee)->finish()) : boost::json::value(nullptr);
   }
   for (const char* how : {"resumed_from", "branched_from"}) {
     run[how] = earlier_ && earlierHow_ == how ? boost::json::value(earlier_->id)
-                                               : boost::json::value(nullptr);
+                                              : boost::json::value(nullptr);
   }
   boost::json::object out;
   out["run"] = std::move(run);
@@ -228,9 +236,8 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
     }
   }
   const std::string upperPath = dir_.path + "/" + bundle::kOverlay + "/upper";
-  safe_open::UniqueFd upper(
-      safe_open::openBeneath(dir_.fd.get(), std::string(bundle::kOverlay) + "/upper",
-                             O_RDONLY | O_DIRECTORY));
+  safe_open::UniqueFd upper(safe_open::openBeneath(
+      dir_.fd.get(), std::string(bundle::kOverlay) + "/upper", O_RDONLY | O_DIRECTORY));
   if (!upper.valid() || !workspace_.valid()) {
     warnings->push_back("changes: the upper layer or the workspace cannot be opened: " +
                         safe_open::describeError(errno));
@@ -242,7 +249,8 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
     warnings->push_back("changes: " + set.errors().front().message);
     return out;
   }
-  if (auto e = dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
+  if (auto e =
+          dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
     warnings->push_back("changes: " + *e);
   }
   std::vector<std::string> skipped;

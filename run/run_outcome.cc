@@ -3,9 +3,8 @@
 
 #include <fmt/format.h>
 
-#include <boost/json.hpp>
-
 #include <algorithm>
+#include <boost/json.hpp>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -43,11 +42,12 @@ void describeBundle(const boost::json::object& extra) {
 
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const RunLimits& limits,
-              const proxy::TrafficSummary& traffic, safe_open::UniqueFd report,
-              RunBundle* bundle, const std::optional<proxy::CaptureCounts>& dns) {
+              const proxy::TrafficSummary& traffic, safe_open::UniqueFd report, RunBundle* bundle,
+              const std::optional<proxy::CaptureCounts>& dns) {
   boost::json::object extra;
   std::vector<std::string> bundleWarnings;
-  if (bundle != nullptr) extra = bundle->finish(&bundleWarnings, result ? result->workspaceCopy : "");
+  if (bundle != nullptr)
+    extra = bundle->finish(&bundleWarnings, result ? result->workspaceCopy : "");
   if (!result) {
     for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     return kExitSetupFailed;

@@ -33,7 +33,7 @@ int fail(int status, fmt::format_string<Args...> f, Args&&... args) {
 // finished first: its changes go in the report, which is written there too.
 int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
               const Result<sandbox::RunResult>& result, const RunLimits& limits,
-              const proxy::TrafficSummary& traffic, safe_open::UniqueFd report,
-              RunBundle* bundle, const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
+              const proxy::TrafficSummary& traffic, safe_open::UniqueFd report, RunBundle* bundle,
+              const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
 
 }  // namespace sandgate::run

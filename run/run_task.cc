@@ -2,8 +2,8 @@
 #include "run/run_task.h"
 
 #include <fcntl.h>
-#include <unistd.h>
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -72,10 +72,12 @@ Result<std::string> readConfigText(const std::string& path) {
   safe_open::UniqueFd fd(::open(path.c_str(), O_RDONLY | O_CLOEXEC));
   std::string text;
   char buf[65536];
-  for (ssize_t n; fd.valid() && (n = ::read(fd.get(), buf, sizeof buf)) > 0 && text.size() < (16u << 20);) {
+  for (ssize_t n;
+       fd.valid() && (n = ::read(fd.get(), buf, sizeof buf)) > 0 && text.size() < (16u << 20);) {
     text.append(buf, static_cast<size_t>(n));
   }
-  if (!fd.valid()) return Diagnostic{"", 0, 0, "", fmt::format("{}: {}", path, std::strerror(errno))};
+  if (!fd.valid())
+    return Diagnostic{"", 0, 0, "", fmt::format("{}: {}", path, std::strerror(errno))};
   return text;
 }
 
@@ -220,7 +222,8 @@ int runTask(const RunRequest& req) {
         }
         if (!error.empty()) throw std::runtime_error("proxy: " + error);
       },
-      onCapture, [&] {
+      onCapture,
+      [&] {
         runBundle.started();
         embedded.start();
       });

@@ -15,14 +15,14 @@ inline constexpr int kExitSetupFailed = 125;  // the sandbox or the proxy could 
 
 // The flags of `sandgate run`, as written (parsed and checked by runTask).
 struct RunRequest {
-  std::optional<std::string> configPath;  // none: config::defaultConfig()
-  std::optional<std::string> task;        // an existing task
-  std::optional<std::string> policy;      // an ad-hoc task bound to this policy
-  std::optional<std::string> proxy;       // "unix:PATH" of a running serve (run/serve_run.h)
-  std::string workspace;                  // empty: the current directory
+  std::optional<std::string> configPath;     // none: config::defaultConfig()
+  std::optional<std::string> task;           // an existing task
+  std::optional<std::string> policy;         // an ad-hoc task bound to this policy
+  std::optional<std::string> proxy;          // "unix:PATH" of a running serve (run/serve_run.h)
+  std::string workspace;                     // empty: the current directory
   std::optional<std::string> workspaceMode;  // "overlay" | "bind" (default: sandbox.workspace_mode)
-  std::optional<std::string> runDir;  // the run's directory (default: run/run_dir.h)
-  std::optional<std::string> disk;    // config::parseSize or unlimited (default: sandbox.disk)
+  std::optional<std::string> runDir;         // the run's directory (default: run/run_dir.h)
+  std::optional<std::string> disk;  // config::parseSize or unlimited (default: sandbox.disk)
   // An earlier run whose files this one starts from (its upper layer below this run's):
   // --resume continues it (once: it records `resumed_by`), --from branches from it.
   std::optional<std::string> resume;

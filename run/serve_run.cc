@@ -93,7 +93,8 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
                           adopted.errors().front().message));
         }
       },
-      onCapture, [&] {
+      onCapture,
+      [&] {
         if (bundle != nullptr) bundle->started();
       });
   // The command has ended: serve closes the run's sockets and says what the run did.

@@ -139,7 +139,7 @@ Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
                   const StartedCallback& onStarted,
                   const std::function<void(const ExecEvent&)>& onExec, RunResult* result) {
   Outcome out;
-  int execWatch = -1;  // kExecWatch: every exec of the sandbox waits for us on it
+  int execWatch = -1;        // kExecWatch: every exec of the sandbox waits for us on it
   ForwardedSignals signals;  // before onStarted: the proxy's threads inherit the mask
   bool commandStarted = false;
   ProcessHandle outerHandle(outer), init;
@@ -429,9 +429,9 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     }
   }
   if (options.workspaceMode == Options::WorkspaceMode::kOverlay) {
-    if (options.overlayDir.empty()) return error("sandbox: overlay mode needs an overlay directory");
-    auto layers =
-        prepareOverlayLayers(options.overlayDir, *ws, id->uid, id->gid, id->rootless);
+    if (options.overlayDir.empty())
+      return error("sandbox: overlay mode needs an overlay directory");
+    auto layers = prepareOverlayLayers(options.overlayDir, *ws, id->uid, id->gid, id->rootless);
     if (!layers) return layers.errors();
     closer.fds.push_back(layers->fd);
     spec.fs.overlay = true;

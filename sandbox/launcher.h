@@ -46,9 +46,9 @@ struct Options {
   //    layer holds every change (whiteouts for deletions, opaque directories). For a root
   //    launcher the lower layer is the idmapped workspace, so that a root-owned file is the
   //    run's uid's inside and can be copied up; the overlay is mounted in the sandbox's user
-  //    namespace (userxattr, redirect_dir=nofollow: a renamed directory is copied, never redirected).
-  //    Copy fallback: a root launcher whose workspace cannot be idmapped (a filesystem without
-  //    idmapped mounts, e.g. ramfs, NFS) could copy up none of the root-owned files, so it
+  //    namespace (userxattr, redirect_dir=nofollow: a renamed directory is copied, never
+  //    redirected). Copy fallback: a root launcher whose workspace cannot be idmapped (a filesystem
+  //    without idmapped mounts, e.g. ramfs, NFS) could copy up none of the root-owned files, so it
   //    copies the workspace to `overlayDir`/upper instead (reflinks where the filesystem has
   //    them), gives the copy to the run's uid and binds it as the workspace: the host's
   //    directory is still never written, and RunResult::workspaceCopy says why. No --disk,
@@ -131,7 +131,7 @@ struct RunResult {
   // kOverlay that fell back to a copy of the workspace (see Options): why, and what the copy
   // took (files, bytes, reflinks); empty otherwise.
   std::string workspaceCopy;
-  uid_t uid = 0;                            // the identity the command ran as
+  uid_t uid = 0;  // the identity the command ran as
   gid_t gid = 0;
 };
 

@@ -65,7 +65,8 @@ std::string copyContent(int in, int out, const char* name, CopyStats* stats) {
     for (ssize_t done = 0; done < n;) {
       ssize_t w = write(out, buf + done, static_cast<size_t>(n - done));
       if (w < 0 && errno == EINTR) continue;
-      if (w <= 0) return sysFailure(std::string("copy the upper layer: write ") + name, "write", errno);
+      if (w <= 0)
+        return sysFailure(std::string("copy the upper layer: write ") + name, "write", errno);
       done += w;
     }
   }
@@ -94,7 +95,8 @@ std::string copyFile(int fromDir, int toDir, const char* name, const struct stat
   }
   if (error.empty()) {
     copyOverlayXattrs(in, out);
-    if (fchmod(out, st.st_mode & 07777) != 0) error = sysFailure("copy the upper layer", "fchmod", errno);
+    if (fchmod(out, st.st_mode & 07777) != 0)
+      error = sysFailure("copy the upper layer", "fchmod", errno);
   }
   close(in);
   close(out);
@@ -119,7 +121,8 @@ std::string copyEntry(int from, int to, const char* name, int depth, const Copy&
       (void)fchmodat(from, name, (st.st_mode & 07777) | S_IRWXU, 0);
       sub = openat(from, name, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
     }
-    if (sub < 0) return sysFailure(std::string("copy the upper layer: open ") + name, "openat", errno);
+    if (sub < 0)
+      return sysFailure(std::string("copy the upper layer: open ") + name, "openat", errno);
     if (mkdirat(to, name, 0700) != 0) {
       close(sub);
       return sysFailure(std::string("copy the upper layer: mkdir ") + name, "mkdirat", errno);
@@ -141,7 +144,8 @@ std::string copyEntry(int from, int to, const char* name, int depth, const Copy&
     ssize_t len = readlinkat(from, name, target, sizeof target - 1);
     if (len >= 0) {
       target[len] = '\0';
-      if (symlinkat(target, to, name) != 0) error = sysFailure("copy the upper layer", "symlinkat", errno);
+      if (symlinkat(target, to, name) != 0)
+        error = sysFailure("copy the upper layer", "symlinkat", errno);
     }
   } else if (S_ISCHR(st.st_mode) && major(st.st_rdev) == 0 && minor(st.st_rdev) == 0) {
     if (mknodat(to, name, S_IFCHR | 0000, makedev(0, 0)) != 0) {
@@ -207,7 +211,8 @@ std::string removeLayerEntry(int dir, const std::string& name) {
     }
     close(sub);
     if (!error.empty()) return error;
-    if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0) return sysFailure("remove " + name, "unlinkat", errno);
+    if (unlinkat(dir, name.c_str(), AT_REMOVEDIR) != 0)
+      return sysFailure("remove " + name, "unlinkat", errno);
     return "";
   }
   if (unlinkat(dir, name.c_str(), 0) != 0) return sysFailure("remove " + name, "unlinkat", errno);

@@ -13,8 +13,9 @@ namespace sandgate::sandbox {
 // Copies everything under the directory `from` into the (empty) directory `to`, both opened
 // O_RDONLY|O_DIRECTORY, as their owner without any capability: a file or directory the
 // workload made unreadable (EACCES) is made readable by its owner first (the copy gets the
-// original mode). Whiteouts (0/0 character devices) are made again (the kernel lets anyone make them),
-// user.overlay.* xattrs are copied, FIFOs and sockets are skipped. Returns "" or the failure.
+// original mode). Whiteouts (0/0 character devices) are made again (the kernel lets anyone make
+// them), user.overlay.* xattrs are copied, FIFOs and sockets are skipped. Returns "" or the
+// failure.
 std::string copyUpperLayer(int from, int to);
 
 // What copyTree copied: regular files, their bytes, and how many of them are reflinks (the

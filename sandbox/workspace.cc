@@ -222,7 +222,8 @@ Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const Checked
       return diagnostic(sysFailure(what + ": create " + sub, "mkdirat", errno));
     }
     if (!rootless && fchownat(fd.get(), sub, uid, gid, AT_SYMLINK_NOFOLLOW) != 0) {
-      return diagnostic(sysFailure(what + ": give " + sub + " to the run's uid", "fchownat", errno));
+      return diagnostic(
+          sysFailure(what + ": give " + sub + " to the run's uid", "fchownat", errno));
     }
   }
   // The overlay's root takes the upper directory's mode: the workspace's own, not 0700.
@@ -269,7 +270,8 @@ Result<WorkspaceCopy> copyWorkspace(const CheckedWorkspace& ws, const std::strin
     return diagnostic(what + ": " + e);
   }
   // The workspace's own mode on the copy's root (prepareOverlayLayers set it on upper/).
-  if (fchmod(to.get(), ws.st.st_mode & 0777) != 0) return diagnostic(sysFailure(what, "fchmod", errno));
+  if (fchmod(to.get(), ws.st.st_mode & 0777) != 0)
+    return diagnostic(sysFailure(what, "fchmod", errno));
   int tree = static_cast<int>(
       syscall(SYS_open_tree, to.get(), "", OPEN_TREE_CLONE | OPEN_TREE_CLOEXEC | AT_EMPTY_PATH));
   if (tree < 0) return diagnostic(sysFailure(what, "open_tree", errno));

@@ -30,7 +30,7 @@ ApiResponse jsonResponse(const ApiRequest& req, http::status status, const json:
 
 // A refusal: {"error": a sentence, "reason": a stable token}.
 ApiResponse refusal(const ApiRequest& req, http::status status, std::string_view reason,
-                      std::string error) {
+                    std::string error) {
   ApiResponse res = jsonResponse(req, status, json::object{{"error", error}, {"reason", reason}});
   if (status == http::status::unauthorized) {
     res.set(http::field::www_authenticate, "Bearer realm=\"sandgate-admin\"");
@@ -59,7 +59,7 @@ const json::string* stringField(const json::object& o, std::string_view key) {
 }
 
 ApiResponse mint(const ApiRequest& req, const Snapshot& snap, const AdminApiKeys& keys,
-                   int64_t now) {
+                 int64_t now) {
   if (!keys.mint || !snap.tokens) {
     return refusal(req, http::status::forbidden, "minting_not_configured",
                    "this replica has no key to mint with (metrics.admin_api.mint)");
@@ -85,8 +85,7 @@ ApiResponse mint(const ApiRequest& req, const Snapshot& snap, const AdminApiKeys
     r.policy = std::string(*p);
   }
   // The token must name a task this config has, or a policy for an ad-hoc task.
-  if (!snap.config.findTask(r.task) &&
-      !(r.policy && snap.config.policies.count(*r.policy))) {
+  if (!snap.config.findTask(r.task) && !(r.policy && snap.config.policies.count(*r.policy))) {
     return badRequest(req, r.policy ? "`policy` names no policy of this configuration"
                                     : "`task` names no task of this configuration, and no "
                                       "`policy` makes it an ad-hoc task");
@@ -128,8 +127,8 @@ ApiResponse mint(const ApiRequest& req, const Snapshot& snap, const AdminApiKeys
   // Checked as every replica will check it: a ttl over max_ttl is refused now, not later.
   TokenCheck check = snap.tokens->verify(token.value(), now);
   if (!check.ok()) {
-    return badRequest(req, fmt::format("the token would be refused ({}): {}", check.reason,
-                                       check.detail));
+    return badRequest(
+        req, fmt::format("the token would be refused ({}): {}", check.reason, check.detail));
   }
   return jsonResponse(req, http::status::ok,
                       json::object{{"token", token.value()}, {"claims", json::parse(claims)}});
@@ -150,9 +149,8 @@ ApiResponse tasks(const ApiRequest& req, const Snapshot& snap) {
   json::array adhoc;
   if (snap.adhocStates) {
     for (const auto& [name, state] : snap.adhocStates->list()) {
-      adhoc.push_back(json::object{{"name", name},
-                                   {"connections", state->connections()},
-                                   {"tunnels", state->tunnels()}});
+      adhoc.push_back(json::object{
+          {"name", name}, {"connections", state->connections()}, {"tunnels", state->tunnels()}});
     }
   }
   return jsonResponse(req, http::status::ok,
@@ -194,10 +192,10 @@ ApiResponse handleAdminApi(const ApiRequest& req, const Snapshot& snap, int64_t 
                    "send Authorization: Bearer <the admin token>");
   }
   constexpr std::string_view kBearer = "bearer ";
-  const bool bearer =
-      auth.size() > kBearer.size() &&
-      std::equal(kBearer.begin(), kBearer.end(), auth.begin(),
-                 [](char a, char b) { return a == (b >= 'A' && b <= 'Z' ? b - 'A' + 'a' : b); });
+  const bool bearer = auth.size() > kBearer.size() &&
+                      std::equal(kBearer.begin(), kBearer.end(), auth.begin(), [](char a, char b) {
+                        return a == (b >= 'A' && b <= 'Z' ? b - 'A' + 'a' : b);
+                      });
   // Hashed and compared in constant time either way.
   const bool matches = tokenMatches(bearer ? auth.substr(kBearer.size()) : std::string_view(),
                                     snap.adminApi->tokenSha256);

@@ -16,12 +16,11 @@
 #include <cerrno>
 #include <charconv>
 #include <cstring>
-#include <span>
-
-#include "common/fd_passing.h"
 #include <mutex>
+#include <span>
 #include <thread>
 
+#include "common/fd_passing.h"
 #include "config/config.h"
 #include "policy/ip.h"
 #include "proxy/observe/listener_tally.h"
@@ -292,9 +291,9 @@ struct AdminSocket::Impl {
     CaptureSockets sockets{fds[0], fds[1], std::vector<int>(fds.begin() + 2, fds.end())};
     size_t listeners = sockets.listeners.size();
     fds.clear();  // owned by adoptCapture now, closed by it on error
-    auto adopted =
-        backend.adoptCapture(std::move(sockets), CaptureOptions{req.task, req.ports, *v4, *v6, req.ipv6},
-                             c.tally, runPlaceholders(c, req.task));
+    auto adopted = backend.adoptCapture(std::move(sockets),
+                                        CaptureOptions{req.task, req.ports, *v4, *v6, req.ipv6},
+                                        c.tally, runPlaceholders(c, req.task));
     if (!adopted) {
       return errorReply(adopted.errors().front().keyPath, adopted.errors().front().message);
     }
@@ -365,7 +364,8 @@ struct AdminSocket::Impl {
         }
         if (!c.tally) c.tally = std::make_shared<ListenerTally>();
         size_t count = fds.size();
-        auto handle = backend.adopt(std::move(fds), req.task, c.tally, runPlaceholders(c, req.task));
+        auto handle =
+            backend.adopt(std::move(fds), req.task, c.tally, runPlaceholders(c, req.task));
         fds.clear();  // owned by adopt now, closed by it on error
         if (!handle) {
           return errorReply(handle.errors().front().keyPath, handle.errors().front().message);

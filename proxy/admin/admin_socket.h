@@ -28,8 +28,8 @@
 
 #include "common/result.h"
 #include "config/config.h"
-#include "proxy/state/admin_groups.h"
 #include "proxy/admin/admin_protocol.h"
+#include "proxy/state/admin_groups.h"
 
 namespace sandgate::broker {
 class PlaceholderSet;
@@ -63,9 +63,9 @@ struct AdminBackend {
   // adopt_capture: serves a sandbox's DNS stub sockets and capture listeners (owned: closed on
   // error too) with `options`, counting into `tally`, honouring `placeholders` as for adopt.
   // The group is a handle for release. Error keyPath: an admin_reason token.
-  std::function<Result<AdoptedCapture>(
-      CaptureSockets sockets, CaptureOptions options, std::shared_ptr<ListenerTally> tally,
-      std::shared_ptr<const broker::PlaceholderSet> placeholders)>
+  std::function<Result<AdoptedCapture>(CaptureSockets sockets, CaptureOptions options,
+                                       std::shared_ptr<ListenerTally> tally,
+                                       std::shared_ptr<const broker::PlaceholderSet> placeholders)>
       adoptCapture;
   // Closes what an adopt or adopt_capture handle holds (connections already accepted go on).
   std::function<void(uint64_t handle)> release;

@@ -11,11 +11,11 @@
 #include <string>
 #include <vector>
 
-#include "proxy/observe/audit.h"
-#include "proxy/net/deadline_stream.h"
-#include "proxy/net/endpoint.h"
 #include "proxy/client/http_validation.h"
 #include "proxy/client/refusal.h"
+#include "proxy/net/deadline_stream.h"
+#include "proxy/net/endpoint.h"
+#include "proxy/observe/audit.h"
 #include "proxy/state/server_context.h"
 
 namespace sandgate::proxy {
@@ -35,8 +35,8 @@ struct ClientConnection {
   boost::beast::flat_buffer buffer;
   std::shared_ptr<const Snapshot> snap;  // the snapshot this connection started with
   std::shared_ptr<const ListenerInfo> listener;
-  std::string client;               // peer "ip:port"
-  const TaskEntry* task = nullptr;  // into *snap (or ownTask); null until identified
+  std::string client;                        // peer "ip:port"
+  const TaskEntry* task = nullptr;           // into *snap (or ownTask); null until identified
   std::shared_ptr<const TaskEntry> ownTask;  // an ad-hoc task made for this connection's token
   std::shared_ptr<TaskMetrics> metrics;
   TaskSlot connectionSlot;

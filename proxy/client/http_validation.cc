@@ -5,8 +5,8 @@
 
 #include <algorithm>
 
-#include "common/http_text.h"
 #include "common/host_port.h"
+#include "common/http_text.h"
 
 namespace sandgate::proxy {
 namespace {

@@ -14,7 +14,6 @@
 
 namespace sandgate::proxy {
 
-
 enum class TargetForm { kAuthority, kAbsolute, kOrigin, kAsterisk };
 
 // What the session needs from a valid head; views point into the validated text.

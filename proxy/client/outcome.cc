@@ -85,14 +85,13 @@ asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal
 
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
                       std::string_view hint) {
-  return Refusal{
-      .status = 403,
-      .reason = d.reason,
-      .task = task,
-      .host = host,
-      .rule = d.rule,
-      .detail = d.detail,
-      .hint = std::string(hint)};
+  return Refusal{.status = 403,
+                 .reason = d.reason,
+                 .task = task,
+                 .host = host,
+                 .rule = d.rule,
+                 .detail = d.detail,
+                 .hint = std::string(hint)};
 }
 
 asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log) {
@@ -101,13 +100,12 @@ asio::awaitable<TaskSlot> acquireTunnelSlot(ClientConnection& c, RequestLog& log
     TaskSlot slot(task.state, TaskSlot::Kind::kTunnel, c.metrics);
     co_return slot;
   }
-  Refusal refusal{
-      .status = 429,
-      .reason = reason::kTunnelLimit,
-      .task = task.name,
-      .host = log.record.host,
-      .detail = fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
-      .hint = "raise limits.max_tunnels for the task"};
+  Refusal refusal{.status = 429,
+                  .reason = reason::kTunnelLimit,
+                  .task = task.name,
+                  .host = log.record.host,
+                  .detail = fmt::format("the task already has {} tunnels", task.limits.maxTunnels),
+                  .hint = "raise limits.max_tunnels for the task"};
   co_await refuse(c, log, refusal);
   co_return TaskSlot();
 }

@@ -95,10 +95,12 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kDuplicateProxyAuthorization, 400, "more than one Proxy-Authorization field"},
     {reason::kNotProxyRequest, 400, "an origin-form request sent to the proxy"},
     {reason::kHeaderTooLarge, 431, "a request head over limits.max_header_bytes"},
-    {reason::kUpgradeNotSupported, 400, "an intercepted request upgrading to another protocol "
-                                        "than websocket"},
-    {reason::kMethodNotAllowed, 405, "TRACE or TRACK on a request that would carry a "
-                                     "credential (they echo it back)"},
+    {reason::kUpgradeNotSupported, 400,
+     "an intercepted request upgrading to another protocol "
+     "than websocket"},
+    {reason::kMethodNotAllowed, 405,
+     "TRACE or TRACK on a request that would carry a "
+     "credential (they echo it back)"},
     {reason::kNotSynthetic, 0, "a captured connection to an address the DNS stub never gave"},
     {reason::kDnsFailed, 502, "the name did not resolve"},
     {reason::kUpstreamRefused, 502, "the upstream refused the connection"},

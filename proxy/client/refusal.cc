@@ -56,13 +56,12 @@ std::string renderRefusal(const Refusal& r) {
 
 Refusal upstreamResponseRefusal(const UpstreamResponseFailure& f, std::string task,
                                 std::string host, std::string rule, std::string_view upstream) {
-  Refusal r{
-      .status = 502,
-      .reason = reason::kUpstreamBadResponse,
-      .task = std::move(task),
-      .host = std::move(host),
-      .rule = std::move(rule),
-      .outcome = Outcome::kError};
+  Refusal r{.status = 502,
+            .reason = reason::kUpstreamBadResponse,
+            .task = std::move(task),
+            .host = std::move(host),
+            .rule = std::move(rule),
+            .outcome = Outcome::kError};
   if (f.timedOut) {
     r.status = 504;
     r.reason = reason::kUpstreamTimeout;

@@ -9,7 +9,6 @@
 
 namespace sandgate::proxy {
 
-
 struct Refusal {
   // Every member has a default, so that a refusal names only what it has:
   // Refusal{.status = 429, .reason = reason::kTunnelLimit, .detail = "..."}.

@@ -19,8 +19,7 @@ void stripHopByHop(boost::beast::http::fields& f) {
   std::vector<std::string> listed;
   auto [first, last] = f.equal_range(http::field::connection);
   for (auto it = first; it != last; ++it) {
-    forEachListElement(it->value(),
-                               [&](std::string_view name) { listed.emplace_back(name); });
+    forEachListElement(it->value(), [&](std::string_view name) { listed.emplace_back(name); });
   }
   for (const auto& name : listed) {
     if (beast::iequals(name, "content-length") || beast::iequals(name, "transfer-encoding"))
@@ -37,8 +36,8 @@ void stripHopByHop(boost::beast::http::fields& f) {
   constexpr std::string_view kOwnPrefix = "x-sandgate-";
   for (auto it = f.begin(); it != f.end();) {
     const std::string_view name = it->name_string();
-    const bool own = name.size() >= kOwnPrefix.size() &&
-                     iequals(name.substr(0, kOwnPrefix.size()), kOwnPrefix);
+    const bool own =
+        name.size() >= kOwnPrefix.size() && iequals(name.substr(0, kOwnPrefix.size()), kOwnPrefix);
     if (own) {
       it = f.erase(it);
     } else {

@@ -145,14 +145,13 @@ void noteClientReadFailure(const RelayOutcome& sent, AuditRecord& rec) {
 }
 
 Refusal upstreamSendRefusal(const RelayOutcome& sent, const AuditRecord& rec) {
-  return Refusal{
-      .status = 502,
-      .reason = reason::kUpstreamReset,
-      .task = rec.task,
-      .host = rec.host,
-      .rule = rec.rule,
-      .detail = fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
-      .outcome = Outcome::kError};
+  return Refusal{.status = 502,
+                 .reason = reason::kUpstreamReset,
+                 .task = rec.task,
+                 .host = rec.host,
+                 .rule = rec.rule,
+                 .detail = fmt::format("sending to {} failed: {}", rec.upstream, sent.ec.message()),
+                 .outcome = Outcome::kError};
 }
 
 Refusal undecodableBodyRefusal(const RelayOutcome& back, const AuditRecord& rec) {

@@ -25,10 +25,10 @@
 #include "broker/body_decoder.h"
 #include "broker/scrubber.h"
 #include "config/config.h"
-#include "proxy/observe/audit.h"
 #include "proxy/client/refusal.h"
-#include "proxy/state/server_context.h"
 #include "proxy/net/tls_http.h"
+#include "proxy/observe/audit.h"
+#include "proxy/state/server_context.h"
 
 namespace sandgate::proxy {
 

@@ -8,11 +8,11 @@
 #include <algorithm>
 
 #include "broker/headers.h"
-#include "common/http_text.h"
 #include "broker/task_secrets.h"
-#include "proxy/observe/metrics.h"
-#include "proxy/exchange/relay.h"
+#include "common/http_text.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/relay.h"
+#include "proxy/observe/metrics.h"
 
 namespace sandgate::proxy {
 
@@ -105,14 +105,13 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
     // credential cannot pass validation then, but would fail closed here.
     if (decision.credential.empty()) return sent();
     rec.credential = decision.credential;
-    return Refusal{
-        .status = 502,
-        .reason = broker::reason::kCredentialUnavailable,
-        .task = task.name,
-        .host = rec.host,
-        .rule = decision.rule,
-        .detail = "no credentials are configured",
-        .outcome = Outcome::kError};
+    return Refusal{.status = 502,
+                   .reason = broker::reason::kCredentialUnavailable,
+                   .task = task.name,
+                   .host = rec.host,
+                   .rule = decision.rule,
+                   .detail = "no credentials are configured",
+                   .outcome = Outcome::kError};
   }
   broker::Injector& injector = *this->injector();
   // Nothing to inject and no placeholder this task could carry: the head stays as it is.
@@ -144,14 +143,13 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
                       : "possible exfiltration attempt: " + inj.detail;
     }
     const int status = inj.reason == broker::reason::kCredentialUnavailable ? 502 : 403;
-    return Refusal{
-        .status = status,
-        .reason = inj.reason,
-        .task = task.name,
-        .host = rec.host,
-        .rule = decision.rule,
-        .detail = inj.detail,
-        .outcome = status == 502 ? Outcome::kError : Outcome::kDeny};
+    return Refusal{.status = status,
+                   .reason = inj.reason,
+                   .task = task.name,
+                   .host = rec.host,
+                   .rule = decision.rule,
+                   .detail = inj.detail,
+                   .outcome = status == 502 ? Outcome::kError : Outcome::kDeny};
   }
   if (inj.injected && echoesTheRequest(req.method_string())) {
     // TRACE (and TRACK) answer with the request as the upstream received it: the credential
@@ -209,7 +207,7 @@ std::shared_ptr<const broker::PlaceholderSet> RequestCredentials::placeholders()
   const auto& snap = *c_.snap;
   if (!c_.state.interception || !snap.secrets) return nullptr;
   return c_.state.tokenPlaceholders.forTask(c_.task->seriesName(), snap.config.credentials,
-                                                *snap.secrets);
+                                            *snap.secrets);
 }
 
 std::shared_ptr<const broker::ScrubSet> RequestCredentials::scrubSet() {
@@ -256,8 +254,8 @@ std::optional<Refusal> RequestCredentials::scrubHeaders(
           .host = rec.host,
           .rule = rec.rule,
           .detail = fmt::format("the upstream answered with {}, which sandgate cannot decode to "
-                                 "scrub it for the secrets this task can reach",
-                                 what),
+                                "scrub it for the secrets this task can reach",
+                                what),
           .hint = "the upstream should honour Accept-Encoding: identity (or send gzip)",
           .outcome = Outcome::kError};
     }

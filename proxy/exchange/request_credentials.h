@@ -31,14 +31,14 @@ class RequestCredentials {
   // hosts cover `host` (else credential_host_mismatch), must be that of the admitting rule's
   // credential and stand only where it is injected (else placeholder_misplaced; see
   // broker::Injector::apply), and the credential must be loadable; then the credential is
-  // injected, which is what replaces its placeholder. `tls`: the request leaves over verified TLS; over plain HTTP only
-  // a credential with allow_plaintext may be sent (else credential_requires_tls). Sets the
-  // audit record's credential and injected, counts the injection, and returns the refusal to
-  // send instead (the head is then left as it was). Accept-Encoding becomes identity
-  // (scrubbing needs identity bodies) on every request of a task whose responses are scrubbed,
-  // and on every one a secret went into; such a secret's forms are kept to be scrubbed from
-  // this connection's responses (unless its credential says `scrub: false`), and the head
-  // must be cleansed (cleanseRequestHead) once it has been sent.
+  // injected, which is what replaces its placeholder. `tls`: the request leaves over verified TLS;
+  // over plain HTTP only a credential with allow_plaintext may be sent (else
+  // credential_requires_tls). Sets the audit record's credential and injected, counts the
+  // injection, and returns the refusal to send instead (the head is then left as it was).
+  // Accept-Encoding becomes identity (scrubbing needs identity bodies) on every request of a task
+  // whose responses are scrubbed, and on every one a secret went into; such a secret's forms are
+  // kept to be scrubbed from this connection's responses (unless its credential says `scrub:
+  // false`), and the head must be cleansed (cleanseRequestHead) once it has been sent.
   std::optional<Refusal> apply(boost::beast::http::request_header<>& req, std::string_view host,
                                bool tls, const policy::Decision& decision, RequestLog& log);
 
@@ -70,7 +70,7 @@ class RequestCredentials {
   std::shared_ptr<const broker::ScrubSet> scrubSet();
 
   ClientConnection& c_;
-  std::optional<broker::Injector> injector_;  // made on the connection's first need
+  std::optional<broker::Injector> injector_;      // made on the connection's first need
   std::vector<broker::ScrubRule> injectedRules_;  // the secrets sent on this connection
   std::shared_ptr<const std::vector<broker::SecretForm>> taskForms_;  // scrubSet_ made from
   std::shared_ptr<const broker::ScrubSet> scrubSet_;

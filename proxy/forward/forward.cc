@@ -14,10 +14,10 @@
 
 #include "broker/headers.h"
 #include "policy/host.h"
-#include "proxy/exchange/relay.h"
-#include "proxy/exchange/request_credentials.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/headers.h"
+#include "proxy/exchange/relay.h"
+#include "proxy/exchange/request_credentials.h"
 #include "proxy/upstream/upstream.h"
 
 namespace sandgate::proxy {
@@ -56,11 +56,10 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   auto normalized = policy::normalizeHost(head.host);
   if (auto* e = std::get_if<policy::HostError>(&normalized)) {
     {
-      Refusal refusal{
-          .status = 400,
-          .reason = policy::reason::kInvalidHost,
-          .host = rec.host,
-          .detail = e->message};
+      Refusal refusal{.status = 400,
+                      .reason = policy::reason::kInvalidHost,
+                      .host = rec.host,
+                      .detail = e->message};
       co_await refuse(c, log, refusal);
     }
     co_return false;
@@ -75,11 +74,10 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   size_t used = parser.put(asio::buffer(c.buffer.data().data(), headLen), pec);
   if (pec || used != headLen || !parser.is_header_done()) {
     {
-      Refusal refusal{
-          .status = 400,
-          .reason = reason::kBadHeader,
-          .host = rec.host,
-          .detail = fmt::format("malformed request head: {}", pec.message())};
+      Refusal refusal{.status = 400,
+                      .reason = reason::kBadHeader,
+                      .host = rec.host,
+                      .detail = fmt::format("malformed request head: {}", pec.message())};
       co_await refuse(c, log, refusal);
     }
     co_return false;

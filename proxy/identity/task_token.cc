@@ -20,8 +20,8 @@
 #include <set>
 #include <sstream>
 
-#include "common/encoding.h"
 #include "broker/secret.h"
+#include "common/encoding.h"
 
 namespace sandgate::proxy {
 
@@ -134,7 +134,6 @@ std::optional<std::string> stringClaim(const json::object& o, std::string_view n
   return std::string(v->as_string());
 }
 
-
 TokenCheck malformed(std::string detail) {
   TokenCheck c;
   c.reason = token_reason::kMalformed;
@@ -187,8 +186,9 @@ std::optional<TokenLimits> parseTokenLimits(const json::value& v, std::string* w
   for (const auto& [key, value] : v.as_object()) {
     const bool count = key == "max_connections" || key == "max_tunnels";
     if (!count && key != "new_connections_per_second") {
-      *why = "name a limit a token cannot lower (it may lower max_connections, max_tunnels, "
-             "new_connections_per_second)";
+      *why =
+          "name a limit a token cannot lower (it may lower max_connections, max_tunnels, "
+          "new_connections_per_second)";
       return std::nullopt;
     }
     if (count) {
@@ -196,15 +196,14 @@ std::optional<TokenLimits> parseTokenLimits(const json::value& v, std::string* w
         *why = fmt::format("{} is not a whole number", std::string_view(key));
         return std::nullopt;
       }
-      const uint64_t n = value.is_uint64() ? value.as_uint64()
+      const uint64_t n = value.is_uint64()      ? value.as_uint64()
                          : value.as_int64() < 0 ? 0
                                                 : static_cast<uint64_t>(value.as_int64());
       if (n == 0 || n > UINT32_MAX) {
         *why = fmt::format("{} must be from 1 to {}", std::string_view(key), UINT32_MAX);
         return std::nullopt;
       }
-      (key == "max_connections" ? out.maxConnections : out.maxTunnels) =
-          static_cast<uint32_t>(n);
+      (key == "max_connections" ? out.maxConnections : out.maxTunnels) = static_cast<uint32_t>(n);
     } else {
       if (!value.is_number() || value.to_number<double>() <= 0) {
         *why = "new_connections_per_second must be a number above 0";
@@ -356,8 +355,8 @@ Result<std::shared_ptr<const TokenVerifier>> TokenVerifier::load(const config::T
   for (size_t i = 0; i < tokens.keys.size(); ++i) {
     const auto& k = tokens.keys[i];
     auto fail = [&](std::string message) {
-      errors.push_back({configFile, k.mark.line, k.mark.col,
-                        fmt::format("tokens.keys[{}].file", i), std::move(message)});
+      errors.push_back({configFile, k.mark.line, k.mark.col, fmt::format("tokens.keys[{}].file", i),
+                        std::move(message)});
     };
     std::string why;
     auto bytes = readKeyFile(k.file, &why);
@@ -461,8 +460,8 @@ TokenCheck TokenVerifier::signedClaims(std::string_view token) const {
   }
   auto parts = split(token);
   auto sig = base64UrlDecode(parts->signature);
-  const std::string_view signingInput = token.substr(0, parts->header.size() + 1 +
-                                                            parts->claims.size());
+  const std::string_view signingInput =
+      token.substr(0, parts->header.size() + 1 + parts->claims.size());
   if (!sig || !key->verify(signingInput, *sig)) {
     return refuse(token_reason::kBadSignature,
                   fmt::format("the token's signature does not verify with key `{}`", key->id));
@@ -479,21 +478,20 @@ TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t
     return out;
   };
   if (now > c.exp + leeway_) {
-    return refuse(token_reason::kExpired,
-                  fmt::format("the token expired {} s ago", now - c.exp));
+    return refuse(token_reason::kExpired, fmt::format("the token expired {} s ago", now - c.exp));
   }
   for (const auto& [name, when] : {std::pair{"nbf", c.nbf}, std::pair{"iat", c.iat}}) {
     if (when && *when > now + leeway_) {
-      return refuse(token_reason::kNotYetValid,
-                    fmt::format("the token's {} is {} s ahead of this replica's clock", name,
-                                *when - now));
+      return refuse(
+          token_reason::kNotYetValid,
+          fmt::format("the token's {} is {} s ahead of this replica's clock", name, *when - now));
     }
   }
   const int64_t from = c.iat.value_or(now);
   if (c.exp - from > maxTtl_ + leeway_) {
     return refuse(token_reason::kTtlTooLong,
-                  fmt::format("the token lives {} s, more than tokens.max_ttl ({} s)",
-                              c.exp - from, maxTtl_));
+                  fmt::format("the token lives {} s, more than tokens.max_ttl ({} s)", c.exp - from,
+                              maxTtl_));
   }
   if (c.jti && std::binary_search(revoked_.begin(), revoked_.end(), *c.jti)) {
     return refuse(token_reason::kRevoked, "the token's jti is in tokens.revoked");
@@ -507,8 +505,7 @@ TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t
   }
   if (key->revokedBefore && (!c.iat || *c.iat < *key->revokedBefore)) {
     return refuse(token_reason::kRevoked,
-                  fmt::format("key `{}` refuses tokens issued before its revoked_before",
-                              key->id));
+                  fmt::format("key `{}` refuses tokens issued before its revoked_before", key->id));
   }
   return out;
 }

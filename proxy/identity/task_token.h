@@ -24,11 +24,11 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
-#include <unordered_map>
 #include <optional>
 #include <set>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
 #include "common/result.h"
@@ -68,22 +68,22 @@ inline constexpr size_t kMaxTokenBytes = 8192;
 // in the config's `limits:`. Another key, or a value that is not a positive number (an integer
 // for the counts), makes the token malformed: refused rather than ignored.
 struct TokenLimits {
-  std::optional<uint32_t> maxConnections;  // max_connections
-  std::optional<uint32_t> maxTunnels;      // max_tunnels
+  std::optional<uint32_t> maxConnections;         // max_connections
+  std::optional<uint32_t> maxTunnels;             // max_tunnels
   std::optional<double> newConnectionsPerSecond;  // new_connections_per_second
 };
 
 struct TokenClaims {
   std::string kid;
   std::string alg;
-  std::string task;                 // sub
+  std::string task;                   // sub
   std::optional<std::string> policy;  // pol
   std::optional<std::string> jti;
   int64_t exp = 0;
   std::optional<int64_t> iat, nbf;
   std::optional<std::vector<std::string>> hosts;  // narrowing: only these hosts
   std::optional<std::string> src;                 // narrowing: the client address (IP or CIDR)
-  std::optional<TokenLimits> limits;  // narrowing: lower admission limits
+  std::optional<TokenLimits> limits;              // narrowing: lower admission limits
 };
 
 struct TokenCheck {
@@ -106,7 +106,7 @@ class TokenVerifier {
   // Loads every key file of `tokens` (paths relative to the config file's directory).
   // Errors name the key's file:line and what is wrong with its file.
   static Result<std::shared_ptr<const TokenVerifier>> load(const config::Tokens& tokens,
-                                                          const std::string& configFile);
+                                                           const std::string& configFile);
   ~TokenVerifier();
 
   // Checks `token` at Unix time `now` (see the top of this file). Thread-safe. A token whose

@@ -15,10 +15,10 @@
 #include <boost/beast/core/error.hpp>
 
 #include "policy/host.h"
-#include "proxy/intercept/intercept_session.h"
-#include "proxy/observe/metrics.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/intercept/intercept_session.h"
 #include "proxy/net/tls_channel.h"
+#include "proxy/observe/metrics.h"
 
 namespace sandgate::proxy {
 
@@ -85,7 +85,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
         .host = rec.host,
         .rule = decision.rule,
         .detail = leaf ? "interception is not configured" : "no certificate for this host",
-            .outcome = Outcome::kError};
+        .outcome = Outcome::kError};
     co_await refuse(c, log, refusal);
     co_return;
   }

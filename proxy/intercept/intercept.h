@@ -8,10 +8,10 @@
 #include <string>
 
 #include "broker/store.h"
+#include "ca/tls_ca.h"
 #include "common/result.h"
 #include "config/config.h"
 #include "policy/engine.h"
-#include "ca/tls_ca.h"
 
 namespace sandgate::proxy {
 

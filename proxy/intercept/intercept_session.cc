@@ -26,13 +26,13 @@
 #include "broker/scrubber.h"
 #include "common/http_text.h"
 #include "policy/host.h"
-#include "proxy/exchange/relay.h"
-#include "proxy/exchange/request_credentials.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
+#include "proxy/exchange/headers.h"
+#include "proxy/exchange/relay.h"
+#include "proxy/exchange/request_credentials.h"
 #include "proxy/intercept/tls_relay.h"
 #include "proxy/net/upstream_tls.h"
-#include "proxy/exchange/headers.h"
 #include "proxy/upstream/upstream.h"
 
 namespace sandgate::proxy {
@@ -271,12 +271,11 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.port = port_;
   if (read.status != HeadStatus::kComplete) {
     const bool malformed = read.status == HeadStatus::kMalformed;
-    Refusal r{
-        .status = malformed ? 400 : 431,
-        .reason = malformed ? reason::kBadRequestLine : reason::kHeaderTooLarge,
-        .task = task.name,
-        .host = rec.host,
-        .detail = "malformed or oversized request head"};
+    Refusal r{.status = malformed ? 400 : 431,
+              .reason = malformed ? reason::kBadRequestLine : reason::kHeaderTooLarge,
+              .task = task.name,
+              .host = rec.host,
+              .detail = "malformed or oversized request head"};
     co_await refuseInside(log, r);
     co_return false;
   }
@@ -292,7 +291,7 @@ asio::awaitable<bool> InterceptSession::one() {
         .task = task.name,
         .host = rec.host,
         .detail = fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
-                          target_.name),
+                              target_.name),
         .hint = "send the path alone; requests for another host go through their own CONNECT"};
     co_await refuseInside(log, r);
     co_return false;
@@ -300,12 +299,11 @@ asio::awaitable<bool> InterceptSession::one() {
   RequestHead head;
   if (auto e = validateRequestHead(raw, &head)) {
     rec.method = std::string(head.method);
-    Refusal r{
-        .status = 400,
-        .reason = e->reason,
-        .task = task.name,
-        .host = rec.host,
-        .detail = e->detail};
+    Refusal r{.status = 400,
+              .reason = e->reason,
+              .task = task.name,
+              .host = rec.host,
+              .detail = e->detail};
     co_await refuseInside(log, r);
     co_return false;
   }
@@ -316,12 +314,11 @@ asio::awaitable<bool> InterceptSession::one() {
   beast::error_code pec;
   size_t used = parser.put(asio::buffer(in_.data().data(), headLen), pec);
   if (pec || used != headLen || !parser.is_header_done()) {
-    Refusal r{
-        .status = 400,
-        .reason = reason::kBadHeader,
-        .task = task.name,
-        .host = rec.host,
-        .detail = "malformed request head"};
+    Refusal r{.status = 400,
+              .reason = reason::kBadHeader,
+              .task = task.name,
+              .host = rec.host,
+              .detail = "malformed request head"};
     co_await refuseInside(log, r);
     co_return false;
   }
@@ -369,7 +366,7 @@ asio::awaitable<bool> InterceptSession::one() {
         .host = rec.host,
         .rule = decision.rule,
         .detail = fmt::format("cannot switch to '{}' here: only websocket upgrades are relayed",
-                          std::string_view(req[http::field::upgrade]).substr(0, 64)),
+                              std::string_view(req[http::field::upgrade]).substr(0, 64)),
         .hint = "send the request without Upgrade"};
     co_await refuseInside(log, r);
     co_return false;

@@ -11,8 +11,8 @@ namespace sandgate::proxy {
 std::string poolKey(uint64_t generation, std::string_view task, std::string_view host,
                     uint16_t port, std::string_view credential) {
   // Every text part is preceded by its length: no two different keys can spell the same.
-  return fmt::format("{}|{}|{}:{}{}:{}{}:{}", generation, port, task.size(), task, host.size(), host,
-                     credential.size(), credential);
+  return fmt::format("{}|{}|{}:{}{}:{}{}:{}", generation, port, task.size(), task, host.size(),
+                     host, credential.size(), credential);
 }
 
 bool socketIsQuiet(int fd) {

@@ -55,7 +55,8 @@ class IdlePool {
       Entry e = std::move(q.back());
       q.pop_back();
       --total_;
-      if (now - e.since <= maxIdle_ && PooledConnection<Conn>::quiet(e.conn.conn)) out.emplace(std::move(e.conn));
+      if (now - e.since <= maxIdle_ && PooledConnection<Conn>::quiet(e.conn.conn))
+        out.emplace(std::move(e.conn));
       // else: the entry's connection closes as it goes out of scope.
     }
     if (q.empty()) idle_.erase(it);

@@ -129,7 +129,8 @@ asio::awaitable<void> serveMetrics(tcp::acceptor acceptor, std::shared_ptr<Metri
       socket.close(ec);  // a scraper needs one connection; this is a flood
       continue;
     }
-    asio::co_spawn(socket.get_executor(), session(beast::tcp_stream(std::move(socket)), m, active, shared),
+    asio::co_spawn(socket.get_executor(),
+                   session(beast::tcp_stream(std::move(socket)), m, active, shared),
                    asio::detached);
   }
 }

@@ -26,9 +26,10 @@ AdminBackend Server::adminBackend() {
                                   names.empty() ? "none" : names)};
   };
   // The reply of task_env or token_env: the policy, the CA and the placeholders of `env`.
-  auto reply = [this, unknownTask](const std::string& task, bool run,
-                                   std::shared_ptr<const broker::PlaceholderSet>* placeholders)
-      -> Result<TaskEnvironment> {
+  auto reply =
+      [this, unknownTask](
+          const std::string& task, bool run,
+          std::shared_ptr<const broker::PlaceholderSet>* placeholders) -> Result<TaskEnvironment> {
     auto snap = impl_->state.snapshot.load();
     const config::Task* t = snap->config.findTask(task);
     if (!t) return unknownTask(snap->config, task);
@@ -64,10 +65,9 @@ AdminBackend Server::adminBackend() {
     return run;
   };
   b.tokenEnvironment = [reply](const std::string& task) { return reply(task, false, nullptr); };
-  b.adopt = [this, unknownTask](std::vector<int> fds, const std::string& task,
-                                std::shared_ptr<ListenerTally> tally,
-                                std::shared_ptr<const broker::PlaceholderSet> placeholders)
-      -> Result<uint64_t> {
+  b.adopt = [this, unknownTask](
+                std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> tally,
+                std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Result<uint64_t> {
     auto snap = impl_->state.snapshot.load();
     if (!snap->config.findTask(task)) {
       for (int fd : fds) ::close(fd);
@@ -81,11 +81,10 @@ AdminBackend Server::adminBackend() {
     }
     return group.value();
   };
-  b.adoptCapture = [this, unknownTask](
-                       CaptureSockets sockets, CaptureOptions options,
-                       std::shared_ptr<ListenerTally> tally,
-                       std::shared_ptr<const broker::PlaceholderSet> placeholders)
-      -> Result<AdoptedCapture> {
+  b.adoptCapture =
+      [this, unknownTask](
+          CaptureSockets sockets, CaptureOptions options, std::shared_ptr<ListenerTally> tally,
+          std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Result<AdoptedCapture> {
     auto snap = impl_->state.snapshot.load();
     if (!snap->config.findTask(options.task)) {
       sockets.close();

@@ -148,7 +148,7 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config conf
   config.audit.path.reset();  // the server's AuditLog writes into the pipe instead
   config.listen.proxy.reset();
   config.listen.metrics.reset();
-  config.listen.admin.reset();  // the admin socket is serve's, never a launcher's
+  config.listen.admin.reset();      // the admin socket is serve's, never a launcher's
   config.metrics.adminApi.reset();  // so is the admin HTTP API, with its token and mint key
   ServerOptions serverOptions;
   serverOptions.threads = options.threads;

@@ -105,18 +105,18 @@ Result<tcp::endpoint> listenEndpoint(const config::Config& cfg,
 }
 
 void AdoptedGroup::close() const {
-    for (const auto& [w, acc] : acceptors) {
-      asio::post(w->io, [acc = acc] {
-        boost::system::error_code ec;
-        acc->close(ec);
-      });
-    }
-    for (const auto& [w, sock] : datagrams) {
-      asio::post(w->io, [sock = sock] {
-        boost::system::error_code ec;
-        sock->close(ec);
-      });
-    }
+  for (const auto& [w, acc] : acceptors) {
+    asio::post(w->io, [acc = acc] {
+      boost::system::error_code ec;
+      acc->close(ec);
+    });
+  }
+  for (const auto& [w, sock] : datagrams) {
+    asio::post(w->io, [sock = sock] {
+      boost::system::error_code ec;
+      sock->close(ec);
+    });
+  }
 }
 
 void Server::Impl::addOwn(const tcp::endpoint& ep) {
@@ -143,9 +143,8 @@ Result<bool> Server::Impl::bindProxy(const tcp::endpoint& ep) {
     if (!ec) acc->bind(bound, ec);
     if (!ec) acc->listen(asio::socket_base::max_listen_connections, ec);
     if (ec) {
-      return Diagnostic{
-          "", 0, 0, "listen.proxy",
-          fmt::format("cannot listen on {}: {}", endpointText(bound), ec.message())};
+      return Diagnostic{"", 0, 0, "listen.proxy",
+                        fmt::format("cannot listen on {}: {}", endpointText(bound), ec.message())};
     }
     bound = acc->local_endpoint();
     w->acceptors.push_back(std::move(acc));
@@ -170,7 +169,8 @@ Result<uint64_t> Server::adoptListeners(
   // A run without placeholders of its own honours none: never another run's, never the token
   // clients' of its task.
   if (!placeholders) {
-    placeholders = std::make_shared<const broker::PlaceholderSet>(std::vector<broker::Placeholder>{});
+    placeholders =
+        std::make_shared<const broker::PlaceholderSet>(std::vector<broker::Placeholder>{});
   }
   auto closeAll = [&] {
     for (int fd : fds) ::close(fd);

@@ -198,8 +198,8 @@ void Server::Impl::drainAndStop() {
   // First: no new adoptions, and every run's listeners closed with the others below.
   if (admin) admin->stop();
   auto snap = state.snapshot.load();
-  auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-      snap->defaults.shutdownGrace);
+  auto grace =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(snap->defaults.shutdownGrace);
   for (auto& w : workers) {
     asio::post(w->io, [w = w.get()] {
       boost::system::error_code ec;

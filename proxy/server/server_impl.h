@@ -32,11 +32,10 @@ void logException(std::exception_ptr e);
 
 // Accepts on `acceptor` until it is closed, a session per connection (listeners.cc). `owner`,
 // when set, is kept alive by the loop (an adopted listener's acceptor).
-boost::asio::awaitable<void> acceptLoop(Worker& worker, ServerState& state,
-                                        boost::asio::ip::tcp::acceptor& acceptor,
-                                        std::shared_ptr<const ListenerInfo> listener,
-                                        std::shared_ptr<boost::asio::ip::tcp::acceptor> owner =
-                                            nullptr);
+boost::asio::awaitable<void> acceptLoop(
+    Worker& worker, ServerState& state, boost::asio::ip::tcp::acceptor& acceptor,
+    std::shared_ptr<const ListenerInfo> listener,
+    std::shared_ptr<boost::asio::ip::tcp::acceptor> owner = nullptr);
 
 // "listen.proxy" / "listen.metrics" as an endpoint; a Diagnostic at the value otherwise.
 Result<boost::asio::ip::tcp::endpoint> listenEndpoint(const config::Config& cfg,

@@ -8,15 +8,15 @@
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
-#include "proxy/observe/listener_tally.h"
-#include "proxy/observe/metrics.h"
+#include "proxy/forward/forward.h"
 #include "proxy/identity/proxy_auth.h"
 #include "proxy/identity/task_token.h"
-#include "proxy/upstream/upstream.h"
+#include "proxy/observe/listener_tally.h"
+#include "proxy/observe/metrics.h"
 #include "proxy/session/token_task.h"
 #include "proxy/session/transparent.h"
-#include "proxy/forward/forward.h"
 #include "proxy/tunnel/connect.h"
+#include "proxy/upstream/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -54,12 +54,11 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   c.metrics = c.state.metrics ? c.state.metrics->task(task.seriesName()) : nullptr;
   if (!task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
                                           std::chrono::steady_clock::now())) {
-    return Refusal{
-        .status = 429,
-        .reason = reason::kRateLimited,
-        .task = task.name,
-        .detail = "too many new connections per second for this task",
-        .hint = "raise limits.new_connections_per_second for the task"};
+    return Refusal{.status = 429,
+                   .reason = reason::kRateLimited,
+                   .task = task.name,
+                   .detail = "too many new connections per second for this task",
+                   .hint = "raise limits.new_connections_per_second for the task"};
   }
   if (!task.state->tryAcquireConnection(task.limits.maxConnections)) {
     return Refusal{
@@ -80,11 +79,10 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
 std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task,
                                 std::shared_ptr<const TaskEntry> own = nullptr) {
   if (c.task && (c.task->name != task.name || c.task->adhocPolicy != task.adhocPolicy)) {
-    return Refusal{
-        .status = 407,
-        .reason = reason::kTaskMismatch,
-        .detail = "one connection cannot change its task",
-        .hint = "open a new connection"};
+    return Refusal{.status = 407,
+                   .reason = reason::kTaskMismatch,
+                   .detail = "one connection cannot change its task",
+                   .hint = "open a new connection"};
   }
   if (c.task) return std::nullopt;
   c.ownTask = std::move(own);
@@ -93,11 +91,10 @@ std::optional<Refusal> bindTask(ClientConnection& c, const TaskEntry& task,
 
 // A 407 for a task token, with its reason: what is wrong with the token, never the token.
 Refusal tokenRefusal(std::string_view why, std::string detail) {
-  return Refusal{
-      .status = 407,
-      .reason = why,
-      .detail = std::move(detail),
-      .hint = "mint a new token for the task (sandgate token issue)"};
+  return Refusal{.status = 407,
+                 .reason = why,
+                 .detail = std::move(detail),
+                 .hint = "mint a new token for the task (sandgate token issue)"};
 }
 
 // Identity by a task token (a JWT in the password): verified once per connection, then again
@@ -126,11 +123,10 @@ std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentia
 // Token identity: who does this request's Proxy-Authorization say the client is?
 std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
   if (!head.proxyAuthorization) {
-    return Refusal{
-        .status = 407,
-        .reason = reason::kAuthRequired,
-        .detail = "proxy authentication required",
-        .hint = "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
+    return Refusal{.status = 407,
+                   .reason = reason::kAuthRequired,
+                   .detail = "proxy authentication required",
+                   .hint = "use HTTPS_PROXY=http://TASK:TOKEN@host:port"};
   }
   auto creds = parseBasicAuth(*head.proxyAuthorization);
   if (creds && c.snap->tokens && looksLikeJwt(creds->token)) return identifyByToken(c, *creds);
@@ -141,11 +137,10 @@ std::optional<Refusal> identify(ClientConnection& c, const RequestHead& head) {
                          task && task->token ? *task->token : kNoToken) &&
             task && task->token;
   if (!ok) {
-    return Refusal{
-        .status = 407,
-        .reason = reason::kAuthInvalid,
-        .detail = "invalid proxy credentials",
-        .hint = "check the task name and token"};
+    return Refusal{.status = 407,
+                   .reason = reason::kAuthInvalid,
+                   .detail = "invalid proxy credentials",
+                   .hint = "check the task name and token"};
   }
   if (auto r = bindTask(c, *task)) return r;
   return std::nullopt;
@@ -161,11 +156,10 @@ asio::awaitable<void> serve(ClientConnection& c) {
     const TaskEntry* task = c.snap->findTask(*c.listener->task);
     if (!task) {
       {
-        Refusal refusal{
-            .status = 403,
-            .reason = policy::reason::kUnknownTask,
-            .task = *c.listener->task,
-            .detail = "this listener's task is not in the configuration"};
+        Refusal refusal{.status = 403,
+                        .reason = policy::reason::kUnknownTask,
+                        .task = *c.listener->task,
+                        .detail = "this listener's task is not in the configuration"};
         co_await refuse(c, log, refusal);
       }
       co_return;
@@ -233,10 +227,9 @@ asio::awaitable<void> serve(ClientConnection& c) {
       }
         co_return;
       case HeadStatus::kMalformed: {
-        Refusal refusal{
-            .status = 400,
-            .reason = reason::kBadRequestLine,
-            .detail = "bare CR or LF in the request head"};
+        Refusal refusal{.status = 400,
+                        .reason = reason::kBadRequestLine,
+                        .detail = "bare CR or LF in the request head"};
         co_await refuse(c, log, refusal);
       }
         co_return;
@@ -274,11 +267,10 @@ asio::awaitable<void> serve(ClientConnection& c) {
     }
     if (head.form == TargetForm::kOrigin || head.form == TargetForm::kAsterisk) {
       {
-        Refusal refusal{
-            .status = 400,
-            .reason = reason::kNotProxyRequest,
-            .detail = "sandgate is a proxy: send absolute-form http:// URIs or CONNECT",
-            .hint = "set HTTP_PROXY/HTTPS_PROXY"};
+        Refusal refusal{.status = 400,
+                        .reason = reason::kNotProxyRequest,
+                        .detail = "sandgate is a proxy: send absolute-form http:// URIs or CONNECT",
+                        .hint = "set HTTP_PROXY/HTTPS_PROXY"};
         co_await refuse(c, log, refusal);
       }
       co_return;

@@ -103,11 +103,10 @@ TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::str
     }
   }
   if (claims.src) {
-    auto cidr = policy::parseCidr(claims.src->find('/') == std::string::npos
-                                      ? *claims.src + (claims.src->find(':') == std::string::npos
-                                                           ? "/32"
-                                                           : "/128")
-                                      : *claims.src);
+    auto cidr = policy::parseCidr(
+        claims.src->find('/') == std::string::npos
+            ? *claims.src + (claims.src->find(':') == std::string::npos ? "/32" : "/128")
+            : *claims.src);
     if (!cidr || !peer || !cidr->contains(*peer)) {
       return refused(token_reason::kSourceMismatch,
                      "the token may only be used from another client address (src)");

@@ -23,8 +23,8 @@
 #include <vector>
 
 #include "policy/ip.h"
-#include "proxy/state/snapshot.h"
 #include "proxy/identity/task_token.h"
+#include "proxy/state/snapshot.h"
 
 namespace sandgate::proxy {
 

@@ -5,8 +5,8 @@
 
 #include "policy/host.h"
 #include "proxy/capture_server/capture.h"
-#include "proxy/upstream/upstream.h"
 #include "proxy/tunnel/connect.h"
+#include "proxy/upstream/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -54,11 +54,7 @@ asio::awaitable<void> handleCapturedStream(ClientConnection& c, const CapturedTa
 
 std::optional<Refusal> capturedHttpHead(const CapturedTarget& t, RequestHead* head) {
   auto refusal = [&](std::string_view why, std::string detail) {
-    return Refusal{
-        .status = 400,
-        .reason = why,
-        .host = t.name,
-        .detail = std::move(detail)};
+    return Refusal{.status = 400, .reason = why, .host = t.name, .detail = std::move(detail)};
   };
   if (head->form != TargetForm::kOrigin) {
     return refusal(reason::kBadTarget,

@@ -8,8 +8,8 @@
 #include <optional>
 #include <string>
 
-#include "proxy/client/http_validation.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/client/http_validation.h"
 
 namespace sandgate::proxy {
 

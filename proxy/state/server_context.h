@@ -84,7 +84,7 @@ struct ServerState {
   std::atomic<bool> draining{false};
   std::atomic<int64_t> activeSessions{0};
   std::shared_ptr<Interception> interception;  // null: intercepting CONNECTs are refused
-  TokenPlaceholders tokenPlaceholders;  // used only where interception is available
+  TokenPlaceholders tokenPlaceholders;         // used only where interception is available
 };
 
 // One thread's io_context and what lives on it. Only touched from that thread.

@@ -112,8 +112,8 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
   if (!secrets) return secrets.errors();
   snap->secrets = secrets.value();
   for (auto& [name, task] : snap->tasks) {
-    task.secrets =
-        std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, task.credentials);
+    task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
+                                                               task.credentials);
   }
   for (auto& [name, task] : snap->policyTasks) {
     task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,

@@ -17,15 +17,15 @@
 #include "config/config.h"
 #include "policy/engine.h"
 #include "policy/ip.h"
-#include "proxy/state/capture_config.h"
 #include "proxy/identity/proxy_auth.h"
+#include "proxy/state/capture_config.h"
 #include "proxy/state/task_limits.h"
 
 namespace sandgate::broker {
 class SecretStore;
 class TaskSecrets;
 class PlaceholderSet;
-}
+}  // namespace sandgate::broker
 
 namespace sandgate::proxy {
 

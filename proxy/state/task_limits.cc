@@ -87,8 +87,7 @@ std::vector<std::pair<std::string, std::shared_ptr<TaskState>>> AdhocTaskStates:
   std::lock_guard lock(mu_);
   std::vector<std::pair<std::string, std::shared_ptr<TaskState>>> out;
   for (const auto& [name, e] : tasks_) out.emplace_back(name, e.state);
-  std::sort(out.begin(), out.end(),
-            [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   return out;
 }
 

@@ -7,11 +7,11 @@
 #include <boost/asio/write.hpp>
 
 #include "policy/host.h"
-#include "proxy/intercept/intercept.h"
 #include "proxy/client/client_connection.h"
-#include "proxy/upstream/upstream.h"
-#include "proxy/tunnel/tls_client_hello.h"
+#include "proxy/intercept/intercept.h"
 #include "proxy/net/tunnel.h"
+#include "proxy/tunnel/tls_client_hello.h"
+#include "proxy/upstream/upstream.h"
 
 namespace sandgate::proxy {
 
@@ -75,11 +75,10 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   auto normalized = policy::normalizeHost(head.host);
   if (auto* e = std::get_if<policy::HostError>(&normalized)) {
     {
-      Refusal refusal{
-          .status = 400,
-          .reason = policy::reason::kInvalidHost,
-          .host = rec.host,
-          .detail = e->message};
+      Refusal refusal{.status = 400,
+                      .reason = policy::reason::kInvalidHost,
+                      .host = rec.host,
+                      .detail = e->message};
       co_await refuse(c, log, refusal);
     }
     co_return;
@@ -101,14 +100,13 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   if (decision.intercept) {
     if (!c.state.interception) {
       {
-        Refusal refusal{
-            .status = 502,
-            .reason = reason::kInterceptionUnavailable,
-            .task = task.name,
-            .host = rec.host,
-            .rule = decision.rule,
-            .detail = "the rule needs TLS interception, which this server cannot do",
-            .outcome = Outcome::kError};
+        Refusal refusal{.status = 502,
+                        .reason = reason::kInterceptionUnavailable,
+                        .task = task.name,
+                        .host = rec.host,
+                        .rule = decision.rule,
+                        .detail = "the rule needs TLS interception, which this server cannot do",
+                        .outcome = Outcome::kError};
         co_await refuse(c, log, refusal);
       }
       co_return;

@@ -12,8 +12,8 @@
 #include <boost/beast/core/tcp_stream.hpp>
 
 #include "policy/address_class.h"
-#include "proxy/observe/metrics.h"
 #include "proxy/client/refusal.h"
+#include "proxy/observe/metrics.h"
 
 namespace sandgate::proxy {
 

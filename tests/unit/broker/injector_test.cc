@@ -7,8 +7,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "common/encoding.h"
 #include "broker/scrubber.h"
+#include "common/encoding.h"
 #include "tests/unit/broker/test_util.h"
 
 namespace sandgate::broker {

@@ -6,8 +6,8 @@
 
 #include <set>
 
-#include "common/encoding.h"
 #include "broker/store.h"
+#include "common/encoding.h"
 #include "tests/unit/broker/test_util.h"
 
 namespace sandgate::broker {

@@ -31,7 +31,8 @@ TEST_F(FdPassing, DescriptorsArriveWithTheMessage) {
   std::string text = "adopt";
   iovec out{text.data(), text.size()};
   const int send[2] = {pipefd[0], pipefd[1]};
-  ASSERT_EQ(sendWithFds(sv_[0], std::span<iovec>(&out, 1), send), static_cast<ssize_t>(text.size()));
+  ASSERT_EQ(sendWithFds(sv_[0], std::span<iovec>(&out, 1), send),
+            static_cast<ssize_t>(text.size()));
   ::close(pipefd[0]);
   ::close(pipefd[1]);
 

@@ -69,8 +69,8 @@ TEST(HostPort, AuthorityMayLeaveThePortOut) {
     EXPECT_EQ(hp->host, c.host);
     EXPECT_EQ(hp->port, c.port);
   }
-  for (const char* bad : {"", "[]", "[::1", "[::1]x", "[::1]:", "::1", "a:b:80", "api.test:",
-                          "api.test:0", "api.test:65536", "api.test:+80", "[::1]]"}) {
+  for (const char* bad : {"", "[]", "[::1", "[::1]x", "[::1]:", "::1", "a:b:80",
+                          "api.test:", "api.test:0", "api.test:65536", "api.test:+80", "[::1]]"}) {
     EXPECT_FALSE(parseAuthority(bad, 443)) << bad;
   }
 }

@@ -18,9 +18,8 @@ TEST(HttpText, TrimOwsRemovesSpacesAndTabsOnlyAroundTheValue) {
 
 TEST(HttpText, ListElementsAreTrimmedAndEmptyOnesSkipped) {
   std::vector<std::string> got;
-  forEachListElement(" keep-alive ,, Upgrade,\tX-Foo ,", [&](std::string_view e) {
-    got.emplace_back(e);
-  });
+  forEachListElement(" keep-alive ,, Upgrade,\tX-Foo ,",
+                     [&](std::string_view e) { got.emplace_back(e); });
   EXPECT_EQ(got, (std::vector<std::string>{"keep-alive", "Upgrade", "X-Foo"}));
 }
 

@@ -48,9 +48,9 @@ TEST(SandboxSection, TheBuiltInConfigWritesTheSameDefaultsOut) {
   ASSERT_TRUE(c.ok()) << c.errorText();
   expectDefaults(c->sandbox);
   // Written out, not left implicit: users read the built-in config to see the defaults.
-  for (const char* key : {"memory: 4G", "pids: 1024", "cpus: unlimited", "timeout: 2h",
-                          "tmpfs_size: 1G", "id_range: 2113929216-2113994751",
-                          "workspace_mode: overlay", "disk: unlimited"}) {
+  for (const char* key :
+       {"memory: 4G", "pids: 1024", "cpus: unlimited", "timeout: 2h", "tmpfs_size: 1G",
+        "id_range: 2113929216-2113994751", "workspace_mode: overlay", "disk: unlimited"}) {
     EXPECT_NE(defaultConfigText().find(key), std::string::npos) << key;
   }
 }

@@ -9,8 +9,8 @@
 #include <boost/beast/http/field.hpp>
 #include <boost/json.hpp>
 
-#include "proxy/state/snapshot.h"
 #include "proxy/identity/task_token.h"
+#include "proxy/state/snapshot.h"
 #include "tests/unit/broker/test_util.h"
 
 namespace sandgate::proxy {
@@ -33,7 +33,7 @@ class AdminApiTest : public ::testing::Test {
 
   // A snapshot of the test config with `adminApi` as metrics.admin_api (empty: none).
   Result<std::shared_ptr<const Snapshot>> snapshot(const std::string& adminApi,
-                                                    const std::string& keys = "") {
+                                                   const std::string& keys = "") {
     auto cfg = config::loadString(
         fmt::format(R"(policies:
   api: {{ allow: [ {{ host: api.test }} ] }}
@@ -44,8 +44,7 @@ tokens:
   keys: [ {{ id: k1, file: {0}/hs.key }}{2} ]
 {1}
 )",
-                    dir.path(), adminApi.empty() ? "" : "metrics:\n  admin_api: " + adminApi,
-                    keys),
+                    dir.path(), adminApi.empty() ? "" : "metrics:\n  admin_api: " + adminApi, keys),
         "admin.yaml");
     EXPECT_TRUE(cfg.ok()) << cfg.errorText();
     if (!cfg) return cfg.errors();
@@ -53,14 +52,14 @@ tokens:
   }
 
   std::shared_ptr<const Snapshot> withMint() {
-    auto s = snapshot(fmt::format("{{ token_file: {}/admin.token, mint: {{ kid: k1 }} }}",
-                                  dir.path()));
+    auto s =
+        snapshot(fmt::format("{{ token_file: {}/admin.token, mint: {{ kid: k1 }} }}", dir.path()));
     EXPECT_TRUE(s.ok()) << s.errorText();
     return s.ok() ? s.value() : nullptr;
   }
 
   static ApiRequest request(http::verb method, std::string target, std::string body = "",
-                              std::optional<std::string> auth = "Bearer " + kAdminToken) {
+                            std::optional<std::string> auth = "Bearer " + kAdminToken) {
     ApiRequest req{method, target, 11};
     if (auth) req.set(http::field::authorization, *auth);
     req.body() = std::move(body);
@@ -68,9 +67,7 @@ tokens:
     return req;
   }
 
-  static json::object bodyOf(const ApiResponse& res) {
-    return json::parse(res.body()).as_object();
-  }
+  static json::object bodyOf(const ApiResponse& res) { return json::parse(res.body()).as_object(); }
 
   static std::string reasonOf(const ApiResponse& res) {
     auto o = bodyOf(res);
@@ -111,12 +108,11 @@ TEST_F(AdminApiTest, RefusalsExplainThemselves) {
       // Unauthenticated, an unknown path says nothing about which paths exist.
       {"no_auth_unknown_path", request(http::verb::get, "/v1/nope", "", std::nullopt),
        http::status::unauthorized, "admin_auth_required"},
-      {"unknown_path", request(http::verb::get, "/v1/nope"), http::status::not_found,
-       "not_found"},
-      {"wrong_method", request(http::verb::get, "/v1/tokens"),
-       http::status::method_not_allowed, "method_not_allowed"},
-      {"not_json", request(http::verb::post, "/v1/tokens", "task=t1"),
-       http::status::bad_request, "bad_request"},
+      {"unknown_path", request(http::verb::get, "/v1/nope"), http::status::not_found, "not_found"},
+      {"wrong_method", request(http::verb::get, "/v1/tokens"), http::status::method_not_allowed,
+       "method_not_allowed"},
+      {"not_json", request(http::verb::post, "/v1/tokens", "task=t1"), http::status::bad_request,
+       "bad_request"},
       {"unknown_field", request(http::verb::post, "/v1/tokens", R"({"task":"t1","tll":5})"),
        http::status::bad_request, "bad_request"},
       {"no_such_task", request(http::verb::post, "/v1/tokens", R"({"task":"nobody"})"),
@@ -124,8 +120,7 @@ TEST_F(AdminApiTest, RefusalsExplainThemselves) {
       {"ttl_beyond_max_ttl",
        request(http::verb::post, "/v1/tokens", R"({"task":"t1","ttl":999999})"),
        http::status::bad_request, "bad_request"},
-      {"bad_limits",
-       request(http::verb::post, "/v1/tokens", R"({"task":"t1","limits":{"x":1}})"),
+      {"bad_limits", request(http::verb::post, "/v1/tokens", R"({"task":"t1","limits":{"x":1}})"),
        http::status::bad_request, "bad_request"},
       {"revoke_without_jti", request(http::verb::post, "/v1/revoke", "{}"),
        http::status::bad_request, "bad_request"},
@@ -225,8 +220,8 @@ TEST_F(AdminApiTest, BadAdminKeysAreConfigErrors) {
   for (const auto& c : cases) {
     auto snap = snapshot(c.adminApi);
     ASSERT_FALSE(snap.ok()) << c.name;
-    EXPECT_NE(snap.errorText().find(c.keyPath), std::string::npos) << c.name << ": "
-                                                                   << snap.errorText();
+    EXPECT_NE(snap.errorText().find(c.keyPath), std::string::npos)
+        << c.name << ": " << snap.errorText();
   }
 }
 

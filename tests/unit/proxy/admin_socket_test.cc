@@ -86,10 +86,9 @@ struct FakeBackend {
       if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
       return TaskEnvironment{"p", "PEM", {{"KEY", "token-placeholder"}}, {}, std::nullopt};
     };
-    b.adopt = [this](std::vector<int> fds, const std::string& task,
-                     std::shared_ptr<ListenerTally> t,
-                     std::shared_ptr<const broker::PlaceholderSet> placeholders)
-        -> Result<uint64_t> {
+    b.adopt = [this](
+                  std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> t,
+                  std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Result<uint64_t> {
       std::lock_guard lock(mu);
       tally = std::move(t);
       adoptedWith.push_back(std::move(placeholders));

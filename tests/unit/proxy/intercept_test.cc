@@ -1,7 +1,6 @@
 // Server-wide interception state (proxy/intercept/intercept.h): fails closed without a usable CA,
 // writes ca_cert_out, and keeps one placeholder set per task across snapshots.
 #include "proxy/intercept/intercept.h"
-#include "proxy/state/token_placeholders.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -11,6 +10,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+
+#include "proxy/state/token_placeholders.h"
 
 namespace sandgate::proxy {
 namespace {

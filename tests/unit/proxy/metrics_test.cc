@@ -2,8 +2,6 @@
 // after the TTL (with an injected clock), and concurrent updates.
 #include "proxy/observe/metrics.h"
 
-#include "proxy/state/task_limits.h"
-
 #include <gtest/gtest.h>
 
 #include <atomic>
@@ -14,6 +12,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include "proxy/state/task_limits.h"
 
 namespace sandgate::proxy {
 namespace {

@@ -1,6 +1,7 @@
-// The non-template helpers of the message relay (proxy/exchange/relay.h): a request head that carried an
-// injected credential is overwritten in place before its memory goes back to the allocator, and
-// a message whose body is in hand is formatted byte for byte as Beast's serializer would.
+// The non-template helpers of the message relay (proxy/exchange/relay.h): a request head that
+// carried an injected credential is overwritten in place before its memory goes back to the
+// allocator, and a message whose body is in hand is formatted byte for byte as Beast's serializer
+// would.
 #include "proxy/exchange/relay.h"
 
 #include <gtest/gtest.h>

@@ -1,5 +1,6 @@
-// The codings of a response body as scrubbing sees them (proxy/exchange/request_credentials.h): every
-// field line of Content-Encoding and Transfer-Encoding counts, not only the first of each name.
+// The codings of a response body as scrubbing sees them (proxy/exchange/request_credentials.h):
+// every field line of Content-Encoding and Transfer-Encoding counts, not only the first of each
+// name.
 #include "proxy/exchange/request_credentials.h"
 
 #include <gtest/gtest.h>

@@ -1,6 +1,6 @@
-// Tests for proxy/identity/task_token.cc: every way a task token is refused, from the side of someone
-// who holds a token (or makes one up) and wants more than it grants; and the three algorithms
-// round-tripping through mintToken and verify.
+// Tests for proxy/identity/task_token.cc: every way a task token is refused, from the side of
+// someone who holds a token (or makes one up) and wants more than it grants; and the three
+// algorithms round-tripping through mintToken and verify.
 #include "proxy/identity/task_token.h"
 
 #include <fmt/format.h>
@@ -88,7 +88,7 @@ class TaskTokenTest : public ::testing::Test {
 
   std::string mint(const std::string& claimsJson, std::string kid = "h1",
                    Algorithm alg = Algorithm::kHS256) {
-    std::string k = alg == Algorithm::kHS256 ? kHsKey
+    std::string k = alg == Algorithm::kHS256   ? kHsKey
                     : alg == Algorithm::kEdDSA ? ed.first
                                                : es.first;
     auto t = mintToken(alg, kid, k, claimsJson);
@@ -141,8 +141,7 @@ TEST_F(TaskTokenTest, TheKeyDecidesTheAlgorithm) {
   ASSERT_TRUE(confused.ok());
   EXPECT_EQ(v->verify(confused.value(), kNow).reason, token_reason::kWrongAlgorithm);
   EXPECT_EQ(v->verify(mint(claims(), "nope"), kNow).reason, token_reason::kUnknownKey);
-  EXPECT_EQ(v->verify(b64url(R"({"alg":"HS256"})") + "." + b64url(claims()) + ".c2ln", kNow)
-                .reason,
+  EXPECT_EQ(v->verify(b64url(R"({"alg":"HS256"})") + "." + b64url(claims()) + ".c2ln", kNow).reason,
             token_reason::kUnknownKey);
 }
 
@@ -155,9 +154,9 @@ TEST_F(TaskTokenTest, ATamperedTokenFailsItsSignature) {
     const std::string t = mint(claims(), kid, alg);
     const size_t a = t.find('.'), b = t.rfind('.');
     // Other claims under the same signature: another task, a later exp.
-    const std::string widened =
-        t.substr(0, a + 1) + b64url(R"({"sub":"admin","iat":1800000000,"exp":1800003600})") +
-        t.substr(b);
+    const std::string widened = t.substr(0, a + 1) +
+                                b64url(R"({"sub":"admin","iat":1800000000,"exp":1800003600})") +
+                                t.substr(b);
     EXPECT_EQ(v->verify(widened, kNow).reason, token_reason::kBadSignature);
     std::string flipped = t;
     flipped[b + 2] = flipped[b + 2] == 'A' ? 'B' : 'A';
@@ -187,9 +186,9 @@ TEST_F(TaskTokenTest, TimesWithLeeway) {
   EXPECT_EQ(v->verify(future, kNow).reason, token_reason::kNotYetValid);
   // exp at most max_ttl after iat (or now).
   EXPECT_EQ(v->verify(mint(claims(kNow + 25 * 3600)), kNow).reason, token_reason::kTtlTooLong);
-  EXPECT_EQ(v->verify(mint(fmt::format(R"({{"sub":"t1","exp":{}}})", kNow + 25 * 3600)), kNow)
-                .reason,
-            token_reason::kTtlTooLong);
+  EXPECT_EQ(
+      v->verify(mint(fmt::format(R"({{"sub":"t1","exp":{}}})", kNow + 25 * 3600)), kNow).reason,
+      token_reason::kTtlTooLong);
 }
 
 // A remembered token (its signature checked once) still expires, and another token with the
@@ -239,19 +238,18 @@ TEST_F(TaskTokenTest, MalformedTokensAreRefusedWithoutCrashing) {
       "eyJ!!.eyJ.c2ln",
       h + "." + b64url("not json") + sig,
       h + "." + b64url("[1,2]") + sig,
-      h + "." + b64url(R"({"sub":"t1"})") + sig,                     // no exp
-      h + "." + b64url(R"({"exp":1800000600})") + sig,               // no sub
-      h + "." + b64url(R"({"sub":7,"exp":1800000600})") + sig,       // wrong type
-      h + "." + b64url(R"({"sub":"t1","exp":"soon"})") + sig,        // wrong type
-      h + "." + b64url(R"({"sub":"t1","exp":1,"hosts":"x"})") + sig,  // not a list
+      h + "." + b64url(R"({"sub":"t1"})") + sig,                       // no exp
+      h + "." + b64url(R"({"exp":1800000600})") + sig,                 // no sub
+      h + "." + b64url(R"({"sub":7,"exp":1800000600})") + sig,         // wrong type
+      h + "." + b64url(R"({"sub":"t1","exp":"soon"})") + sig,          // wrong type
+      h + "." + b64url(R"({"sub":"t1","exp":1,"hosts":"x"})") + sig,   // not a list
       h + "." + b64url(R"({"sub":"t1","exp":1,"limits":[1]})") + sig,  // not an object
       h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"idle_timeout":1}})") + sig,
       h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_connections":0}})") + sig,
       h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_connections":-3}})") + sig,
       h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_tunnels":1.5}})") + sig,
       h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"max_tunnels":5000000000}})") + sig,
-      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"new_connections_per_second":0}})") +
-          sig,
+      h + "." + b64url(R"({"sub":"t1","exp":1,"limits":{"new_connections_per_second":0}})") + sig,
       b64url(R"({"alg":"HS256","alg":"none","kid":"h1"})") + "." + b64url(claims()) + sig,
       h + "." + b64url(std::string(20000, '[')) + sig,  // too long, and a nesting bomb
       h + "." + b64url(std::string(200, '[') + std::string(200, ']')) + sig,
@@ -263,8 +261,8 @@ TEST_F(TaskTokenTest, MalformedTokensAreRefusedWithoutCrashing) {
     EXPECT_EQ(c.detail.find(t.empty() ? "\x01" : t), std::string::npos);  // never quoted
   }
   // A claim written twice, properly signed: two readers could see two different tasks.
-  auto dup = mintToken(Algorithm::kHS256, "h1", kHsKey,
-                       R"({"sub":"t1","sub":"admin","exp":1800000600})");
+  auto dup =
+      mintToken(Algorithm::kHS256, "h1", kHsKey, R"({"sub":"t1","sub":"admin","exp":1800000600})");
   ASSERT_TRUE(dup.ok());
   EXPECT_EQ(v->verify(dup.value(), kNow).reason, token_reason::kMalformed);
 }
@@ -311,8 +309,7 @@ TEST_F(TaskTokenTest, ClaimsForAndDescribe) {
   EXPECT_EQ(c.claims.limits->maxConnections, 3u);
   EXPECT_EQ(c.claims.limits->maxTunnels, std::nullopt);
   EXPECT_EQ(c.claims.limits->newConnectionsPerSecond, 0.5);
-  EXPECT_NE(describeClaims(c.claims).find(R"("limits":{"max_connections":3,)"),
-            std::string::npos)
+  EXPECT_NE(describeClaims(c.claims).find(R"("limits":{"max_connections":3,)"), std::string::npos)
       << describeClaims(c.claims);
   r.limits = {};
   EXPECT_FALSE(boost::json::parse(claimsFor(r, kNow)).as_object().contains("limits"));

@@ -1,7 +1,7 @@
-// Tests for proxy/session/token_task.cc: what a verified task token's claims bind a connection to. An
-// ad-hoc task (a `sub` the config does not name, with a `pol` it does) gets exactly its
-// policy: its hosts, its credentials, nothing of another policy; a `sub` naming a configured
-// task is that task, and its token may only narrow it.
+// Tests for proxy/session/token_task.cc: what a verified task token's claims bind a connection to.
+// An ad-hoc task (a `sub` the config does not name, with a `pol` it does) gets exactly its policy:
+// its hosts, its credentials, nothing of another policy; a `sub` naming a configured task is that
+// task, and its token may only narrow it.
 #include "proxy/session/token_task.h"
 
 #include <fmt/format.h>

@@ -1,5 +1,5 @@
-// The worker loop (proxy/server/worker_loop.h): the adaptive spin's rules, and runWorker behaving like
-// io_context::run() — it runs every handler, returns once out of work or stopped, and lets
+// The worker loop (proxy/server/worker_loop.h): the adaptive spin's rules, and runWorker behaving
+// like io_context::run() — it runs every handler, returns once out of work or stopped, and lets
 // exceptions through — with and without a spin.
 #include "proxy/server/worker_loop.h"
 

@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <boost/json.hpp>
-
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
