@@ -126,7 +126,7 @@ Result<SandboxEnvironment> environmentOf(const ServerState& state, const std::st
   const auto& icpt = state.interception;
   if (!icpt) return env;
   env.caPem = icpt->caCertificatePem();
-  env.placeholders = make(*icpt, *snap);
+  env.placeholders = make(*snap);
   for (const auto& p : env.placeholders->all()) {
     if (std::binary_search(t->credentials.begin(), t->credentials.end(), p.credential)) {
       env.variables.emplace_back(p.variable, p.value);
@@ -138,13 +138,13 @@ Result<SandboxEnvironment> environmentOf(const ServerState& state, const std::st
 }  // namespace
 
 Result<SandboxEnvironment> Server::sandboxEnvironment(const std::string& task) {
-  return environmentOf(impl_->state, task, [](Interception&, const Snapshot& snap) {
+  return environmentOf(impl_->state, task, [](const Snapshot& snap) {
     return broker::PlaceholderSet::generate(snap.config.credentials, *snap.secrets);
   });
 }
 
 Result<SandboxEnvironment> Server::tokenClientEnvironment(const std::string& task) {
-  return environmentOf(impl_->state, task, [&](Interception&, const Snapshot& snap) {
+  return environmentOf(impl_->state, task, [&](const Snapshot& snap) {
     return impl_->state.tokenPlaceholders.forTask(task, snap.config.credentials, *snap.secrets);
   });
 }

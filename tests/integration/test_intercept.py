@@ -378,6 +378,7 @@ class InterceptTest(unittest.TestCase):
         self.assertEqual(status, 400)
         self.assertEqual(headers.get("x-sandgate-reason"), "missing_host")
         self.assertEqual(self.https.requests_to("/echo/nohost"), [])
+        self.sg.wait_audit(host="api.test", reason="missing_host", status=400)
 
     def test_sni_mismatch(self):
         t = self.tunnel("api.test", sni="other.test")

@@ -64,6 +64,7 @@ class ParsingTest(unittest.TestCase):
         # RFC 9112 section 3.2: it was forwarded with a Host sandgate made up.
         self.expect_400(self.req(b"GET http://api.test/echo/nohost HTTP/1.1", b""),
                         "missing_host")
+        self.sg.wait_audit(reason="missing_host", status=400)
         # HTTP/1.0 has no such rule.
         s = self.sg.connect()
         s.sendall(self.req(b"GET http://api.test/echo/http10 HTTP/1.0", b""))
