@@ -44,10 +44,7 @@ TEST_F(ConnectTest, DeniedHostIs403WithItsReasonAndNoDial) {
   ASSERT_TRUE(c);
   // denied.test resolves to the upstream: a dial would show there.
   ASSERT_TRUE(c->send(connectHead("denied.test:443") + "early bytes"));
-  auto r = readResponse(*c);
-  EXPECT_TRUE(r.complete) << r.error;
-  EXPECT_EQ(r.status, 403);
-  EXPECT_EQ(r.field("X-Sandgate-Reason"), "no_matching_rule");
+  auto r = expectRefusal(*c, 403, "no_matching_rule");
   EXPECT_EQ(r.field("Connection"), "close");
   std::string rest;
   EXPECT_TRUE(c->readToEnd(rest));
@@ -60,9 +57,7 @@ TEST_F(ConnectTest, DeniedHostIs403WithItsReasonAndNoDial) {
   EXPECT_EQ(text(*line, "verdict"), "deny");
   EXPECT_EQ(number(*line, "status"), 403);
   EXPECT_EQ(number(*line, "bytes_up"), 0);
-  EXPECT_EQ(metric("sandgate_requests_total", {"task=\"t\"", "kind=\"tunnel\"", "verdict=\"deny\"",
-                                               "reason=\"no_matching_rule\""}),
-            1);
+  EXPECT_EQ(requests("tunnel", "deny", "no_matching_rule"), 1);
 }
 
 TEST_F(ConnectTest, HeadInTinyPiecesOpensTheTunnel) {
@@ -154,13 +149,9 @@ TEST_F(ConnectTest, UpstreamRefusingTheConnectionIs502) {
   auto c = dialProxy();
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->send(connectHead("refused.test:7000") + "never relayed"));
-  auto r = readResponse(*c);
-  EXPECT_TRUE(r.complete) << r.error;
-  EXPECT_EQ(r.status, 502);
-  EXPECT_EQ(r.field("X-Sandgate-Reason"), "upstream_refused");
-  auto line = waitAudit("refusal", "upstream_refused");
+  expectRefusal(*c, 502, "upstream_refused");
+  auto line = expectAudit("refusal", "upstream_refused", "error");
   ASSERT_TRUE(line);
-  EXPECT_EQ(text(*line, "verdict"), "error");
   EXPECT_EQ(text(*line, "host"), "refused.test");
   EXPECT_EQ(number(*line, "status"), 502);
   ::close(refusing);

@@ -61,7 +61,8 @@ class ProxyFixture : public ServerFixture {
 
   // A client context that trusts the upstream's own CA (a tunnel sandgate does not intercept).
   SSL_CTX* upstreamClientTls() {
-    if (!upstreamClientCtx_ && upstreamTls()) upstreamClientCtx_ = clientContext(upstreamCa_->certificatePem());
+    if (!upstreamClientCtx_ && upstreamTls())
+      upstreamClientCtx_ = clientContext(upstreamCa_->certificatePem());
     return upstreamClientCtx_.get();
   }
 
@@ -74,7 +75,8 @@ class ProxyFixture : public ServerFixture {
     out += "tasks:\n  - name: t\n    policy: p\n";
     out += "resolve:\n  api.test: 127.0.0.1:" + std::to_string(cfg.apiPort) +
            "\n  denied.test: 127.0.0.1:" + std::to_string(cfg.apiPort) + "\n";
-    if (cfg.refusedPort) out += "  refused.test: 127.0.0.1:" + std::to_string(cfg.refusedPort) + "\n";
+    if (cfg.refusedPort)
+      out += "  refused.test: 127.0.0.1:" + std::to_string(cfg.refusedPort) + "\n";
     out += "listen:\n  metrics: 127.0.0.1:0\n";
     // Connections a test leaves open do not hold its teardown for long.
     std::string limits = "  shutdown_grace: 200ms\n" + cfg.limits;
@@ -178,10 +180,39 @@ class ProxyFixture : public ServerFixture {
   }
 
   // A line of `kind` with `reason` (a null reason: `reason` empty).
-  std::optional<boost::json::object> waitAudit(std::string_view kind, std::string_view reason) const {
+  std::optional<boost::json::object> waitAudit(std::string_view kind,
+                                               std::string_view reason) const {
     return waitAudit([&](const boost::json::object& o) {
       return text(o, "kind") == kind && text(o, "reason") == reason;
     });
+  }
+
+  // The line of `kind` with `reason`, which must come and have `verdict`.
+  std::optional<boost::json::object> expectAudit(std::string_view kind, std::string_view reason,
+                                                 std::string_view verdict) const {
+    auto line = waitAudit(kind, reason);
+    EXPECT_TRUE(line) << "no audit line of kind " << kind << " with reason " << reason;
+    if (line) {
+      EXPECT_EQ(text(*line, "verdict"), verdict);
+    }
+    return line;
+  }
+
+  // Reads the proxy's own answer on `c`: a complete response with `status` and
+  // X-Sandgate-Reason `reason`.
+  static ClientResponse expectRefusal(Wire& c, int status, std::string_view reason) {
+    auto r = readResponse(c);
+    EXPECT_TRUE(r.complete) << r.error;
+    EXPECT_EQ(r.status, status);
+    EXPECT_EQ(r.field("X-Sandgate-Reason"), reason);
+    return r;
+  }
+
+  // sandgate_requests_total of task t.
+  double requests(std::string_view kind, std::string_view verdict, std::string_view reason) const {
+    return metric("sandgate_requests_total", {"task=\"t\"", "kind=\"" + std::string(kind) + "\"",
+                                              "verdict=\"" + std::string(verdict) + "\"",
+                                              "reason=\"" + std::string(reason) + "\""});
   }
 
   static std::string text(const boost::json::object& o, std::string_view key) {
@@ -209,7 +240,8 @@ class ProxyFixture : public ServerFixture {
   }
 
   // Waits (at most 3 s) until the series has `value`.
-  bool waitMetric(const std::string& name, const std::vector<std::string>& labels, double value) const {
+  bool waitMetric(const std::string& name, const std::vector<std::string>& labels,
+                  double value) const {
     const auto end = std::chrono::steady_clock::now() + 3s;
     do {
       if (metric(name, labels) == value) return true;

@@ -63,7 +63,8 @@ class Wire {
 
   // The bound on every single read and write from now on.
   void setTimeout(std::chrono::milliseconds t) {
-    timeval tv{static_cast<time_t>(t.count() / 1000), static_cast<suseconds_t>(t.count() % 1000) * 1000};
+    timeval tv{static_cast<time_t>(t.count() / 1000),
+               static_cast<suseconds_t>(t.count() % 1000) * 1000};
     ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     ::setsockopt(fd_, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
   }
@@ -182,7 +183,8 @@ class Wire {
     SSL_set_fd(ssl_, fd_);
     SSL_set_verify(ssl_, SSL_VERIFY_PEER, nullptr);
     if (!sni.empty()) SSL_set_tlsext_host_name(ssl_, sni.c_str());
-    if (!verifyHost.empty()) X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl_), verifyHost.c_str(), 0);
+    if (!verifyHost.empty())
+      X509_VERIFY_PARAM_set1_host(SSL_get0_param(ssl_), verifyHost.c_str(), 0);
     return SSL_connect(ssl_) == 1;
   }
   bool tls() const { return ssl_ != nullptr; }

@@ -60,6 +60,16 @@ class TunnelTest : public ProxyFixture {
     startProxy(cfg);
   }
 
+  // The proxy ends the tunnel on `c` with nothing sent back, and the upstream it dialled
+  // before the 200 has not had one byte of it.
+  void expectEndedBeforeTheUpstream(Wire& c) {
+    std::string got;
+    EXPECT_TRUE(c.readToEnd(got)) << "the tunnel stayed open";
+    EXPECT_EQ(got, "");
+    ASSERT_TRUE(upstream_->waitDone(0));
+    EXPECT_EQ(upstream_->received(0), "");
+  }
+
   std::unique_ptr<TestUpstream> upstream_;
 };
 
@@ -171,20 +181,12 @@ TEST_F(TunnelTest, ServerNameOfAnotherHostEndsTheTunnelBeforeTheUpstreamSeesIt) 
   auto c = openTunnel("api.test:443", &answer);
   ASSERT_TRUE(c) << answer;
   ASSERT_TRUE(c->send(clientHello("other.test")));
-  std::string got;
-  EXPECT_TRUE(c->readToEnd(got)) << "the tunnel stayed open";
-  EXPECT_EQ(got, "");
-  // The upstream was dialled before the 200, but got not one byte of the hello.
-  ASSERT_TRUE(upstream_->waitDone(0));
-  EXPECT_EQ(upstream_->received(0), "");
-  auto line = waitAudit("tunnel", "sni_mismatch");
+  expectEndedBeforeTheUpstream(*c);
+  auto line = expectAudit("tunnel", "sni_mismatch", "deny");
   ASSERT_TRUE(line);
-  EXPECT_EQ(text(*line, "verdict"), "deny");
   EXPECT_NE(text(*line, "error").find("'other.test'"), std::string::npos) << text(*line, "error");
   EXPECT_EQ(number(*line, "bytes_up"), 0);
-  EXPECT_EQ(metric("sandgate_requests_total", {"task=\"t\"", "kind=\"tunnel\"", "verdict=\"deny\"",
-                                               "reason=\"sni_mismatch\""}),
-            1);
+  EXPECT_EQ(requests("tunnel", "deny", "sni_mismatch"), 1);
 }
 
 TEST_F(TunnelTest, ServerNameOfAnotherHostSentWithTheConnectHeadIsCheckedToo) {
@@ -192,11 +194,7 @@ TEST_F(TunnelTest, ServerNameOfAnotherHostSentWithTheConnectHeadIsCheckedToo) {
   std::string answer;
   auto c = openTunnel("api.test:443", &answer, clientHello("other.test"));
   ASSERT_TRUE(c) << answer;
-  std::string got;
-  EXPECT_TRUE(c->readToEnd(got));
-  EXPECT_EQ(got, "");
-  ASSERT_TRUE(upstream_->waitDone(0));
-  EXPECT_EQ(upstream_->received(0), "");
+  expectEndedBeforeTheUpstream(*c);
   EXPECT_TRUE(waitAudit("tunnel", "sni_mismatch"));
 }
 
@@ -209,6 +207,31 @@ TEST_F(TunnelTest, HelloNamingTheConnectHostIsRelayedAsItCame) {
   c->shutdownWrite();
   ASSERT_TRUE(upstream_->waitDone(0));
   EXPECT_TRUE(upstream_->received(0) == hello) << "the ClientHello changed on the way";
+}
+
+TEST_F(TunnelTest, HelloInTinyPiecesIsCheckedWholeAndRelayedAsItCame) {
+  start(record);
+  const std::string hello = clientHello("api.test");
+  auto c = openTunnel("api.test:443");
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->sendInPieces(hello, 7));
+  ASSERT_TRUE(upstream_->waitAccepts(1));
+  c->shutdownWrite();
+  ASSERT_TRUE(upstream_->waitDone(0));
+  EXPECT_TRUE(upstream_->received(0) == hello)
+      << upstream_->received(0).size() << " of " << hello.size() << " bytes";
+}
+
+TEST_F(TunnelTest, HelloCutShortThenClosedReachesNoUpstream) {
+  start(record);
+  const std::string hello = clientHello("api.test");
+  auto c = openTunnel("api.test:443");
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->send(hello.substr(0, hello.size() / 2)));
+  c->shutdownWrite();
+  expectEndedBeforeTheUpstream(*c);
+  auto line = expectAudit("tunnel", "client_closed", "error");
+  ASSERT_TRUE(line);
 }
 
 TEST_F(TunnelTest, TlsThroughTheTunnelWorksWithTheRightNameOrNone) {
@@ -232,14 +255,9 @@ TEST_F(TunnelTest, PlaintextIntoATlsTunnelIsRefused) {
   auto c = openTunnel("api.test:443");
   ASSERT_TRUE(c);
   ASSERT_TRUE(c->send("GET / HTTP/1.1\r\nHost: api.test\r\n\r\n"));
-  std::string got;
-  EXPECT_TRUE(c->readToEnd(got));
-  EXPECT_EQ(got, "");
-  ASSERT_TRUE(upstream_->waitDone(0));
-  EXPECT_EQ(upstream_->received(0), "");
-  auto line = waitAudit("tunnel", "not_tls");
+  expectEndedBeforeTheUpstream(*c);
+  auto line = expectAudit("tunnel", "not_tls", "deny");
   ASSERT_TRUE(line);
-  EXPECT_EQ(text(*line, "verdict"), "deny");
 }
 
 }  // namespace
