@@ -244,6 +244,25 @@ class Wire {
   std::string endedBy_;
 };
 
+// One side tells a script on an upstream thread that something has happened (bounded wait).
+class Signal {
+ public:
+  void set() {
+    std::lock_guard lock(mu_);
+    set_ = true;
+    cv_.notify_all();
+  }
+  bool wait(std::chrono::milliseconds timeout = 3s) {
+    std::unique_lock lock(mu_);
+    return cv_.wait_for(lock, timeout, [&] { return set_; });
+  }
+
+ private:
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool set_ = false;
+};
+
 // A client connection to 127.0.0.1:port (null when it cannot connect).
 inline std::unique_ptr<Wire> dialLoopback(uint16_t port) {
   int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
