@@ -258,6 +258,8 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     co_return false;
   }
   finishRequest(c, log);
+  // A response cut short after its head went out must not end like a whole one.
+  if (back.error != RelayError::kNone && back.headSent) abortConnection(c);
   // The upstream connection is reused only when both messages ended cleanly and nothing else
   // arrived: leftover bytes (or a half-read body, when the client went away) would be read as
   // the next request's response.

@@ -73,6 +73,11 @@ class RawUpstream(TcpServer):
                     fields[k.strip().lower()] = v.strip()
                 with self.lock:
                     self.paths.append(path)
+                if path.startswith("/cut"):
+                    # A response cut short: its chunk promises 20 bytes, 10 come, then the end.
+                    c.sendall(b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n"
+                              b"14\r\n0123456789")
+                    raise EOFError
                 if path.startswith("/early"):
                     c.sendall(b"HTTP/1.1 401 Unauthorized\r\nContent-Length: 0\r\n\r\n")
                     continue
@@ -206,6 +211,34 @@ class FramingTest(unittest.TestCase):
                 # Nothing of the bad chunk (nor a last chunk) was sent on.
                 self.assertNotIn(b"abc", up.received())
                 up.paths.remove("/streaming")
+
+    def test_cut_response_does_not_end_like_a_whole_one(self):
+        # An HTTP/1.0 client reads the body to the end of the connection: a cut upstream
+        # response must reach it as an abortive end (a reset, or TLS without close_notify),
+        # never as a clean one that makes the cut body look complete.
+        for name, route in self.routes():
+            with self.subTest(route=name):
+                s, target, up, auth = route()
+                if isinstance(s, ssl.SSLSocket):
+                    # An end without close_notify is then an error, as a careful client has it.
+                    s.suppress_ragged_eofs = False
+                s.sendall(self.head(target(b"/cut"), auth, b"\r\n", method=b"GET").replace(
+                    b"HTTP/1.1", b"HTTP/1.0", 1))
+                data, clean_end = b"", False
+                try:
+                    while len(data) < 65536:
+                        piece = s.recv(65536)
+                        if not piece:
+                            clean_end = True
+                            break
+                        data += piece
+                except (ConnectionResetError, ssl.SSLError):
+                    pass
+                finally:
+                    s.close()
+                self.assertIn(b"0123456789", data)
+                self.assertFalse(clean_end, "a cut response ended like a whole one: %r" % data)
+        self.sg.wait_audit(path="/cut", reason="upstream_reset")
 
     def exchange(self, s, raw):
         s.sendall(raw)
