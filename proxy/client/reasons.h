@@ -62,6 +62,7 @@ inline constexpr std::string_view kClientTlsFailed = "client_tls_failed";
 inline constexpr std::string_view kIdleTimeout = "idle_timeout";
 inline constexpr std::string_view kClientTimeout = "client_timeout";
 inline constexpr std::string_view kClientClosed = "client_closed";
+inline constexpr std::string_view kRevokedByReload = "revoked_by_reload";
 }  // namespace reason
 
 struct ReasonInfo {
@@ -127,6 +128,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kIdleTimeout, 0, "a tunnel idle for limits.idle_timeout"},
     {reason::kClientTimeout, 0, "the client sent nothing in time"},
     {reason::kClientClosed, 0, "the client went away mid-request"},
+    {reason::kRevokedByReload, 403,
+     "a reload removed the task, or no longer allows the tunnel's host (a tunnel is closed)"},
 };
 
 inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }

@@ -81,7 +81,9 @@ class InterceptSession {
 
   InterceptSession(ClientConnection& c, TlsChannel& tls, const policy::Target& target,
                    uint16_t port)
-      : c_(c), tls_(tls), target_(target), port_(port), creds_(c) {}
+      : c_(c), tls_(tls), target_(target), port_(port) {
+    creds_.emplace(c);
+  }
 
   // Serves requests until the connection ends.
   asio::awaitable<void> run();
@@ -91,7 +93,7 @@ class InterceptSession {
   beast::flat_buffer& clientBuffer() { return in_; }
   TlsChannel& upstream() { return up_->tls; }
   beast::flat_buffer& upstreamBuffer() { return up_->buf; }
-  RequestCredentials& credentials() { return creds_; }
+  RequestCredentials& credentials() { return *creds_; }
   const policy::Target& target() const { return target_; }
   asio::awaitable<void> refuse(RequestLog& log, const Refusal& r) {
     return proxy::refuse(c_, tls_, log, r);
@@ -134,7 +136,7 @@ class InterceptSession {
   // up_ ended its last exchange cleanly: the whole request sent, the whole response read,
   // nothing left over. Only then may it carry another request, here or from the pool.
   bool upClean_ = false;
-  RequestCredentials creds_;
+  std::optional<RequestCredentials> creds_;  // made again when a reload changes the snapshot
 };
 
 std::string InterceptSession::poolKeyFor(const std::string& credential) const {
@@ -262,9 +264,13 @@ void InterceptSession::rewriteHead(Request& req, bool websocket) {
 
 // One request; true when the connection may carry another.
 asio::awaitable<bool> InterceptSession::one() {
-  const TaskEntry& task = *c_.task;
   const HeadRead read = co_await readHead();
   if (read.status == HeadStatus::kClosed || read.status == HeadStatus::kTimeout) co_return false;
+  // Decided against the configuration current now (see session.cc).
+  bool reloaded = false;
+  auto revoked = refreshSnapshot(c_, &reloaded);
+  if (reloaded) creds_.emplace(c_);
+  const TaskEntry& task = *c_.task;
   RequestLog log;
   auto& rec = log.record;
   rec.time = std::chrono::system_clock::now();
@@ -275,6 +281,10 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.scheme = "https";
   rec.host = target_.name;
   rec.port = port_;
+  if (revoked) {
+    co_await refuse(log, *revoked);
+    co_return false;
+  }
   if (read.status != HeadStatus::kComplete) {
     const bool malformed = read.status == HeadStatus::kMalformed;
     Refusal r{.status = malformed ? 400 : 431,
@@ -329,8 +339,8 @@ asio::awaitable<void> InterceptSession::switchProtocols(RequestLog& log, Respons
   // The frames after it are not scrubbed (see the top of this file).
   std::optional<broker::Scrubber> scrubber;
   std::unique_ptr<broker::BodyDecoder> decoder;  // never made: a 101 has no body
-  creds_.scrubHeaders(res, false, log, scrubber, decoder);
-  creds_.countScrubs(scrubber);
+  creds_->scrubHeaders(res, false, log, scrubber, decoder);
+  creds_->countScrubs(scrubber);
   rec.kind = audit_kind::kWebsocket;
   rec.status = 101;
   http::response_serializer<http::buffer_body> sr(res);
