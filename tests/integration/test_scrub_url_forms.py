@@ -163,8 +163,12 @@ class ScrubUrlFormsTest(unittest.TestCase):
                 r = self.check("https://api.test/reencode" + q, API_SECRET, self.api_ph,
                                "Authorization: Bearer " + self.api_ph)
                 if not q:
-                    # Same-length placeholders: the body keeps its length.
-                    self.assertEqual(int(r.header("content-length")), len(r.body))
+                    # The secret has a '/' where its placeholder has a letter: the JSON form
+                    # "\/" would need "\u00XX" in the placeholder's spelling, so scrubbing may
+                    # change the length and the body is re-framed (README, "What scrubbing
+                    # catches").
+                    self.assertIsNone(r.header("content-length"))
+                    self.assertEqual(r.header("transfer-encoding"), "chunked")
 
     def test_query_secret_echoed_re_encoded(self):
         for q in ("", "&chunked=1"):
