@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <boost/beast/core/string.hpp>
 
 #include "proxy/observe/metrics.h"
