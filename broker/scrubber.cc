@@ -65,6 +65,13 @@ std::string base64Chars(size_t a, std::string_view bytes) {
   return out;
 }
 
+// The walks a position may start, as bits (ScrubSet::formsStartingWith).
+constexpr uint16_t kFormRaw = 1;   // the needle as written, and its URL forms
+constexpr uint16_t kFormHex = 2;
+constexpr uint16_t kFormJson = 4;
+constexpr uint16_t kFormBase64 = 8;        // << alignment: from the first fixed character
+constexpr uint16_t kFormBase64Lead = 64;  // << alignment: from the shared lead character
+
 // How a form was spelt, for emit().
 enum class Shape : uint8_t { kRaw, kUrl, kHex, kJson, kBase64 };
 
@@ -201,26 +208,26 @@ Probe walkBase64(std::string_view chars, size_t a, size_t n, bool lead, std::str
 }
 
 Probe probe(const ScrubRule& r, const ScrubSet::Base64Forms& b64, std::string_view needle,
-            std::string_view text, size_t p) {
+            std::string_view text, size_t p, uint16_t forms) {
   Probe out;
-  std::string_view rest = text.substr(p);
-  if (rest.size() >= needle.size()) {
-    if (rest.substr(0, needle.size()) == needle) out.len = needle.size();
-  } else if (needle.substr(0, rest.size()) == rest) {
-    out.partial = true;
+  if (forms & kFormRaw) {
+    std::string_view rest = text.substr(p);
+    if (rest.size() >= needle.size()) {
+      if (rest.substr(0, needle.size()) == needle) out.len = needle.size();
+    } else if (needle.substr(0, rest.size()) == rest) {
+      out.partial = true;
+    }
+    if (r.urlForms) merge(out, walkUrlForm(needle, text, p));
   }
-  if (r.urlForms) merge(out, walkUrlForm(needle, text, p));
-  if (r.encodedForms) {
-    merge(out, walkHex(needle, text, p));
-    merge(out, walkJson(needle, text, p));
-    for (size_t a = 0; a < 3; ++a) {
-      if (!b64.chars[a]) continue;
-      // reveal(): the needle's base64 characters, compared with response bytes.
-      const std::string_view chars = b64.chars[a]->reveal();
-      merge(out, walkBase64(chars, a, needle.size(), false, text, p));
-      if (base64Span(a, needle.size()).lead()) {
-        merge(out, walkBase64(chars, a, needle.size(), true, text, p));
-      }
+  if (forms & kFormHex) merge(out, walkHex(needle, text, p));
+  if (forms & kFormJson) merge(out, walkJson(needle, text, p));
+  for (size_t a = 0; a < 3; ++a) {
+    if (!(forms & ((kFormBase64 | kFormBase64Lead) << a)) || !b64.chars[a]) continue;
+    // reveal(): the needle's base64 characters, compared with response bytes.
+    const std::string_view chars = b64.chars[a]->reveal();
+    if (forms & (kFormBase64 << a)) merge(out, walkBase64(chars, a, needle.size(), false, text, p));
+    if (forms & (kFormBase64Lead << a)) {
+      merge(out, walkBase64(chars, a, needle.size(), true, text, p));
     }
   }
   return out;
@@ -263,18 +270,19 @@ ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
     if (r.needle && !r.needle->empty()) rules_.push_back(std::move(r));
   }
   base64_.resize(rules_.size());
-  std::array<std::vector<uint32_t>, 256> lists;
+  std::array<std::vector<std::pair<uint32_t, uint16_t>>, 256> lists;  // rule, forms
   auto pair = [&](unsigned char x, unsigned char y) {
     const unsigned key = (static_cast<unsigned>(x) << 8) | y;
     pairs_[key >> 6] |= uint64_t{1} << (key & 63);
   };
   for (size_t k = 0; k < rules_.size(); ++k) {
     const ScrubRule& r = rules_[k];
-    // A form of rule k may start with byte `first` (listed once per byte).
-    auto start = [&](unsigned char first) {
-      if (lists[first].empty() || lists[first].back() != k) {
-        lists[first].push_back(static_cast<uint32_t>(k));
+    // Forms `forms` of rule k may start with byte `first` (the rule listed once per byte).
+    auto start = [&](unsigned char first, uint16_t forms) {
+      if (lists[first].empty() || lists[first].back().first != k) {
+        lists[first].emplace_back(static_cast<uint32_t>(k), 0);
       }
+      lists[first].back().second |= forms;
     };
     // reveal(): its first two bytes (and its length) index the filter that finds where a
     // form of it may start in a response; its base64 forms are kept in protected memory.
@@ -292,7 +300,7 @@ ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
     };
     const auto n0 = static_cast<unsigned char>(n[0]);
     for (unsigned char first : spellingStarts(n0)) {
-      start(first);
+      start(first, kFormRaw);
       if (first == '%' && r.urlForms) {
         // The escape of n0: its first hex digit follows, in either case.
         pair('%', kUpper[n0 >> 4]);
@@ -311,13 +319,14 @@ ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
     if (!r.encodedForms) continue;
     // Hex: n0's two digits, each in either case.
     for (char hi : {kUpper[n0 >> 4], kLower[n0 >> 4]}) {
-      start(hi);
+      start(hi, kFormHex);
       pair(hi, kUpper[n0 & 0xf]);
       pair(hi, kLower[n0 & 0xf]);
     }
     // JSON: n0 raw before an escaped second byte, or n0 escaped.
+    if (n0 != '\\') start(n0, kFormJson);
     if (n0 != '\\' && n.size() > 1) pair(n0, '\\');
-    start('\\');
+    start('\\', kFormJson);
     pair('\\', 'u');
     if (const char x = jsonShortLetter(n0)) pair('\\', x);
     // Base64: the first character of the form (a lead shared with a neighbour: any whose
@@ -329,7 +338,7 @@ ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
       auto both = [](int v) { return std::array<char, 2>{kBase64[v], kBase64Url[v]}; };
       const size_t f = sp.lead() ? 1 : 0;
       for (char c0 : both(base64Value(chars[f]))) {
-        start(c0);
+        start(c0, kFormBase64 << a);
         for (char c1 : both(base64Value(chars[f + 1]))) pair(c0, c1);
       }
       if (sp.lead()) {
@@ -338,7 +347,7 @@ ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
         for (int v = 0; v < 64; ++v) {
           if ((static_cast<unsigned>(v) & m) != want) continue;
           for (char c0 : both(v)) {
-            start(c0);
+            start(c0, kFormBase64Lead << a);
             for (char c1 : both(base64Value(chars[1]))) pair(c0, c1);
           }
         }
@@ -348,7 +357,10 @@ ScrubSet::ScrubSet(std::vector<ScrubRule> rules) {
   }
   for (unsigned a = 0; a < 256; ++a) {
     firstBegin_[a] = static_cast<uint32_t>(byFirst_.size());
-    byFirst_.insert(byFirst_.end(), lists[a].begin(), lists[a].end());
+    for (const auto& [k, forms] : lists[a]) {
+      byFirst_.push_back(k);
+      formsByFirst_.push_back(forms);
+    }
   }
   firstBegin_[256] = static_cast<uint32_t>(byFirst_.size());
 }
@@ -526,10 +538,14 @@ size_t Scrubber::scan(std::string_view work, std::string& out, bool final) {
     size_t best = 0;
     Match bestMatch;
     bool partial = false;
-    for (uint32_t k : set.startingWith(static_cast<unsigned char>(work[p]))) {
+    const auto first = static_cast<unsigned char>(work[p]);
+    const auto rules = set.startingWith(first);
+    const auto forms = set.formsStartingWith(first);
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const uint32_t k = rules[i];
       const ScrubRule& r = set.rules()[k];
       // reveal(): compared with response bytes to find the secret and replace it.
-      const Probe m = probe(r, set.base64(k), r.needle->reveal(), work, p);
+      const Probe m = probe(r, set.base64(k), r.needle->reveal(), work, p, forms[i]);
       partial = partial || m.partial;
       if (m.len > bestLen) {
         bestLen = m.len;
@@ -582,10 +598,15 @@ bool Scrubber::occursIn(std::string_view text) const {
   const ScrubSet& set = *set_;
   for (size_t p = nextCandidate(set, text, 0); p < text.size();
        p = nextCandidate(set, text, p + 1)) {
-    for (uint32_t k : set.startingWith(static_cast<unsigned char>(text[p]))) {
-      const ScrubRule& r = set.rules()[k];
+    const auto first = static_cast<unsigned char>(text[p]);
+    const auto rules = set.startingWith(first);
+    const auto forms = set.formsStartingWith(first);
+    for (size_t i = 0; i < rules.size(); ++i) {
+      const ScrubRule& r = set.rules()[rules[i]];
       // reveal(): compared with a response field to see whether the secret is in it.
-      if (probe(r, set.base64(k), r.needle->reveal(), text, p).len > 0) return true;
+      if (probe(r, set.base64(rules[i]), r.needle->reveal(), text, p, forms[i]).len > 0) {
+        return true;
+      }
     }
   }
   return false;

@@ -75,6 +75,11 @@ class ScrubSet {
   std::span<const uint32_t> startingWith(unsigned char a) const {
     return {byFirst_.data() + firstBegin_[a], byFirst_.data() + firstBegin_[a + 1]};
   }
+  // For each of those, which of its forms may (a bit per walk, see scrubber.cc): a position
+  // probes only the walks that can start there.
+  std::span<const uint16_t> formsStartingWith(unsigned char a) const {
+    return {formsByFirst_.data() + firstBegin_[a], formsByFirst_.data() + firstBegin_[a + 1]};
+  }
 
  private:
   std::vector<ScrubRule> rules_;
@@ -83,6 +88,7 @@ class ScrubSet {
   bool preservesLength_ = true;
   std::array<uint32_t, 257> firstBegin_{};  // byFirst_[firstBegin_[a], firstBegin_[a + 1])
   std::vector<uint32_t> byFirst_;
+  std::vector<uint16_t> formsByFirst_;  // parallel to byFirst_
   std::vector<uint64_t> pairs_ = std::vector<uint64_t>(65536 / 64);
 };
 
