@@ -48,9 +48,7 @@ struct Base64Span {
   }
 };
 
-Base64Span base64Span(size_t a, size_t n) {
-  return {(8 * a) / 6, (8 * (a + n) + 5) / 6, a, n};
-}
+Base64Span base64Span(size_t a, size_t n) { return {(8 * a) / 6, (8 * (a + n) + 5) / 6, a, n}; }
 
 // Those characters of `bytes` at alignment `a`, standard alphabet (the neighbours' bits zero).
 std::string base64Chars(size_t a, std::string_view bytes) {
@@ -66,10 +64,10 @@ std::string base64Chars(size_t a, std::string_view bytes) {
 }
 
 // The walks a position may start, as bits (ScrubSet::formsStartingWith).
-constexpr uint16_t kFormRaw = 1;   // the needle as written, and its URL forms
+constexpr uint16_t kFormRaw = 1;  // the needle as written, and its URL forms
 constexpr uint16_t kFormHex = 2;
 constexpr uint16_t kFormJson = 4;
-constexpr uint16_t kFormBase64 = 8;        // << alignment: from the first fixed character
+constexpr uint16_t kFormBase64 = 8;       // << alignment: from the first fixed character
 constexpr uint16_t kFormBase64Lead = 64;  // << alignment: from the shared lead character
 
 // How a form was spelt, for emit().
@@ -134,15 +132,24 @@ Probe walkHex(std::string_view needle, std::string_view text, size_t p) {
 // The byte a JSON short escape "\x" stands for, or -1.
 int jsonShortEscape(char x) {
   switch (x) {
-    case '"': return '"';
-    case '\\': return '\\';
-    case '/': return '/';
-    case 'b': return '\b';
-    case 'f': return '\f';
-    case 'n': return '\n';
-    case 'r': return '\r';
-    case 't': return '\t';
-    default: return -1;
+    case '"':
+      return '"';
+    case '\\':
+      return '\\';
+    case '/':
+      return '/';
+    case 'b':
+      return '\b';
+    case 'f':
+      return '\f';
+    case 'n':
+      return '\n';
+    case 'r':
+      return '\r';
+    case 't':
+      return '\t';
+    default:
+      return -1;
   }
 }
 
@@ -195,7 +202,8 @@ Probe walkBase64(std::string_view chars, size_t a, size_t n, bool lead, std::str
   for (size_t i = from; i < sp.size(); ++i, ++pos) {
     const bool optional = i == coreEnd;
     if (pos >= text.size()) {
-      return optional ? Probe{pos - p, true, Shape::kBase64, static_cast<uint8_t>(a), lead} : Probe{0, true};
+      return optional ? Probe{pos - p, true, Shape::kBase64, static_cast<uint8_t>(a), lead}
+                      : Probe{0, true};
     }
     const unsigned m = sp.mask(i);
     const int v = base64Value(text[pos]);
@@ -469,8 +477,7 @@ void emitJson(std::string_view needle, std::string_view repl, std::string_view f
 void emitBase64(const Probe& m, size_t needleSize, std::string_view repl, std::string_view form,
                 std::string& out) {
   const size_t a = m.align;
-  const char* alphabet =
-      form.find_first_of("-_") != std::string_view::npos ? kBase64Url : kBase64;
+  const char* alphabet = form.find_first_of("-_") != std::string_view::npos ? kBase64Url : kBase64;
   std::string chars = base64Chars(a, repl);
   const Base64Span rs = base64Span(a, repl.size());
   const Base64Span ns = base64Span(a, needleSize);

@@ -496,8 +496,8 @@ asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, Respo
     rec.error = fmt::format("client: {}", ec.message());
   } else {
     auto idle = toDuration(c_.limits().idleTimeout);
-    auto relayed = co_await relayWebsocket(tls_, in_, up_->tls, up_->buf, idle,
-                                           creds_.scrubSet(), c_.metrics.get());
+    auto relayed = co_await relayWebsocket(tls_, in_, up_->tls, up_->buf, idle, creds_.scrubSet(),
+                                           c_.metrics.get());
     rec.bytesUp += relayed.bytesUp;
     rec.bytesDown += relayed.bytesDown;
     if (relayed.idleTimeout) {

@@ -62,8 +62,8 @@ class WebsocketScrubber : public RelayFilter {
   bool inFrame_ = false;
   bool fin_ = false;
   uint8_t opcode_ = 0;
-  uint64_t remaining_ = 0;            // payload bytes of the current frame still to come
-  std::string control_;               // a control frame's payload (<= 125 bytes)
+  uint64_t remaining_ = 0;                   // payload bytes of the current frame still to come
+  std::string control_;                      // a control frame's payload (<= 125 bytes)
   std::optional<broker::Scrubber> message_;  // the data message under way
   uint8_t messageOpcode_ = 0;
   bool messageStarted_ = false;  // a fragment of it went out: the next is a continuation

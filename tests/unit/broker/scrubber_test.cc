@@ -698,8 +698,7 @@ TEST(ScrubberEncodedForms, BoundsOfWhatIsMatched) {
   EXPECT_EQ(count, 0u);
   // Its hex and JSON forms are still matched.
   EXPECT_EQ(scrubEncoded("12345", "PPPPP", {"3132333435"}, &count), "5050505050");
-  EXPECT_EQ(scrubEncoded("12345", "PPPPP", {R"(\u0031\u0032345)"}, &count),
-            R"(\u0050\u0050PPP)");
+  EXPECT_EQ(scrubEncoded("12345", "PPPPP", {R"(\u0031\u0032345)"}, &count), R"(\u0050\u0050PPP)");
 }
 
 TEST(ScrubberEncodedForms, HeadersAndHoldBack) {

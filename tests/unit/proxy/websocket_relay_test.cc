@@ -47,7 +47,8 @@ std::string frame(bool fin, uint8_t opcode, std::string_view payload, bool maske
   }
   const char key[4] = {0x11, 0x22, 0x33, 0x44};
   if (masked) out.append(key, 4);
-  for (size_t i = 0; i < n; ++i) out += masked ? static_cast<char>(payload[i] ^ key[i % 4]) : payload[i];
+  for (size_t i = 0; i < n; ++i)
+    out += masked ? static_cast<char>(payload[i] ^ key[i % 4]) : payload[i];
   return out;
 }
 
