@@ -14,7 +14,6 @@ WebSocket server (tests/support/ws_server.py).
 import base64
 import json
 import os
-import time
 import unittest
 import urllib.parse
 
@@ -74,33 +73,15 @@ class _EncodedHandler(_Handler):
         if url.path != "/encoded":
             return super()._handle()
         q = dict(urllib.parse.parse_qsl(url.query))
-        srv = self.server.owner
-        srv.requests.append({"method": self.command, "path": self.path,
-                             "headers": list(self.headers.items()), "trailers": [],
-                             "client_port": self.client_address[1], "body": b""})
+        self._record_bodyless()
         secret = self.headers.get("Authorization", "")[len("Bearer "):].encode()
         forms = {k: v[0] for k, v in b64_forms(secret).items()}
         forms.update(other_forms(secret))
         body = ("\n".join("%s=%s" % kv for kv in forms.items()) + "\n").encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        for name in ("b64_std_1_0", "b64_url_nopad_2_1", "hex_upper", "json_every_byte"):
-            self.send_header("X-Echo-" + name.replace("_", "-"), forms[name])
-        if q.get("chunked") != "1":
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
+        echoed = ("b64_std_1_0", "b64_url_nopad_2_1", "hex_upper", "json_every_byte")
         # Pieces of 5 bytes: every form is split across chunks, at every offset somewhere.
-        for i in range(0, len(body), 5):
-            piece = body[i:i + 5]
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            if i % 200 == 0:
-                self.wfile.flush()
-                time.sleep(0.005)
-        self.wfile.write(b"0\r\n\r\n")
+        self._send_in_pieces(body, [("X-Echo-" + n.replace("_", "-"), forms[n]) for n in echoed],
+                             q.get("chunked") == "1")
 
     do_GET = _handle
 

@@ -452,6 +452,18 @@ TEST(ScrubberUrlForms, RandomSpellingsNeverDecodeToTheSecret) {
   }
 }
 
+// A paused stream: fed `text` then the start of a form, only the start waits; `more` that ends
+// the form's chances releases it.
+void expectOnlyTheFormWaits(Scrubber& s, const std::string& text, const std::string& start,
+                            const std::string& more) {
+  std::string out;
+  s.feed(text + start, out);
+  EXPECT_EQ(out, text);
+  s.feed(more, out);
+  EXPECT_EQ(out, text + start + more);
+  s.finish(out);
+}
+
 TEST(ScrubberUrlForms, HeadersOccursInAndHoldBack) {
   std::vector<ScrubRule> r;
   r.push_back({Secret::copyOf("s3/cr t"), "PLJCEJO", "c", true, false});
@@ -463,13 +475,7 @@ TEST(ScrubberUrlForms, HeadersOccursInAndHoldBack) {
   Headers h = {{"Location", "/next?k=s3%2Fcr%20t&p=1"}};
   EXPECT_EQ(s.scrubHeaders(h), 1u);
   EXPECT_EQ(h[0].second, "/next?k=PL%4ACE%4AO&p=1");
-  // A paused stream: only a tail that may still become a form waits.
-  std::string out;
-  s.feed("data: s3%2", out);
-  EXPECT_EQ(out, "data: ");
-  s.feed("x\n", out);
-  EXPECT_EQ(out, "data: s3%2x\n");
-  s.finish(out);
+  expectOnlyTheFormWaits(s, "data: ", "s3%2", "x\n");
 }
 
 TEST(ScrubRules, DuplicateKeepsUrlForms) {
@@ -714,13 +720,7 @@ TEST(ScrubberEncodedForms, HeadersAndHoldBack) {
   EXPECT_EQ(s.scrubHeaders(h), 1u);
   EXPECT_EQ(decodeAnyBase64(h[0].second.substr(2)), "x" + kPlaceholder);
   EXPECT_EQ(h[1].second, "nothing");
-  // A paused stream: only a tail that may still become a form waits.
-  std::string out;
-  s.feed("data: 736b2d6c", out);
-  EXPECT_EQ(out, "data: ");
-  s.feed("Z\n", out);
-  EXPECT_EQ(out, "data: 736b2d6cZ\n");
-  s.finish(out);
+  expectOnlyTheFormWaits(s, "data: ", "736b2d6c", "Z\n");
 }
 
 // Random bodies with the secret in a random form at a random place, split at random: the
