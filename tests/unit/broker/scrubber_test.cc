@@ -407,6 +407,17 @@ TEST(ScrubberUrlForms, EveryEncodingAndEverySplit) {
   }
 }
 
+// `in` in slices of 0 to `below` - 1 bytes (empty ones too).
+std::vector<std::string_view> randomSplit(std::string_view in, std::mt19937& rng, unsigned below) {
+  std::vector<std::string_view> parts;
+  for (size_t pos = 0; pos < in.size();) {
+    const size_t n = std::min<size_t>(in.size() - pos, rng() % below);
+    parts.push_back(in.substr(pos, n));
+    pos += n;
+  }
+  return parts;
+}
+
 // Random spellings of a secret (each byte raw, %XX upper, %XX lower, '+' for a space) among
 // other bytes, split at random: the output never decodes to the secret, and it decodes to what
 // the input would decode to with the placeholder for the secret.
@@ -436,14 +447,8 @@ TEST(ScrubberUrlForms, RandomSpellingsNeverDecodeToTheSecret) {
       }
     }
     const std::string in = "a=1&key=" + form + "&b=%2F+";
-    std::vector<std::string_view> parts;
-    for (size_t pos = 0; pos < in.size();) {
-      size_t n = std::min<size_t>(in.size() - pos, rng() % 7);
-      parts.push_back(std::string_view(in).substr(pos, n));
-      pos += n;
-    }
     uint64_t count = 0;
-    std::string out = scrubUrl(secret, placeholder, parts, &count);
+    std::string out = scrubUrl(secret, placeholder, randomSplit(in, rng, 7), &count);
     ASSERT_EQ(count, 1u) << in;
     auto decoded = percentDecode(out, true);
     ASSERT_TRUE(decoded) << out;
@@ -758,14 +763,10 @@ TEST(ScrubberEncodedForms, RandomFormsAndSplits) {
         }
     }
     const std::string in = "[" + form + "]";
-    std::vector<std::string_view> parts;
-    for (size_t pos = 0; pos < in.size();) {
-      size_t n = std::min<size_t>(in.size() - pos, rng() % 9);
-      parts.push_back(std::string_view(in).substr(pos, n));
-      pos += n;
-    }
     uint64_t count = 0;
-    ASSERT_EQ(scrubEncoded(kSecret, kPlaceholder, parts, &count), "[" + want + "]") << in;
+    ASSERT_EQ(scrubEncoded(kSecret, kPlaceholder, randomSplit(in, rng, 9), &count),
+              "[" + want + "]")
+        << in;
     ASSERT_EQ(count, 1u) << in;
   }
 }
