@@ -336,16 +336,22 @@ TEST(ScrubRules, AddDeduplicatesAndMarker) {
 // ---------------------------------------------------------------------------------------------
 // URL forms: every spelling a URL encoder can give the secret's bytes.
 
-std::string scrubUrl(std::string_view secret, std::string_view repl,
-                     const std::vector<std::string_view>& parts, uint64_t* count = nullptr) {
+// One secret, its URL forms on (`encoded`: its encoded forms too), fed in `parts`.
+std::string scrubOne(std::string_view secret, std::string_view repl,
+                     const std::vector<std::string_view>& parts, uint64_t* count, bool encoded) {
   std::vector<ScrubRule> r;
-  r.push_back({Secret::copyOf(secret), std::string(repl), "c", true, false});
+  r.push_back({Secret::copyOf(secret), std::string(repl), "c", true, encoded});
   Scrubber s(std::move(r));
   std::string out;
   for (auto part : parts) s.feed(part, out);
   s.finish(out);
   if (count) *count = s.count();
   return out;
+}
+
+std::string scrubUrl(std::string_view secret, std::string_view repl,
+                     const std::vector<std::string_view>& parts, uint64_t* count = nullptr) {
+  return scrubOne(secret, repl, parts, count, false);
 }
 
 TEST(ScrubberUrlForms, EveryEncodingAndEverySplit) {
@@ -505,14 +511,7 @@ TEST(ScrubRules, DuplicateKeepsEncodedForms) {
 // One secret with encoded forms (and URL forms, as the proxy has them).
 std::string scrubEncoded(std::string_view secret, std::string_view repl,
                          const std::vector<std::string_view>& parts, uint64_t* count = nullptr) {
-  std::vector<ScrubRule> r;
-  r.push_back({Secret::copyOf(secret), std::string(repl), "c"});
-  Scrubber s(std::move(r));
-  std::string out;
-  for (auto part : parts) s.feed(part, out);
-  s.finish(out);
-  if (count) *count = s.count();
-  return out;
+  return scrubOne(secret, repl, parts, count, true);
 }
 
 // The same output for the input whole and split in two at every position.
