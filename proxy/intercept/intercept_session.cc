@@ -2,11 +2,13 @@
 //
 // WebSocket: an upgrade request passes the same Host check, policy (method and path) and
 // credential injection as any request. When the upstream answers 101 with `Upgrade:
-// websocket`, the 101 goes to the client and the connection becomes an opaque byte relay (see
-// tls_relay.h) under the idle timeout of a tunnel; any other answer is an ordinary response.
-// Frames are not scrubbed: after the switch the bytes are WebSocket frames (masked from the
-// client, possibly compressed with permessage-deflate), not an identity body, so a secret the
-// upstream echoes inside a frame is not replaced; only the 101's headers are scrubbed. An
+// websocket`, the 101 goes to the client and the connection becomes a frame relay (see
+// websocket_relay.h) under the idle timeout of a tunnel; any other answer is an ordinary
+// response. The upstream's frames are parsed and their payloads scrubbed like a body (text,
+// binary and control frames, a secret split across fragments too); the client's masked frames
+// go upstream as bytes. Sec-WebSocket-Extensions is removed from the upgrade request and a 101
+// that selects an extension anyway is refused (websocket_extension_selected), so no frame is
+// compressed (permessage-deflate) where a secret could not be found. An
 // Upgrade to any other protocol is refused (upgrade_not_supported): h2c is not used inside TLS
 // (ALPN negotiates HTTP/2 there, and sandgate speaks only HTTP/1.1), and an opaque relay for
 // an unknown protocol would be a tunnel the policy never saw.
@@ -30,6 +32,7 @@
 #include "proxy/client/head_reader.h"
 #include "proxy/exchange/exchange.h"
 #include "proxy/intercept/tls_relay.h"
+#include "proxy/intercept/websocket_relay.h"
 #include "proxy/net/upstream_tls.h"
 #include "proxy/upstream/upstream.h"
 
@@ -259,6 +262,7 @@ void InterceptSession::rewriteHead(Request& req, bool websocket) {
     // The one hop-by-hop pair that must reach the upstream: it asks for the switch.
     req.set(http::field::connection, "Upgrade");
     req.set(http::field::upgrade, "websocket");
+    req.erase(http::field::sec_websocket_extensions);  // frames stay readable to be scrubbed
   }
 }
 
@@ -336,7 +340,12 @@ asio::awaitable<void> InterceptSession::switchProtocols(RequestLog& log, Respons
   res.version(11);
   res.set(http::field::connection, "Upgrade");
   res.set(http::field::upgrade, "websocket");
-  // The frames after it are not scrubbed (see the top of this file).
+  if (const std::string ext = selectedWebsocketExtensions(res); !ext.empty()) {
+    up_.reset();
+    Refusal refusal = websocketExtensionRefusal(ext, c_.task->name, rec.host, rec.rule);
+    co_await refuse(log, refusal);
+    co_return;
+  }
   std::optional<broker::Scrubber> scrubber;
   std::unique_ptr<broker::BodyDecoder> decoder;  // never made: a 101 has no body
   creds_->scrubHeaders(res, false, log, scrubber, decoder);
@@ -350,7 +359,8 @@ asio::awaitable<void> InterceptSession::switchProtocols(RequestLog& log, Respons
     rec.error = fmt::format("client: {}", ec.message());
   } else {
     auto idle = toDuration(c_.limits().idleTimeout);
-    auto relayed = co_await relayTls(tls_, in_, up_->tls, up_->buf, idle);
+    auto relayed = co_await relayWebsocket(tls_, in_, up_->tls, up_->buf, idle, creds_->scrubSet(),
+                                           c_.metrics.get());
     rec.bytesUp += relayed.bytesUp;
     rec.bytesDown += relayed.bytesDown;
     if (relayed.idleTimeout) {
