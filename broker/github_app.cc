@@ -9,7 +9,10 @@
 
 #include <algorithm>
 #include <boost/json.hpp>
+#include <cstdio>
+#include <cstdlib>
 #include <ctime>
+#include <optional>
 
 #include "common/encoding.h"
 

@@ -123,7 +123,9 @@ broker::ApiResponse HttpsApiClient::post(const broker::ApiRequest& req,
   request.set(http::field::connection, "close");
   if (req.bearer) {
     // reveal(): the App JWT goes to the credential's own API, over the TLS verified above.
-    request.set(http::field::authorization, fmt::format("Bearer {}", req.bearer->reveal()));
+    std::string value = "Bearer " + std::string(req.bearer->reveal());
+    request.set(http::field::authorization, value);
+    OPENSSL_cleanse(value.data(), value.size());
   }
   request.body() = std::string(req.body);
   request.prepare_payload();

@@ -208,9 +208,10 @@ class FakeApi : public ApiClient {
 class GithubAppStore : public ::testing::Test {
  protected:
   void SetUp() override {
-    key_ = rsaKey();
-    writeFile(dir_.file("app.pem"), privatePem(key_.get()));
-    api_ = std::make_shared<FakeApi>(key_.get());
+    // One key for the suite: a 2048-bit RSA key takes OpenSSL a while to make.
+    static PkeyPtr key = rsaKey();
+    writeFile(dir_.file("app.pem"), privatePem(key.get()));
+    api_ = std::make_shared<FakeApi>(key.get());
     auto app = std::make_shared<config::GithubApp>();
     app->appId = 123456;
     app->installationId = 7890;
@@ -239,7 +240,6 @@ class GithubAppStore : public ::testing::Test {
   }
 
   TempDir dir_;
-  PkeyPtr key_{nullptr, EVP_PKEY_free};
   std::shared_ptr<FakeApi> api_;
   config::Credentials creds_;
   StoreOptions options_;
