@@ -43,6 +43,14 @@ const std::pair<std::string, Field>* exactlyOne(Reader& r, const Field& f, const
 
 void readSource(Reader& r, const Field& f, CredentialSource& src, bool githubAppOk);
 
+// `kinds`, and `extra` where it is allowed: a key's source and a per-host injection are one
+// level down, where github_app and per_host do not nest.
+std::vector<std::string_view> withKind(std::vector<std::string_view> kinds,
+                                       std::string_view extra, bool allowed) {
+  if (allowed) kinds.push_back(extra);
+  return kinds;
+}
+
 // A repository name as GitHub's installation token API takes it: the name within the
 // installation's account.
 std::optional<std::string> repositoryNameProblem(std::string_view name) {
@@ -152,12 +160,9 @@ void readGithubApp(Reader& r, const Field& f, CredentialSource& src) {
 void readSource(Reader& r, const Field& f, CredentialSource& src, bool githubAppOk) {
   constexpr std::string_view kKinds = "`file`, `env`, `exec` or `github_app`";
   constexpr std::string_view kKeyKinds = "`file`, `env` or `exec`";
-  std::vector<std::string_view> keys = {"file", "env", "exec", "ttl"};
-  std::vector<std::string_view> kinds = {"file", "env", "exec"};
-  if (githubAppOk) {
-    keys.push_back("github_app");
-    kinds.push_back("github_app");
-  }
+  const auto kinds = withKind({"file", "env", "exec"}, "github_app", githubAppOk);
+  auto keys = kinds;
+  keys.push_back("ttl");
   auto m = r.map(f, keys,
                  githubAppOk ? "a map with one of file, env, exec or github_app"
                              : "a map with one of file, env or exec");
@@ -205,12 +210,9 @@ void readInject(Reader& r, const Field& f, Injection& inj,
                 std::vector<HostInjection>* perHost) {
   constexpr std::string_view kKinds = "`header`, `bearer`, `basic` or `query`";
   constexpr std::string_view kTopKinds = "`header`, `bearer`, `basic`, `query` or `per_host`";
-  std::vector<std::string_view> keys = {"header", "value", "bearer", "basic", "query"};
-  std::vector<std::string_view> kinds = {"header", "bearer", "basic", "query"};
-  if (perHost) {
-    keys.push_back("per_host");
-    kinds.push_back("per_host");
-  }
+  const auto kinds = withKind({"header", "bearer", "basic", "query"}, "per_host", perHost != nullptr);
+  auto keys = kinds;
+  keys.push_back("value");
   auto m = r.map(f, keys,
                  perHost ? "a map with one of header (and value), bearer, basic, query or per_host"
                          : "a map with one of header (and value), bearer, basic or query");
