@@ -260,10 +260,22 @@ class GithubAppTokensTest(unittest.TestCase):
         self.assertEqual(status, 502)
         answer = json.loads(body)
         self.assertEqual(answer["reason"], "credential_unavailable")
-        self.assertIn("Not Found", answer.get("detail", ""))
+        self.assertIn("the API answered 404: Not Found", answer["error"])
         self.assertEqual(self.echo.requests_to("/echo/broken"), [], "nothing went upstream")
         rec = self.sg.wait_audit(path="/echo/broken")
         self.assertEqual(rec["reason"], "credential_unavailable")
+
+    def test_the_token_is_scrubbed_from_responses(self):
+        token = self.github.tokens_for(REPOSITORIES)[0]
+        basic = base64.b64encode(("x-access-token:" + token).encode()).decode()
+        # The echo reflects the request's Authorization in its body and in a header.
+        status, headers, body = self.get("git.test", "/echo/reflect?reflect=1")
+        self.assertEqual(status, 200)
+        self.assertEqual(len(self.echo.requests_to("/echo/reflect?reflect=1")), 1)
+        seen = body.decode("latin-1") + json.dumps(headers)
+        self.assertIn("X-Echo-Authorization", json.dumps(headers), "the echo did reflect it")
+        self.assertNotIn(token, seen)
+        self.assertNotIn(basic, seen)
 
     def test_zz_no_token_or_key_in_any_log_or_audit_line(self):
         # Runs last (unittest sorts by name): after the other requests have been logged.
