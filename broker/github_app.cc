@@ -38,8 +38,8 @@ std::optional<std::chrono::system_clock::time_point> parseUtc(std::string_view s
   std::tm tm{};
   int consumed = 0;
   const std::string text(s);
-  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon,
-                  &tm.tm_mday, &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
+  if (std::sscanf(text.c_str(), "%4d-%2d-%2dT%2d:%2d:%2dZ%n", &tm.tm_year, &tm.tm_mon, &tm.tm_mday,
+                  &tm.tm_hour, &tm.tm_min, &tm.tm_sec, &consumed) != 6 ||
       consumed != static_cast<int>(text.size())) {
     return std::nullopt;
   }
@@ -173,7 +173,8 @@ Fetched GithubAppMinter::readKey(std::stop_token stop) const {
     case config::CredentialSource::Kind::kEnv: {
       // A PEM has newlines, which a secret meant for a header may not: kept as it is.
       const char* v = std::getenv(src.env.c_str());
-      if (v == nullptr) return {nullptr, fmt::format("environment variable {} is not set", src.env)};
+      if (v == nullptr)
+        return {nullptr, fmt::format("environment variable {} is not set", src.env)};
       std::string raw(v);
       return finishSecret(raw, true);
     }
@@ -212,8 +213,7 @@ MintedToken GithubAppMinter::mint(const std::vector<std::string>& repositories,
   const std::string url =
       fmt::format("{}/app/installations/{}/access_tokens", app_->api, app_->installationId);
   const std::string body = tokenRequestBody(repositories, app_->permissions);
-  ApiResponse res = client_->post(
-      ApiRequest{credential_, url, jwt.get(), body, timeout_}, stop);
+  ApiResponse res = client_->post(ApiRequest{credential_, url, jwt.get(), body, timeout_}, stop);
   if (!res.error.empty()) {
     wipe(res.body);
     out.error = fmt::format("POST {}: {}", url, res.error);
@@ -257,14 +257,15 @@ Fetched TokenCache::mintLocked(std::unique_lock<std::mutex>& lock, std::stop_tok
   MintedToken m = mint_(stop);
   const auto now = Clock::now();
   // The API's clock says when it expires; how long from now is what our steady clock keeps.
-  const auto left = std::chrono::duration_cast<Clock::duration>(m.expiresAt -
-                                                                std::chrono::system_clock::now());
+  const auto left =
+      std::chrono::duration_cast<Clock::duration>(m.expiresAt - std::chrono::system_clock::now());
   lock.lock();
   if (m.ok() && left > timing_.margin) {
     token_ = std::move(m.token);  // the old Secret is wiped once the last request drops it
     usableUntil_ = now + left - timing_.margin;
     const auto usable = usableUntil_ - now;
-    refreshAt_ = now + std::chrono::duration_cast<Clock::duration>(usable * timing_.refreshFraction);
+    refreshAt_ =
+        now + std::chrono::duration_cast<Clock::duration>(usable * timing_.refreshFraction);
     error_.clear();
     backoff_ = timing_.minBackoff;
   } else {

@@ -26,10 +26,10 @@ namespace sandgate::broker {
 
 // One POST to an API over verified TLS.
 struct ApiRequest {
-  std::string_view credential;  // whose call this is (picks its upstream_ca)
-  std::string_view url;         // https://host[:port]/path
-  const Secret* bearer = nullptr;  // sent as Authorization: Bearer
-  std::string_view body;           // application/json
+  std::string_view credential;                // whose call this is (picks its upstream_ca)
+  std::string_view url;                       // https://host[:port]/path
+  const Secret* bearer = nullptr;             // sent as Authorization: Bearer
+  std::string_view body;                      // application/json
   std::chrono::milliseconds timeout{10'000};  // the whole exchange
 };
 

@@ -7,9 +7,9 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
-#include <set>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace sandgate::broker {
@@ -156,9 +156,10 @@ struct SecretStore::Impl {
           if (!stop.stop_requested()) (f.ok() ? refreshes : refreshFailures)++;
           if (!f.ok() && !stop.stop_requested()) {
             // The token in use still serves until it expires; say so before it does.
-            spdlog::warn("credential {}: renewing the GitHub App token failed (retrying with "
-                         "back-off): {}",
-                         name, f.error);
+            spdlog::warn(
+                "credential {}: renewing the GitHub App token failed (retrying with "
+                "back-off): {}",
+                name, f.error);
           }
           lock.lock();
         }
@@ -176,10 +177,9 @@ SecretStore::~SecretStore() {
   }
 }
 
-Result<std::shared_ptr<const SecretStore>> SecretStore::open(const config::Credentials& credentials,
-                                                             const std::string& configFile,
-                                                             StoreOptions options,
-                                                             const std::vector<config::Task>& tasks) {
+Result<std::shared_ptr<const SecretStore>> SecretStore::open(
+    const config::Credentials& credentials, const std::string& configFile, StoreOptions options,
+    const std::vector<config::Task>& tasks) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Diagnostics errors;

@@ -62,10 +62,9 @@ class SecretStore {
   // need it fail with credential_unavailable until it can be loaded.
   // A github_app credential gets one token for its own repositories and one for each set a
   // task of `tasks` narrows it to (Task::repositories), each minted here.
-  static Result<std::shared_ptr<const SecretStore>> open(const config::Credentials& credentials,
-                                                         const std::string& configFile,
-                                                         StoreOptions options = {},
-                                                         const std::vector<config::Task>& tasks = {});
+  static Result<std::shared_ptr<const SecretStore>> open(
+      const config::Credentials& credentials, const std::string& configFile,
+      StoreOptions options = {}, const std::vector<config::Task>& tasks = {});
 
   // The current secret of `credential` for `task` (which matters only for github_app
   // sources: the token of the task's repositories), or credential_unavailable and why. Cheap:

@@ -72,7 +72,7 @@ struct CredentialSource {
 
 // source.github_app: sandgate mints GitHub App installation tokens itself (broker/github_app.h).
 struct GithubApp {
-  uint64_t appId = 0;        // the JWT's `iss`
+  uint64_t appId = 0;           // the JWT's `iss`
   CredentialSource privateKey;  // the App's PEM private key: file, env or exec
   uint64_t installationId = 0;
   // The repositories (names within the installation's account) every token is limited to;

@@ -45,8 +45,8 @@ void readSource(Reader& r, const Field& f, CredentialSource& src, bool githubApp
 
 // `kinds`, and `extra` where it is allowed: a key's source and a per-host injection are one
 // level down, where github_app and per_host do not nest.
-std::vector<std::string_view> withKind(std::vector<std::string_view> kinds,
-                                       std::string_view extra, bool allowed) {
+std::vector<std::string_view> withKind(std::vector<std::string_view> kinds, std::string_view extra,
+                                       bool allowed) {
   if (allowed) kinds.push_back(extra);
   return kinds;
 }
@@ -59,10 +59,10 @@ std::optional<std::string> repositoryNameProblem(std::string_view name) {
         "expected a repository name within the installation's account (`{}`, not `{}`)",
         name.substr(name.rfind('/') + 1), name);
   }
-  const bool ok = name.size() <= 100 && std::all_of(name.begin(), name.end(), [](char c) {
-                    return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' ||
-                           c == '.';
-                  });
+  const bool ok =
+      name.size() <= 100 && std::all_of(name.begin(), name.end(), [](char c) {
+        return std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.';
+      });
   if (!ok) {
     return fmt::format("expected a repository name (letters, digits, `-`, `_`, `.`), got {}",
                        quoted(name));
@@ -71,10 +71,9 @@ std::optional<std::string> repositoryNameProblem(std::string_view name) {
 }
 
 void readGithubApp(Reader& r, const Field& f, CredentialSource& src) {
-  auto m = r.map(f,
-                 {"app_id", "private_key", "installation_id", "repositories", "permissions",
-                  "api"},
-                 "a map with app_id, private_key, installation_id, repositories, permissions");
+  auto m =
+      r.map(f, {"app_id", "private_key", "installation_id", "repositories", "permissions", "api"},
+            "a map with app_id, private_key, installation_id, repositories, permissions");
   if (!m) return;
   auto app = std::make_shared<GithubApp>();
   app->mark = f.mark;
@@ -206,11 +205,11 @@ void readSource(Reader& r, const Field& f, CredentialSource& src, bool githubApp
   }
 }
 
-void readInject(Reader& r, const Field& f, Injection& inj,
-                std::vector<HostInjection>* perHost) {
+void readInject(Reader& r, const Field& f, Injection& inj, std::vector<HostInjection>* perHost) {
   constexpr std::string_view kKinds = "`header`, `bearer`, `basic` or `query`";
   constexpr std::string_view kTopKinds = "`header`, `bearer`, `basic`, `query` or `per_host`";
-  const auto kinds = withKind({"header", "bearer", "basic", "query"}, "per_host", perHost != nullptr);
+  const auto kinds =
+      withKind({"header", "bearer", "basic", "query"}, "per_host", perHost != nullptr);
   auto keys = kinds;
   keys.push_back("value");
   auto m = r.map(f, keys,
@@ -328,7 +327,8 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
       readInject(r, *i, c.inject, &c.injectPerHost);
       checkPerHost(r, *i, c);
     } else {
-      r.missing(body, "inject", "how the secret is added: header, bearer, basic, query or "
+      r.missing(body, "inject",
+                "how the secret is added: header, bearer, basic, query or "
                 "per_host");
     }
     if (const Field* p = m->get("placeholder")) {

@@ -274,9 +274,9 @@ TEST_F(GithubAppStore, ATaskThatNarrowsTheSetGetsItsOwnToken) {
   for (const auto& b : api_->bodies) requested.push_back(b.at("repositories"));
   EXPECT_NE(std::find(requested.begin(), requested.end(), json::parse(R"(["Widgets"])")),
             requested.end());
-  EXPECT_NE(std::find(requested.begin(), requested.end(),
-                      json::parse(R"(["widgets","tools-cli"])")),
-            requested.end());
+  EXPECT_NE(
+      std::find(requested.begin(), requested.end(), json::parse(R"(["widgets","tools-cli"])")),
+      requested.end());
   Fetch mine = (*store)->get("gh", "fix-widgets");
   Fetch theirs = (*store)->get("gh", "other");
   Fetch none = (*store)->get("gh");

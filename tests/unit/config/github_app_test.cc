@@ -38,9 +38,8 @@ const std::string kPolicy =
 
 TEST(GithubAppConfig, ReadsTheSourcePerHostInjectionAndTaskRepositories) {
   auto cfg = loadOk(config(kApp + "        api: https://ghe.example.com/api/v3/\n", kPerHost,
-                           kPolicy +
-                               "tasks:\n  - name: t1\n    policy: p\n"
-                               "    repositories: { gh: [Widgets] }\n"));
+                           kPolicy + "tasks:\n  - name: t1\n    policy: p\n"
+                                     "    repositories: { gh: [Widgets] }\n"));
   const Credential& c = cfg.credentials.at("gh");
   ASSERT_EQ(c.source.kind, CredentialSource::Kind::kGithubApp);
   ASSERT_NE(c.source.githubApp, nullptr);
@@ -70,13 +69,13 @@ TEST(GithubAppConfig, ReadsTheSourcePerHostInjectionAndTaskRepositories) {
 }
 
 TEST(GithubAppConfig, DefaultApiAndOtherKeySources) {
-  auto cfg = loadOk(config(
-      "        app_id: 1\n"
-      "        private_key: { exec: [/usr/bin/get-key] }\n"
-      "        installation_id: 2\n"
-      "        repositories: [r]\n"
-      "        permissions: { contents: read }\n",
-      "{ basic: { username: x-access-token } }", ""));
+  auto cfg =
+      loadOk(config("        app_id: 1\n"
+                    "        private_key: { exec: [/usr/bin/get-key] }\n"
+                    "        installation_id: 2\n"
+                    "        repositories: [r]\n"
+                    "        permissions: { contents: read }\n",
+                    "{ basic: { username: x-access-token } }", ""));
   const GithubApp& app = *cfg.credentials.at("gh").source.githubApp;
   EXPECT_EQ(app.api, "https://api.github.com");
   EXPECT_EQ(app.privateKey.kind, CredentialSource::Kind::kExec);
@@ -96,8 +95,8 @@ TEST(GithubAppConfig, MistakesAreRefusedWithReasons) {
   const std::string head =
       "        app_id: 1\n        private_key: { file: /k.pem }\n        installation_id: 2\n";
   const BadCase cases[] = {
-      {"no repositories", config(head + perms, kPerHost, ""),
-       "credentials.gh.source.github_app", "missing required key `repositories`"},
+      {"no repositories", config(head + perms, kPerHost, ""), "credentials.gh.source.github_app",
+       "missing required key `repositories`"},
       {"no permissions", config(head + "        repositories: [r]\n", kPerHost, ""),
        "credentials.gh.source.github_app", "missing required key `permissions`"},
       {"owner in a repository name",
@@ -113,12 +112,14 @@ TEST(GithubAppConfig, MistakesAreRefusedWithReasons) {
        "credentials.gh.source.github_app.api", "expected the API's https:// URL"},
       {"app_id zero",
        config("        app_id: 0\n        private_key: { file: /k.pem }\n"
-              "        installation_id: 2\n        repositories: [r]\n" + perms,
+              "        installation_id: 2\n        repositories: [r]\n" +
+                  perms,
               kPerHost, ""),
        "credentials.gh.source.github_app.app_id", ""},
       {"a github_app key source",
        config("        app_id: 1\n        private_key: { github_app: {} }\n"
-              "        installation_id: 2\n        repositories: [r]\n" + perms,
+              "        installation_id: 2\n        repositories: [r]\n" +
+                  perms,
               kPerHost, ""),
        // and "expected exactly one of `file`, `env` or `exec`, got none"
        "credentials.gh.source.github_app.private_key.github_app", "unknown key `github_app`", 2},
@@ -127,7 +128,8 @@ TEST(GithubAppConfig, MistakesAreRefusedWithReasons) {
               "{ per_host: { github.com: { basic: { username: x } }, api.github.com: { bearer: "
               "{} }, gist.github.com: { bearer: {} } } }",
               ""),
-       "credentials.gh.inject.per_host[\"gist.github.com\"]", "is not one of this credential's hosts"},
+       "credentials.gh.inject.per_host[\"gist.github.com\"]",
+       "is not one of this credential's hosts"},
       {"per_host leaves a host out",
        config(head + "        repositories: [r]\n" + perms,
               "{ per_host: { github.com: { basic: { username: x } } } }", ""),
