@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes the seed corpus of every fuzz target into fuzz/corpus/<target>/ (seed-*.bin).
 
-Deterministic; rerun after changing a target's input layout. Regression inputs that a fuzzer
+Deterministic but for the ClientHellos (Python's ssl makes a fresh random each time); rerun after
+changing a target's input layout. Regression inputs that a fuzzer
 found are committed next to the seeds as regress-*.bin and are never rewritten here.
 Targets that read their parameters with FuzzedDataProvider take integers from the end of the
 input: the trailing bytes below are such parameters (mode, piece sizes), not data.
@@ -44,8 +45,9 @@ heads = {
 for name, text in heads.items():
     write("request_head_fuzz", name, text)
 
-# chunked_body_fuzz: raw mode (last byte 1), then piece count and sizes, buffer size.
-params = bytes([0x10, 0x00, 0x07, 0x00, 0x03, 0x01, 0x01])
+# chunked_body_fuzz, read from the end: raw mode (1), one piece (count byte 0) of 8 bytes, a
+# 65-byte body buffer; the rest is the chunked body.
+params = bytes([0x40, 0x00, 0x07, 0x00, 0x00, 0x01])
 for name, body in {
     "simple": b"5\r\nhello\r\n0\r\n\r\n",
     "ext": b"5;name=value\r\nhello\r\n6;q=\"a b\"\r\n world\r\n0\r\n\r\n",
@@ -121,7 +123,8 @@ for p in sorted((root.parent / "tests" / "testdata" / "config").glob("*.yaml"))[
     write("config_loader_fuzz", "testdata_" + p.stem, p.read_bytes())
 
 text = b"HTTP bodies are often compressed. " * 20
-tail = bytes([0x40, 0x00, 0x05, 0x01, 0x03])
+# Read from the end: the coding (1 gzip, 0 deflate), one piece (count byte 0) of 65 bytes.
+tail = bytes([0x40, 0x00, 0x00])
 write("body_decoder_fuzz", "gzip", b"\x00" + gzip.compress(text, mtime=0) + tail + b"\x01")
 write("body_decoder_fuzz", "zlib", b"\x00" + zlib.compress(text) + tail + b"\x00")
 deflater = zlib.compressobj(wbits=-15)
