@@ -8,10 +8,14 @@
 //     must give back exactly the body and stop exactly at the end of the message: the next
 //     pipelined request is not part of it.
 //  1. Raw: the input is the body of a chunked request. Where a strict decoder written from RFC
-//     9112 (no trailers, sizes that fit 64 bits) accepts it, Beast must end the body at the
+//     9112 (no trailers, sizes that fit 63 bits) accepts it, Beast must end the body at the
 //     same byte with the same content; two readings of where a body ends is request
 //     smuggling. Beast accepts more than the strict grammar (issue #24 item 1: the proxy is to
 //     refuse those); set SANDGATE_FUZZ_STRICT_CHUNKS=1 to stop at the first such input.
+// Where the tree has proxy/client/chunked_framing (the check that refuses them before Beast
+// parses), both modes also feed it: its verdict does not depend on the split, it accepts
+// exactly the strict grammar (short of its chunk line bound) and ends the body at the same byte,
+// and Beast reads every body it accepts to the same end.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <boost/beast/http/buffer_body.hpp>
@@ -25,6 +29,13 @@
 #include <vector>
 
 #include "fuzz/check.h"
+
+// proxy/client/chunked_framing (sandgate's own check of a chunked body, run before Beast's
+// parser) is fuzzed here too where the tree has it.
+#if __has_include("proxy/client/chunked_framing.h")
+#include "proxy/client/chunked_framing.h"
+#define SANDGATE_FUZZ_CHUNKED_FRAMING 1
+#endif
 
 namespace {
 
@@ -97,10 +108,11 @@ int hex(char c) {
   return -1;
 }
 
-// RFC 9112 section 7.1, strictly: chunk-size is 1*HEXDIG that fits 64 bits, chunk-ext is
-// *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ), every line ends in CRLF,
-// and no trailer field (sandgate refuses request trailers). Returns the body and the bytes the
-// chunked body took, or nullopt.
+// RFC 9112 section 7.1, strictly: chunk-size is 1*HEXDIG whose value fits 63 bits, chunk-ext
+// is *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ), with BWS before the CRLF
+// too (as proxy/client/chunked_framing allows), every line ends in CRLF, and no trailer field
+// (sandgate refuses request trailers). Returns the body and the bytes the chunked body took, or
+// nullopt.
 std::optional<std::pair<std::string, size_t>> strictDecode(std::string_view in) {
   std::string body;
   size_t i = 0;
@@ -119,24 +131,19 @@ std::optional<std::pair<std::string, size_t>> strictDecode(std::string_view in) 
   };
   while (true) {
     uint64_t size = 0;
-    size_t digits = 0, significant = 0;
+    size_t digits = 0;
     for (; i < in.size() && hex(in[i]) >= 0; ++i, ++digits) {
-      if (significant > 0 || in[i] != '0') ++significant;
-      if (significant > 16) return std::nullopt;
+      if (size > (INT64_MAX >> 4)) return std::nullopt;
       size = size << 4 | static_cast<uint64_t>(hex(in[i]));
     }
     if (digits == 0) return std::nullopt;
     while (true) {  // chunk-ext
-      size_t save = i;
       ows();
-      if (i >= in.size() || in[i] != ';') {
-        i = save;
-        break;
-      }
+      if (i >= in.size() || in[i] != ';') break;
       ++i;
       ows();
       if (!tokenAt()) return std::nullopt;
-      save = i;
+      const size_t save = i;
       ows();
       if (i < in.size() && in[i] == '=') {
         ++i;
@@ -172,6 +179,47 @@ std::optional<std::pair<std::string, size_t>> strictDecode(std::string_view in) 
   if (!crlf()) return std::nullopt;  // no trailer section: the blank line at once
   return std::make_pair(std::move(body), i);
 }
+
+#ifdef SANDGATE_FUZZ_CHUNKED_FRAMING
+using sandgate::proxy::ChunkedFraming;
+
+struct Framed {
+  ChunkedFraming::Status status = ChunkedFraming::Status::kMore;
+  size_t end = 0;  // one past the body's last byte, when kDone
+  std::string_view reason;
+};
+
+// The framing check fed one byte at a time (so that where it ends is known), and in `pieces`.
+Framed frame(std::string_view body, const std::vector<size_t>& pieces) {
+  Framed out;
+  ChunkedFraming byByte;
+  for (size_t i = 0; i < body.size() && byByte.status() == ChunkedFraming::Status::kMore; ++i) {
+    if (byByte.feed(body.substr(i, 1)) == ChunkedFraming::Status::kDone) out.end = i + 1;
+  }
+  out.status = byByte.status();
+  out.reason = byByte.reason();
+  ChunkedFraming split;
+  for (size_t at = 0, k = 0; at < body.size();) {
+    const size_t n = std::min(body.size() - at, pieces[k++ % pieces.size()]);
+    split.feed(body.substr(at, n));
+    at += n;
+  }
+  SANDGATE_FUZZ_CHECK(split.status() == out.status && split.reason() == out.reason,
+                      "the framing verdict does not depend on how the body arrives");
+  return out;
+}
+
+// Does any line (CRLF-less run) reach the framing's chunk line bound? Then the strict grammar,
+// which has no bound, may accept what the framing rightly refuses.
+bool longLine(std::string_view body) {
+  size_t run = 0;
+  for (char c : body) {
+    run = c == '\n' ? 0 : run + 1;
+    if (run + 8 >= ChunkedFraming::kMaxChunkLine) return true;
+  }
+  return false;
+}
+#endif
 
 std::vector<size_t> consumePieces(FuzzedDataProvider& in) {
   std::vector<size_t> pieces;
@@ -219,6 +267,11 @@ void roundTrip(FuzzedDataProvider& in) {
   SANDGATE_FUZZ_CHECK(got.done, "a valid chunked body is read to its end");
   SANDGATE_FUZZ_CHECK(got.body == body, "the decoded body is the body that was encoded");
   SANDGATE_FUZZ_CHECK(got.consumed == messageEnd, "the message ends where its last chunk does");
+#ifdef SANDGATE_FUZZ_CHUNKED_FRAMING
+  const Framed f = frame(std::string_view(wire).substr(kHead.size()), pieces);
+  SANDGATE_FUZZ_CHECK(f.status == ChunkedFraming::Status::kDone, "the framing accepts it");
+  SANDGATE_FUZZ_CHECK(kHead.size() + f.end == messageEnd, "and ends it at the last chunk");
+#endif
 }
 
 void raw(FuzzedDataProvider& in) {
@@ -238,6 +291,19 @@ void raw(FuzzedDataProvider& in) {
     SANDGATE_FUZZ_CHECK(got.consumed == kHead.size() + strict->second,
                         "Beast ends the body where the grammar does");
   }
+#ifdef SANDGATE_FUZZ_CHUNKED_FRAMING
+  // What the framing check lets through is what Beast then parses and the relay forwards: the
+  // framing must accept exactly the strict grammar, and Beast must end that body at its end.
+  const Framed f = frame(chunked, pieces);
+  const bool done = f.status == ChunkedFraming::Status::kDone;
+  if (done) {
+    SANDGATE_FUZZ_CHECK(strict.has_value(), "the framing accepts only the strict grammar");
+    SANDGATE_FUZZ_CHECK(f.end == strict->second, "and ends the body where the grammar does");
+    SANDGATE_FUZZ_CHECK(got.done, "Beast reads a body the framing accepted");
+  } else if (strict && !longLine(chunked)) {
+    SANDGATE_FUZZ_CHECK(false, "the framing accepts the strict grammar");
+  }
+#endif
   static const bool strictOnly = std::getenv("SANDGATE_FUZZ_STRICT_CHUNKS") != nullptr;
   if (strictOnly) {
     SANDGATE_FUZZ_CHECK(!(got.done && !strict), "Beast accepts a body the strict grammar refuses");
