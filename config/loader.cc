@@ -1,12 +1,14 @@
 // loadFile/loadString: YAML text to a validated Config, or every problem found in it.
 #include <fmt/format.h>
 #include <openssl/sha.h>
+#include <yaml-cpp/eventhandler.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <sstream>
 #include <utility>
 
 #include "config/readers.h"
@@ -115,30 +117,83 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
   }
 }
 
+// Where each document of a YAML stream starts, and nothing else.
+class DocumentStarts : public YAML::EventHandler {
+ public:
+  std::vector<YAML::Mark> starts;
+  void OnDocumentStart(const YAML::Mark& mark) override { starts.push_back(mark); }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                       YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t,
+                  YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+};
+
+// The first document of `text` (null when there is none) and where a second one starts, if
+// any. Not YAML::LoadAll: yaml-cpp 0.7 (Debian 12's) loops there for ever, adding a null
+// document each time round, on a token no document can start with, such as a lone ','
+// (yaml-cpp issue #1040, fixed upstream after 0.8.0), so one stray comma would hang a reload
+// until memory ran out. A config needs only its first document and whether there is a second,
+// so the parser is asked for two documents at most, and a second one that starts where the
+// first did (no input consumed) is that token. Throws what the parser throws.
+struct FirstDocument {
+  YAML::Node node;
+  std::optional<YAML::Mark> second;
+  std::optional<YAML::Mark> stuck;  // the token the parser cannot get past
+};
+FirstDocument firstDocument(const std::string& text) {
+  FirstDocument out;
+  out.node = YAML::Load(text);
+  std::istringstream in(text);
+  YAML::Parser parser(in);
+  DocumentStarts starts;
+  while (starts.starts.size() < 2 && parser.HandleNextDocument(starts)) {
+  }
+  if (starts.starts.size() == 2) {
+    if (starts.starts[1].pos == starts.starts[0].pos) {
+      out.stuck = starts.starts[0];
+    } else {
+      out.second = starts.starts[1];
+    }
+  }
+  return out;
+}
+
 }  // namespace
 
 Result<Config> loadString(const std::string& text, const std::string& name) {
-  std::vector<YAML::Node> docs;
+  FirstDocument doc;
   try {
-    docs = YAML::LoadAll(text);
+    doc = firstDocument(text);
   } catch (const YAML::ParserException& e) {
     return parseError(text, name, e);
   } catch (const YAML::Exception& e) {
     return Diagnostic{name, 0, 0, "", fmt::format("invalid YAML: {}", e.what())};
   }
-  if (docs.empty() || (docs.size() == 1 && docs[0].IsNull())) {
+  if (doc.stuck) {
+    const Mark at = detail::toMark(*doc.stuck);
+    return Diagnostic{name, at.line, at.col, "",
+                      "invalid YAML: no document can start here (a stray ',', ']' or '}'?)"};
+  }
+  if (doc.node.IsNull() && !doc.second) {
     return Diagnostic{name, 1, 1, "",
                       "the config is empty; expected a map with keys such as policies and tasks"};
   }
   Reader r(name);
-  if (docs.size() > 1) {
+  if (doc.second) {
     // yaml-cpp would quietly use the first document; a second one is a pasting accident.
-    Mark at = detail::toMark(docs[1].Mark());
+    Mark at = detail::toMark(*doc.second);
     r.error({documentStartLine(text, at.line), 1}, "",
             "a second YAML document; the config must be a single document");
     return r.take();
   }
-  Field root = r.root(docs[0]);
+  Field root = r.root(doc.node);
   auto top = r.map(root, kTopLevelKeys, "a map of top-level keys (listen, policies, tasks, ...)");
   if (!top) return r.take();
   Config cfg;

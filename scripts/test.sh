@@ -2,7 +2,8 @@
 # The whole test suite: installs what is missing, builds, runs every CTest test (unit,
 # integration, sandbox), then builds again with AddressSanitizer and UndefinedBehaviorSanitizer
 # and runs the whole suite once more on that build. Exits non-zero on any failure.
-# SANDGATE_SANITIZE=0 skips the sanitizer run (a quicker local check; CI always runs it).
+# In between, the fuzz smoke run (fuzz/run.sh --smoke). SANDGATE_SANITIZE=0 skips the sanitizer
+# run and SANDGATE_FUZZ_SMOKE=0 the fuzz smoke (quicker local checks; CI always runs both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/build.sh
@@ -25,6 +26,13 @@ report_skips() {
 
 ctest --test-dir "$build" --output-on-failure -j "$(nproc)" --timeout 300
 report_skips "$build"
+
+# Every libFuzzer target (fuzz/) over its committed seed corpus and regression inputs, then
+# 30 s of fresh inputs each: about 5 minutes, plus the clang build (build-fuzz/, ccache'd).
+if [ "${SANDGATE_FUZZ_SMOKE:-1}" != 0 ]; then
+  echo "== fuzz smoke: each fuzz target over its seed corpus, then 30 s of new inputs (build-fuzz/)"
+  ./fuzz/run.sh --smoke 30
+fi
 
 if [ "${SANDGATE_SANITIZE:-1}" != 0 ]; then
   sanitized=${SANDGATE_SANITIZE_BUILD_DIR:-build-sanitize}

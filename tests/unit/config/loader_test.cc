@@ -214,6 +214,27 @@ TEST(LoadString, EmptyForms) {
   }
 }
 
+// yaml-cpp 0.7's LoadAll never returns on these (found by fuzz/config_loader_fuzz; the inputs
+// are in fuzz/corpus/config_loader_fuzz/regress-*): the loader must answer, with where.
+TEST(LoadString, StrayFlowTokenIsAnErrorNotAHang) {
+  struct Case {
+    const char* name;
+    const char* text;
+    int line, col;
+  };
+  const Case cases[] = {{"a lone comma", ",", 1, 1},
+                        {"a comma after a comment", "# listen:\n,\n", 2, 1},
+                        {"a comma before a document", ",\nlisten:\n  proxy: 127.0.0.1:3128\n", 1, 1}};
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto errors = loadErrors(c.text);
+    ASSERT_EQ(errors.size(), 1u);
+    EXPECT_EQ(errors[0].line, c.line);
+    EXPECT_EQ(errors[0].col, c.col);
+    EXPECT_NE(errors[0].message.find("invalid YAML"), std::string::npos) << errors[0].message;
+  }
+}
+
 TEST(LoadString, EmptyTopLevelMapIsValid) {
   auto c = loadOk("{}\n");
   EXPECT_TRUE(c.policies.empty());

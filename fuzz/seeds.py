@@ -1,0 +1,141 @@
+#!/usr/bin/env python3
+"""Writes the seed corpus of every fuzz target into fuzz/corpus/<target>/ (seed-*.bin).
+
+Deterministic but for the ClientHellos (Python's ssl makes a fresh random each time); rerun after
+changing a target's input layout. Regression inputs that a fuzzer
+found are committed next to the seeds as regress-*.bin and are never rewritten here.
+Targets that read their parameters with FuzzedDataProvider take integers from the end of the
+input: the trailing bytes below are such parameters (mode, piece sizes), not data.
+"""
+import gzip
+import pathlib
+import ssl
+import struct
+import zlib
+
+root = pathlib.Path(__file__).resolve().parent
+corpus = root / "corpus"
+
+
+def write(target, name, data):
+    d = corpus / target
+    d.mkdir(parents=True, exist_ok=True)
+    (d / f"seed-{name}.bin").write_bytes(data if isinstance(data, bytes) else data.encode())
+
+
+heads = {
+    "origin": "GET /a?b=c HTTP/1.1\r\nHost: example.test\r\nUser-Agent: t\r\n\r\n",
+    "absolute": "GET http://example.test:8080/p?q HTTP/1.1\r\nHost: example.test:8080\r\n\r\n",
+    "connect": "CONNECT example.test:443 HTTP/1.1\r\nHost: example.test:443\r\n"
+               "Proxy-Authorization: Basic dGFzazp0b2tlbg==\r\n\r\n",
+    "connect_v6": "CONNECT [::1]:443 HTTP/1.1\r\n\r\n",
+    "post_length": "POST http://example.test/up HTTP/1.1\r\nHost: example.test\r\n"
+                   "Content-Length: 5\r\n\r\nhello",
+    "chunked": "POST /up HTTP/1.1\r\nHost: example.test\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+    "http10": "GET http://example.test/ HTTP/1.0\r\n\r\n",
+    "asterisk": "OPTIONS * HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    "obs_fold": "GET / HTTP/1.1\r\nHost: example.test\r\nX: a\r\n b\r\n\r\n",
+    "cl_te": "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+    "dup_cl": "POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\n",
+    "bare_lf": "GET / HTTP/1.1\nHost: a\r\n\r\n",
+    "userinfo": "GET http://u:p@example.test/ HTTP/1.1\r\nHost: example.test\r\n\r\n",
+    "host_mismatch": "GET http://a.test/ HTTP/1.1\r\nHost: b.test\r\n\r\n",
+    "pipelined": "GET / HTTP/1.1\r\nHost: a\r\n\r\nGET / HTTP/1.1\r\nHost: b\r\n\r\n",
+}
+for name, text in heads.items():
+    write("request_head_fuzz", name, text)
+
+# chunked_body_fuzz, read from the end: raw mode (1), one piece (count byte 0) of 8 bytes, a
+# 65-byte body buffer; the rest is the chunked body.
+params = bytes([0x40, 0x00, 0x07, 0x00, 0x00, 0x01])
+for name, body in {
+    "simple": b"5\r\nhello\r\n0\r\n\r\n",
+    "ext": b"5;name=value\r\nhello\r\n6;q=\"a b\"\r\n world\r\n0\r\n\r\n",
+    "hex_case": b"A\r\n0123456789\r\n00a\r\n0123456789\r\n0\r\n\r\n",
+    "trailer": b"3\r\nabc\r\n0\r\nX-Trailer: 1\r\n\r\n",
+    "prefix_0x": b"0x5\r\nhello\r\n0\r\n\r\n",
+    "overflow": b"10000000000000005\r\nhello\r\n0\r\n\r\n",
+    "bare_lf": b"5\nhello\n0\n\n",
+    "pipelined": b"1\r\na\r\n0\r\n\r\nGET / HTTP/1.1\r\nHost: a\r\n\r\n",
+}.items():
+    write("chunked_body_fuzz", "raw_" + name, body + params)
+write("chunked_body_fuzz", "roundtrip", b"a body to encode in chunks" + bytes([3, 1, 7, 2, 9, 0, 0x40, 0, 1, 0]))
+
+
+def client_hello(server_name, alpn=None, tls13=True):
+    ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)
+    ctx.check_hostname = False
+    ctx.verify_mode = ssl.CERT_NONE
+    if not tls13:
+        ctx.maximum_version = ssl.TLSVersion.TLSv1_2
+    if alpn:
+        ctx.set_alpn_protocols(alpn)
+    incoming, outgoing = ssl.MemoryBIO(), ssl.MemoryBIO()
+    obj = ctx.wrap_bio(incoming, outgoing, server_hostname=server_name)
+    try:
+        obj.do_handshake()
+    except ssl.SSLWantReadError:
+        pass
+    return outgoing.read()
+
+
+hello = client_hello("example.test", ["h2", "http/1.1"])
+write("client_hello_fuzz", "tls13_sni", hello)
+write("client_hello_fuzz", "tls12_sni", client_hello("api.example.test", tls13=False))
+write("client_hello_fuzz", "no_sni", client_hello(None))
+# The same hello split over two records.
+body = hello[5:]
+write("client_hello_fuzz", "two_records",
+      b"\x16\x03\x01" + struct.pack(">H", 40) + body[:40] +
+      b"\x16\x03\x01" + struct.pack(">H", len(body) - 40) + body[40:])
+write("client_hello_fuzz", "http", b"GET / HTTP/1.1\r\nHost: a\r\n\r\n")
+write("client_hello_fuzz", "roundtrip", b"\x01" + b"name.example.test" + bytes([5, 2, 1, 3, 7, 9]))
+
+
+def name(dotted):
+    out = b""
+    for label in dotted.split(".") if dotted else []:
+        out += bytes([len(label)]) + label.encode()
+    return out + b"\x00"
+
+
+def query(qname, qtype=1, opt=None, flags=0x0100, raw_name=None):
+    ar = 1 if opt is not None else 0
+    msg = struct.pack(">HHHHHH", 0x1234, flags, 1, 0, 0, ar)
+    msg += (raw_name if raw_name is not None else name(qname)) + struct.pack(">HH", qtype, 1)
+    if opt is not None:
+        msg += b"\x00" + struct.pack(">HHIH", 41, opt, 0, 0)
+    return msg
+
+
+write("dns_message_fuzz", "a", query("example.test"))
+write("dns_message_fuzz", "aaaa_edns", query("api.example.test", 28, opt=4096))
+write("dns_message_fuzz", "https", query("example.test", 65))
+write("dns_message_fuzz", "ptr", query("1.0.0.127.in-addr.arpa", 12))
+write("dns_message_fuzz", "upper", query("ExAmPlE.TeSt"))
+write("dns_message_fuzz", "root", query(""))
+write("dns_message_fuzz", "pointer_back", query("", raw_name=b"\xc0\x04"))
+write("dns_message_fuzz", "notimp", query("example.test", flags=0x2100))
+
+for p in sorted((root.parent / "config" / "examples").glob("*.yaml")):
+    write("config_loader_fuzz", "example_" + p.stem.replace(".", "_"), p.read_bytes())
+for p in sorted((root.parent / "tests" / "testdata" / "config").glob("*.yaml"))[:12]:
+    write("config_loader_fuzz", "testdata_" + p.stem, p.read_bytes())
+
+text = b"HTTP bodies are often compressed. " * 20
+# Read from the end: the coding (1 gzip, 0 deflate), one piece (count byte 0) of 65 bytes.
+tail = bytes([0x40, 0x00, 0x00])
+write("body_decoder_fuzz", "gzip", b"\x00" + gzip.compress(text, mtime=0) + tail + b"\x01")
+write("body_decoder_fuzz", "zlib", b"\x00" + zlib.compress(text) + tail + b"\x00")
+deflater = zlib.compressobj(wbits=-15)
+write("body_decoder_fuzz", "bare_deflate", b"\x00" + deflater.compress(text) + deflater.flush() + tail + b"\x00")
+write("body_decoder_fuzz", "two_members",
+      b"\x00" + gzip.compress(b"one", mtime=0) + gzip.compress(b"two", mtime=0) + tail + b"\x01")
+write("body_decoder_fuzz", "roundtrip", b"\x01" + text + bytes([1, 0, 4, 2, 1, 3]))
+
+for n, s in enumerate([b"dXNlcjpwYXNzd29yZA==", b"a%20b+c%2Fd", b"eyJhbGciOiJIUzI1NiJ9",
+                       b"sk-proj-abcdefghijklmnopqrstuvwxyz012345", b"AB==", b"%zz%4"]):
+    write("encoding_fuzz", f"text{n}", s + bytes([n, 7, 3, 1, 2]))
+
+write("scrubber_fuzz", "raw", b"sk-live-abcdef0123456789" + b"the body {\"token\":\"" + bytes([0, 1, 0, 2, 3, 1, 1]))
+write("scrubber_fuzz", "url", b"a secret with space " + b"?q=a%20secret%20with+space&x=1" + bytes([1, 0, 1, 1, 0, 3]))
