@@ -109,9 +109,21 @@ ChunkedFraming::Status ChunkedFraming::feed(std::string_view bytes) {
         }
         break;
       case State::kSizeBws:
-      case State::kExtAfter:
+      case State::kExtAfterBws:
+        // BWS is allowed before a `;` only (RFC 9112: chunk-ext = *( BWS ";" ... )), never
+        // before the line's end.
         if (bws) break;
-        if (c == ';') {
+        if (c != ';') {
+          return fail(reason::kBadChunkedBody,
+                      fmt::format("{} after whitespace in a chunk line (only ';' may follow it)",
+                                  shown(c)));
+        }
+        state_ = State::kExtBws;
+        break;
+      case State::kExtAfter:
+        if (bws) {
+          state_ = State::kExtAfterBws;
+        } else if (c == ';') {
           state_ = State::kExtBws;
         } else if (c == '\r') {
           state_ = State::kLineLf;
@@ -129,9 +141,20 @@ ChunkedFraming::Status ChunkedFraming::feed(std::string_view bytes) {
         }
         state_ = State::kExtName;
         break;
-      case State::kExtName:
       case State::kExtNameBws:
-        if (state_ == State::kExtName && isTchar(c)) break;
+        if (bws) break;
+        if (c == '=') {
+          state_ = State::kExtEqBws;
+        } else if (c == ';') {
+          state_ = State::kExtBws;
+        } else {
+          return fail(
+              reason::kBadChunkedBody,
+              fmt::format("{} after whitespace in a chunk extension (only '=' or ';')", shown(c)));
+        }
+        break;
+      case State::kExtName:
+        if (isTchar(c)) break;
         if (bws) {
           state_ = State::kExtNameBws;
         } else if (c == '=') {
@@ -159,7 +182,7 @@ ChunkedFraming::Status ChunkedFraming::feed(std::string_view bytes) {
       case State::kExtToken:
         if (isTchar(c)) break;
         if (bws) {
-          state_ = State::kExtAfter;
+          state_ = State::kExtAfterBws;
         } else if (c == ';') {
           state_ = State::kExtBws;
         } else if (c == '\r') {

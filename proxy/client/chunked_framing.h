@@ -5,10 +5,10 @@
 // every byte of it judged, so a malformed body gets its 400 with a reason the moment its bad
 // byte arrives.
 //
-// Accepted, exactly: chunk-size (1*HEXDIG, value below 2^63), optional BWS, chunk extensions
-// (`;` name [`=` token / quoted-string], BWS around `;` and `=`), CRLF, that many data bytes,
-// CRLF; the last chunk (size 0, extensions allowed), then CRLF. Refused: every other byte in a
-// chunk line (a sign, `0x`, `_`, a control character, NUL, a bare CR or LF), a chunk line over
+// Accepted, exactly: chunk-size (1*HEXDIG, value below 2^63), chunk extensions (BWS `;` BWS
+// name [BWS `=` BWS token / quoted-string]; no whitespace before the CRLF), CRLF, that many data
+// bytes, CRLF; the last chunk (size 0, extensions allowed), then CRLF. Refused: every other byte in
+// a chunk line (a sign, `0x`, `_`, a control character, NUL, a bare CR or LF), a chunk line over
 // kMaxChunkLine bytes, data not followed by CRLF (a chunk longer than its size), and any
 // trailer field (reason request_trailers: sandgate relays none, and a trailer is a header that
 // no check saw).
@@ -48,7 +48,8 @@ class ChunkedFraming {
     kExtToken,      // an unquoted value
     kExtQuoted,     // inside a quoted value
     kExtEscape,     // after a backslash inside it
-    kExtAfter,      // after a value: whitespace, then `;` or CR
+    kExtAfter,      // right after a quoted value: whitespace, `;` or CR
+    kExtAfterBws,   // whitespace after a value: then `;` only
     kLineLf,        // the LF ending a chunk line
     kData,          // chunk data
     kDataCr,        // the CR after the data

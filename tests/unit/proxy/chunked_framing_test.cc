@@ -46,6 +46,7 @@ TEST(ChunkedFraming, AcceptsWhatRfc9112Allows) {
   expectEverySplit("00005\r\nhello\r\n0\r\n\r\n", Status::kDone);  // leading zeros
   expectEverySplit("5;name\r\nhello\r\n0;last\r\n\r\n", Status::kDone);
   expectEverySplit("5 ; a = b ; c=\"q \\\" d\"\r\nhello\r\n0\r\n\r\n", Status::kDone);
+  expectEverySplit("5;a=\"q\" ;b\r\nhello\r\n0\r\n\r\n", Status::kDone);
   expectEverySplit("4\r\n\r\n\r\n\r\n0\r\n\r\n", Status::kDone);  // data that looks like CRLFs
   expectEverySplit("7fffffffffffffff\r\n", Status::kMore);        // the largest size
 }
@@ -79,6 +80,11 @@ TEST(ChunkedFraming, RefusesMalformedLinesAndData) {
            "5;a=\r\nhello\r\n0\r\n\r\n",        // `=` without a value
            "5;a=b c\r\nhello\r\n0\r\n\r\n",     // two values
            "5 x\r\nhello\r\n0\r\n\r\n",         // junk after the size
+           "5 \r\nhello\r\n0\r\n\r\n",          // whitespace before the line's end
+           "0\t\r\n\r\n",                       // the same (found by chunked_body_fuzz)
+           "5;a \r\nhello\r\n0\r\n\r\n",        // ... after a name
+           "5;a=b \r\nhello\r\n0\r\n\r\n",      // ... after a value
+           "5;a=\"q\" \r\nhello\r\n0\r\n\r\n",  // ... after a quoted value
            "0\r\n\r\r",                         // the final CRLF broken
        }) {
     SCOPED_TRACE(body);
