@@ -15,6 +15,7 @@
 #include "broker/headers.h"
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
 #include "proxy/exchange/relay.h"
 #include "proxy/exchange/request_credentials.h"
@@ -99,6 +100,31 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
     co_return false;
   }
 
+  bool sentContinue = false;
+  if (decision.git) {
+    const auto bodyTimeout = toDuration(limits.bodyTimeout);
+    auto gate = co_await gateGitRequest(
+        c, decision, head.pathAndQuery, parser, c.buffer, log,
+        [&c, bodyTimeout](asio::mutable_buffer into) {
+          c.stream.expires_after(bodyTimeout);
+          return c.stream.async_read_some(into, kUse);
+        },
+        [&c, bodyTimeout](asio::const_buffer out) {
+          c.stream.expires_after(bodyTimeout);
+          return asio::async_write(c.stream, out, kUse);
+        });
+    if (gate.action == GitGateResult::Action::kRefuse) {
+      co_await refuse(c, log, gate.refusal);
+      co_return false;
+    }
+    if (gate.action == GitGateResult::Action::kAnswered) {
+      rec.kind = audit_kind::kForward;
+      finishRequest(c, log);
+      co_return false;
+    }
+    sentContinue = gate.sentContinue;
+  }
+
   // Prepare the upstream request.
   stripHopByHop(req);
   bool expectContinue = false;
@@ -126,7 +152,6 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   std::optional<DeadlineStream> up;
   beast::flat_buffer upBuf;
   std::optional<http::response_parser<http::buffer_body>> rp;
-  bool sentContinue = false;
   bool requestSent = false;
   // A pooled connection may have been closed by the upstream a moment ago; a request
   // without a body that fails on one before any response byte is retried once on a new one.

@@ -28,6 +28,7 @@
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
+#include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
 #include "proxy/exchange/relay.h"
 #include "proxy/exchange/request_credentials.h"
@@ -372,6 +373,27 @@ asio::awaitable<bool> InterceptSession::one() {
     co_return false;
   }
 
+  if (decision.git) {
+    const auto bodyTimeout = toDuration(limits.bodyTimeout);
+    auto gate = co_await gateGitRequest(
+        c_, decision, target, parser, in_, log,
+        [this, bodyTimeout](asio::mutable_buffer into) {
+          beast::get_lowest_layer(tls_).expires_after(bodyTimeout);
+          return tls_.readSome(into);
+        },
+        [this, bodyTimeout](asio::const_buffer out) {
+          beast::get_lowest_layer(tls_).expires_after(bodyTimeout);
+          return tls_.write(out);
+        });
+    if (gate.action == GitGateResult::Action::kRefuse) {
+      co_await refuseInside(log, gate.refusal);
+      co_return false;
+    }
+    if (gate.action == GitGateResult::Action::kAnswered) {
+      finishRequest(c_, log);
+      co_return false;
+    }
+  }
   if (auto refusal = prepare(req, decision, isWebsocket, log)) {
     co_await refuseInside(log, *refusal);
     co_return false;
