@@ -11,6 +11,7 @@
 #include "policy/git_protocol.h"
 #include "policy/git_rules.h"
 #include "proxy/client/reasons.h"
+#include "proxy/observe/metrics.h"
 
 namespace sandgate::proxy {
 
@@ -138,6 +139,18 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
   // The wire bytes may carry chunk framing around tiny chunks: twice the decoded limit (and a
   // little) is all that is ever buffered before a decision.
   const size_t rawLimit = 2 * limit + 4096;
+  if (auto e = req.find(http::field::content_encoding);
+      e != req.end() && !beast::iequals(e->value(), "identity")) {
+    // git never compresses a push; a coded body is one whose commands are not read here.
+    out.action = GitGateResult::Action::kRefuse;
+    out.refusal = gitRefusal(
+        400, policy::reason::kGitProtocolError, rec, decision,
+        fmt::format("git-receive-pack request refused unchecked: its body has Content-Encoding "
+                    "{}",
+                    std::string_view(e->value()).substr(0, 32)),
+        "push without Content-Encoding");
+    co_return out;
+  }
   if (auto e = req.find(http::field::expect);
       e != req.end() && beast::iequals(e->value(), "100-continue")) {
     // The client waits for this before it sends the body that is to be judged.
@@ -201,6 +214,17 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
                                         std::string(verdict.commands[i].allowed
                                                         ? policy::reason::kAllowed
                                                         : verdict.commands[i].reason)});
+  }
+  if (c.metrics) {
+    // The refs that went through, or those that refused the push (the admitted refs of a
+    // refused push did not happen and are not counted).
+    if (!verdict.refused) {
+      if (!push.commands.empty()) c.metrics->gitPushRefs(policy::reason::kAllowed, push.commands.size());
+    } else {
+      for (const auto& v : verdict.commands) {
+        if (!v.allowed) c.metrics->gitPushRefs(v.reason, 1);
+      }
+    }
   }
   if (!verdict.refused) co_return out;
 
