@@ -21,6 +21,7 @@
 namespace sandgate::proxy {
 
 class TaskMetrics;
+class TlsChannel;
 class RequestCredentials;
 
 struct ClientConnection {
@@ -74,6 +75,9 @@ void finishRequest(ClientConnection& c, RequestLog& log);
 // as a refusal with r's status, reason and outcome. Pass a named Refusal, never a temporary: see
 // session.cc for the compiler bug that makes temporaries in co_await expressions unsafe.
 boost::asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& r);
+// The same, inside the TLS that sandgate terminated on c (an intercepted connection).
+boost::asio::awaitable<void> refuse(ClientConnection& c, TlsChannel& tls, RequestLog& log,
+                                    const Refusal& r);
 
 // The 403 for what the policy denied (`d`): its reason, rule and detail, and `hint`.
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,

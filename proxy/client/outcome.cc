@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <boost/asio/write.hpp>
+#include <boost/beast/core/stream_traits.hpp>
 
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/net/tls_channel.h"
 #include "proxy/observe/listener_tally.h"
 #include "proxy/observe/metrics.h"
 
@@ -64,12 +66,8 @@ asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::str
   finishRequest(c, log);
 }
 
-}  // namespace
-
-// Not a coroutine itself, and the refusal is taken by reference: GCC 12 destroyed a
-// class-type temporary (or by-value argument) of a co_await full-expression twice
-// ("free(): invalid pointer"). Call sites therefore name their Refusal before co_await.
-asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
+// Fills the audit record of a request that ends with `refusal`; returns the response for it.
+std::string recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
   Refusal r = refusal;
   if (r.task.empty() && c.task) r.task = c.task->name;
   auto& rec = log.record;
@@ -80,7 +78,29 @@ asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal
   rec.status = r.status;
   if (rec.rule.empty()) rec.rule = r.rule;
   if (rec.error.empty() && r.outcome == Outcome::kError) rec.error = r.detail;
-  return sendRefusal(c, log, renderRefusal(r));
+  return renderRefusal(r);
+}
+
+// Inside TLS the client always gets the page: it spoke HTTP to sandgate's certificate.
+asio::awaitable<void> sendRefusalInside(ClientConnection& c, TlsChannel& tls, RequestLog& log,
+                                        std::string bytes) {
+  boost::beast::get_lowest_layer(tls).expires_after(toDuration(c.limits().bodyTimeout));
+  co_await tls.write(asio::const_buffer(bytes.data(), bytes.size()));
+  finishRequest(c, log);
+}
+
+}  // namespace
+
+// Not a coroutine itself, and the refusal is taken by reference: GCC 12 destroyed a
+// class-type temporary (or by-value argument) of a co_await full-expression twice
+// ("free(): invalid pointer"). Call sites therefore name their Refusal before co_await.
+asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
+  return sendRefusal(c, log, recordRefusal(c, log, refusal));
+}
+
+asio::awaitable<void> refuse(ClientConnection& c, TlsChannel& tls, RequestLog& log,
+                             const Refusal& refusal) {
+  return sendRefusalInside(c, tls, log, recordRefusal(c, log, refusal));
 }
 
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,

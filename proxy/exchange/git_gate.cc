@@ -106,17 +106,13 @@ Refusal gitRefusal(int status, std::string_view reason, const AuditRecord& rec,
 }  // namespace
 
 asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy::Decision& decision,
-                                              std::string_view pathAndQuery,
+                                              std::string_view path, std::string_view query,
                                               http::request_parser<http::buffer_body>& parser,
                                               beast::flat_buffer& in, RequestLog& log,
                                               const GitReadSome& readSome, const GitWrite& write) {
   GitGateResult out;
   if (decision.git == nullptr) co_return out;
   auto& req = parser.get();
-  const std::string_view target = pathAndQuery;
-  const size_t q = target.find('?');
-  const std::string_view path = target.substr(0, q);
-  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
   auto git = policy::classifyGitRequest(req.method_string(), path, query);
   if (!git) co_return out;
   auto& rec = log.record;

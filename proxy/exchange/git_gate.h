@@ -25,6 +25,8 @@
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/refusal.h"
+#include "proxy/exchange/relay.h"
+#include "proxy/net/completion.h"
 
 namespace sandgate::proxy {
 
@@ -50,12 +52,43 @@ struct GitGateResult {
 inline constexpr uint64_t kGitDrainLimit = 64ull << 20;
 
 // Checks the request whose head `parser` has parsed (its body, if any, starts at `in`) under
-// `decision.git`; `pathAndQuery` is its origin-form target. `limit` bounds the command list (the task's limits.max_header_bytes: the
+// `decision.git`; `path` (no query) and `query` are its target's. `limit` bounds the command list (the task's limits.max_header_bytes: the
 // command list is the head of a push). Audit fields of a Git request are filled into `log`.
 boost::asio::awaitable<GitGateResult> gateGitRequest(
-    ClientConnection& c, const policy::Decision& decision, std::string_view pathAndQuery,
+    ClientConnection& c, const policy::Decision& decision, std::string_view path,
+    std::string_view query,
     boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser,
     boost::beast::flat_buffer& in, RequestLog& log, const GitReadSome& readSome,
     const GitWrite& write);
+
+// gateGitRequest() on an exchange's client stream (a DeadlineStream or a TlsChannel), each read
+// and write under limits.body_timeout. The request's target is the policy's path and the query
+// after the first '?' of the request line (origin- or absolute-form alike).
+template <class Client>
+boost::asio::awaitable<GitGateResult> gateGitOn(
+    Client& client, boost::beast::flat_buffer& in, ClientConnection& c,
+    const policy::Decision& decision, std::string_view path,
+    boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser,
+    RequestLog& log) {
+  const auto timeout = toDuration(c.limits().bodyTimeout);
+  GitReadSome readSome = [&client, timeout](boost::asio::mutable_buffer into)
+      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
+    boost::beast::get_lowest_layer(client).expires_after(timeout);
+    if constexpr (requires { client.readSome(into); }) {
+      co_return co_await client.readSome(into);
+    } else {
+      co_return co_await client.async_read_some(into, kUse);
+    }
+  };
+  GitWrite write = [&client, timeout](boost::asio::const_buffer out)
+      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
+    boost::beast::get_lowest_layer(client).expires_after(timeout);
+    co_return co_await writeBytes(client, out);
+  };
+  const std::string_view target = parser.get().target();
+  const size_t q = target.find('?');
+  const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
+  co_return co_await gateGitRequest(c, decision, path, query, parser, in, log, readSome, write);
+}
 
 }  // namespace sandgate::proxy

@@ -26,24 +26,40 @@ void stripHopByHop(boost::beast::http::fields& f) {
       continue;
     f.erase(name);
   }
-  for (auto name : {"Connection", "Keep-Alive", "Proxy-Connection", "Proxy-Authorization",
-                    "Proxy-Authenticate", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
+  for (auto name : {"Connection", "Keep-Alive", "TE", "Trailer", "Upgrade", "HTTP2-Settings"}) {
     f.erase(name);
   }
-  // A client's X-Sandgate-Task or X-Sandgate-Credential could tell an upstream that trusts
+  // Proxy-* fields are for this hop (Proxy-Authorization is sandgate's own credential). A
+  // client's X-Sandgate-Task or X-Sandgate-Credential could tell an upstream that trusts
   // sandgate something sandgate never said; an upstream's X-Sandgate-Reason could make a
   // relayed answer look like sandgate's refusal.
-  constexpr std::string_view kOwnPrefix = "x-sandgate-";
+  const auto startsWith = [](std::string_view name, std::string_view prefix) {
+    return name.size() >= prefix.size() && iequals(name.substr(0, prefix.size()), prefix);
+  };
   for (auto it = f.begin(); it != f.end();) {
     const std::string_view name = it->name_string();
-    const bool own =
-        name.size() >= kOwnPrefix.size() && iequals(name.substr(0, kOwnPrefix.size()), kOwnPrefix);
-    if (own) {
+    if (startsWith(name, "proxy-") || startsWith(name, "x-sandgate-")) {
       it = f.erase(it);
     } else {
       ++it;
     }
   }
+}
+
+bool prepareRequestHead(boost::beast::http::request_header<>& req) {
+  stripHopByHop(req);
+  bool expectContinue = false;
+  if (auto it = req.find(http::field::expect); it != req.end()) {
+    expectContinue = iequals(it->value(), "100-continue");
+    req.erase(http::field::expect);
+  }
+  req.version(11);
+  return expectContinue;
+}
+
+bool upgradesToWebsocket(const boost::beast::http::fields& f) {
+  auto it = f.find(http::field::upgrade);
+  return it != f.end() && iequals(trimOws(it->value()), "websocket");
 }
 
 policy::Decision decideHttpRequest(const ClientConnection& c, policy::Request req,

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <boost/beast/http/fields.hpp>
+#include <boost/beast/http/message.hpp>
 
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
@@ -13,6 +14,13 @@ namespace sandgate::proxy {
 // framing fields) and every X-Sandgate-* field: that namespace is sandgate's own (its
 // refusals' X-Sandgate-Reason), so neither a client nor an upstream may write in it.
 void stripHopByHop(boost::beast::http::fields& f);
+
+// The rewrite every relayed request gets: stripHopByHop, Expect removed (sandgate answers
+// 100-continue itself), HTTP/1.1. Returns whether the client asked for 100-continue.
+bool prepareRequestHead(boost::beast::http::request_header<>& req);
+
+// `Upgrade: websocket` (one token, any case)?
+bool upgradesToWebsocket(const boost::beast::http::fields& f);
 
 // The policy's decision for an HTTP request (`req`: target, port, method, path) whose header
 // fields are `f`: a field asking the upstream for another method or URL (X-HTTP-Method-Override

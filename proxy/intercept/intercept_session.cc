@@ -28,10 +28,7 @@
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
-#include "proxy/exchange/git_gate.h"
-#include "proxy/exchange/headers.h"
-#include "proxy/exchange/relay.h"
-#include "proxy/exchange/request_credentials.h"
+#include "proxy/exchange/exchange.h"
 #include "proxy/intercept/tls_relay.h"
 #include "proxy/net/upstream_tls.h"
 #include "proxy/upstream/upstream.h"
@@ -74,8 +71,14 @@ bool notOriginForm(std::string_view head) {
          line[sp + 1] != ' ';
 }
 
+// The intercept route of the shared exchange (exchange.h): the TLS sandgate terminated for the
+// client, and a verified TLS upstream held across the connection's requests.
 class InterceptSession {
  public:
+  static constexpr bool kIntercepted = true;
+  static constexpr bool kRelaysWebsocket = true;
+  static constexpr std::string_view kKind = audit_kind::kIntercept;
+
   InterceptSession(ClientConnection& c, TlsChannel& tls, const policy::Target& target,
                    uint16_t port)
       : c_(c), tls_(tls), target_(target), port_(port), creds_(c) {}
@@ -83,60 +86,56 @@ class InterceptSession {
   // Serves requests until the connection ends.
   asio::awaitable<void> run();
 
+  // The route, for runExchange.
+  TlsChannel& client() { return tls_; }
+  beast::flat_buffer& clientBuffer() { return in_; }
+  TlsChannel& upstream() { return up_->tls; }
+  beast::flat_buffer& upstreamBuffer() { return up_->buf; }
+  RequestCredentials& credentials() { return creds_; }
+  const policy::Target& target() const { return target_; }
+  asio::awaitable<void> refuse(RequestLog& log, const Refusal& r) {
+    return proxy::refuse(c_, tls_, log, r);
+  }
+  // The Host field must name the tunnel's target.
+  std::optional<Refusal> checkRequest(Request& req, RequestLog& log);
+  policy::Request policyRequest(const Request&) const {
+    return policy::Request{target_, port_, std::string_view(method_), std::string_view(path_),
+                           std::nullopt};
+  }
+  void rewriteHead(Request& req, bool websocket);
+  // Makes up_ a verified connection for the decision's credential: the one this session holds,
+  // else an idle one of the worker's pool, else a new one (always new when !mayReuse).
+  // `reused` says whether it had carried requests before (the upstream may have closed it).
+  asio::awaitable<std::optional<Refusal>> acquire(const policy::Decision& d, RequestLog& log,
+                                                  bool mayReuse, bool& reused);
+  void dropUpstream() { up_.reset(); }
+  void upstreamDone(bool clean) {
+    upClean_ = clean;
+    if (!clean) up_.reset();
+  }
+  asio::awaitable<void> switchProtocols(RequestLog& log, ResponseParser& rp);
+
  private:
   asio::awaitable<bool> one();
-  // Reads a request head into in_: its length, -1 malformed, -2 too large; nullopt when the
-  // client is done (EOF, truncation, idle timeout).
+  // Reads a request head into in_ (see readRequestHead).
   asio::awaitable<HeadRead> readHead();
-  // Hop-by-hop and Proxy-* fields out, the credential in. Returns the refusal on failure.
-  std::optional<Refusal> prepare(http::request<http::buffer_body>& req,
-                                 const policy::Decision& decision, bool websocket, RequestLog& log);
-  asio::awaitable<void> refuseInside(RequestLog& log, const Refusal& r);
-  // Makes up_ a verified connection for `credential`: the one this session holds, else an
-  // idle one of the worker's pool, else a new one (always new when !mayReuse). `reused` says
-  // whether it had carried requests before (the upstream may have closed it since).
-  asio::awaitable<std::optional<Refusal>> connectUpstream(const policy::Decision& d,
-                                                          const std::string& credential,
-                                                          RequestLog& log, bool mayReuse,
-                                                          bool& reused);
   std::string poolKeyFor(const std::string& credential) const;
   // Hands up_ to the worker's pool (when it may be reused) and lets go of it.
   void releaseUpstream();
-  asio::awaitable<void> switchToWebsocket(RequestLog& log, ResponseParser& rp);
 
   ClientConnection& c_;
   TlsChannel& tls_;
   const policy::Target& target_;
   uint16_t port_;
   beast::flat_buffer in_;  // decrypted client bytes not consumed yet
+  std::string method_;     // the current request's
+  std::string path_;       // the current request's path, without the query
   std::shared_ptr<UpstreamTlsConnection> up_;
   // up_ ended its last exchange cleanly: the whole request sent, the whole response read,
   // nothing left over. Only then may it carry another request, here or from the pool.
   bool upClean_ = false;
   RequestCredentials creds_;
 };
-
-// `Upgrade: websocket` (one token, any case)?
-bool upgradesToWebsocket(const http::fields& f) {
-  auto it = f.find(http::field::upgrade);
-  if (it == f.end()) return false;
-  return beast::iequals(trimOws(it->value()), "websocket");
-}
-
-asio::awaitable<void> InterceptSession::refuseInside(RequestLog& log, const Refusal& refusal) {
-  Refusal r = refusal;
-  auto& rec = log.record;
-  rec.verdict = r.outcome;
-  rec.reason = r.reason;
-  rec.status = r.status;
-  if (rec.rule.empty()) rec.rule = r.rule;
-  if (rec.error.empty() && r.outcome == Outcome::kError) rec.error = r.detail;
-  std::string bytes = renderRefusal(r);
-  beast::get_lowest_layer(tls_).expires_after(toDuration(c_.limits().bodyTimeout));
-  const asio::const_buffer out(bytes.data(), bytes.size());
-  co_await tls_.write(out);
-  finishRequest(c_, log);
-}
 
 std::string InterceptSession::poolKeyFor(const std::string& credential) const {
   return poolKey(c_.snap->generation, c_.task->name, target_.name, port_, credential);
@@ -153,9 +152,10 @@ void InterceptSession::releaseUpstream() {
   upClean_ = false;
 }
 
-asio::awaitable<std::optional<Refusal>> InterceptSession::connectUpstream(
-    const policy::Decision& d, const std::string& credential, RequestLog& log, bool mayReuse,
-    bool& reused) {
+asio::awaitable<std::optional<Refusal>> InterceptSession::acquire(const policy::Decision& d,
+                                                                  RequestLog& log, bool mayReuse,
+                                                                  bool& reused) {
+  const std::string& credential = d.credential;
   auto& rec = log.record;
   const auto& limits = c_.limits();
   reused = false;
@@ -233,30 +233,35 @@ asio::awaitable<HeadRead> InterceptSession::readHead() {
                          [this](auto into) { return tls_.readSome(into); });
 }
 
-std::optional<Refusal> InterceptSession::prepare(http::request<http::buffer_body>& req,
-                                                 const policy::Decision& decision, bool websocket,
-                                                 RequestLog& log) {
-  stripHopByHop(req);
-  std::vector<std::string> proxyFields;
-  for (const auto& f : req) {
-    if (f.name_string().size() >= 6 && beast::iequals(f.name_string().substr(0, 6), "proxy-")) {
-      proxyFields.emplace_back(f.name_string());
-    }
+std::optional<Refusal> InterceptSession::checkRequest(Request& req, RequestLog& log) {
+  auto& rec = log.record;
+  std::string target(req.target());  // "/…": notOriginForm() and the validator saw to that
+  path_ = target.substr(0, target.find('?'));
+  // Never the query: it may carry a key.
+  rec.path = path_;
+  auto hostIt = req.find(http::field::host);
+  if (hostIt != req.end() && policy::matchesTarget(hostIt->value(), target_, port_, 443)) {
+    return std::nullopt;
   }
-  for (const auto& n : proxyFields) req.erase(n);
-  req.erase(http::field::expect);  // no 100-continue dance inside the tunnel
-  req.version(11);
+  return Refusal{
+      .status = 421,
+      .reason = reason::kHostMismatch,
+      .task = rec.task,
+      .host = rec.host,
+      .detail = fmt::format("the Host header must name the CONNECT host '{}'", target_.name),
+      .hint = "send requests for another host through their own CONNECT"};
+}
+
+void InterceptSession::rewriteHead(Request& req, bool websocket) {
   if (websocket) {
     // The one hop-by-hop pair that must reach the upstream: it asks for the switch.
     req.set(http::field::connection, "Upgrade");
     req.set(http::field::upgrade, "websocket");
   }
-  return creds_.apply(req, target_.name, true, decision, log);
 }
 
 // One request; true when the connection may carry another.
 asio::awaitable<bool> InterceptSession::one() {
-  const auto& limits = c_.limits();
   const TaskEntry& task = *c_.task;
   const HeadRead read = co_await readHead();
   if (read.status == HeadStatus::kClosed || read.status == HeadStatus::kTimeout) co_return false;
@@ -277,7 +282,7 @@ asio::awaitable<bool> InterceptSession::one() {
               .task = task.name,
               .host = rec.host,
               .detail = "malformed or oversized request head"};
-    co_await refuseInside(log, r);
+    co_await refuse(log, r);
     co_return false;
   }
   const size_t headLen = read.length;
@@ -294,7 +299,7 @@ asio::awaitable<bool> InterceptSession::one() {
         .detail = fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",
                               target_.name),
         .hint = "send the path alone; requests for another host go through their own CONNECT"};
-    co_await refuseInside(log, r);
+    co_await refuse(log, r);
     co_return false;
   }
   RequestHead head;
@@ -305,191 +310,16 @@ asio::awaitable<bool> InterceptSession::one() {
               .task = task.name,
               .host = rec.host,
               .detail = e->detail};
-    co_await refuseInside(log, r);
+    co_await refuse(log, r);
     co_return false;
   }
-  rec.method = std::string(head.method);
-  http::request_parser<http::buffer_body> parser;
-  parser.header_limit(static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX)));
-  parser.body_limit(boost::none);
-  beast::error_code pec;
-  size_t used = parser.put(asio::buffer(in_.data().data(), headLen), pec);
-  if (pec || used != headLen || !parser.is_header_done()) {
-    Refusal r{.status = 400,
-              .reason = reason::kBadHeader,
-              .task = task.name,
-              .host = rec.host,
-              .detail = "malformed request head"};
-    co_await refuseInside(log, r);
-    co_return false;
-  }
-  in_.consume(headLen);
-  auto& req = parser.get();
-  std::string target(req.target());  // "/…": notOriginForm() and the validator saw to that
-  std::string path = target.substr(0, target.find('?'));
-  // Never the query: it may carry a key.
-  rec.path = path;
-  auto hostIt = req.find(http::field::host);
-  if (hostIt == req.end() || !policy::matchesTarget(hostIt->value(), target_, port_, 443)) {
-    Refusal r{
-        .status = 421,
-        .reason = reason::kHostMismatch,
-        .task = task.name,
-        .host = rec.host,
-        .detail = fmt::format("the Host header must name the CONNECT host '{}'", target_.name),
-        .hint = "send requests for another host through their own CONNECT"};
-    co_await refuseInside(log, r);
-    co_return false;
-  }
-  const bool clientKeepAlive = req.keep_alive();
-  const unsigned clientVersion = req.version();
-
-  auto decision = decideHttpRequest(c_,
-                                    policy::Request{target_, port_, std::string_view(rec.method),
-                                                    std::string_view(path), std::nullopt},
-                                    req);
-  rec.rule = decision.rule;
-  if (!decision.allowed()) {
-    Refusal r = policyRefusal(decision, task.name, rec.host,
-                              "ask for a policy rule that allows this request");
-    co_await refuseInside(log, r);
-    co_return false;
-  }
-  // Connection: upgrade with an Upgrade field asks to switch protocols (an Upgrade field alone
-  // is a hop-by-hop field that is simply dropped).
-  const bool upgrade = parser.upgrade() && req.find(http::field::upgrade) != req.end();
-  const bool isWebsocket = upgrade && upgradesToWebsocket(req);
-  if (upgrade && !isWebsocket) {
-    Refusal r{
-        .status = 400,
-        .reason = reason::kUpgradeNotSupported,
-        .task = task.name,
-        .host = rec.host,
-        .rule = decision.rule,
-        .detail = fmt::format("cannot switch to '{}' here: only websocket upgrades are relayed",
-                              std::string_view(req[http::field::upgrade]).substr(0, 64)),
-        .hint = "send the request without Upgrade"};
-    co_await refuseInside(log, r);
-    co_return false;
-  }
-
-  if (decision.git) {
-    const auto bodyTimeout = toDuration(limits.bodyTimeout);
-    auto gate = co_await gateGitRequest(
-        c_, decision, target, parser, in_, log,
-        [this, bodyTimeout](asio::mutable_buffer into) {
-          beast::get_lowest_layer(tls_).expires_after(bodyTimeout);
-          return tls_.readSome(into);
-        },
-        [this, bodyTimeout](asio::const_buffer out) {
-          beast::get_lowest_layer(tls_).expires_after(bodyTimeout);
-          return tls_.write(out);
-        });
-    if (gate.action == GitGateResult::Action::kRefuse) {
-      co_await refuseInside(log, gate.refusal);
-      co_return false;
-    }
-    if (gate.action == GitGateResult::Action::kAnswered) {
-      finishRequest(c_, log);
-      co_return false;
-    }
-  }
-  if (auto refusal = prepare(req, decision, isWebsocket, log)) {
-    co_await refuseInside(log, *refusal);
-    co_return false;
-  }
-  // From here the head may carry the injected credential (a header, the query).
-  CleanseOnExit cleanseHead{req};
-  // A reused upstream connection may have been closed by the upstream a moment ago: a request
-  // without a body that fails on one before any response byte is sent again on a new one.
-  const bool bodyless = parser.is_done();
-  std::optional<ResponseParser> rp;
-  beast::error_code rec_ec;
-  for (int attempt = 0; attempt < 2; ++attempt) {
-    bool reused = false;
-    if (auto refusal =
-            co_await connectUpstream(decision, decision.credential, log, attempt == 0, reused)) {
-      co_await refuseInside(log, *refusal);
-      co_return false;
-    }
-    http::request_serializer<http::buffer_body> sr(req);
-    auto sent = co_await relayMessage(tls_, in_, parser, up_->tls, sr, nullptr, limits.bodyTimeout,
-                                      limits.bodyTimeout, rec.bytesUp);
-    if (sent.error == RelayError::kRead) {
-      noteClientReadFailure(sent, rec);
-      finishRequest(c_, log);
-      co_return false;
-    }
-    if (sent.error == RelayError::kWrite) {
-      up_.reset();
-      if (reused && bodyless) continue;
-      Refusal r = upstreamSendRefusal(sent, rec);
-      co_await refuseInside(log, r);
-      co_return false;
-    }
-    rec_ec = co_await readResponseHead(up_->tls, up_->buf, rp, req.method() == http::verb::head,
-                                       limits.maxHeaderBytes, limits.idleTimeout);
-    if (rec_ec && reused && bodyless && isPeerClosed(rec_ec) && up_->buf.size() == 0) {
-      up_.reset();
-      continue;
-    }
-    break;  // the second attempt is on a new connection (never reused): up_ is set here
-  }
-  const bool switched = !rec_ec && rp->get().result_int() == 101;
-  if (rec_ec || (switched && !(isWebsocket && upgradesToWebsocket(rp->get())))) {
-    up_.reset();
-    UpstreamResponseFailure f{rec_ec == beast::error::timeout, rec_ec && isPeerClosed(rec_ec),
-                              rec_ec ? rec_ec.message() : std::string()};
-    Refusal r = upstreamResponseRefusal(f, task.name, rec.host, rec.rule, rec.upstream);
-    co_await refuseInside(log, r);
-    co_return false;
-  }
-  rec.verdict = outcomeOf(decision.verdict);
-  rec.reason = decision.reason;
-  if (switched) {
-    co_await switchToWebsocket(log, *rp);
-    co_return false;
-  }
-
-  auto& res = rp->get();
-  const bool upstreamKeepAlive = res.keep_alive();
-  stripHopByHop(res);
-  std::optional<broker::Scrubber> scrubber;
-  std::unique_ptr<broker::BodyDecoder> decoder;
-  if (auto refusal = creds_.scrubHeaders(res, !rp->is_done(), log, scrubber, decoder)) {
-    up_.reset();  // its body was not read
-    co_await refuseInside(log, *refusal);
-    co_return false;
-  }
-  // A body scrubbed with replacements of another length, or decoded, changes length: frame it
-  // ourselves.
-  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
-                                       decoder || (scrubber && !scrubber->preservesLength()));
-  rec.status = res.result_int();
-
-  auto back = co_await relayResponse(up_->tls, up_->buf, *rp, tls_, scrubber ? &*scrubber : nullptr,
-                                     limits, rec, decoder.get());
-  creds_.countScrubs(scrubber);
-  if (back.error == RelayError::kDecode && !back.headSent) {
-    // Nothing has reached the client yet: it gets the refusal instead of a cut response.
-    up_.reset();
-    Refusal r = undecodableBodyRefusal(back, rec);
-    co_await refuseInside(log, r);
-    co_return false;
-  }
-  finishRequest(c_, log);
-  // Reused later only when both messages ended cleanly and nothing else arrived: leftover
-  // bytes (or a half-read body, when the client went away) would be read as the next answer.
-  upClean_ = back.error == RelayError::kNone && upstreamKeepAlive && rp->is_done() &&
-             !rp->need_eof() && parser.is_done() && up_->buf.size() == 0;
-  if (!upClean_) up_.reset();
-  if (back.error != RelayError::kNone) co_return false;
-  co_return keepAlive&& parser.is_done() && !c_.state.draining.load(std::memory_order_relaxed);
+  rec.method = method_ = std::string(head.method);
+  co_return co_await runExchange(*this, c_, headLen, log);
 }
 
 // The upstream switched to WebSocket: its 101 goes to the client, then bytes both ways until
 // either side ends or the connection idles. The connection serves nothing after it.
-asio::awaitable<void> InterceptSession::switchToWebsocket(RequestLog& log, ResponseParser& rp) {
+asio::awaitable<void> InterceptSession::switchProtocols(RequestLog& log, ResponseParser& rp) {
   auto& rec = log.record;
   auto& res = rp.get();
   stripHopByHop(res);
