@@ -18,7 +18,7 @@ import artifacts
 import git_server
 from clients import clean_env
 from pki import test_pki
-from sandgate_fixture import Sandgate, binary
+from sandgate_fixture import Sandgate, binary, wait_until
 
 TOKEN = "g1tpush"
 GIT_SECRET = "ghp-gitpushsecret-0123456789abcdef"
@@ -101,11 +101,17 @@ class GitPushTest(unittest.TestCase):
         path = "/" + repo + "/git-receive-pack"
         return sum(1 for m, p, _ in self.forge.requests if m == "POST" and p == path)
 
-    def audit_refs(self, reason):
-        """The audit line of the push refused (or allowed) with `reason`, and its git refs."""
-        rec = self.sg.wait_audit(kind="intercept", host="git.test", reason=reason,
-                                 path="/acme/widgets.git/git-receive-pack")
-        self.assertIsNotNone(rec["git"])
+    def audit_refs(self, reason, since):
+        """The audit line (among those after the first `since`) of the push refused (or
+        allowed) with `reason`, and its git refs."""
+        def find():
+            for rec in self.sg.audit()[since:]:
+                if (rec.get("reason") == reason and rec.get("kind") == "intercept"
+                        and rec.get("path") == "/acme/widgets.git/git-receive-pack"
+                        and rec["git"] and rec["git"]["refs"]):
+                    return rec
+            return None
+        rec = wait_until(find, 10, what="the push's audit line")
         self.assertEqual(rec["git"]["repository"], "acme/widgets")
         self.assertEqual(rec["git"]["service"], "receive-pack")
         return rec, rec["git"]["refs"]
@@ -115,6 +121,7 @@ class GitPushTest(unittest.TestCase):
         repository unchanged and its receive-pack never called."""
         before = self.forge.state(WIDGETS)
         posts = self.receive_pack_posts()
+        since = len(self.sg.audit())
         p = self.git("push", "origin", *refspecs, cwd=work, check=False)
         err = p.stderr.decode()
         self.assertNotEqual(p.returncode, 0, err)
@@ -122,7 +129,7 @@ class GitPushTest(unittest.TestCase):
             self.assertIn(line, err)
         self.assertEqual(self.forge.state(WIDGETS), before, "refs and objects unchanged")
         self.assertEqual(self.receive_pack_posts(), posts, "nothing reached the forge")
-        rec, refs = self.audit_refs(reason)
+        rec, refs = self.audit_refs(reason, since)
         self.assertEqual(rec["verdict"], "deny")
         self.assertEqual(rec["status"], 200)
         self.assertIsNone(rec["upstream"], "the upstream is never dialled")
@@ -172,11 +179,12 @@ class GitPushTest(unittest.TestCase):
     def test_a_push_to_an_agent_branch_is_accepted(self):
         work = self.clone()
         head = self.commit(work)
+        since = len(self.sg.audit())
         p = self.git("push", "origin", "HEAD:refs/heads/agent/accepted", cwd=work)
         refs, objects = self.forge.state(WIDGETS)
         self.assertEqual(refs.get("refs/heads/agent/accepted"), head)
         self.assertIn(head, objects)
-        rec, audit = self.audit_refs("allowed")
+        rec, audit = self.audit_refs("allowed", since)
         self.assertEqual(audit[0]["ref"], "refs/heads/agent/accepted")
         self.assertEqual(audit[0]["new"], head)
         self.assertEqual(audit[0]["old"], "0" * 40)
@@ -193,6 +201,10 @@ class GitPushTest(unittest.TestCase):
              "remote: sandgate: push to acme/widgets refused"])
         self.assertEqual(refs, [{"ref": "refs/heads/main", "old": self.forge.head, "new": head,
                                  "reason": "git_ref_not_allowed"}])
+        self.assertGreaterEqual(self.sg.metric("sandgate_git_push_refs_total", task="demo",
+                                               reason="git_ref_not_allowed") or 0, 1)
+        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="demo",
+                                               reason="git_ref_not_allowed") or 0, 1)
 
     def test_a_delete_is_refused(self):
         work = self.clone()
