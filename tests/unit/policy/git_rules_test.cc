@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "policy/check.h"
 #include "policy/engine.h"
 #include "policy/host.h"
 
@@ -258,6 +259,36 @@ TEST(GitRules, ADenyRuleCannotHaveAGitBlock) {
   ASSERT_FALSE(cfg);
   EXPECT_NE(cfg.errorText().find("a deny rule cannot have a git block"), std::string::npos)
       << cfg.errorText();
+}
+
+TEST(GitCheck, APushOfOneRefToARepositoryUrl) {
+  auto e = engineWith(kBlock);
+  ASSERT_TRUE(e);
+  auto cfg = config::loadString(
+      "policies: {p: {allow: [{host: git.example.com}]}}\ntasks: [{name: t, policy: p}]\n", "x");
+  ASSERT_TRUE(cfg);
+  auto url = [](const char* u) { return std::get<CheckTarget>(parseCheckTarget(u)); };
+  struct Case {
+    const char* url;
+    const char* ref;
+    std::string_view reason;
+  };
+  const std::vector<Case> cases = {
+      {"https://git.example.com/acme/widgets.git", "refs/heads/agent/x", reason::kAllowed},
+      {"https://git.example.com/acme/widgets/", "refs/heads/agent/x", reason::kAllowed},
+      {"https://git.example.com/acme/widgets.git", "refs/heads/main", reason::kGitRefNotAllowed},
+      {"https://git.example.com/acme/widgets.git", ":refs/heads/agent/x",
+       reason::kGitRefDeleteNotAllowed},
+      {"https://git.example.com/acme/widgets.git", "refs/tags/v1", reason::kGitTagNotAllowed},
+      {"https://git.example.com/acme/other.git", "refs/heads/agent/x",
+       reason::kGitRepositoryNotAllowed},
+      {"https://other.example.com/acme/widgets.git", "refs/heads/main", reason::kAllowed},
+  };
+  for (const auto& c : cases) {
+    auto r = checkGitPush(*e, *cfg, "t", url(c.url), c.ref);
+    EXPECT_EQ(r.decision.reason, c.reason) << c.url << " " << c.ref << ": " << r.decision.detail;
+    EXPECT_EQ(r.decision.allowed(), c.reason == reason::kAllowed) << c.url << " " << c.ref;
+  }
 }
 
 }  // namespace
