@@ -91,10 +91,10 @@ int runCheck(const CheckArgs& args) {
     return kExitUsage;
   }
   if (gitPush) method = "POST";
-  auto result = gitPush ? policy::checkGitPush(*loaded->engine, loaded->config, args.task,
-                                               target, args.gitPush)
-                        : policy::checkTarget(*loaded->engine, loaded->config, args.task, target,
-                                              method);
+  auto result =
+      gitPush
+          ? policy::checkGitPush(*loaded->engine, loaded->config, args.task, target, args.gitPush)
+          : policy::checkTarget(*loaded->engine, loaded->config, args.task, target, method);
   const policy::Decision& d = result.decision;
   bool visible = method || target.path;
   std::string effectiveMethod = visible ? method.value_or("GET") : "";

@@ -67,8 +67,8 @@ CheckResult checkGitPush(const Engine& engine, const config::Config& cfg, std::s
   if (auto v = d.git->decideCommand(cmd); !v.allowed) {
     refuse(v);
   } else {
-    d.detail += fmt::format("; git.push admits {} {} in {}", del ? "deleting" : "updating",
-                            cmd.ref, req->repository);
+    d.detail += fmt::format("; git.push admits {} {} in {}", del ? "deleting" : "updating", cmd.ref,
+                            req->repository);
   }
   return out;
 }

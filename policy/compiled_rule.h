@@ -12,8 +12,8 @@
 #include <vector>
 
 #include "config/config.h"
-#include "policy/host_index.h"
 #include "policy/git_rules.h"
+#include "policy/host_index.h"
 #include "policy/host_pattern.h"
 #include "policy/ip.h"
 

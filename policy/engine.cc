@@ -386,10 +386,9 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
   const bool anyUnrestricted = std::any_of(admitting.begin(), admitting.end(),
                                            [](const CompiledRule* r) { return !r->hasL7(); });
   const bool anyInjects =
-      std::any_of(admitting.begin(), admitting.end(),
-                  [](const CompiledRule* r) {
-                    return !r->credential.empty() || r->inspect || r->git != nullptr;
-                  });
+      std::any_of(admitting.begin(), admitting.end(), [](const CompiledRule* r) {
+        return !r->credential.empty() || r->inspect || r->git != nullptr;
+      });
   d.intercept = denyNeedsIntercept || anyInjects || !anyUnrestricted;
   d.detail =
       cat(kind(t), t.name, " port ", std::to_string(req.port), " is allowed by ", admit->keyPath);

@@ -10,7 +10,7 @@ namespace sandgate::policy {
 
 namespace {
 
-constexpr size_t kMaxPktLen = 65520;       // LARGE_PACKET_MAX in Git
+constexpr size_t kMaxPktLen = 65520;        // LARGE_PACKET_MAX in Git
 constexpr size_t kSideband64kData = 65515;  // a side-band-64k packet: 4 length, 1 band byte
 constexpr size_t kSidebandData = 995;       // the old side-band: 1000-byte packets
 
@@ -19,18 +19,18 @@ bool allZeros(std::string_view id) {
 }
 
 bool isObjectId(std::string_view id) {
-  return (id.size() == 40 || id.size() == 64) &&
-         std::all_of(id.begin(), id.end(),
-                     [](char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f'); });
+  return (id.size() == 40 || id.size() == 64) && std::all_of(id.begin(), id.end(), [](char c) {
+           return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+         });
 }
 
 // Git refuses control characters and spaces in ref names (check-ref-format); a ref we print
 // back in a report must not be able to start another pkt-line or report line either.
 bool isRefName(std::string_view ref) {
   return !ref.empty() && std::all_of(ref.begin(), ref.end(), [](char c) {
-           auto u = static_cast<unsigned char>(c);
-           return u > 0x20 && u != 0x7f;
-         });
+    auto u = static_cast<unsigned char>(c);
+    return u > 0x20 && u != 0x7f;
+  });
 }
 
 int hexValue(char c) {

@@ -98,9 +98,9 @@ std::optional<GitRequest> classifyGitRequest(std::string_view method, std::strin
   if (path.ends_with(kInfoRefs)) {
     const auto service = queryValue(query, "service");
     const bool push = service && *service == "git-receive-pack";
-    return GitRequest{push ? GitService::kReceivePackAdvertisement
-                           : GitService::kUploadPackAdvertisement,
-                      repositoryName(path.substr(0, path.size() - kInfoRefs.size()))};
+    return GitRequest{
+        push ? GitService::kReceivePackAdvertisement : GitService::kUploadPackAdvertisement,
+        repositoryName(path.substr(0, path.size() - kInfoRefs.size()))};
   }
   if (path.ends_with(kUploadPack)) {
     return GitRequest{GitService::kUploadPack,
@@ -165,7 +165,8 @@ Result<std::shared_ptr<const GitRules>> GitRules::compile(const config::GitRules
     }
     if (!combined.empty()) rules->refs_ = std::make_unique<RE2>(combined, opts);
   }
-  if ((rules->repositories_ && !rules->repositories_->ok()) || (rules->refs_ && !rules->refs_->ok())) {
+  if ((rules->repositories_ && !rules->repositories_->ok()) ||
+      (rules->refs_ && !rules->refs_->ok())) {
     error(git.mark, keyPath + ".git", "the globs do not compile together");
   }
   if (!errors.empty()) return errors;
@@ -175,19 +176,19 @@ Result<std::shared_ptr<const GitRules>> GitRules::compile(const config::GitRules
 GitRules::Verdict GitRules::decideRequest(const GitRequest& req) const {
   // An encoded or dotted name may be read as another repository by the forge than the one
   // matched here ("acme/widg%65ts", "acme/x/../secret").
-  const bool plain = req.repository.find('%') == std::string::npos &&
-                     !req.repository.empty() && !hasDotSegment(req.repository);
+  const bool plain = req.repository.find('%') == std::string::npos && !req.repository.empty() &&
+                     !hasDotSegment(req.repository);
   if (!plain || !repositories_ || !RE2::FullMatch(req.repository, *repositories_)) {
     return {false, reason::kGitRepositoryNotAllowed,
             fmt::format("repository \"{}\" is not in git.repositories ({})", req.repository,
                         joined(repositoryTexts_))};
   }
-  const bool fetching = req.service == GitService::kUploadPack ||
-                        req.service == GitService::kUploadPackAdvertisement;
+  const bool fetching =
+      req.service == GitService::kUploadPack || req.service == GitService::kUploadPackAdvertisement;
   if (fetching && !fetch_) {
-    return {false, reason::kGitFetchNotAllowed,
-            fmt::format("fetching from \"{}\" is not allowed (git.fetch is false)",
-                        req.repository)};
+    return {
+        false, reason::kGitFetchNotAllowed,
+        fmt::format("fetching from \"{}\" is not allowed (git.fetch is false)", req.repository)};
   }
   return {};
 }

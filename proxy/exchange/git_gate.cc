@@ -206,16 +206,17 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
   const policy::PushDecision verdict = policy::decidePush(rules, push);
   for (size_t i = 0; i < push.commands.size(); ++i) {
     const auto& cmd = push.commands[i];
-    rec.git->refs.push_back(GitRefAudit{cmd.ref, cmd.oldId, cmd.newId,
-                                        std::string(verdict.commands[i].allowed
-                                                        ? policy::reason::kAllowed
-                                                        : verdict.commands[i].reason)});
+    rec.git->refs.push_back(
+        GitRefAudit{cmd.ref, cmd.oldId, cmd.newId,
+                    std::string(verdict.commands[i].allowed ? policy::reason::kAllowed
+                                                            : verdict.commands[i].reason)});
   }
   if (c.metrics) {
     // The refs that went through, or those that refused the push (the admitted refs of a
     // refused push did not happen and are not counted).
     if (!verdict.refused) {
-      if (!push.commands.empty()) c.metrics->gitPushRefs(policy::reason::kAllowed, push.commands.size());
+      if (!push.commands.empty())
+        c.metrics->gitPushRefs(policy::reason::kAllowed, push.commands.size());
     } else {
       for (const auto& v : verdict.commands) {
         if (!v.allowed) c.metrics->gitPushRefs(v.reason, 1);

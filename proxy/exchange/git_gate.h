@@ -30,10 +30,12 @@
 
 namespace sandgate::proxy {
 
-using GitReadSome = std::function<boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>>(
-    boost::asio::mutable_buffer)>;
-using GitWrite = std::function<boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>>(
-    boost::asio::const_buffer)>;
+using GitReadSome =
+    std::function<boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>>(
+        boost::asio::mutable_buffer)>;
+using GitWrite =
+    std::function<boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>>(
+        boost::asio::const_buffer)>;
 
 struct GitGateResult {
   enum class Action {
@@ -52,8 +54,9 @@ struct GitGateResult {
 inline constexpr uint64_t kGitDrainLimit = 64ull << 20;
 
 // Checks the request whose head `parser` has parsed (its body, if any, starts at `in`) under
-// `decision.git`; `path` (no query) and `query` are its target's. `limit` bounds the command list (the task's limits.max_header_bytes: the
-// command list is the head of a push). Audit fields of a Git request are filled into `log`.
+// `decision.git`; `path` (no query) and `query` are its target's. `limit` bounds the command list
+// (the task's limits.max_header_bytes: the command list is the head of a push). Audit fields of a
+// Git request are filled into `log`.
 boost::asio::awaitable<GitGateResult> gateGitRequest(
     ClientConnection& c, const policy::Decision& decision, std::string_view path,
     std::string_view query,
@@ -68,8 +71,7 @@ template <class Client>
 boost::asio::awaitable<GitGateResult> gateGitOn(
     Client& client, boost::beast::flat_buffer& in, ClientConnection& c,
     const policy::Decision& decision, std::string_view path,
-    boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser,
-    RequestLog& log) {
+    boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser, RequestLog& log) {
   const auto timeout = toDuration(c.limits().bodyTimeout);
   GitReadSome readSome = [&client, timeout](boost::asio::mutable_buffer into)
       -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {

@@ -241,7 +241,8 @@ TEST(RuleReader, GitBlockMistakes) {
             Expected{5, 9, "policies.p.allow[0].git", "missing required key `repositories`"});
   expectOne(loadErrors("policies:\n  p:\n    allow:\n      - host: a.com\n"
                        "        git: {repositories: [a/b], push: {ref: [refs/heads/x]}}\n"),
-            Expected{5, 43, "policies.p.allow[0].git.push.ref", "unknown key `ref`; did you mean `refs`?"});
+            Expected{5, 43, "policies.p.allow[0].git.push.ref",
+                     "unknown key `ref`; did you mean `refs`?"});
   expectOne(loadErrors("policies:\n  p:\n    deny:\n      - host: a.com\n"
                        "        git: {repositories: [a/b]}\n"),
             Expected{5, 9, "policies.p.deny[0].git", "a deny rule cannot have a git block"});

@@ -189,8 +189,8 @@ TEST(GitPushRefusal, LongReportsAreSplitIntoBandPackets) {
     report += data;
   }
   EXPECT_TRUE(report.starts_with(pktLine("unpack ok\n")));
-  EXPECT_TRUE(report.ends_with(pktLine("ng refs/heads/branch-2999 sandgate: git_ref_not_allowed\n") +
-                               "0000"));
+  EXPECT_TRUE(report.ends_with(
+      pktLine("ng refs/heads/branch-2999 sandgate: git_ref_not_allowed\n") + "0000"));
 }
 
 TEST(GitPushRefusal, WithoutReportStatusOnlyTheMessage) {

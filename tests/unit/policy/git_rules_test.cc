@@ -95,9 +95,8 @@ TEST(GitRules, TheAdmittingRulesBlockTravelsWithTheDecision) {
   ASSERT_TRUE(d.allowed());
   ASSERT_NE(d.git, nullptr);
   // A CONNECT to a host with a git rule is intercepted so that the requests can be judged.
-  auto connect =
-      e->decide("t", Request{parseTarget("git.example.com"), 443, std::nullopt, std::nullopt,
-                             std::nullopt});
+  auto connect = e->decide(
+      "t", Request{parseTarget("git.example.com"), 443, std::nullopt, std::nullopt, std::nullopt});
   EXPECT_TRUE(connect.intercept);
   EXPECT_NE(connect.git, nullptr);
   auto other = e->decide("t", Request{parseTarget("other.example.com"), 443, std::nullopt,
@@ -142,13 +141,13 @@ TEST(GitRules, FetchFalseRefusesUploadPackButNotThePushAdvertisement) {
   auto e = engineWith("          repositories: [acme/widgets]\n          fetch: false\n");
   ASSERT_TRUE(e);
   const GitRules& g = *decideGit(*e, "GET", "/x").git;
-  auto refs = g.decideRequest(*classifyGitRequest("GET", "/acme/widgets/info/refs",
-                                                  "service=git-upload-pack"));
+  auto refs = g.decideRequest(
+      *classifyGitRequest("GET", "/acme/widgets/info/refs", "service=git-upload-pack"));
   EXPECT_FALSE(refs.allowed);
   EXPECT_EQ(refs.reason, reason::kGitFetchNotAllowed);
-  EXPECT_EQ(g.decideRequest(*classifyGitRequest("POST", "/acme/widgets/git-upload-pack", ""))
-                .reason,
-            reason::kGitFetchNotAllowed);
+  EXPECT_EQ(
+      g.decideRequest(*classifyGitRequest("POST", "/acme/widgets/git-upload-pack", "")).reason,
+      reason::kGitFetchNotAllowed);
   EXPECT_TRUE(g.decideRequest(*classifyGitRequest("GET", "/acme/widgets/info/refs",
                                                   "service=git-receive-pack"))
                   .allowed);
@@ -254,7 +253,8 @@ TEST(GitRules, BadBlocksAreLoadErrorsWithTheirPosition) {
 
 TEST(GitRules, ADenyRuleCannotHaveAGitBlock) {
   auto cfg = config::loadString(
-      "policies:\n  p:\n    deny:\n      - host: a.example.com\n        git: {repositories: [x/y]}\n",
+      "policies:\n  p:\n    deny:\n      - host: a.example.com\n        git: {repositories: "
+      "[x/y]}\n",
       "d.yaml");
   ASSERT_FALSE(cfg);
   EXPECT_NE(cfg.errorText().find("a deny rule cannot have a git block"), std::string::npos)

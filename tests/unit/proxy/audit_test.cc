@@ -130,7 +130,8 @@ TEST(AuditFormat, GitRequestsCarryTheirRepositoryAndEachRef) {
   r.git->service = "receive-pack";
   for (size_t i = 0; i < AuditLog::kMaxGitRefs + 10; ++i) {
     r.git->refs.push_back({"refs/heads/b" + std::to_string(i), std::string(40, 'a'),
-                           std::string(40, '0'), i == 0 ? "git_ref_delete_not_allowed" : "allowed"});
+                           std::string(40, '0'),
+                           i == 0 ? "git_ref_delete_not_allowed" : "allowed"});
   }
   auto git = parseLine(AuditLog::format(r)).at(field::kGit).as_object();
   EXPECT_EQ(git.at(field::kGitRepository), "acme/widgets");
