@@ -3,7 +3,7 @@ on 127.0.0.1, serving bare repositories it creates in a temp dir (`repos`, paths
 root, each with one commit on main and pushes enabled). With `auth=(user, password)` every
 request must carry that Basic credential (else 401 with WWW-Authenticate); the Authorization
 values received are kept in `authorizations`, and every request's (method, path without the
-query, Git-Protocol header) in `requests`. Request bodies may be chunked (git sends a large
+query, Git-Protocol header, body length) in `requests`. Request bodies may be chunked (git sends a large
 push that way), and Git-Protocol reaches the backend (protocol v2)."""
 
 import base64
@@ -48,7 +48,8 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         url = urllib.parse.urlsplit(self.path)
         body = self._body()
         owner = self.server.owner
-        owner.requests.append((self.command, url.path, self.headers.get("Git-Protocol")))
+        owner.requests.append((self.command, url.path, self.headers.get("Git-Protocol"),
+                               len(body)))
         got = self.headers.get("Authorization")
         if got is not None:
             owner.authorizations.append(got)
