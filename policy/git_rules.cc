@@ -84,6 +84,13 @@ bool hasDotSegment(std::string_view s) {
   return false;
 }
 
+int hexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
 std::string joined(const std::vector<std::string>& v) {
   std::string out;
   for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
@@ -92,24 +99,35 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
-std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view path,
+std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view rawPath,
                                              std::string_view query) {
   (void)method;  // the endpoint decides; git-http-backend itself refuses a wrong method
-  if (path.ends_with(kInfoRefs)) {
+  std::string path;
+  path.reserve(rawPath.size());
+  for (size_t i = 0; i < rawPath.size(); ++i) {
+    if (rawPath[i] == '%' && i + 2 < rawPath.size() &&
+        hexDigit(rawPath[i + 1]) >= 0 && hexDigit(rawPath[i + 2]) >= 0) {
+      path += static_cast<char>(hexDigit(rawPath[i + 1]) * 16 + hexDigit(rawPath[i + 2]));
+      i += 2;
+    } else {
+      path += rawPath[i];
+    }
+  }
+  while (path.size() > 1 && path.ends_with('/')) path.pop_back();
+  const std::string low = lower(path);
+  const bool encoded = rawPath.find('%') != std::string_view::npos;
+  auto make = [&](GitService service, size_t suffix) {
+    return GitRequest{service, repositoryName(std::string_view(path).substr(0, path.size() - suffix)),
+                      encoded};
+  };
+  if (low.ends_with(kInfoRefs)) {
     const auto service = queryValue(query, "service");
     const bool push = service && *service == "git-receive-pack";
-    return GitRequest{
-        push ? GitService::kReceivePackAdvertisement : GitService::kUploadPackAdvertisement,
-        repositoryName(path.substr(0, path.size() - kInfoRefs.size()))};
+    return make(push ? GitService::kReceivePackAdvertisement : GitService::kUploadPackAdvertisement,
+                kInfoRefs.size());
   }
-  if (path.ends_with(kUploadPack)) {
-    return GitRequest{GitService::kUploadPack,
-                      repositoryName(path.substr(0, path.size() - kUploadPack.size()))};
-  }
-  if (path.ends_with(kReceivePack)) {
-    return GitRequest{GitService::kReceivePack,
-                      repositoryName(path.substr(0, path.size() - kReceivePack.size()))};
-  }
+  if (low.ends_with(kUploadPack)) return make(GitService::kUploadPack, kUploadPack.size());
+  if (low.ends_with(kReceivePack)) return make(GitService::kReceivePack, kReceivePack.size());
   return std::nullopt;
 }
 
@@ -176,9 +194,14 @@ Result<std::shared_ptr<const GitRules>> GitRules::compile(const config::GitRules
 GitRules::Verdict GitRules::decideRequest(const GitRequest& req) const {
   // An encoded or dotted name may be read as another repository by the forge than the one
   // matched here ("acme/widg%65ts", "acme/x/../secret").
-  const bool plain = req.repository.find('%') == std::string::npos && !req.repository.empty() &&
-                     !hasDotSegment(req.repository);
-  if (!plain || !repositories_ || !RE2::FullMatch(req.repository, *repositories_)) {
+  if (req.encoded || req.repository.find('%') != std::string::npos || req.repository.empty() ||
+      hasDotSegment(req.repository)) {
+    return {false, reason::kGitRepositoryNotAllowed,
+            fmt::format("the repository path \"{}\" is percent-encoded, empty or has dot "
+                        "segments, so it is never matched against git.repositories",
+                        req.repository)};
+  }
+  if (!repositories_ || !RE2::FullMatch(req.repository, *repositories_)) {
     return {false, reason::kGitRepositoryNotAllowed,
             fmt::format("repository \"{}\" is not in git.repositories ({})", req.repository,
                         joined(repositoryTexts_))};

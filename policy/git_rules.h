@@ -62,11 +62,17 @@ struct GitRequest {
   // The path before the endpoint, without the leading '/' and a trailing ".git", lower-cased
   // ("acme/widgets"). Empty when the endpoint is at the root.
   std::string repository;
+  // The path had a percent-encoded byte: its repository is never matched (the forge may decode
+  // it to another name than the one judged).
+  bool encoded = false;
   bool isPush() const { return service == GitService::kReceivePack; }
 };
 
 // Recognises a smart-HTTP request by its method, path (query excluded) and query; nullopt for
-// anything else, which the rule decides as an ordinary request.
+// anything else, which the rule decides as an ordinary request. The endpoint is found after
+// percent-decoding, case-insensitively and with trailing slashes ignored, so that a spelling a
+// forge may still read as git-receive-pack ("git%2Dreceive-pack", "Git-Receive-Pack/") is
+// judged too rather than passed as an ordinary request.
 std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view path,
                                              std::string_view query);
 

@@ -18,7 +18,7 @@ import artifacts
 import git_server
 from clients import clean_env
 from pki import test_pki
-from sandgate_fixture import Sandgate, binary, wait_until
+from sandgate_fixture import Sandgate, binary, read_response_head, wait_until
 
 TOKEN = "g1tpush"
 GIT_SECRET = "ghp-gitpushsecret-0123456789abcdef"
@@ -249,6 +249,67 @@ class GitPushTest(unittest.TestCase):
         fsck = subprocess.run(["git", "-C", os.path.join(self.forge.dir, WIDGETS), "fsck",
                                "--no-dangling"], capture_output=True, timeout=60)
         self.assertEqual(fsck.returncode, 0, fsck.stderr.decode())
+
+    # --- the attacker's side: requests git would not send ------------------------------------
+
+    def raw_push(self, path, body, framing="content-length"):
+        """A push request written by hand inside the intercepted tunnel: (status, headers, rest)."""
+        s = self.sg.tls_tunnel("git.test", "demo", TOKEN, self.ca_out)
+        try:
+            if framing == "chunked":
+                # One byte a chunk: the framing around the command list is five times its size.
+                framed = b"".join(b"1\r\n" + body[i:i + 1] + b"\r\n" for i in range(len(body)))
+                framed += b"0\r\n\r\n"
+                length = b"Transfer-Encoding: chunked\r\n"
+            else:
+                framed = body
+                length = b"Content-Length: %d\r\n" % len(body)
+            s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: git.test\r\n"
+                      b"Content-Type: application/x-git-receive-pack-request\r\n" + length +
+                      b"\r\n" + framed)
+            return read_response_head(s)
+        finally:
+            s.close()
+
+    @staticmethod
+    def pkt(payload):
+        return b"%04x" % (len(payload) + 4) + payload
+
+    def command_list(self, ref, caps=b"report-status"):
+        return self.pkt(b"%s %s %s\0%s" % (self.forge.head.encode(), b"1" * 40, ref, caps)) + b"0000"
+
+    def test_an_encoded_or_oddly_spelled_endpoint_is_judged_too(self):
+        posts = self.receive_pack_posts()
+        state = self.forge.state(WIDGETS)
+        status, headers, _ = self.raw_push("/acme/widgets.git/git%2Dreceive-pack",
+                                           self.command_list(b"refs/heads/main"))
+        self.assertEqual((status, headers.get("x-sandgate-reason")),
+                         (403, "git_repository_not_allowed"))
+        status, headers, rest = self.raw_push("/acme/widgets.git/Git-Receive-Pack/",
+                                              self.command_list(b"refs/heads/main"))
+        self.assertEqual((status, headers.get("x-sandgate-reason")), (200, "git_ref_not_allowed"))
+        self.assertIn(b"ng refs/heads/main sandgate: git_ref_not_allowed", rest)
+        self.assertEqual(self.forge.state(WIDGETS), state)
+        self.assertEqual(self.receive_pack_posts(), posts)
+
+    def test_unreadable_command_lists_are_refused_never_forwarded(self):
+        posts = self.receive_pack_posts()
+        path = "/acme/widgets.git/git-receive-pack"
+        cases = [
+            ("not pkt-lines", b"hello, upstream", "content-length"),
+            ("signed push", self.pkt(b"push-cert\0report-status\n") + b"0000", "content-length"),
+            ("body ends early", self.command_list(b"refs/heads/agent/x")[:-4], "content-length"),
+            # Longer than limits.max_header_bytes (64 KiB) before its flush-pkt.
+            ("too long", b"".join(self.pkt(b"%s %s refs/heads/agent/b%05d" % (
+                b"0" * 40, b"1" * 40, i)) for i in range(1200)) + b"0000", "content-length"),
+            ("too long in tiny chunks", b"".join(self.pkt(b"%s %s refs/heads/agent/c%05d" % (
+                b"0" * 40, b"1" * 40, i)) for i in range(400)) + b"0000", "chunked"),
+        ]
+        for name, body, framing in cases:
+            status, headers, _ = self.raw_push(path, body, framing)
+            self.assertEqual((status, headers.get("x-sandgate-reason")),
+                             (400, "git_protocol_error"), name)
+        self.assertEqual(self.receive_pack_posts(), posts, "nothing reached the forge")
 
     # --- policy check / policy test ---------------------------------------------------------
 
