@@ -103,6 +103,26 @@ Refusal gitRefusal(int status, std::string_view reason, const AuditRecord& rec,
                  .hint = std::move(hint)};
 }
 
+// Reads the rest of the body that `peek` decodes and discards it, at most kGitDrainLimit
+// bytes: the client, still sending, then reads the answer rather than a reset.
+asio::awaitable<void> drainBody(BodyPeek& peek, beast::flat_buffer& in, const GitReadSome& readSome) {
+  uint64_t drained = 0;
+  while (!peek.done() && drained < kGitDrainLimit) {
+    const size_t fed = peek.fed();
+    in.consume(fed);
+    peek.consumed(fed);
+    drained += fed;
+    peek.rewind();
+    if (fed == 0 || in.size() == 0) {
+      auto [ec, n] = co_await readSome(in.prepare(16 * 1024));
+      in.commit(n);
+      if (ec) break;
+    }
+    if (!peek.feed(view(in))) break;
+  }
+  in.consume(in.size());
+}
+
 }  // namespace
 
 asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy::Decision& decision,
@@ -168,10 +188,12 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
     push.status = policy::PushCommands::Status::kProtocolError;
     push.error = std::move(why);
   };
+  bool framingBroken = false;
   while (true) {
     const std::string_view wire = view(in);
     if (!peek.feed(wire)) {
       protocolError("the request body's chunked framing is malformed");
+      framingBroken = true;
       break;
     }
     push = policy::parsePushCommands(peek.decoded(), limit);
@@ -196,6 +218,7 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
     }
   }
   if (push.status == policy::PushCommands::Status::kProtocolError) {
+    if (!framingBroken) co_await drainBody(peek, in, readSome);
     out.action = GitGateResult::Action::kRefuse;
     out.refusal = gitRefusal(400, policy::reason::kGitProtocolError, rec, decision,
                              "git-receive-pack request refused unchecked: " + push.error,
@@ -237,21 +260,7 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
       push, why, fmt::format("push to {} refused: {}", git->repository, verdict.detail));
   // The client is still sending its pack: read it to the end (discarding it) so that it reads
   // the answer rather than a reset; a body past kGitDrainLimit is cut off by the close.
-  uint64_t drained = 0;
-  while (!peek.done() && drained < kGitDrainLimit) {
-    const size_t fed = peek.fed();
-    in.consume(fed);
-    peek.consumed(fed);
-    drained += fed;
-    peek.rewind();
-    if (fed == 0 || in.size() == 0) {
-      auto [ec, n] = co_await readSome(in.prepare(16 * 1024));
-      in.commit(n);
-      if (ec) break;
-    }
-    if (!peek.feed(view(in))) break;
-  }
-  in.consume(in.size());
+  co_await drainBody(peek, in, readSome);
   const std::string response = fmt::format(
       "HTTP/1.1 200 OK\r\nContent-Type: application/x-git-receive-pack-result\r\n"
       "Cache-Control: no-cache\r\nX-Sandgate-Reason: {}\r\nContent-Length: {}\r\n"

@@ -48,9 +48,9 @@ struct GitGateResult {
   bool sentContinue = false;  // "100 Continue" was sent (the client asked, to send its push)
 };
 
-// The most a refused push's body is read and discarded before its answer is sent (so that the
-// client, still sending its pack, reads the answer rather than a reset); past it the
-// connection is closed after the answer.
+// The most a refused push's body (or an unreadable one's) is read and discarded before the
+// answer is sent, so that the client, still sending, reads the answer rather than a reset;
+// past it the connection is closed after the answer.
 inline constexpr uint64_t kGitDrainLimit = 64ull << 20;
 
 // Checks the request whose head `parser` has parsed (its body, if any, starts at `in`) under
