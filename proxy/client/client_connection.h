@@ -45,6 +45,10 @@ struct ClientConnection {
   // established" and no HTTP refusal page before the TLS it sends (refusals just close).
   bool transparent = false;
   bool silentRefusals = false;  // refusals close without a response (captured TLS streams)
+  // A response was cut short after its head had gone out: the connection ends abortively (a
+  // TCP reset, no TLS close_notify), so that a client reading to the end of the connection
+  // (HTTP/1.0, a body without a length) cannot take the cut for the end.
+  bool abortive = false;
   // Set when a task token (a JWT, task_token.h) identified the client: its SHA-256 (a request
   // carrying the same token is not verified again), its exp, and the hosts it narrows the
   // connection to (every request must name one of them as well as pass the policy).
@@ -70,6 +74,9 @@ policy::Decision decideRequest(const ClientConnection& c, const policy::Request&
 
 // Writes the audit line and updates the metrics of a finished request or tunnel.
 void finishRequest(ClientConnection& c, RequestLog& log);
+
+// Marks c abortive (see ClientConnection::abortive): its socket resets when closed.
+void abortConnection(ClientConnection& c);
 
 // Sends `r` (the connection is closed afterwards by the caller) and finishes the request
 // as a refusal with r's status, reason and outcome. Pass a named Refusal, never a temporary: see

@@ -37,6 +37,12 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
   }
 }
 
+void abortConnection(ClientConnection& c) {
+  c.abortive = true;
+  boost::system::error_code ignored;
+  c.stream.socket().set_option(asio::socket_base::linger(true, 0), ignored);
+}
+
 policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req) {
   policy::Decision d = c.snap->decide(*c.task, req);
   if (!d.allowed() || !c.tokenHosts) return d;

@@ -40,6 +40,9 @@ inline constexpr std::string_view kHeaderTooLarge = "header_too_large";
 inline constexpr std::string_view kUpgradeNotSupported = "upgrade_not_supported";
 inline constexpr std::string_view kMethodNotAllowed = "method_not_allowed";
 inline constexpr std::string_view kNotSynthetic = "not_a_synthetic_address";
+// The request body (chunked_framing.h).
+inline constexpr std::string_view kBadChunkedBody = "bad_chunked_body";
+inline constexpr std::string_view kRequestTrailers = "request_trailers";
 // Upstreams.
 inline constexpr std::string_view kDnsFailed = "dns_failed";
 inline constexpr std::string_view kUpstreamRefused = "upstream_refused";
@@ -102,6 +105,9 @@ inline constexpr ReasonInfo kRequestReasons[] = {
      "TRACE or TRACK on a request that would carry a "
      "credential (they echo it back)"},
     {reason::kNotSynthetic, 0, "a captured connection to an address the DNS stub never gave"},
+    {reason::kBadChunkedBody, 400,
+     "a chunked request body with malformed framing (chunk size, extension, line ends)"},
+    {reason::kRequestTrailers, 400, "a chunked request with trailer fields (none are relayed)"},
     {reason::kDnsFailed, 502, "the name did not resolve"},
     {reason::kUpstreamRefused, 502, "the upstream refused the connection"},
     {reason::kUpstreamReset, 502, "the upstream closed or reset the connection"},

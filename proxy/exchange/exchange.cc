@@ -27,6 +27,18 @@ std::optional<Refusal> parseRequestHead(RequestParser& parser, boost::beast::fla
   return std::nullopt;
 }
 
+Refusal framingRefusal(std::string_view reason, const std::string& detail, const AuditRecord& rec) {
+  return Refusal{.status = 400,
+                 .reason = reason,
+                 .task = rec.task,
+                 .host = rec.host,
+                 .rule = rec.rule,
+                 .detail = fmt::format("malformed request body: {}", detail),
+                 .hint =
+                     "send the body with Content-Length, or chunked as RFC 9112 section 7.1 "
+                     "has it, without trailer fields"};
+}
+
 Refusal upgradeRefusal(const Request& req, const AuditRecord& rec, const std::string& rule) {
   return Refusal{
       .status = 400,

@@ -45,6 +45,7 @@
 
 #include "broker/body_decoder.h"
 #include "broker/scrubber.h"
+#include "proxy/client/chunked_framing.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
@@ -61,6 +62,10 @@ using Request = boost::beast::http::request<boost::beast::http::buffer_body>;
 std::optional<Refusal> parseRequestHead(RequestParser& parser, boost::beast::flat_buffer& buffer,
                                         size_t headLen, const config::EffectiveLimits& limits,
                                         const AuditRecord& rec);
+
+// The 400 for a request body whose framing is malformed (`reason`: bad_chunked_body or
+// request_trailers).
+Refusal framingRefusal(std::string_view reason, const std::string& detail, const AuditRecord& rec);
 
 // The 400 for an Upgrade other than websocket, on a route that relays WebSocket only.
 Refusal upgradeRefusal(const Request& req, const AuditRecord& rec, const std::string& rule);
@@ -153,6 +158,23 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   // A reused upstream connection may have been closed by the upstream a moment ago: a request
   // without a body that fails on one before any response byte is sent again on a new one.
   const bool bodyless = parser.is_done();
+  // A chunked body's framing is judged byte by byte as it arrives, starting with what came
+  // with the head: a malformed one found here never reaches the upstream.
+  ChunkedFraming framing;
+  RequestBodyGuard guard{.watchUpstream = !bodyless};
+  if (!bodyless && parser.chunked()) {
+    guard.framing = &framing;
+    const auto buffered = route.clientBuffer().data();
+    framing.feed(std::string_view(static_cast<const char*>(buffered.data()), buffered.size()));
+    if (framing.status() == ChunkedFraming::Status::kError) {
+      Refusal refusal = framingRefusal(framing.reason(), framing.detail(), rec);
+      co_await route.refuse(log, refusal);
+      co_return false;
+    }
+  }
+  // The upstream answered before the whole body was sent (kEarlyAnswer): the rest of the body
+  // stays unsent and unread, so neither connection carries another request.
+  bool earlyAnswer = false;
   std::optional<ResponseParser> rp;
   beast::error_code headError;
   for (int attempt = 0; attempt < 2; ++attempt) {
@@ -170,16 +192,28 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
       sentContinue = true;
     }
     http::request_serializer<http::buffer_body> sr(req);
-    auto sent =
-        co_await relayMessage(route.client(), route.clientBuffer(), parser, route.upstream(), sr,
-                              nullptr, limits.bodyTimeout, limits.bodyTimeout, rec.bytesUp);
+    auto sent = co_await relayMessage(route.client(), route.clientBuffer(), parser,
+                                      route.upstream(), sr, nullptr, limits.bodyTimeout,
+                                      limits.bodyTimeout, rec.bytesUp, nullptr, &guard);
+    if (sent.error == RelayError::kFraming) {
+      // The upstream has a part of a body that never ends: it is dropped with its connection.
+      route.dropUpstream();
+      Refusal refusal = framingRefusal(sent.reason, sent.detail, rec);
+      co_await route.refuse(log, refusal);
+      co_return false;
+    }
+    // A write that failed after the head went out may be the upstream answering and closing
+    // without reading the body: its answer is read like an early one.
+    earlyAnswer = sent.error == RelayError::kEarlyAnswer ||
+                  (sent.error == RelayError::kWrite && sent.headSent && !bodyless &&
+                   peerHasSpoken(route.upstream()));
     if (sent.error == RelayError::kRead) {
       route.dropUpstream();
       noteClientReadFailure(sent, rec);
       finishRequest(c, log);
       co_return false;
     }
-    if (sent.error == RelayError::kWrite) {
+    if (sent.error == RelayError::kWrite && !earlyAnswer) {
       route.dropUpstream();
       if (reused && bodyless) continue;
       Refusal refusal = upstreamSendRefusal(sent, rec);
@@ -228,7 +262,7 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   }
   // A body scrubbed with replacements of another length, or decoded, changes length: frame it
   // ourselves.
-  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive,
+  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive && !earlyAnswer,
                                        decoder || (scrubber && !scrubber->preservesLength()));
   rec.status = res.result_int();
 
@@ -243,11 +277,18 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     co_return false;
   }
   finishRequest(c, log);
+  // A response cut short after its head went out must not end like a whole one.
+  if (back.error != RelayError::kNone && back.headSent) abortConnection(c);
   // The upstream connection is reused only when both messages ended cleanly and nothing else
   // arrived: leftover bytes (or a half-read body, when the client went away) would be read as
   // the next request's response.
-  route.upstreamDone(back.error == RelayError::kNone && upstreamKeepAlive && rp->is_done() &&
-                     !rp->need_eof() && parser.is_done() && route.upstreamBuffer().size() == 0);
+  // An upstream that answers a request with a body with an error (401, 413, 417, ...) may not
+  // have read that body, and would then take it for the start of the next request: such a
+  // connection is not reused either.
+  const bool bodyMayBeUnread = earlyAnswer || (!bodyless && rec.status >= 400);
+  route.upstreamDone(back.error == RelayError::kNone && !bodyMayBeUnread && upstreamKeepAlive &&
+                     rp->is_done() && !rp->need_eof() && parser.is_done() &&
+                     route.upstreamBuffer().size() == 0);
   if (back.error != RelayError::kNone) co_return false;
   co_return keepAlive&& parser.is_done() && !c.state.draining.load(std::memory_order_relaxed);
 }

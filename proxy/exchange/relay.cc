@@ -22,6 +22,12 @@ bool isPeerClosed(const beast::error_code& ec) {
          ec == asio::ssl::error::stream_truncated;
 }
 
+bool isFramingError(const beast::error_code& ec) {
+  if (ec.category() != beast::error_code(http::error::bad_chunk).category()) return false;
+  return ec != http::error::end_of_stream && ec != http::error::partial_message &&
+         ec != http::error::need_more && ec != http::error::need_buffer;
+}
+
 void cleanseBuffer(void* data, size_t size) { OPENSSL_cleanse(data, size); }
 
 void cleanseRequestHead(http::request_header<>& head) {

@@ -25,7 +25,9 @@
 #include "broker/body_decoder.h"
 #include "broker/scrubber.h"
 #include "config/config.h"
+#include "proxy/client/chunked_framing.h"
 #include "proxy/client/refusal.h"
+#include "proxy/net/connection_pool.h"
 #include "proxy/net/tls_http.h"
 #include "proxy/observe/audit.h"
 #include "proxy/state/server_context.h"
@@ -33,7 +35,10 @@
 namespace sandgate::proxy {
 
 // kDecode: the body's Content-Encoding could not be undone to scrub it (see BodyDecoder).
-enum class RelayError { kNone, kRead, kWrite, kDecode };
+// kFraming: the request body's framing is malformed (`reason`, `detail`). kEarlyAnswer: the
+// upstream spoke (an early response, or its end) before the request body was all sent; the
+// rest was not sent.
+enum class RelayError { kNone, kRead, kWrite, kDecode, kFraming, kEarlyAnswer };
 
 struct RelayOutcome {
   RelayOutcome() = default;
@@ -42,8 +47,9 @@ struct RelayOutcome {
 
   RelayError error = RelayError::kNone;
   boost::beast::error_code ec;
-  std::string detail;     // kDecode: what was wrong with the body
-  bool headSent = false;  // the receiver has the head: a failure can only cut the body short
+  std::string detail;       // kDecode, kFraming: what was wrong with the body
+  std::string_view reason;  // kFraming: a token of client/reasons.h
+  bool headSent = false;    // the receiver has the head: a failure can only cut the body short
 };
 
 // The HTTP steps of a relay on a stream with Asio's interface (TCP): Beast's own operations.
@@ -72,9 +78,77 @@ boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> httpWrite(S
   co_return r;
 }
 
+// Reads some bytes into `into` from a stream with Asio's interface (TCP); tls_http.h has the
+// TlsChannel overload.
+template <class Stream>
+boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> readBytes(
+    Stream& s, boost::asio::mutable_buffer into) {
+  auto r = co_await s.async_read_some(into, kUse);
+  co_return r;
+}
+
+// Has the peer of a TCP stream sent something (or closed) that nobody has read? tls_http.h
+// has the TlsChannel overload.
+template <class Stream>
+bool peerHasSpoken(Stream& s) {
+  auto& socket = boost::beast::get_lowest_layer(s).socket();
+  return socket.is_open() && !socketIsQuiet(socket.native_handle());
+}
+
+// What the relay of a request body watches besides its bytes.
+struct RequestBodyGuard {
+  // A chunked body: every raw byte is judged (chunked_framing.h) before Beast parses it.
+  ChunkedFraming* framing = nullptr;
+  // Stop sending the body when the upstream speaks first (kEarlyAnswer): it answered without
+  // waiting for the body, and the rest must not reach it as the start of another request.
+  bool watchUpstream = false;
+};
+
+// Beast's read_some for a request body, with every byte read from the client judged by
+// `framing` first (bytes already in `b` have been). The parse error when the framing is bad:
+// http::error::bad_chunk (the caller reads `framing` for the reason).
+template <class Stream, class Parser>
+boost::asio::awaitable<std::tuple<boost::beast::error_code, size_t>> readCheckedBody(
+    Stream& s, boost::beast::flat_buffer& b, Parser& p, ChunkedFraming& framing) {
+  namespace http = boost::beast::http;
+  boost::beast::error_code ec;
+  while (true) {
+    if (b.size() > 0) {
+      const size_t n = p.put(b.data(), ec);
+      b.consume(n);
+      if (ec != http::error::need_more) co_return std::tuple{ec, n};
+      ec = {};
+    }
+    const size_t size = boost::beast::read_size(b, 65536);
+    if (size == 0) co_return std::tuple{boost::beast::error_code(http::error::buffer_overflow), 0};
+    auto into = b.prepare(size);
+    auto [rec, n] = co_await readBytes(s, into);
+    if (framing.status() == ChunkedFraming::Status::kMore &&
+        framing.feed(std::string_view(static_cast<const char*>(into.data()), n)) ==
+            ChunkedFraming::Status::kError) {
+      co_return std::tuple{boost::beast::error_code(http::error::bad_chunk), 0};
+    }
+    b.commit(n);
+    if (rec == boost::asio::error::eof) {
+      if (p.got_some()) {
+        ec = {};
+        p.put_eof(ec);
+      } else {
+        ec = http::error::end_of_stream;
+      }
+      co_return std::tuple{ec, 0};
+    }
+    if (rec) co_return std::tuple{rec, 0};
+  }
+}
+
 // An ordinary end of the peer's side: EOF, reset, broken pipe, a TLS stream cut without
 // close_notify, a message cut short.
 bool isPeerClosed(const boost::beast::error_code& ec);
+
+// A parse error in a body's framing (a chunk size or extension, a line too long), as opposed to
+// the peer's end or a socket error.
+bool isFramingError(const boost::beast::error_code& ec);
 
 // Overwrites relay buffers that may have held a secret the scrubber replaced.
 void cleanseBuffer(void* data, size_t size);
@@ -127,8 +201,9 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     boost::beast::http::parser<isRequest, boost::beast::http::buffer_body>& p, Out& out,
     boost::beast::http::serializer<isRequest, boost::beast::http::buffer_body>& sr,
     broker::Scrubber* scrub, config::Seconds readTimeout, config::Seconds writeTimeout,
-    uint64_t& bytes, broker::BodyDecoder* decode = nullptr) {
+    uint64_t& bytes, broker::BodyDecoder* decode = nullptr, RequestBodyGuard* guard = nullptr) {
   namespace http = boost::beast::http;
+  ChunkedFraming* framing = guard ? guard->framing : nullptr;
   // A body that has arrived whole with the head (a small response, usually) leaves with the
   // head in one write: one TLS record, one send. Any other head goes out at once, so that the
   // receiver of a streaming body (server-sent events) is not kept waiting for its first piece.
@@ -160,8 +235,19 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       body.data = buf.data();
       body.size = buf.size();
       boost::beast::get_lowest_layer(in).expires_after(toDuration(readTimeout));
-      auto [ec, r] = co_await httpRead(in, inBuf, p, HttpStep::kSome);
+      auto [ec, r] = framing ? co_await readCheckedBody(in, inBuf, p, *framing)
+                             : co_await httpRead(in, inBuf, p, HttpStep::kSome);
       if (ec == http::error::need_buffer) ec = {};
+      if (ec && framing && framing->status() == ChunkedFraming::Status::kError) {
+        result = RelayOutcome{RelayError::kFraming, ec, framing->detail()};
+        result.reason = framing->reason();
+        break;
+      }
+      if (ec && guard && isFramingError(ec)) {
+        result = RelayOutcome{RelayError::kFraming, ec, "the body's framing: " + ec.message()};
+        result.reason = reason::kBadChunkedBody;
+        break;
+      }
       if (ec) {
         result = RelayOutcome{RelayError::kRead, ec};
         break;
@@ -212,6 +298,10 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       auto ec = co_await writeMessage(out, head, whole, part);
       headSent = true;
       if (ec) result = RelayOutcome{RelayError::kWrite, ec};
+      break;
+    }
+    if (guard && guard->watchUpstream && headSent && peerHasSpoken(out)) {
+      result = RelayOutcome{RelayError::kEarlyAnswer, {}};
       break;
     }
     auto [ec, w] = co_await httpWrite(out, sr, HttpStep::kWhole);

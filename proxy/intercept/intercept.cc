@@ -135,8 +135,10 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   }
   if (c.metrics) c.metrics->tlsIntercepted();
   co_await serveIntercepted(c, tls, target, port);
-  c.stream.expires_after(std::chrono::seconds(1));
-  co_await tls.shutdown();
+  if (!c.abortive) {
+    c.stream.expires_after(std::chrono::seconds(1));
+    co_await tls.shutdown();
+  }
   finishRequest(c, log);
 }
 

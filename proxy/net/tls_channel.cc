@@ -76,6 +76,22 @@ bool TlsChannel::quiet() const {
          BIO_ctrl_pending(out_) == 0 && sentOffset_ == sent_.size();
 }
 
+bool TlsChannel::peerHasSpoken() {
+  if (ssl_ == nullptr) return false;
+  error_code ec;
+  while (receive(ec)) {
+    if (ec) return true;  // the peer's end (or an error) is an answer too
+  }
+  // SSL_peek works on what the memory BIO holds and never waits: it consumes records that are
+  // not data (session tickets) and stops at the first byte of data.
+  char byte;
+  const int n = SSL_peek(ssl_, &byte, 1);
+  if (n > 0) return true;
+  const int err = SSL_get_error(ssl_, n);
+  ERR_clear_error();
+  return err != SSL_ERROR_WANT_READ && err != SSL_ERROR_WANT_WRITE;
+}
+
 error_code TlsChannel::sslError(int ret) {
   const int err = SSL_get_error(ssl_, ret);
   if (err == SSL_ERROR_ZERO_RETURN) return asio::error::eof;

@@ -63,6 +63,9 @@ class TlsChannel {
   // Nothing decrypted or received is waiting inside the channel (the socket itself is not
   // looked at).
   bool quiet() const;
+  // Without waiting: has the peer sent application data nobody has read yet, or ended the
+  // connection? Handshake messages after the handshake (TLS 1.3 session tickets) do not count.
+  bool peerHasSpoken();
   // The first byte the peer sent (fed or received), or -1 before any: a TLS stream starts
   // with a handshake record (0x16), so anything else says the peer is not speaking TLS.
   int firstByte() const { return firstByte_; }

@@ -42,6 +42,15 @@ inline boost::asio::awaitable<TlsIoResult> writeBytes(TlsChannel& s,
   return s.write(bytes);
 }
 
+// Decrypted bytes into `into` (relay.h's readBytes, for a TlsChannel).
+inline boost::asio::awaitable<TlsIoResult> readBytes(TlsChannel& s,
+                                                     boost::asio::mutable_buffer into) {
+  return s.readSome(into);
+}
+
+// Has the peer spoken without being asked to (relay.h's peerHasSpoken, for a TlsChannel)?
+inline bool peerHasSpoken(TlsChannel& s) { return s.peerHasSpoken(); }
+
 extern template boost::asio::awaitable<TlsIoResult> httpRead<true>(
     TlsChannel&, boost::beast::flat_buffer&,
     boost::beast::http::parser<true, boost::beast::http::buffer_body>&, HttpStep);
