@@ -76,9 +76,8 @@ bool containsForm(std::string_view text, std::string_view ph, bool percentDecode
 // place injection overwrites), as a few words for the refusal; nullopt when it is nowhere else.
 // The same forms PlaceholderSet::findAll looks for: header names and values, the decoded token
 // of a Basic value, the target raw and percent-decoded.
-std::optional<std::string> misplacedAt(std::string_view ph, const config::Credential& c,
+std::optional<std::string> misplacedAt(std::string_view ph, const config::Injection& inj,
                                        const Headers& headers, std::string_view target) {
-  const config::Injection& inj = c.inject;
   for (const auto& [name, value] : headers) {
     if (iequals(name, "proxy-authorization")) continue;
     const std::string_view token = basicToken(value);
@@ -135,10 +134,11 @@ bool credentialHostMatches(std::string_view pattern, std::string_view host) {
 }
 
 Injector::Injector(std::shared_ptr<const SecretStore> store, const config::Credentials& credentials,
-                   std::shared_ptr<const PlaceholderSet> placeholders)
+                   std::shared_ptr<const PlaceholderSet> placeholders, std::string task)
     : store_(std::move(store)),
       credentials_(&credentials),
-      placeholders_(std::move(placeholders)) {}
+      placeholders_(std::move(placeholders)),
+      task_(std::move(task)) {}
 
 const config::Credential* Injector::find(std::string_view name) const {
   auto it = credentials_->find(name);
@@ -150,14 +150,22 @@ bool Injector::hostAllowed(const config::Credential& c, std::string_view host) c
                      [&](const auto& h) { return credentialHostMatches(h.value, host); });
 }
 
-std::string injectionPlace(const config::Credential& c) {
-  switch (c.inject.kind) {
+const config::Injection& injectionFor(const config::Credential& c, std::string_view host) {
+  for (const auto& h : c.injectPerHost) {
+    if (credentialHostMatches(h.host.value, host)) return h.inject;
+  }
+  return c.inject;
+}
+
+std::string injectionPlace(const config::Credential& c, std::string_view host) {
+  const config::Injection& inj = injectionFor(c, host);
+  switch (inj.kind) {
     case config::Injection::Kind::kHeader:
-      return fmt::format("header {}", c.inject.header);
+      return fmt::format("header {}", inj.header);
     case config::Injection::Kind::kBasic:
       return "Authorization: Basic";
     case config::Injection::Kind::kQuery:
-      return fmt::format("query parameter {}", c.inject.query);
+      return fmt::format("query parameter {}", inj.query);
   }
   return "nowhere";
 }
@@ -208,12 +216,12 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
                         credential.empty() ? std::string("names no credential")
                                            : fmt::format("names credential `{}`", credential)));
       }
-      if (auto where = misplacedAt(p->value, *c, headers, target)) {
+      if (auto where = misplacedAt(p->value, injectionFor(*c, req.host), headers, target)) {
         return refuse(reason::kPlaceholderMisplaced, c->name,
                       fmt::format("possible exfiltration attempt: the request carries the "
                                   "placeholder of credential `{}` in {}; it is honoured only in "
                                   "{}, where sandgate puts the secret",
-                                  c->name, *where, injectionPlace(*c)));
+                                  c->name, *where, injectionPlace(*c, req.host)));
       }
     }
   }
@@ -237,7 +245,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
                               "request to {}",
                               c.name, req.host));
   }
-  Fetch f = store_->get(c.name);
+  Fetch f = store_->get(c.name, task_);
   if (!f.ok()) return refuse(f.reason, c.name, std::move(f.detail));
   const std::shared_ptr<const Secret> held = std::move(f.secret);
 
@@ -254,7 +262,7 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
       addScrubRule(result.scrub, scrubRuleFor(form, placeholders_.get()));
     }
 
-    const config::Injection& inj = c.inject;
+    const config::Injection& inj = injectionFor(c, req.host);
     switch (inj.kind) {
       case config::Injection::Kind::kHeader: {
         std::erase_if(headers, [&](const auto& h) { return iequals(h.first, inj.header); });

@@ -44,17 +44,24 @@ struct InjectResult {
 // cover `host`? Case-insensitive, trailing dots ignored; anything else (e.g. "re:") never matches.
 bool credentialHostMatches(std::string_view pattern, std::string_view host);
 
-// Where credential `c` is injected, for people: "header Authorization", "Authorization: Basic",
-// "query parameter key". The one place a placeholder of `c` is honoured.
-std::string injectionPlace(const config::Credential& c);
+// How credential `c` goes to `host`: its `inject`, or the inject.per_host entry whose host
+// pattern covers `host` (the first; config validation makes every host of `c` have one).
+const config::Injection& injectionFor(const config::Credential& c, std::string_view host);
+
+// Where credential `c` is injected on requests to `host`, for people: "header Authorization",
+// "Authorization: Basic", "query parameter key". The one place a placeholder of `c` is
+// honoured.
+std::string injectionPlace(const config::Credential& c, std::string_view host);
 
 // One task's view of the credentials of one snapshot. Immutable and thread-safe.
 class Injector {
  public:
   // `credentials` is referred to, not copied: it must outlive the Injector (a snapshot's
   // config, which the client connection using the Injector holds).
+  // `task`: whose requests these are (a github_app credential mints a token per task that
+  // narrows its repositories; see SecretStore::get).
   Injector(std::shared_ptr<const SecretStore> store, const config::Credentials& credentials,
-           std::shared_ptr<const PlaceholderSet> placeholders);
+           std::shared_ptr<const PlaceholderSet> placeholders, std::string task = {});
 
   // Prepares `req` for sending. `credential` is the admitting rule's credential (Decision::
   // credential; empty for none). In order:
@@ -90,6 +97,7 @@ class Injector {
   std::shared_ptr<const SecretStore> store_;
   const config::Credentials* credentials_;
   std::shared_ptr<const PlaceholderSet> placeholders_;
+  std::string task_;
 };
 
 }  // namespace sandgate::broker

@@ -87,7 +87,7 @@ std::shared_ptr<const PlaceholderSet> PlaceholderSet::generate(
   std::vector<Placeholder> out;
   for (const auto& [name, cred] : credentials) {
     if (!cred.placeholder) continue;
-    Fetch f = store.get(name);
+    Fetch f = store.current(name);
     // reveal(): only the prefix and length shape the placeholder; the bytes are not copied.
     std::string_view secret = f.ok() ? f.secret->reveal() : std::string_view{};
     std::string value;

@@ -46,7 +46,11 @@ class Fd {
 
 }  // namespace
 
-Fetched finishSecret(std::string& raw) {
+Fetched finishSecret(std::string& raw, bool multiLine) {
+  if (multiLine) {
+    if (raw.empty()) return {nullptr, "it is empty"};
+    return {Secret::take(raw), {}};
+  }
   trimTrailingNewline(raw);
   if (auto why = checkSecretBytes(raw)) {
     wipe(raw);
@@ -75,7 +79,8 @@ std::atomic<size_t> gUnwatched{0};
 
 size_t unwatchedFileSources() { return gUnwatched.load(std::memory_order_relaxed); }
 
-FileSource::FileSource(std::string path) : path_(path), watch_(std::move(path)) {}
+FileSource::FileSource(std::string path, bool multiLine)
+    : path_(path), multiLine_(multiLine), watch_(std::move(path)) {}
 
 FileSource::~FileSource() {
   if (unwatched_) gUnwatched.fetch_sub(1, std::memory_order_relaxed);
@@ -121,7 +126,7 @@ Fetched FileSource::read(Identity* identity) const {
     return {nullptr, fmt::format("{} changed while it was read", path_)};
   }
   *identity = identityOf(after);
-  return finishSecret(raw);
+  return finishSecret(raw, multiLine_);
 }
 
 Fetched FileSource::get() {
@@ -393,7 +398,7 @@ Fetched runExec(const std::vector<std::string>& argv, const ExecLimits& limits,
     wipe(out);
     return {nullptr, std::move(failure)};
   }
-  Fetched f = finishSecret(out);
+  Fetched f = finishSecret(out, limits.multiLine);
   if (!f.ok()) f.error = fmt::format("output of {}: {}", cmd, f.error);
   return f;
 }

@@ -43,7 +43,8 @@ struct Fetched {
 // second), and counted in unwatchedFileSources().
 class FileSource {
  public:
-  explicit FileSource(std::string path);
+  // `multiLine`: a PEM key and the like, kept as read (no header-safety check of its bytes).
+  explicit FileSource(std::string path, bool multiLine = false);
   ~FileSource();
   FileSource(const FileSource&) = delete;
   FileSource& operator=(const FileSource&) = delete;
@@ -62,6 +63,7 @@ class FileSource {
   Fetched read(Identity* identity) const;
 
   std::string path_;
+  bool multiLine_ = false;
   std::mutex mu_;
   bool loaded_ = false;
   Identity identity_;
@@ -81,6 +83,7 @@ struct ExecLimits {
   std::chrono::milliseconds timeout{10'000};
   size_t maxOutput = kMaxSecretBytes;  // stdout beyond this fails the run
   size_t maxStderr = 4096;             // stderr kept for the error message; the rest is drained
+  bool multiLine = false;              // stdout is a PEM key or the like: kept as written
 };
 
 // Runs argv (argv[0] a path, or a name looked up in PATH) with posix_spawn: no shell, stdin
@@ -93,7 +96,8 @@ Fetched runExec(const std::vector<std::string>& argv, const ExecLimits& limits,
                 std::stop_token stop = {}, const Secret* previous = nullptr);
 
 // Trims one newline and validates; returns the protected secret or the reason it is refused.
-// Wipes `raw` in every case.
-Fetched finishSecret(std::string& raw);
+// Wipes `raw` in every case. `multiLine` (a PEM key, never injected into a header): kept as
+// read, refused only when empty.
+Fetched finishSecret(std::string& raw, bool multiLine = false);
 
 }  // namespace sandgate::broker

@@ -2,11 +2,14 @@
 #include "broker/store.h"
 
 #include <fmt/format.h>
+#include <spdlog/spdlog.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cctype>
 #include <condition_variable>
 #include <mutex>
+#include <set>
 #include <thread>
 
 namespace sandgate::broker {
@@ -32,7 +35,50 @@ struct Entry {
   // kExec scheduling: touched only by open() and then the refresher thread.
   Clock::time_point nextRun{};
   std::chrono::milliseconds backoff{};
+
+  // kGithubApp: one token per set of repositories (keyed by scopeKey), and which set each
+  // task that narrows it uses (other tasks use the source's own, under key fullScope).
+  std::shared_ptr<GithubAppMinter> minter;
+  std::map<std::string, std::unique_ptr<TokenCache>, std::less<>> scopes;
+  std::map<std::string, std::string, std::less<>> taskScope;
+  std::string fullScope;
+
+  TokenCache* cacheFor(std::string_view task) const {
+    auto t = taskScope.find(task);
+    auto it = scopes.find(t == taskScope.end() ? std::string_view(fullScope)
+                                               : std::string_view(t->second));
+    return it == scopes.end() ? nullptr : it->second.get();
+  }
 };
+
+// A set of repositories as one key: lower-cased (GitHub compares names so), sorted, unique.
+std::string scopeKey(const std::vector<config::Located<std::string>>& repos) {
+  std::vector<std::string> names;
+  for (const auto& r : repos) {
+    std::string n = r.value;
+    std::transform(n.begin(), n.end(), n.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    names.push_back(std::move(n));
+  }
+  std::sort(names.begin(), names.end());
+  names.erase(std::unique(names.begin(), names.end()), names.end());
+  std::string key;
+  for (const auto& n : names) key += (key.empty() ? "" : ",") + n;
+  return key;
+}
+
+// The names as the token request lists them: as written, each once.
+std::vector<std::string> requested(const std::vector<config::Located<std::string>>& repos) {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& r : repos) {
+    std::string lower = r.value;
+    std::transform(lower.begin(), lower.end(), lower.begin(),
+                   [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+    if (seen.insert(lower).second) out.push_back(r.value);
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -89,16 +135,34 @@ struct SecretStore::Impl {
       auto next = Clock::time_point::max();
       for (auto& [name, e] : entries) {
         if (e->kind == Kind::kExec) next = std::min(next, e->nextRun);
+        for (auto& [key, cache] : e->scopes) next = std::min(next, cache->refreshAt());
       }
       cv.wait_until(lock, stop, next, [] { return false; });
       if (stop.stop_requested()) break;
       auto now = Clock::now();
       for (auto& [name, e] : entries) {
-        if (e->kind != Kind::kExec || e->nextRun > now) continue;
-        lock.unlock();
-        bool ok = runOnce(*e, stop);
-        if (!stop.stop_requested()) (ok ? refreshes : refreshFailures)++;
-        lock.lock();
+        if (e->kind == Kind::kExec && e->nextRun <= now) {
+          lock.unlock();
+          bool ok = runOnce(*e, stop);
+          if (!stop.stop_requested()) (ok ? refreshes : refreshFailures)++;
+          lock.lock();
+        }
+        for (auto& [key, cache] : e->scopes) {
+          if (cache->refreshAt() > now) continue;
+          // Before the token expires: requests keep the current one while this runs, and
+          // one that finds it expired joins this mint instead of starting its own.
+          lock.unlock();
+          Fetched f = cache->refresh(stop);
+          if (!stop.stop_requested()) (f.ok() ? refreshes : refreshFailures)++;
+          if (!f.ok() && !stop.stop_requested()) {
+            // The token in use still serves until it expires; say so before it does.
+            spdlog::warn(
+                "credential {}: renewing the GitHub App token failed (retrying with "
+                "back-off): {}",
+                name, f.error);
+          }
+          lock.lock();
+        }
       }
     }
   }
@@ -113,9 +177,9 @@ SecretStore::~SecretStore() {
   }
 }
 
-Result<std::shared_ptr<const SecretStore>> SecretStore::open(const config::Credentials& credentials,
-                                                             const std::string& configFile,
-                                                             StoreOptions options) {
+Result<std::shared_ptr<const SecretStore>> SecretStore::open(
+    const config::Credentials& credentials, const std::string& configFile, StoreOptions options,
+    const std::vector<config::Task>& tasks) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
   Diagnostics errors;
@@ -148,6 +212,46 @@ Result<std::shared_ptr<const SecretStore>> SecretStore::open(const config::Crede
         error = e->error;
         break;
       }
+      case Kind::kGithubApp: {
+        if (!cred.source.githubApp) {
+          error = "the github_app source is incomplete";
+          break;
+        }
+        if (!options.api) {
+          error = "no API client to mint GitHub App tokens with";
+          break;
+        }
+        anyExec = true;  // the refresher renews the tokens
+        const auto& app = cred.source.githubApp;
+        e->minter = std::make_shared<GithubAppMinter>(name, app, options.api, options.exec,
+                                                      options.apiTimeout);
+        auto addScope = [&](const std::vector<config::Located<std::string>>& repos) {
+          std::string key = scopeKey(repos);
+          if (!e->scopes.contains(key)) {
+            auto mint = [minter = e->minter, names = requested(repos)](std::stop_token stop) {
+              return minter->mint(names, stop);
+            };
+            e->scopes.emplace(key, std::make_unique<TokenCache>(mint, options.tokens));
+          }
+          return key;
+        };
+        e->fullScope = addScope(app->repositories);
+        for (const auto& t : tasks) {
+          auto it = t.repositories.find(name);
+          if (it != t.repositories.end()) e->taskScope[t.name] = addScope(it->second);
+        }
+        // Every token is minted now, as an exec secret is run: a source that cannot mint is
+        // a start-up error, and requests never wait for a first token.
+        for (auto& [key, cache] : e->scopes) {
+          Fetched f = cache->refresh();
+          if (!f.ok() && error.empty()) {
+            error = key == e->fullScope
+                        ? f.error
+                        : fmt::format("the token for repositories {}: {}", key, f.error);
+          }
+        }
+        break;
+      }
     }
     if (!error.empty() && !cred.optional) {
       errors.push_back(Diagnostic{configFile, cred.source.mark.line, cred.source.mark.col,
@@ -172,13 +276,39 @@ void SecretStore::startRefresh() const {
   im.refresher = std::jthread([raw = &im](std::stop_token stop) { raw->refreshLoop(stop); });
 }
 
-Fetch SecretStore::get(std::string_view credential) const {
+namespace {
+
+Fetch minted(const Entry& e, std::string_view task, bool mayMint) {
+  TokenCache* cache = e.cacheFor(task);
+  if (!cache) {
+    return {nullptr, reason::kCredentialUnavailable,
+            fmt::format("credential `{}`: no token for this task", e.name)};
+  }
+  Fetched f = mayMint ? cache->get() : cache->current();
+  if (f.ok()) return {std::move(f.secret), {}, {}};
+  return {nullptr, reason::kCredentialUnavailable,
+          fmt::format("credential `{}`: cannot mint a GitHub App installation token: {}", e.name,
+                      f.error)};
+}
+
+}  // namespace
+
+Fetch SecretStore::current(std::string_view credential, std::string_view task) const {
+  auto it = impl_->entries.find(credential);
+  if (it != impl_->entries.end() && it->second->kind == Kind::kGithubApp) {
+    return minted(*it->second, task, false);
+  }
+  return get(credential, task);
+}
+
+Fetch SecretStore::get(std::string_view credential, std::string_view task) const {
   auto it = impl_->entries.find(credential);
   if (it == impl_->entries.end()) {
     return {nullptr, reason::kCredentialUnavailable,
             fmt::format("no credential named `{}` in this configuration", credential)};
   }
   Entry& e = *it->second;
+  if (e.kind == Kind::kGithubApp) return minted(e, task, true);
   if (e.kind == Kind::kFile) {
     Fetched f = e.file->get();
     if (f.ok()) return {std::move(f.secret), {}, {}};

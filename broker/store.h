@@ -7,6 +7,7 @@
 #include <string>
 #include <string_view>
 
+#include "broker/github_app.h"
 #include "broker/source.h"
 #include "common/result.h"
 #include "config/config.h"
@@ -34,6 +35,11 @@ struct StoreOptions {
   // false: open() starts no thread, startRefresh() does. A process that forks after loading
   // its secrets (`sandgate run` forks the sandbox single-threaded) starts it after the fork.
   bool startRefresh = true;
+  // github_app sources: who makes the HTTPS call (the proxy's; required when one is
+  // configured), how long it may take, and when minted tokens are used and renewed.
+  std::shared_ptr<const ApiClient> api;
+  std::chrono::milliseconds apiTimeout{10'000};
+  TokenTiming tokens;
 };
 
 // The answer to "give me credential X now".
@@ -54,13 +60,21 @@ class SecretStore {
   // Loads every credential. A source that cannot be loaded is an error (file:line:col of the
   // credential's `source:`) unless the credential is `optional`, in which case requests that
   // need it fail with credential_unavailable until it can be loaded.
-  static Result<std::shared_ptr<const SecretStore>> open(const config::Credentials& credentials,
-                                                         const std::string& configFile,
-                                                         StoreOptions options = {});
+  // A github_app credential gets one token for its own repositories and one for each set a
+  // task of `tasks` narrows it to (Task::repositories), each minted here.
+  static Result<std::shared_ptr<const SecretStore>> open(
+      const config::Credentials& credentials, const std::string& configFile,
+      StoreOptions options = {}, const std::vector<config::Task>& tasks = {});
 
-  // The current secret of `credential`, or credential_unavailable and why. Cheap: a lock and,
-  // for file sources, one read(2) of an inotify descriptor (see FileSource).
-  Fetch get(std::string_view credential) const;
+  // The current secret of `credential` for `task` (which matters only for github_app
+  // sources: the token of the task's repositories), or credential_unavailable and why. Cheap:
+  // a lock and, for file sources, one read(2) of an inotify descriptor (see FileSource). For a
+  // github_app source whose token is missing or expired (the refresher keeps it current, so
+  // this is rare) it mints one first, single flight (TokenCache::get): the caller waits for
+  // that one HTTP request, bounded by StoreOptions::apiTimeout.
+  Fetch get(std::string_view credential, std::string_view task = {}) const;
+  // get() that never mints: what a response may be scrubbed for, placeholder shapes.
+  Fetch current(std::string_view credential, std::string_view task = {}) const;
 
   // Starts the background refresh of exec secrets, if there are any and it has not started.
   // Idempotent and thread-safe. A secret whose refresh fell due before it starts is refreshed

@@ -1,6 +1,8 @@
 // The secrets of a task as scrub forms, kept current with the store (see task_secrets.h).
 #include "broker/task_secrets.h"
 
+#include <algorithm>
+
 #include "broker/store.h"
 #include "common/encoding.h"
 
@@ -23,30 +25,39 @@ std::vector<SecretForm> secretForms(const config::Credential& c,
                                     std::shared_ptr<const Secret> secret) {
   std::vector<SecretForm> out;
   if (!c.scrub || !secret || secret->empty()) return out;
-  if (c.inject.kind == config::Injection::Kind::kBasic) {
+  // Every Basic user name the secret goes out with (per host, or the one `inject`).
+  std::vector<std::string> users;
+  auto addUser = [&](const config::Injection& inj) {
+    if (inj.kind == config::Injection::Kind::kBasic &&
+        std::find(users.begin(), users.end(), inj.username) == users.end()) {
+      users.push_back(inj.username);
+    }
+  };
+  if (c.injectPerHost.empty()) addUser(c.inject);
+  for (const auto& h : c.injectPerHost) addUser(h.inject);
+  out.push_back({c.name, secret, std::nullopt});
+  for (const auto& user : users) {
     // reveal(): the Basic token is made from it to be found (and replaced) in responses; the
     // pair and its encoding are wiped, the token kept only in protected memory.
-    std::string pair = c.inject.username + ":" + std::string(secret->reveal());
+    std::string pair = user + ":" + std::string(secret->reveal());
     std::string token = base64Encode(pair);
     wipe(pair);
-    out.push_back({c.name, std::move(secret), std::nullopt});
-    out.push_back({c.name, Secret::take(token), c.inject.username});
-    return out;
+    out.push_back({c.name, Secret::take(token), user});
   }
-  out.push_back({c.name, std::move(secret), std::nullopt});
   return out;
 }
 
 TaskSecrets::TaskSecrets(std::shared_ptr<const SecretStore> store,
                          const config::Credentials& credentials,
-                         const std::vector<std::string>& names)
-    : store_(std::move(store)) {
+                         const std::vector<std::string>& names, std::string task)
+    : store_(std::move(store)), task_(std::move(task)) {
   for (const auto& name : names) {
     auto it = credentials.find(name);
     if (it == credentials.end() || !it->second.scrub) continue;
     config::Credential c;
     c.name = it->second.name;
     c.inject = it->second.inject;
+    c.injectPerHost = it->second.injectPerHost;
     c.scrub = true;
     credentials_.push_back(std::move(c));
   }
@@ -55,7 +66,10 @@ TaskSecrets::TaskSecrets(std::shared_ptr<const SecretStore> store,
 std::shared_ptr<const std::vector<SecretForm>> TaskSecrets::current() const {
   std::vector<std::shared_ptr<const Secret>> now;
   now.reserve(credentials_.size());
-  for (const auto& c : credentials_) now.push_back(store_ ? store_->get(c.name).secret : nullptr);
+  // current(): what the task can have sent; a token not minted yet was never sent.
+  for (const auto& c : credentials_) {
+    now.push_back(store_ ? store_->current(c.name, task_).secret : nullptr);
+  }
   std::lock_guard lock(mu_);
   if (cached_ && now == sources_) return cached_;
   auto forms = std::make_shared<std::vector<SecretForm>>();

@@ -41,8 +41,9 @@ class TaskSecrets {
   // `names`: the credentials the task's policy names (with its includes). Those with `scrub:
   // false`, or not in `credentials`, are left out. Nothing is copied from `credentials` that
   // must outlive this object.
+  // `task`: whose tokens a github_app credential's are (SecretStore::get).
   TaskSecrets(std::shared_ptr<const SecretStore> store, const config::Credentials& credentials,
-              const std::vector<std::string>& names);
+              const std::vector<std::string>& names, std::string task = {});
 
   // No credential of the task is scrubbed: its responses are relayed as sent.
   bool empty() const { return credentials_.empty(); }
@@ -54,6 +55,7 @@ class TaskSecrets {
 
  private:
   std::shared_ptr<const SecretStore> store_;
+  std::string task_;
   std::vector<config::Credential> credentials_;  // copies: name, inject, scrub
   mutable std::mutex mu_;
   mutable std::vector<std::shared_ptr<const Secret>> sources_;  // what cached_ was made from

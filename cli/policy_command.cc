@@ -116,7 +116,7 @@ int runCheck(const CheckArgs& args) {
     o["credential"] = d.credential;
     if (auto c = loaded->config.credentials.find(d.credential);
         d.allowed() && c != loaded->config.credentials.end()) {
-      o["injected_into"] = broker::injectionPlace(c->second);
+      o["injected_into"] = broker::injectionPlace(c->second, target.target.name);
     }
     o["intercept"] = d.intercept;
     if (result.resolvedAddress) o["resolved"] = result.resolvedAddress->str();
@@ -145,7 +145,7 @@ int runCheck(const CheckArgs& args) {
       auto c = loaded->config.credentials.find(d.credential);
       if (c != loaded->config.credentials.end()) {
         fmt::print("  credential: {} (injected into {}; its placeholder is honoured only there)\n",
-                   d.credential, broker::injectionPlace(c->second));
+                   d.credential, broker::injectionPlace(c->second, target.target.name));
       } else if (!visible && d.intercept) {
         fmt::print(
             "  credential: none for the CONNECT (each request inside gets its admitting rule's; "

@@ -22,6 +22,12 @@ std::vector<std::string> Config::secretPaths() const {
     if (c.source.kind == CredentialSource::Kind::kFile && !c.source.file.empty()) {
       out.push_back(c.source.file);
     }
+    // A GitHub App's private key mints tokens for every repository of its installation.
+    if (c.source.kind == CredentialSource::Kind::kGithubApp && c.source.githubApp &&
+        c.source.githubApp->privateKey.kind == CredentialSource::Kind::kFile &&
+        !c.source.githubApp->privateKey.file.empty()) {
+      out.push_back(c.source.githubApp->privateKey.file);
+    }
   }
   if (ca && !ca->key.empty()) out.push_back(ca->key);
   if (tokens) {

@@ -71,13 +71,30 @@ struct Policy {
   std::vector<Rule> deny;
 };
 
+struct GithubApp;
+
 struct CredentialSource {
-  enum class Kind { kFile, kEnv, kExec };
+  enum class Kind { kFile, kEnv, kExec, kGithubApp };
   Kind kind = Kind::kFile;
   std::string file;               // kFile
   std::string env;                // kEnv
   std::vector<std::string> exec;  // kExec: argv
   Seconds ttl{600};               // kExec: cache lifetime
+  std::shared_ptr<const GithubApp> githubApp;  // kGithubApp
+  Mark mark;
+};
+
+// source.github_app: sandgate mints GitHub App installation tokens itself (broker/github_app.h).
+struct GithubApp {
+  uint64_t appId = 0;           // the JWT's `iss`
+  CredentialSource privateKey;  // the App's PEM private key: file, env or exec
+  uint64_t installationId = 0;
+  // The repositories (names within the installation's account) every token is limited to;
+  // a task may narrow them (Task::repositories).
+  std::vector<Located<std::string>> repositories;
+  // GitHub permission name -> read, write or admin, in the order written.
+  std::vector<std::pair<std::string, std::string>> permissions;
+  std::string api = "https://api.github.com";  // GitHub Enterprise: its API URL
   Mark mark;
 };
 
@@ -91,12 +108,21 @@ struct Injection {
   Mark mark;
 };
 
+// inject.per_host: how the secret goes to one of the credential's hosts, when they differ
+// (Basic for a git host, a Bearer header for its API).
+struct HostInjection {
+  Located<std::string> host;  // one of Credential::hosts, as written there
+  Injection inject;
+};
+
 struct Credential {
   std::string name;
   Mark mark;
   CredentialSource source;
   std::vector<Located<std::string>> hosts;  // the only hosts it is ever sent to
   Injection inject;
+  // Set: `inject` is unused and every host of `hosts` has its own entry (first match wins).
+  std::vector<HostInjection> injectPerHost;
   std::optional<std::string> placeholder;  // env variable name given to the sandbox
   bool optional = false;                   // a missing source is not a start-up error
   bool allowPlaintext = false;             // may be injected into plain http:// requests
@@ -144,6 +170,11 @@ struct Task {
   // groups (names or gids, resolved when serve starts) to use this task; unset, the admin
   // socket's own check (root or listen.admin_group) is all.
   std::optional<std::vector<Located<std::string>>> adminGroups;
+  // tasks[].repositories: credential name -> the repositories this task's tokens of that
+  // `github_app` credential are limited to (a subset of the source's): the task gets its own
+  // token, which reaches no other task's repositories.
+  std::map<std::string, std::vector<Located<std::string>>, std::less<>> repositories;
+  Mark repositoriesMark;
 };
 
 // The only directory listen.admin may name a socket in: every sandbox gets a private /run, so

@@ -2,6 +2,8 @@
 // credentials, task admin_groups and listen.admin_group.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <map>
 
 #include "config/readers.h"
@@ -81,6 +83,48 @@ void checkRuleCredentials(Reader& r, const Config& cfg, const std::vector<Rule>&
   }
 }
 
+bool iequalsAscii(std::string_view a, std::string_view b) {
+  return a.size() == b.size() && std::equal(a.begin(), a.end(), b.begin(), [](char x, char y) {
+           return std::tolower(static_cast<unsigned char>(x)) ==
+                  std::tolower(static_cast<unsigned char>(y));
+         });
+}
+
+// tasks[].repositories: each names a github_app credential and a subset of its repositories
+// (GitHub compares names case-insensitively), so that a task's token never reaches further
+// than the source allows.
+void checkTaskRepositories(Reader& r, const Config& cfg, size_t i, const Task& t) {
+  for (const auto& [credential, repos] : t.repositories) {
+    const std::string path = childPath(fmt::format("tasks[{}].repositories", i), credential);
+    auto it = cfg.credentials.find(credential);
+    if (it == cfg.credentials.end()) {
+      r.error(t.repositoriesMark, path, unknownName("credential", credential, cfg.credentials));
+      continue;
+    }
+    const auto& src = it->second.source;
+    if (src.kind != CredentialSource::Kind::kGithubApp || !src.githubApp) {
+      r.error(t.repositoriesMark, path,
+              fmt::format("credential `{}` is not a github_app source: only minted tokens can "
+                          "be narrowed to repositories",
+                          credential));
+      continue;
+    }
+    for (size_t j = 0; j < repos.size(); ++j) {
+      const auto& name = repos[j].value;
+      const auto& allowed = src.githubApp->repositories;
+      const bool in = std::any_of(allowed.begin(), allowed.end(),
+                                  [&](const auto& a) { return iequalsAscii(a.value, name); });
+      if (in) continue;
+      std::string list;
+      for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a.value;
+      r.error(repos[j].mark, fmt::format("{}[{}]", path, j),
+              fmt::format("`{}` is not among credential `{}`'s repositories ({}): a task may "
+                          "only narrow the source's set",
+                          name, credential, list));
+    }
+  }
+}
+
 }  // namespace
 
 void checkReferences(Reader& r, const Config& cfg) {
@@ -106,6 +150,7 @@ void checkReferences(Reader& r, const Config& cfg) {
               "admin_groups needs listen.admin_group (the group that may reach the admin "
               "socket; admin_groups then narrows which of its members may use this task)");
     }
+    checkTaskRepositories(r, cfg, i, t);
     // An empty value means the task's policy was missing or broken: already reported.
     if (t.policy.value.empty() || cfg.policies.contains(t.policy.value)) continue;
     r.error(t.policy.mark, fmt::format("tasks[{}].policy", i),

@@ -228,8 +228,10 @@ void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
   if (!items) return;
   std::map<std::string, int, std::less<>> seen;  // name -> line of first definition
   for (const auto& item : *items) {
-    auto m = r.map(item, {"name", "policy", "token_sha256", "limits", "admin_groups"},
-                   "a task (a map with name, policy, token_sha256, limits, admin_groups)");
+    auto m =
+        r.map(item, {"name", "policy", "token_sha256", "limits", "admin_groups", "repositories"},
+              "a task (a map with name, policy, token_sha256, limits, admin_groups, "
+              "repositories)");
     if (!m) continue;
     Task t;
     t.mark = item.mark;
@@ -278,6 +280,16 @@ void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
           }
         }
         t.adminGroups = std::move(*groups);
+      }
+    }
+    if (const Field* rp = m->get("repositories")) {
+      // Checked against the credentials' own lists by checkReferences.
+      t.repositoriesMark = rp->keyMark;
+      if (auto creds =
+              r.namedMap(*rp, "a map of github_app credential names to repositories", false)) {
+        for (const auto& [credential, list] : creds->entries()) {
+          if (auto repos = r.stringList(list, "[widgets]")) t.repositories[credential] = *repos;
+        }
       }
     }
     tasks.push_back(std::move(t));

@@ -3,6 +3,7 @@
 // work on a ClientConnection; this room calls none of them.
 #pragma once
 
+#include <atomic>
 #include <boost/asio/awaitable.hpp>
 #include <boost/beast/core/flat_buffer.hpp>
 #include <chrono>
@@ -74,6 +75,30 @@ policy::Decision decideRequest(const ClientConnection& c, const policy::Request&
 
 // Writes the audit line and updates the metrics of a finished request or tunnel.
 void finishRequest(ClientConnection& c, RequestLog& log);
+
+// Moves c to the snapshot current now, when a reload has made a new one: its task is looked up
+// again by name (an ad-hoc task stays its own). Sets *changed when it moved. The refusal when
+// the task is gone (revoked_by_reload); c keeps its old snapshot then.
+std::optional<Refusal> refreshSnapshot(ClientConnection& c, bool* changed);
+
+// Registers c's tunnel to target:port (spliced or intercepted) with the server's LiveTunnels
+// for as long as it lives: a reload whose policy no longer allows it shuts it down.
+class LiveTunnel {
+ public:
+  // `upstreamFd`: a spliced tunnel's upstream socket (it is shut down with the client's).
+  LiveTunnel(ClientConnection& c, const policy::Target& target, uint16_t port, int upstreamFd = -1);
+  ~LiveTunnel();
+  LiveTunnel(const LiveTunnel&) = delete;
+  LiveTunnel& operator=(const LiveTunnel&) = delete;
+  // After the tunnel ended: when a reload ended it, says so in `rec` (revoked_by_reload).
+  void noteEnd(AuditRecord& rec) const;
+
+ private:
+  ClientConnection& c_;
+  uint64_t id_ = 0;
+  std::atomic<bool> revoked_{false};
+  std::string why_;
+};
 
 // Marks c abortive (see ClientConnection::abortive): its socket resets when closed.
 void abortConnection(ClientConnection& c);

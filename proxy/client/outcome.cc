@@ -37,6 +37,52 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
   }
 }
 
+std::optional<Refusal> refreshSnapshot(ClientConnection& c, bool* changed) {
+  *changed = false;
+  auto current = c.state.snapshot.load();
+  if (current == c.snap) return std::nullopt;
+  if (c.task && !c.ownTask) {
+    const TaskEntry* task = current->findTask(c.task->name);
+    if (!task) {
+      return Refusal{.status = 403,
+                     .reason = reason::kRevokedByReload,
+                     .task = c.task->name,
+                     .detail = fmt::format("a reload removed the task '{}' from the configuration",
+                                           c.task->name),
+                     .hint = "open a new connection as a task that is in the configuration"};
+    }
+    c.task = task;
+  }
+  c.snap = std::move(current);
+  *changed = true;
+  return std::nullopt;
+}
+
+LiveTunnel::LiveTunnel(ClientConnection& c, const policy::Target& target, uint16_t port,
+                       int upstreamFd)
+    : c_(c) {
+  LiveTunnels::Entry e;
+  e.fd = c.stream.socket().native_handle();
+  e.upstreamFd = upstreamFd;
+  e.task = c.task->name;
+  e.adhocPolicy = c.task->adhocPolicy;
+  e.tokenHosts = c.tokenHosts;
+  e.target = target;
+  e.port = port;
+  e.revoked = &revoked_;
+  e.why = &why_;
+  id_ = c.state.liveTunnels.add(std::move(e));
+}
+
+LiveTunnel::~LiveTunnel() { c_.state.liveTunnels.remove(id_); }
+
+void LiveTunnel::noteEnd(AuditRecord& rec) const {
+  if (!revoked_.load(std::memory_order_acquire)) return;
+  rec.verdict = Outcome::kDeny;
+  rec.reason = reason::kRevokedByReload;
+  rec.error = why_;
+}
+
 void abortConnection(ClientConnection& c) {
   c.abortive = true;
   boost::system::error_code ignored;

@@ -52,6 +52,7 @@ inline constexpr std::string_view kUpstreamBadResponse = "upstream_bad_response"
 inline constexpr std::string_view kUpstreamTlsFailed = "upstream_tls_failed";
 inline constexpr std::string_view kUpstreamTimeout = "upstream_timeout";
 inline constexpr std::string_view kResponseNotScrubbable = "response_not_scrubbable";
+inline constexpr std::string_view kWebsocketExtensionSelected = "websocket_extension_selected";
 inline constexpr std::string_view kProxyLoop = "proxy_loop";
 inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";
 // Ends of tunnels and connections (audit only: the 200 has been sent, or nobody is left).
@@ -62,6 +63,7 @@ inline constexpr std::string_view kClientTlsFailed = "client_tls_failed";
 inline constexpr std::string_view kIdleTimeout = "idle_timeout";
 inline constexpr std::string_view kClientTimeout = "client_timeout";
 inline constexpr std::string_view kClientClosed = "client_closed";
+inline constexpr std::string_view kRevokedByReload = "revoked_by_reload";
 }  // namespace reason
 
 struct ReasonInfo {
@@ -118,6 +120,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kUpstreamTimeout, 504,
      "the name, the connection or the response did not come in time"},
     {reason::kResponseNotScrubbable, 502, "a response in a coding sandgate cannot scrub"},
+    {reason::kWebsocketExtensionSelected, 502,
+     "a WebSocket 101 selecting an extension sandgate did not offer"},
     {reason::kProxyLoop, 403, "the target is sandgate itself"},
     {reason::kInterceptionUnavailable, 502, "the rule needs interception, which is unavailable"},
     {reason::kSniMismatch, 0, "the TLS server name is not the CONNECT host"},
@@ -127,6 +131,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kIdleTimeout, 0, "a tunnel idle for limits.idle_timeout"},
     {reason::kClientTimeout, 0, "the client sent nothing in time"},
     {reason::kClientClosed, 0, "the client went away mid-request"},
+    {reason::kRevokedByReload, 403,
+     "a reload removed the task, or no longer allows the tunnel's host (a tunnel is closed)"},
 };
 
 inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }

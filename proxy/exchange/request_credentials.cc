@@ -195,7 +195,7 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
 broker::Injector* RequestCredentials::injector() {
   const auto& snap = *c_.snap;
   if (!injector_ && snap.secrets) {
-    injector_.emplace(snap.secrets, snap.config.credentials, placeholders());
+    injector_.emplace(snap.secrets, snap.config.credentials, placeholders(), c_.task->name);
   }
   return injector_ ? &*injector_ : nullptr;
 }

@@ -60,14 +60,15 @@ class RequestCredentials {
                                       std::unique_ptr<broker::BodyDecoder>& decoder);
   // Counts the scrubber's replacements in the task's metrics.
   void countScrubs(const std::optional<broker::Scrubber>& scrubber) const;
+  // The task's secrets and those sent here, compiled once for as long as neither changes (what
+  // scrubHeaders scrubs with; the WebSocket relay scrubs frames with it).
+  std::shared_ptr<const broker::ScrubSet> scrubSet();
 
  private:
   // Made on first need (null when no credentials are configured).
   broker::Injector* injector();
   // The placeholders this connection honours and scrubs back to (see ListenerInfo).
   std::shared_ptr<const broker::PlaceholderSet> placeholders() const;
-  // The task's secrets and those sent here, compiled once for as long as neither changes.
-  std::shared_ptr<const broker::ScrubSet> scrubSet();
 
   ClientConnection& c_;
   std::optional<broker::Injector> injector_;      // made on the connection's first need

@@ -134,7 +134,9 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
     co_return;
   }
   if (c.metrics) c.metrics->tlsIntercepted();
+  LiveTunnel live(c, target, port);
   co_await serveIntercepted(c, tls, target, port);
+  live.noteEnd(rec);
   if (!c.abortive) {
     c.stream.expires_after(std::chrono::seconds(1));
     co_await tls.shutdown();

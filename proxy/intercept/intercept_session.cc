@@ -2,11 +2,13 @@
 //
 // WebSocket: an upgrade request passes the same Host check, policy (method and path) and
 // credential injection as any request. When the upstream answers 101 with `Upgrade:
-// websocket`, the 101 goes to the client and the connection becomes an opaque byte relay (see
-// tls_relay.h) under the idle timeout of a tunnel; any other answer is an ordinary response.
-// Frames are not scrubbed: after the switch the bytes are WebSocket frames (masked from the
-// client, possibly compressed with permessage-deflate), not an identity body, so a secret the
-// upstream echoes inside a frame is not replaced; only the 101's headers are scrubbed. An
+// websocket`, the 101 goes to the client and the connection becomes a frame relay (see
+// websocket_relay.h) under the idle timeout of a tunnel; any other answer is an ordinary
+// response. The upstream's frames are parsed and their payloads scrubbed like a body (text,
+// binary and control frames, a secret split across fragments too); the client's masked frames
+// go upstream as bytes. Sec-WebSocket-Extensions is removed from the upgrade request and a 101
+// that selects an extension anyway is refused (websocket_extension_selected), so no frame is
+// compressed (permessage-deflate) where a secret could not be found. An
 // Upgrade to any other protocol is refused (upgrade_not_supported): h2c is not used inside TLS
 // (ALPN negotiates HTTP/2 there, and sandgate speaks only HTTP/1.1), and an opaque relay for
 // an unknown protocol would be a tunnel the policy never saw.
@@ -30,6 +32,7 @@
 #include "proxy/client/head_reader.h"
 #include "proxy/exchange/exchange.h"
 #include "proxy/intercept/tls_relay.h"
+#include "proxy/intercept/websocket_relay.h"
 #include "proxy/net/upstream_tls.h"
 #include "proxy/upstream/upstream.h"
 
@@ -81,7 +84,9 @@ class InterceptSession {
 
   InterceptSession(ClientConnection& c, TlsChannel& tls, const policy::Target& target,
                    uint16_t port)
-      : c_(c), tls_(tls), target_(target), port_(port), creds_(c) {}
+      : c_(c), tls_(tls), target_(target), port_(port) {
+    creds_.emplace(c);
+  }
 
   // Serves requests until the connection ends.
   asio::awaitable<void> run();
@@ -91,7 +96,7 @@ class InterceptSession {
   beast::flat_buffer& clientBuffer() { return in_; }
   TlsChannel& upstream() { return up_->tls; }
   beast::flat_buffer& upstreamBuffer() { return up_->buf; }
-  RequestCredentials& credentials() { return creds_; }
+  RequestCredentials& credentials() { return *creds_; }
   const policy::Target& target() const { return target_; }
   asio::awaitable<void> refuse(RequestLog& log, const Refusal& r) {
     return proxy::refuse(c_, tls_, log, r);
@@ -134,7 +139,7 @@ class InterceptSession {
   // up_ ended its last exchange cleanly: the whole request sent, the whole response read,
   // nothing left over. Only then may it carry another request, here or from the pool.
   bool upClean_ = false;
-  RequestCredentials creds_;
+  std::optional<RequestCredentials> creds_;  // made again when a reload changes the snapshot
 };
 
 std::string InterceptSession::poolKeyFor(const std::string& credential) const {
@@ -257,14 +262,19 @@ void InterceptSession::rewriteHead(Request& req, bool websocket) {
     // The one hop-by-hop pair that must reach the upstream: it asks for the switch.
     req.set(http::field::connection, "Upgrade");
     req.set(http::field::upgrade, "websocket");
+    req.erase(http::field::sec_websocket_extensions);  // frames stay readable to be scrubbed
   }
 }
 
 // One request; true when the connection may carry another.
 asio::awaitable<bool> InterceptSession::one() {
-  const TaskEntry& task = *c_.task;
   const HeadRead read = co_await readHead();
   if (read.status == HeadStatus::kClosed || read.status == HeadStatus::kTimeout) co_return false;
+  // Decided against the configuration current now (see session.cc).
+  bool reloaded = false;
+  auto revoked = refreshSnapshot(c_, &reloaded);
+  if (reloaded) creds_.emplace(c_);
+  const TaskEntry& task = *c_.task;
   RequestLog log;
   auto& rec = log.record;
   rec.time = std::chrono::system_clock::now();
@@ -275,6 +285,10 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.scheme = "https";
   rec.host = target_.name;
   rec.port = port_;
+  if (revoked) {
+    co_await refuse(log, *revoked);
+    co_return false;
+  }
   if (read.status != HeadStatus::kComplete) {
     const bool malformed = read.status == HeadStatus::kMalformed;
     Refusal r{.status = malformed ? 400 : 431,
@@ -326,11 +340,16 @@ asio::awaitable<void> InterceptSession::switchProtocols(RequestLog& log, Respons
   res.version(11);
   res.set(http::field::connection, "Upgrade");
   res.set(http::field::upgrade, "websocket");
-  // The frames after it are not scrubbed (see the top of this file).
+  if (const std::string ext = selectedWebsocketExtensions(res); !ext.empty()) {
+    up_.reset();
+    Refusal refusal = websocketExtensionRefusal(ext, c_.task->name, rec.host, rec.rule);
+    co_await refuse(log, refusal);
+    co_return;
+  }
   std::optional<broker::Scrubber> scrubber;
   std::unique_ptr<broker::BodyDecoder> decoder;  // never made: a 101 has no body
-  creds_.scrubHeaders(res, false, log, scrubber, decoder);
-  creds_.countScrubs(scrubber);
+  creds_->scrubHeaders(res, false, log, scrubber, decoder);
+  creds_->countScrubs(scrubber);
   rec.kind = audit_kind::kWebsocket;
   rec.status = 101;
   http::response_serializer<http::buffer_body> sr(res);
@@ -340,7 +359,8 @@ asio::awaitable<void> InterceptSession::switchProtocols(RequestLog& log, Respons
     rec.error = fmt::format("client: {}", ec.message());
   } else {
     auto idle = toDuration(c_.limits().idleTimeout);
-    auto relayed = co_await relayTls(tls_, in_, up_->tls, up_->buf, idle);
+    auto relayed = co_await relayWebsocket(tls_, in_, up_->tls, up_->buf, idle, creds_->scrubSet(),
+                                           c_.metrics.get());
     rec.bytesUp += relayed.bytesUp;
     rec.bytesDown += relayed.bytesDown;
     if (relayed.idleTimeout) {

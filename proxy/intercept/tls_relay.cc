@@ -53,16 +53,37 @@ class Relay {
   std::string error;
 };
 
-asio::awaitable<void> pump(TlsChannel& from, beast::flat_buffer& early, TlsChannel& to,
-                           uint64_t& bytes, Relay& r) {
-  if (early.size() > 0) {
-    const asio::const_buffer pending = early.data();
-    auto [ec, n] = co_await to.write(pending);
-    bytes += n;
-    early.consume(early.size());
+// Writes `bytes` (through `filter` when there is one); false when the relay must end.
+asio::awaitable<bool> forward(TlsChannel& to, std::string_view bytes, RelayFilter* filter,
+                              std::string& scratch, uint64_t& sent, Relay& r) {
+  bool more = true;
+  if (filter) {
+    scratch.clear();
+    more = filter->feed(bytes, scratch);
+    if (!more) r.error = filter->error();
+    bytes = scratch;
+  }
+  if (!bytes.empty()) {
+    auto [ec, n] = co_await to.write(asio::const_buffer(bytes.data(), bytes.size()));
+    sent += n;
     r.touch();
     if (ec) {
       r.note(ec);
+      co_return false;
+    }
+  }
+  co_return more;
+}
+
+asio::awaitable<void> pump(TlsChannel& from, beast::flat_buffer& early, TlsChannel& to,
+                           uint64_t& bytes, Relay& r, RelayFilter* filter) {
+  std::string scratch;  // the filter's output
+  if (early.size() > 0) {
+    const std::string_view pending(static_cast<const char*>(early.data().data()), early.size());
+    const bool more = co_await forward(to, pending, filter, scratch, bytes, r);
+    early.consume(early.size());
+    r.touch();
+    if (!more) {
       r.end();
       co_return;
     }
@@ -73,12 +94,7 @@ asio::awaitable<void> pump(TlsChannel& from, beast::flat_buffer& early, TlsChann
     auto [ec, n] = co_await from.readSome(into);
     if (n > 0) {
       r.touch();
-      const asio::const_buffer out(buf.data(), n);
-      auto [wec, wn] = co_await to.write(out);
-      bytes += wn;
-      r.touch();
-      if (wec) {
-        r.note(wec);
+      if (!co_await forward(to, std::string_view(buf.data(), n), filter, scratch, bytes, r)) {
         break;
       }
     }
@@ -106,7 +122,7 @@ asio::awaitable<void> watchIdle(Relay& r, Clock::duration idle) {
 
 asio::awaitable<TunnelResult> relayTls(TlsChannel& client, beast::flat_buffer& clientEarly,
                                        TlsChannel& upstream, beast::flat_buffer& upstreamEarly,
-                                       Clock::duration idleTimeout) {
+                                       Clock::duration idleTimeout, RelayFilter* down) {
   auto& clientTcp = beast::get_lowest_layer(client);
   auto& upstreamTcp = beast::get_lowest_layer(upstream);
   // The idle watch is the deadline from here on (a quiet WebSocket is not a stuck request).
@@ -116,8 +132,8 @@ asio::awaitable<TunnelResult> relayTls(TlsChannel& client, beast::flat_buffer& c
   Relay r(clientTcp, upstreamTcp, ex);
   TunnelResult result;
   // Named first: GCC 12 mishandles class-type temporaries inside a co_await expression.
-  auto all = pump(client, clientEarly, upstream, result.bytesUp, r) &&
-             pump(upstream, upstreamEarly, client, result.bytesDown, r) &&
+  auto all = pump(client, clientEarly, upstream, result.bytesUp, r, nullptr) &&
+             pump(upstream, upstreamEarly, client, result.bytesDown, r, down) &&
              watchIdle(r, idleTimeout);
   co_await std::move(all);
   result.idleTimeout = r.idle;

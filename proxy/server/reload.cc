@@ -96,6 +96,12 @@ bool Server::Impl::reloadNow() {
     state.metrics->configInfo(snap.value()->config.sha256);
   }
   spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
+  // Keep-alive requests are decided against the new snapshot as they come; open tunnels
+  // have no next request, so they are decided again here.
+  if (size_t revoked = state.liveTunnels.revoke(*snap.value())) {
+    spdlog::info("reload: {} open tunnel(s) no longer allowed were closed (revoked_by_reload)",
+                 revoked);
+  }
   return true;
 }
 

@@ -234,6 +234,14 @@ asio::awaitable<void> serve(ClientConnection& c) {
       }
         co_return;
     }
+    // Each request is decided against the configuration current when it comes, not the one
+    // the connection started with: a reload revokes what it no longer allows at once.
+    bool reloaded = false;
+    if (auto r = refreshSnapshot(c, &reloaded)) {
+      co_await refuse(c, log, *r);
+      co_return;
+    }
+    if (reloaded) c.forwardCredentials.reset();  // made from the old snapshot's credentials
     std::string_view raw(static_cast<const char*>(c.buffer.data().data()), hr.length);
     RequestHead head;
     if (auto e = validateRequestHead(raw, &head)) {

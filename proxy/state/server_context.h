@@ -18,6 +18,7 @@
 #include "policy/ip.h"
 #include "proxy/net/completion.h"
 #include "proxy/net/connection_pool.h"
+#include "proxy/state/live_tunnels.h"
 #include "proxy/state/snapshot.h"
 #include "proxy/state/token_placeholders.h"
 
@@ -85,6 +86,7 @@ struct ServerState {
   std::atomic<int64_t> activeSessions{0};
   std::shared_ptr<Interception> interception;  // null: intercepting CONNECTs are refused
   TokenPlaceholders tokenPlaceholders;         // used only where interception is available
+  LiveTunnels liveTunnels;                     // what a reload may revoke
 };
 
 // One thread's io_context and what lives on it. Only touched from that thread.

@@ -12,6 +12,7 @@
 #include "proxy/identity/task_token.h"
 #include "proxy/net/upstream_tls.h"
 #include "proxy/state/admin_groups.h"
+#include "proxy/state/api_client.h"
 
 namespace sandgate::proxy {
 
@@ -106,14 +107,20 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     errors.insert(errors.end(), capture.errors().begin(), capture.errors().end());
   }
   if (!errors.empty()) return errors;
+  // Before the store: a github_app source mints its tokens over the snapshot's upstream TLS.
+  auto upstreamTls = UpstreamTls::build(cfgRef);
+  if (!upstreamTls) return upstreamTls.errors();
+  snap->upstreamTls = upstreamTls.value();
   broker::StoreOptions storeOptions;
   storeOptions.startRefresh = false;
-  auto secrets = broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions);
+  storeOptions.api = std::make_shared<const HttpsApiClient>(snap->upstreamTls, snap->resolve);
+  auto secrets =
+      broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions, cfgRef.tasks);
   if (!secrets) return secrets.errors();
   snap->secrets = secrets.value();
   for (auto& [name, task] : snap->tasks) {
     task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
-                                                               task.credentials);
+                                                               task.credentials, name);
   }
   for (auto& [name, task] : snap->policyTasks) {
     task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
@@ -129,9 +136,6 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     if (!api) return api.errors();
     snap->adminApi = api.value();
   }
-  auto upstreamTls = UpstreamTls::build(cfgRef);
-  if (!upstreamTls) return upstreamTls.errors();
-  snap->upstreamTls = upstreamTls.value();
   return std::shared_ptr<const Snapshot>(std::move(snap));
 }
 

@@ -179,6 +179,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   // an idle tunnel costs only its sockets and coroutine frames.
   c.buffer.shrink_to_fit();
   auto idle = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits.idleTimeout);
+  LiveTunnel live(c, target, head.port, upstream.native_handle());
   auto result = co_await runTunnel(c.stream.socket(), upstream, idle);
   rec.bytesUp += result.bytesUp;
   rec.bytesDown += result.bytesDown;
@@ -188,6 +189,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   } else if (!result.error.empty()) {
     rec.error = result.error;
   }
+  live.noteEnd(rec);
   finishRequest(c, log);
 }
 

@@ -10,7 +10,6 @@ parameter) map to an HTTPS echo upstream on loopback that also serves /reencode.
 import json
 import os
 import re
-import time
 import unittest
 import urllib.parse
 
@@ -52,31 +51,14 @@ class _ReencodeHandler(_Handler):
         if url.path != "/reencode":
             return super()._handle()
         q = dict(urllib.parse.parse_qsl(url.query))
-        srv = self.server.owner
-        srv.requests.append({"method": self.command, "path": self.path,
-                             "headers": list(self.headers.items()), "trailers": [],
-                             "client_port": self.client_address[1], "body": b""})
+        self._record_bodyless()
         secret = q.get("key") or self.headers.get("Authorization", "")[len("Bearer "):]
         lines = ["%s=%s" % kv for kv in forms(secret).items()]
         body = ("\n".join(lines) + "\n").encode()
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Location", "/next?k=" + urllib.parse.quote_plus(secret, safe="/"))
-        if q.get("chunked") != "1":
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-            return
-        self.send_header("Transfer-Encoding", "chunked")
-        self.end_headers()
         # Pieces of 5 bytes: most escapes and every form are split across chunks.
-        for i in range(0, len(body), 5):
-            piece = body[i:i + 5]
-            self.wfile.write(b"%x\r\n%s\r\n" % (len(piece), piece))
-            self.wfile.flush()
-            if i % 100 == 0:
-                time.sleep(0.01)
-        self.wfile.write(b"0\r\n\r\n")
+        self._send_in_pieces(
+            body, [("Location", "/next?k=" + urllib.parse.quote_plus(secret, safe="/"))],
+            q.get("chunked") == "1")
 
     do_GET = _handle
 
@@ -163,8 +145,12 @@ class ScrubUrlFormsTest(unittest.TestCase):
                 r = self.check("https://api.test/reencode" + q, API_SECRET, self.api_ph,
                                "Authorization: Bearer " + self.api_ph)
                 if not q:
-                    # Same-length placeholders: the body keeps its length.
-                    self.assertEqual(int(r.header("content-length")), len(r.body))
+                    # The secret has a '/' where its placeholder has a letter: the JSON form
+                    # "\/" would need "\u00XX" in the placeholder's spelling, so scrubbing may
+                    # change the length and the body is re-framed (README, "What scrubbing
+                    # catches").
+                    self.assertIsNone(r.header("content-length"))
+                    self.assertEqual(r.header("transfer-encoding"), "chunked")
 
     def test_query_secret_echoed_re_encoded(self):
         for q in ("", "&chunked=1"):

@@ -106,6 +106,34 @@ class _Handler(http.server.BaseHTTPRequestHandler):
         if self.command != "HEAD":
             self.wfile.write(body)
 
+    def _record_bodyless(self):
+        """Logs this request (a GET: no body read) in the owner's `requests`."""
+        self.server.owner.requests.append({"method": self.command, "path": self.path,
+                                           "headers": list(self.headers.items()),
+                                           "trailers": [], "client_port": self.client_address[1],
+                                           "body": b""})
+
+    def _send_in_pieces(self, body, extra, chunked, piece=5):
+        """200 text/plain with `body`: with Content-Length, or chunked in `piece`-byte chunks
+        (so that whatever the body holds is split across chunks), flushed now and then."""
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        for k, v in extra:
+            self.send_header(k, v)
+        if not chunked:
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+            return
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        for i in range(0, len(body), piece):
+            self.wfile.write(b"%x\r\n%s\r\n" % (len(body[i:i + piece]), body[i:i + piece]))
+            if i % (20 * piece) == 0:
+                self.wfile.flush()
+                time.sleep(0.01)
+        self.wfile.write(b"0\r\n\r\n")
+
     def _handle(self):
         srv = self.server.owner
         url = urllib.parse.urlsplit(self.path)

@@ -3,7 +3,10 @@ with the runtime test PKI, on 127.0.0.1 and an ephemeral port.
 
 GET /ws/...: answers 101 and, in the same write, a text frame "welcome"; then echoes each text
 or binary frame back (unmasked, as a server must) until a Close frame, which it answers.
-Any other request gets 404. Every request head is recorded in `requests` (path, headers).
+GET /ws/leak: a hostile upstream: after the 101 and the client's first frame it sends back the
+Bearer token it received in `leak_frames` (text, binary, fragmented and split, in a Ping, in
+base64), then a Close. GET /ws/deflate: a 101 that selects permessage-deflate, which nobody
+offered (`Sec-WebSocket-Extensions`). Any other request gets 404. Every request head is recorded in `requests` (path, headers).
 Frame helpers for clients: `client_frame` (masked) and `read_frame`.
 """
 
@@ -40,6 +43,38 @@ def _frame(opcode, payload, mask):
     return head + key + bytes(b ^ key[i % 4] for i, b in enumerate(payload))
 
 
+def raw_frame(fin, opcode, payload):
+    """An unmasked frame with FIN as given (fragments, as a server sends them)."""
+    return bytes([(0x80 if fin else 0) | opcode]) + _frame(opcode, payload, False)[1:]
+
+
+OP_CONTINUATION, OP_PING = 0x0, 0x9
+
+
+def leak_frames(secret):
+    """What /ws/leak sends for `secret` (bytes): (name, bytes on the wire, opcode of the
+    message, its payload as sent)."""
+    a, b = secret[:len(secret) // 3], secret[len(secret) // 3:]
+    frag = b"split:" + secret + b":end"
+    cut1, cut2 = 6 + len(secret) // 2, 6 + len(secret) - 1
+    out = [
+        ("text", server_frame(OP_TEXT, b"text " + secret), OP_TEXT, b"text " + secret),
+        ("binary", server_frame(OP_BINARY, b"\x00\x01" + secret + b"\xff"), OP_BINARY,
+         b"\x00\x01" + secret + b"\xff"),
+        # The secret split across three fragments, a Ping among them.
+        ("fragmented", raw_frame(False, OP_TEXT, frag[:cut1]) + server_frame(OP_PING, b"p")
+         + raw_frame(False, OP_CONTINUATION, frag[cut1:cut2])
+         + raw_frame(True, OP_CONTINUATION, frag[cut2:]), OP_TEXT, frag),
+        ("split_two_frames", raw_frame(False, OP_BINARY, a) + raw_frame(True, OP_CONTINUATION, b),
+         OP_BINARY, secret),
+        ("ping", server_frame(OP_PING, b"ping " + secret), OP_PING, b"ping " + secret),
+        ("base64", server_frame(OP_TEXT, base64.b64encode(b"x" + secret)), OP_TEXT,
+         base64.b64encode(b"x" + secret)),
+        ("long_16bit", server_frame(OP_TEXT, b"L" * 300 + secret), OP_TEXT, b"L" * 300 + secret),
+    ]
+    return out
+
+
 def client_frame(opcode, payload):
     """A final frame as a client sends it (masked)."""
     return _frame(opcode, payload, True)
@@ -64,9 +99,10 @@ class FrameReader:
             self.buf += chunk
 
     def read(self):
-        """(opcode, payload) of the next frame; unmasks if masked."""
+        """(opcode, payload) of the next frame; unmasks if masked. `last_fin`: its FIN bit."""
         self._need(2)
         b0, b1 = self.buf[0], self.buf[1]
+        self.last_fin = bool(b0 & 0x80)
         n = b1 & 0x7F
         pos = 2
         if n == 126:
@@ -147,10 +183,19 @@ class WebSocketEchoServer(TcpServer):
                     c.sendall(b"HTTP/1.1 404 Not Found\r\nContent-Length: %d\r\n"
                               b"Connection: close\r\n\r\n%s" % (len(body), body))
                     return
+                ext = ("Sec-WebSocket-Extensions: permessage-deflate\r\n"
+                       if path.startswith("/ws/deflate") else "")
                 c.sendall(("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\n"
-                           "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n\r\n"
-                           % accept_key(key)).encode() + server_frame(OP_TEXT, b"welcome"))
+                           "Connection: Upgrade\r\nSec-WebSocket-Accept: %s\r\n%s\r\n"
+                           % (accept_key(key), ext)).encode() + server_frame(OP_TEXT, b"welcome"))
                 reader = FrameReader(c, rest)
+                if path.startswith("/ws/leak"):
+                    reader.read()
+                    token = (header(headers, "Authorization") or "").partition(" ")[2]
+                    c.sendall(b"".join(f[1] for f in leak_frames(token.encode())))
+                    c.sendall(server_frame(OP_CLOSE, struct.pack("!H", 1000) + b"bye"))
+                    reader.read()
+                    return
                 for _ in range(1000):  # bounded: a test sends a handful of frames
                     op, payload = reader.read()
                     if op == OP_CLOSE:
