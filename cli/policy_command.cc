@@ -64,6 +64,7 @@ struct CheckArgs {
   std::string task;
   std::string target;
   std::string method;
+  std::string gitPush;  // --git-push REF: TARGET is the repository's URL
   bool json = false;
 };
 
@@ -82,7 +83,18 @@ int runCheck(const CheckArgs& args) {
   const auto& target = std::get<policy::CheckTarget>(parsed);
   std::optional<std::string> method;
   if (!args.method.empty()) method = args.method;
-  auto result = policy::checkTarget(*loaded->engine, loaded->config, args.task, target, method);
+  const bool gitPush = !args.gitPush.empty();
+  if (gitPush && (!target.path || method.value_or("POST") != "POST")) {
+    fmt::print(stderr,
+               "sandgate: --git-push takes the repository's URL (https://host/owner/name.git) "
+               "and no --method other than POST\n");
+    return kExitUsage;
+  }
+  if (gitPush) method = "POST";
+  auto result =
+      gitPush
+          ? policy::checkGitPush(*loaded->engine, loaded->config, args.task, target, args.gitPush)
+          : policy::checkTarget(*loaded->engine, loaded->config, args.task, target, method);
   const policy::Decision& d = result.decision;
   bool visible = method || target.path;
   std::string effectiveMethod = visible ? method.value_or("GET") : "";
@@ -100,6 +112,7 @@ int runCheck(const CheckArgs& args) {
       o["method"] = effectiveMethod;
       o["path"] = target.path.value_or("/");
     }
+    if (gitPush) o["git_push"] = args.gitPush;
     o["credential"] = d.credential;
     if (auto c = loaded->config.credentials.find(d.credential);
         d.allowed() && c != loaded->config.credentials.end()) {
@@ -116,6 +129,7 @@ int runCheck(const CheckArgs& args) {
                                    target.port);
     if (visible) what = fmt::format("{} {}{}", effectiveMethod, what, target.path.value_or("/"));
     fmt::print("{} {} (task {})\n", policy::verdictName(d.verdict), what, args.task);
+    if (gitPush) fmt::print("  git push: {}\n", args.gitPush);
     fmt::print("  reason: {}\n", d.reason);
     fmt::print("  rule:   {}\n", d.rule.empty() ? "(none: default deny)" : d.rule);
     if (!d.detail.empty()) fmt::print("  detail: {}\n", d.detail);
@@ -186,9 +200,10 @@ int runTests(const TestArgs& args) {
         continue;
       }
       ++failed;
-      fmt::print("FAIL {}:{}:{}: {} (task {}, target {}{}): {}\n", file, tc.mark.line, tc.mark.col,
-                 tc.name, tc.task, tc.target, tc.method ? ", method " + *tc.method : "",
-                 outcome.message);
+      fmt::print("FAIL {}:{}:{}: {} (task {}, target {}{}{}): {}\n", file, tc.mark.line,
+                 tc.mark.col, tc.name, tc.task, tc.target,
+                 tc.method ? ", method " + *tc.method : "",
+                 tc.gitPush ? ", git push " + *tc.gitPush : "", outcome.message);
     }
   }
   fmt::print("{} passed, {} failed\n", passed, failed);
@@ -217,6 +232,9 @@ void addPolicyCommands(CLI::App& app, Action* action) {
   checkCmd->add_option("--task", check->task, "task name")->required();
   checkCmd->add_option("--method", check->method,
                        "HTTP method (makes the request visible; URLs default to GET)");
+  checkCmd->add_option("--git-push", check->gitPush,
+                       "decide a push of REF (\":REF\" deletes it) to the repository TARGET, "
+                       "an https:// URL, under the rule's git block");
   checkCmd->add_flag("--json", check->json, "print one JSON object");
   checkCmd->add_option("TARGET", check->target, "host:port, IP, or URL")->required();
   checkCmd->callback([action, check] { *action = [check] { return runCheck(*check); }; });

@@ -35,6 +35,19 @@ using Seconds = std::chrono::duration<double>;
 
 enum class RuleMode { kEnforce, kAudit };
 
+// A rule's `git:` block: what Git's smart HTTP may do through it (policy/git_rules.h).
+struct GitPush {
+  std::vector<Located<std::string>> refs;  // globs of refs a push may create or update
+  bool allowDelete = false;                // `delete`
+  bool tags = false;                       // refs/tags/*
+};
+struct GitRules {
+  Mark mark;                                       // the `git:` key
+  std::vector<Located<std::string>> repositories;  // owner/name globs; empty: none
+  bool fetch = true;
+  std::optional<GitPush> push;  // absent: no ref may be pushed
+};
+
 // One allow or deny rule as written.
 struct Rule {
   Mark mark;            // the rule's own position (its first key, on the "- " line)
@@ -47,6 +60,7 @@ struct Rule {
   std::optional<Located<std::string>> credential;  // a key of Config::credentials
   RuleMode mode = RuleMode::kEnforce;
   bool inspect = false;  // intercept TLS even without credential/methods/paths
+  std::optional<GitRules> git;
 };
 
 struct Policy {

@@ -8,8 +8,8 @@ namespace {
 
 enum class RuleList { kAllow, kDeny };
 
-const std::vector<std::string_view> kRuleKeys = {"host",  "cidrs",      "ports", "methods",
-                                                 "paths", "credential", "mode",  "inspect"};
+const std::vector<std::string_view> kRuleKeys = {
+    "host", "cidrs", "ports", "methods", "paths", "credential", "mode", "inspect", "git"};
 
 // Whether `node` (a map) has a key that is a near miss for one of `keys`.
 bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& keys) {
@@ -18,6 +18,43 @@ bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& ke
     if (k.IsScalar() && !closestKey(k.Scalar(), keys).empty()) return true;
   }
   return false;
+}
+
+// `git:` (the meaning of the globs is checked by policy/, like `paths`).
+std::optional<GitRules> readGit(Reader& r, const Field& f) {
+  auto m = r.map(f, {"repositories", "fetch", "push"},
+                 "a git block (a map with repositories, fetch, push)");
+  if (!m) return std::nullopt;
+  GitRules git;
+  git.mark = f.keyMark;
+  if (const Field* v = m->get("repositories")) {
+    if (auto list = r.stringList(*v, "[acme/widgets, acme/tools-*]")) {
+      git.repositories = std::move(*list);
+    }
+  } else {
+    // Every repository on the host would be a surprise for a block meant to narrow access.
+    r.missing(f, "repositories", "a list of owner/name globs, e.g. [acme/widgets]");
+  }
+  if (const Field* v = m->get("fetch")) {
+    if (auto b = r.boolean(*v)) git.fetch = *b;
+  }
+  if (const Field* v = m->get("push")) {
+    auto pm = r.map(*v, {"refs", "delete", "tags"}, "a push block (refs, delete, tags)", true);
+    if (pm) {
+      GitPush push;
+      if (const Field* refs = pm->get("refs")) {
+        if (auto list = r.stringList(*refs, "[refs/heads/agent/*]")) push.refs = std::move(*list);
+      }
+      if (const Field* d = pm->get("delete")) {
+        if (auto b = r.boolean(*d)) push.allowDelete = *b;
+      }
+      if (const Field* t = pm->get("tags")) {
+        if (auto b = r.boolean(*t)) push.tags = *b;
+      }
+      git.push = std::move(push);
+    }
+  }
+  return git;
 }
 
 std::optional<Rule> readRule(Reader& r, const Field& f, RuleList kind) {
@@ -73,6 +110,14 @@ std::optional<Rule> readRule(Reader& r, const Field& f, RuleList kind) {
   }
   if (const Field* v = m->get("inspect")) {
     if (auto b = r.boolean(*v)) rule.inspect = *b;
+  }
+  if (const Field* g = m->get("git")) {
+    if (kind == RuleList::kDeny) {
+      // A deny rule refuses the host outright; what a push may do is an allow rule's business.
+      r.error(g->keyMark, g->path, "a deny rule cannot have a git block; move it to an allow rule");
+    } else {
+      rule.git = readGit(r, *g);
+    }
   }
   // Presence, not validity: a present but broken `host` already has its own error, and so
   // has a misspelt one (`hots:`), which must not also read as "no host".

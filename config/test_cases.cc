@@ -60,6 +60,8 @@ class SuiteReader {
         haveTarget = true;
       } else if (key == "method") {
         tc.method = *value;
+      } else if (key == "git_push") {
+        tc.gitPush = *value;
       } else if (key == "expect") {
         if (*value != "allow" && *value != "deny") {
           error(kv.second, kpath, "expected allow or deny, got \"" + *value + "\"");
@@ -73,7 +75,7 @@ class SuiteReader {
         tc.rule = *value;
       } else {
         error(kv.first, kpath,
-              "unknown key (expected name, task, target, method, expect, reason, rule)");
+              "unknown key (expected name, task, target, method, git_push, expect, reason, rule)");
       }
     }
     if (!haveTask) error(n, path, "missing required key \"task\"");

@@ -4,6 +4,8 @@
 //   cases:
 //     - {task: demo, target: "https://api.openai.com/v1/responses", method: POST, expect: allow}
 //     - {task: demo, target: gist.githubusercontent.com:443, expect: deny, reason: denied_by_rule}
+//     - {task: demo, target: "https://github.com/acme/widgets.git", git_push: refs/heads/main,
+//        expect: deny, reason: git_ref_not_allowed}
 //
 // A file may also be just the list of cases.
 #pragma once
@@ -23,6 +25,8 @@ struct TestCase {
   std::string task;
   std::string target;
   std::optional<std::string> method;
+  // A push of this ref (":ref" deletes it) to the repository `target` names.
+  std::optional<std::string> gitPush;
   bool expectAllow = false;
   std::optional<std::string> reason;
   std::optional<std::string> rule;  // expected deciding rule "file:line" suffix, if given

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "policy/git_rules.h"
+
 namespace sandgate::policy {
 
 namespace {
@@ -40,6 +42,37 @@ CheckResult checkTarget(const Engine& engine, const config::Config& cfg, std::st
   return out;
 }
 
+CheckResult checkGitPush(const Engine& engine, const config::Config& cfg, std::string_view task,
+                         const CheckTarget& repository, std::string_view ref) {
+  CheckTarget push = repository;
+  std::string path = repository.path.value_or("/");
+  while (path.ends_with('/')) path.pop_back();
+  push.path = path + "/git-receive-pack";
+  CheckResult out = checkTarget(engine, cfg, task, push, std::string("POST"));
+  Decision& d = out.decision;
+  if (!d.allowed() || d.git == nullptr) return out;
+  auto refuse = [&](const GitRules::Verdict& v) {
+    d.verdict = Verdict::kDeny;
+    d.reason = v.reason;
+    d.detail = v.detail;
+  };
+  auto req = classifyGitRequest("POST", *push.path, "");
+  if (auto v = d.git->decideRequest(*req); !v.allowed) {
+    refuse(v);
+    return out;
+  }
+  const bool del = ref.starts_with(':');
+  PushCommand cmd{std::string(40, '1'), std::string(40, del ? '0' : '2'),
+                  std::string(del ? ref.substr(1) : ref)};
+  if (auto v = d.git->decideCommand(cmd); !v.allowed) {
+    refuse(v);
+  } else {
+    d.detail += fmt::format("; git.push admits {} {} in {}", del ? "deleting" : "updating", cmd.ref,
+                            req->repository);
+  }
+  return out;
+}
+
 CaseOutcome runCase(const Engine& engine, const config::Config& cfg, const config::TestCase& tc) {
   CaseOutcome out;
   auto parsed = parseCheckTarget(tc.target);
@@ -51,7 +84,9 @@ CaseOutcome runCase(const Engine& engine, const config::Config& cfg, const confi
     out.message = fmt::format("unknown task \"{}\"", tc.task);
     return out;
   }
-  out.result = checkTarget(engine, cfg, tc.task, std::get<CheckTarget>(parsed), tc.method);
+  const auto& target = std::get<CheckTarget>(parsed);
+  out.result = tc.gitPush ? checkGitPush(engine, cfg, tc.task, target, *tc.gitPush)
+                          : checkTarget(engine, cfg, tc.task, target, tc.method);
   const Decision& d = out.result->decision;
   bool allowed = d.allowed();
   std::string got = fmt::format("{} ({}{}{})", verdictName(d.verdict), d.reason,

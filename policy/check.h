@@ -26,6 +26,12 @@ struct CheckResult {
 CheckResult checkTarget(const Engine& engine, const config::Config& cfg, std::string_view task,
                         const CheckTarget& target, const std::optional<std::string>& method);
 
+// A push of `ref` (":ref": deleting it) to the repository at `repository` (an https:// URL):
+// the request git makes for it (POST <path>/git-receive-pack), then the admitting rule's `git:`
+// block on the repository and on that one command.
+CheckResult checkGitPush(const Engine& engine, const config::Config& cfg, std::string_view task,
+                         const CheckTarget& repository, std::string_view ref);
+
 struct CaseOutcome {
   bool passed = false;
   std::string message;  // for a failure: what was expected and what happened

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "config/config.h"
+#include "policy/git_rules.h"
 #include "policy/host_index.h"
 #include "policy/host_pattern.h"
 #include "policy/ip.h"
@@ -35,13 +36,14 @@ struct CompiledRule {
   std::unique_ptr<RE2> paths;  // all `paths` as one full-match alternation; null: any path
   std::string credential;
   bool inspect = false;
+  std::shared_ptr<const GitRules> git;  // the rule's `git:` block, compiled
 
   bool allowsPort(uint16_t p) const;
   bool allowsMethod(std::string_view m) const;
   // `normal`: isNormalPath(path). A rule with paths never admits a path that is not normal.
   bool allowsPath(std::string_view path, bool normal) const;
   bool hasL7() const { return !methods.empty() || paths != nullptr; }
-  bool needsVisibility() const { return hasL7() || !credential.empty() || inspect; }
+  bool needsVisibility() const { return hasL7() || !credential.empty() || inspect || git; }
   // Whether one of `cidrs` contains `a` (or the IPv4 address that `a` embeds).
   bool covers(const IpAddress& a) const;
 };

@@ -203,6 +203,14 @@ class Compiler {
       error(r.mark, r.keyPath + ".inspect", "inspect only applies to allow rules");
     }
     c.inspect = r.inspect;
+    if (r.git) {
+      auto git = GitRules::compile(*r.git, cfg_.file, r.keyPath);
+      if (!git) {
+        for (const auto& e : git.errors()) errors_.push_back(e);
+      } else {
+        c.git = std::move(*git);
+      }
+    }
     c.mark = r.mark;
     c.patternMark = r.host ? r.host->mark : (r.cidrs.empty() ? r.mark : r.cidrs[0].mark);
     if (errors_.size() != before) return nullptr;

@@ -378,11 +378,17 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
   d.rule = admit->where;
   d.keyPath = admit->keyPath;
   d.credential = conflict ? std::string() : admit->credential;
+  // A `git:` block narrows what a Git request may do: the first admitting rule's that has one
+  // applies, so that a broader rule for the same host cannot lift it.
+  auto withGit = std::find_if(admitting.begin(), admitting.end(),
+                              [](const CompiledRule* r) { return r->git != nullptr; });
+  if (withGit != admitting.end()) d.git = (*withGit)->git.get();
   const bool anyUnrestricted = std::any_of(admitting.begin(), admitting.end(),
                                            [](const CompiledRule* r) { return !r->hasL7(); });
   const bool anyInjects =
-      std::any_of(admitting.begin(), admitting.end(),
-                  [](const CompiledRule* r) { return !r->credential.empty() || r->inspect; });
+      std::any_of(admitting.begin(), admitting.end(), [](const CompiledRule* r) {
+        return !r->credential.empty() || r->inspect || r->git != nullptr;
+      });
   d.intercept = denyNeedsIntercept || anyInjects || !anyUnrestricted;
   d.detail =
       cat(kind(t), t.name, " port ", std::to_string(req.port), " is allowed by ", admit->keyPath);

@@ -41,6 +41,7 @@ inline constexpr std::string_view kCredentialConflict = "credential_conflict";
 }  // namespace reason
 
 struct CompiledRule;    // opaque outside policy/
+class GitRules;         // policy/git_rules.h
 struct CompiledPolicy;  // opaque outside policy/
 
 // What the client asked for. `method` and `path` are present only where the request is
@@ -71,6 +72,9 @@ struct Decision {
   // The admitting rule needs to see requests (credential, methods, paths or inspect), so a
   // CONNECT must be intercepted rather than tunnelled.
   bool intercept = false;
+  // The `git:` block of an admitting rule (policy/git_rules.h), if one has it: Git requests
+  // are then also decided by it. Valid as long as the Engine.
+  const GitRules* git = nullptr;
   // Context for checkAddress(): the request port and the task's compiled policy. Like
   // `matched`, valid as long as the Engine that made the decision.
   uint16_t port = 0;

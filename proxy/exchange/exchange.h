@@ -47,6 +47,7 @@
 #include "broker/scrubber.h"
 #include "proxy/client/chunked_framing.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
 #include "proxy/exchange/relay.h"
 #include "proxy/exchange/request_credentials.h"
@@ -125,6 +126,25 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     }
   }
 
+  // A rule's `git:` block judges Git requests before anything reaches the upstream
+  // (git_gate.h): a refused push is answered here, in Git's own protocol.
+  bool sentContinue = false;
+  if (decision.git) {
+    const policy::Request asked = route.policyRequest(req);
+    GitGateResult gate = co_await gateGitOn(route.client(), route.clientBuffer(), c, decision,
+                                            asked.path.value_or(""), parser, log);
+    if (gate.action == GitGateResult::Action::kRefuse) {
+      co_await route.refuse(log, gate.refusal);
+      co_return false;
+    }
+    if (gate.action == GitGateResult::Action::kAnswered) {
+      rec.kind = Route::kKind;
+      finishRequest(c, log);
+      co_return false;
+    }
+    sentContinue = gate.sentContinue;
+  }
+
   const bool expectContinue = prepareRequestHead(req);
   route.rewriteHead(req, websocket);
   RequestCredentials& creds = route.credentials();
@@ -152,7 +172,6 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
       co_return false;
     }
   }
-  bool sentContinue = false;
   // The upstream answered before the whole body was sent (kEarlyAnswer): the rest of the body
   // stays unsent and unread, so neither connection carries another request.
   bool earlyAnswer = false;

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <charconv>
 #include <cmath>
@@ -283,6 +284,36 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendOptional(out, r.upstream);
   appendKey(out, field::kError);
   appendOptional(out, capped(r.error));
+  appendKey(out, field::kGit);
+  if (!r.git) {
+    out += "null";
+  } else {
+    out += '{';
+    appendKey(out, field::kGitRepository, true);
+    appendOptional(out, capped(r.git->repository));
+    appendKey(out, field::kGitService);
+    appendOptional(out, r.git->service);
+    appendKey(out, field::kGitRefs);
+    out += '[';
+    // A push may name thousands of refs: the line keeps the first ones, so that it stays
+    // bounded (the refusal names its reason in `reason` either way).
+    const size_t n = std::min(r.git->refs.size(), kMaxGitRefs);
+    for (size_t i = 0; i < n; ++i) {
+      const auto& ref = r.git->refs[i];
+      if (i) out += ',';
+      out += '{';
+      appendKey(out, field::kGitRef, true);
+      appendOptional(out, capped(ref.ref));
+      appendKey(out, field::kGitOld);
+      appendOptional(out, capped(ref.oldId));
+      appendKey(out, field::kGitNew);
+      appendOptional(out, capped(ref.newId));
+      appendKey(out, field::kReason);
+      appendOptional(out, ref.reason);
+      out += '}';
+    }
+    out += "]}";
+  }
   out += "}\n";
   return out;
 }

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/result.h"
 #include "proxy/observe/outcome.h"
@@ -28,6 +29,17 @@ inline constexpr std::string_view kWebsocket = "websocket";
 inline constexpr std::string_view kRefusal = "refusal";  // refused before any upstream
 inline constexpr std::string_view kDns = "dns";          // a DNS stub answer (transparent mode)
 }  // namespace audit_kind
+
+// A Git smart-HTTP request under a rule's `git:` block: the repository, the endpoint and, for
+// a push, each command with its verdict ("allowed" or a git_* reason token).
+struct GitRefAudit {
+  std::string ref, oldId, newId, reason;
+};
+struct GitAudit {
+  std::string repository;  // "acme/widgets"
+  std::string service;     // upload-pack-refs | receive-pack-refs | upload-pack | receive-pack
+  std::vector<GitRefAudit> refs;
+};
 
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
 // credentials: a secret cannot reach the audit log because the record has nowhere to put it.
@@ -49,6 +61,7 @@ struct AuditRecord {
   uint64_t bytesUp = 0, bytesDown = 0;
   double durationSeconds = 0;
   std::string upstream, error;
+  std::optional<GitAudit> git;  // the "git" field: null unless a Git request under `git:`
 };
 
 // Appends audit lines to a file (or stdout). Thread-safe.
@@ -63,6 +76,7 @@ struct AuditRecord {
 class AuditLog {
  public:
   static constexpr size_t kMaxFieldBytes = 8192;
+  static constexpr size_t kMaxGitRefs = 64;  // refs of one push listed in the "git" field
 
   // nullopt: stdout (never closed by us). Otherwise the file is opened with
   // O_WRONLY|O_APPEND|O_CREAT|O_CLOEXEC, following no symbolic link in any component

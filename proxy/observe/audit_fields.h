@@ -34,5 +34,14 @@ inline constexpr std::string_view kDuration = "duration_ms";
 // The address dialled, "ip:port"; kind dns: the synthetic address answered (nothing is dialled).
 inline constexpr std::string_view kUpstream = "upstream";
 inline constexpr std::string_view kError = "error";  // null when none
+// null, or {"repository", "service", "refs": [{"ref", "old", "new", "reason"}]} for a Git
+// smart-HTTP request under a rule's `git:` block (proxy/exchange/git_gate.h).
+inline constexpr std::string_view kGit = "git";
+inline constexpr std::string_view kGitRepository = "repository";
+inline constexpr std::string_view kGitService = "service";
+inline constexpr std::string_view kGitRefs = "refs";
+inline constexpr std::string_view kGitRef = "ref";
+inline constexpr std::string_view kGitOld = "old";
+inline constexpr std::string_view kGitNew = "new";
 
 }  // namespace sandgate::proxy::field

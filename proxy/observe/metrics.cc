@@ -68,6 +68,7 @@ struct TaskMetrics::Families {
   prometheus::Family<prometheus::Counter>* scrubs;
   prometheus::Family<prometheus::Counter>* intercepted;
   prometheus::Family<prometheus::Gauge>* leafCache;
+  prometheus::Family<prometheus::Counter>* gitRefs;
 };
 
 TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string name)
@@ -103,6 +104,18 @@ void TaskMetrics::secretScrubs(std::string_view credential, uint64_t n) {
   auto it = broker_.find(key);
   if (it == broker_.end()) {
     auto& c = families_->scrubs->Add({{"task", name_}, {"credential", std::string(credential)}});
+    it = broker_.emplace(std::move(key), &c).first;
+  }
+  it->second->Increment(static_cast<double>(n));
+}
+
+void TaskMetrics::gitPushRefs(std::string_view reason, uint64_t n) {
+  std::lock_guard lock(mu_);
+  const std::string_view r = isToken(reason) ? reason : kOther;
+  std::string key = brokerKey('g', {}, r);
+  auto it = broker_.find(key);
+  if (it == broker_.end()) {
+    auto& c = families_->gitRefs->Add({{"task", name_}, {"reason", std::string(r)}});
     it = broker_.emplace(std::move(key), &c).first;
   }
   it->second->Increment(static_cast<double>(n));
@@ -151,7 +164,10 @@ void TaskMetrics::removeSeries() {
   requests_.clear();
   families_->intercepted->Remove(intercepted_);
   for (auto& [key, counter] : broker_) {
-    (key[0] == 'i' ? families_->injections : families_->scrubs)->Remove(counter);
+    (key[0] == 'i'   ? families_->injections
+     : key[0] == 'g' ? families_->gitRefs
+                     : families_->scrubs)
+        ->Remove(counter);
   }
   broker_.clear();
 }
@@ -210,6 +226,12 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                "Secrets sent upstream (result ok) or refused, by task, credential, "
                "result and how (injected, placeholder)")
            .Register(*registry);
+  families->gitRefs = &prometheus::BuildCounter()
+                           .Name("sandgate_git_push_refs_total")
+                           .Help(
+                               "Refs named by git pushes under a rule's git block, by task and "
+                               "verdict (allowed, or the git_* reason)")
+                           .Register(*registry);
   families->scrubs = &prometheus::BuildCounter()
                           .Name("sandgate_secret_scrubs_total")
                           .Help("Secrets replaced in upstream responses, by task and credential")

@@ -50,6 +50,9 @@ class TaskMetrics {
   void credentialInjection(std::string_view credential, std::string_view result,
                            std::string_view how);
   void secretScrubs(std::string_view credential, uint64_t n);
+  // sandgate_git_push_refs_total: `n` refs of pushes under a rule's `git:` block, by their
+  // verdict ("allowed" or a git_* reason token).
+  void gitPushRefs(std::string_view reason, uint64_t n);
   void tlsIntercepted();
 
   static constexpr size_t kMaxTokenBytes = 48;
@@ -80,7 +83,8 @@ class TaskMetrics {
   std::mutex mu_;
   // Keyed by "kind|verdict|reason" (tokens never contain '|').
   std::map<std::string, prometheus::Counter*, std::less<>> requests_;
-  // Keyed by "family|credential|result"; credentials are config keys, so bounded.
+  // Keyed by "family|credential|result"; credentials are config keys, so bounded. Git push
+  // refs are "g||reason" (reasons are the catalogue's tokens).
   std::map<std::string, prometheus::Counter*, std::less<>> broker_;
   prometheus::Counter* intercepted_;
   std::set<std::string, std::less<>> kinds_, verdicts_, reasons_;  // distinct values admitted

@@ -110,6 +110,18 @@ class ReasonCatalogue(unittest.TestCase):
         missing = [t for t in consts.values() if f"| `{t}` |" not in table]
         self.assertEqual(missing, [], "README.md's Refusals table lists every token")
 
+    def test_every_git_reason_is_catalogued_and_documented(self):
+        header = (ROOT / "policy" / "git_rules.h").read_text(encoding="utf-8")
+        consts = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "([^"]+)";', header))
+        catalogue = header[header.index("kGitReasons[]"):]
+        rows = re.findall(r'\{reason::(k\w+), "([^"]+)",\s*"([^"]+)"', catalogue)
+        self.assertEqual(sorted(r[0] for r in rows), sorted(consts), "each token has one entry")
+        readme = (ROOT / "README.md").read_text(encoding="utf-8")
+        table = readme[readme.index("## Refusals"):readme.index("## Running many sandboxes")]
+        for const, status, meaning in rows:
+            row = f"| `{consts[const]}` | {status} | {meaning} |"
+            self.assertIn(row, table, "README.md's Refusals table lists every git token")
+
     def test_no_reason_token_is_written_outside_a_catalogue(self):
         # A reason written as a literal in the data path is one a client cannot look up.
         stray = []

@@ -1,7 +1,10 @@
 """A smart-HTTP git server for tests: `git http-backend` as CGI behind a Python HTTPS server
-on 127.0.0.1, serving a bare repository it creates in a temp dir. With `auth=(user, password)`
-every request must carry that Basic credential (else 401 with WWW-Authenticate); the
-Authorization values received are kept in `authorizations`."""
+on 127.0.0.1, serving bare repositories it creates in a temp dir (`repos`, paths under the
+root, each with one commit on main and pushes enabled). With `auth=(user, password)` every
+request must carry that Basic credential (else 401 with WWW-Authenticate); the Authorization
+values received are kept in `authorizations`, and every request's (method, path without the
+query, Git-Protocol header, body length) in `requests`. Request bodies may be chunked (git sends a large
+push that way), and Git-Protocol reaches the backend (protocol v2)."""
 
 import base64
 import http.server
@@ -27,11 +30,26 @@ class _Handler(http.server.BaseHTTPRequestHandler):
     def log_message(self, *args):
         pass
 
+    def _body(self):
+        if "chunked" in self.headers.get("Transfer-Encoding", "").lower():
+            body = b""
+            while True:
+                size = int(self.rfile.readline().split(b";")[0].strip(), 16)
+                if size == 0:
+                    while self.rfile.readline() not in (b"\r\n", b"\n", b""):
+                        pass
+                    return body
+                body += self.rfile.read(size)
+                self.rfile.readline()
+        n = int(self.headers.get("Content-Length", "0") or 0)
+        return self.rfile.read(n) if n else b""
+
     def _cgi(self):
         url = urllib.parse.urlsplit(self.path)
-        n = int(self.headers.get("Content-Length", "0") or 0)
-        body = self.rfile.read(n) if n else b""
+        body = self._body()
         owner = self.server.owner
+        owner.requests.append((self.command, url.path, self.headers.get("Git-Protocol"),
+                               len(body)))
         got = self.headers.get("Authorization")
         if got is not None:
             owner.authorizations.append(got)
@@ -54,6 +72,10 @@ class _Handler(http.server.BaseHTTPRequestHandler):
             "CONTENT_LENGTH": str(len(body)),
             "REMOTE_ADDR": "127.0.0.1",
         }
+        for header, var in (("Git-Protocol", "GIT_PROTOCOL"),
+                            ("Content-Encoding", "HTTP_CONTENT_ENCODING")):
+            if self.headers.get(header):
+                env[var] = self.headers[header]
         p = subprocess.run([HTTP_BACKEND], input=body, env=env, capture_output=True, timeout=30)
         head, _, payload = p.stdout.partition(b"\r\n\r\n")
         status = 200
@@ -79,9 +101,10 @@ class _Server(socketserver.ThreadingMixIn, http.server.HTTPServer):
 
 
 class GitHttpsServer:
-    def __init__(self, pki, auth=None):
+    def __init__(self, pki, auth=None, repos=("repo.git",)):
         self.auth = auth
         self.authorizations = []
+        self.requests = []
         self.dir = tempfile.mkdtemp(prefix="sandgate-git-")
         work = os.path.join(self.dir, "work")
         env = dict(os.environ, GIT_AUTHOR_NAME="t", GIT_AUTHOR_EMAIL="t@t",
@@ -91,8 +114,10 @@ class GitHttpsServer:
             f.write("hello\n")
         subprocess.run(["git", "-C", work, "add", "README"], check=True, env=env)
         subprocess.run(["git", "-C", work, "commit", "-q", "-m", "init"], check=True, env=env)
-        subprocess.run(["git", "clone", "-q", "--bare", work,
-                        os.path.join(self.dir, "repo.git")], check=True, env=env)
+        for repo in repos:
+            bare = os.path.join(self.dir, repo)
+            subprocess.run(["git", "clone", "-q", "--bare", work, bare], check=True, env=env)
+            subprocess.run(["git", "-C", bare, "config", "http.receivepack", "true"], check=True)
         self.head = subprocess.run(["git", "-C", work, "rev-parse", "HEAD"], check=True,
                                    capture_output=True).stdout.decode().strip()
         self.server = _Server(("127.0.0.1", 0), _Handler)
@@ -103,6 +128,17 @@ class GitHttpsServer:
         self.server.socket = ctx.wrap_socket(self.server.socket, server_side=True)
         self.port = self.server.server_address[1]
         threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def state(self, repo):
+        """The refs ({name: id}) and the set of object ids of a bare repository: what a refused
+        push must leave unchanged."""
+        bare = os.path.join(self.dir, repo)
+        refs = subprocess.run(["git", "-C", bare, "for-each-ref", "--format=%(refname) %(objectname)"],
+                              check=True, capture_output=True).stdout.decode().split("\n")
+        objects = subprocess.run(["git", "-C", bare, "cat-file", "--batch-all-objects",
+                                  "--batch-check=%(objectname)"], check=True,
+                                 capture_output=True).stdout.decode().split()
+        return dict(line.split(" ", 1) for line in refs if line), set(objects)
 
     def close(self):
         self.server.shutdown()

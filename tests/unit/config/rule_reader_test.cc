@@ -200,5 +200,53 @@ TEST(RuleReader, PolicyErrors) {
   }
 }
 
+TEST(RuleReader, AGitBlockLandsInTheModel) {
+  auto c = loadOk(
+      "policies:\n"
+      "  p:\n"
+      "    allow:\n"
+      "      - host: github.com\n"
+      "        git:\n"
+      "          repositories: [acme/widgets, \"acme/tools-*\"]\n"
+      "          fetch: false\n"
+      "          push:\n"
+      "            refs: [\"refs/heads/agent/*\"]\n"
+      "            delete: true\n"
+      "            tags: true\n"
+      "      - host: gitlab.com\n"
+      "        git: {repositories: [g/p]}\n");
+  const Rule& r = c.policies.at("p").allow.at(0);
+  ASSERT_TRUE(r.git.has_value());
+  EXPECT_EQ(r.git->mark.line, 5);
+  ASSERT_EQ(r.git->repositories.size(), 2u);
+  EXPECT_EQ(r.git->repositories[1].value, "acme/tools-*");
+  EXPECT_EQ(r.git->repositories[1].mark.line, 6);
+  EXPECT_FALSE(r.git->fetch);
+  ASSERT_TRUE(r.git->push.has_value());
+  ASSERT_EQ(r.git->push->refs.size(), 1u);
+  EXPECT_EQ(r.git->push->refs[0].value, "refs/heads/agent/*");
+  EXPECT_TRUE(r.git->push->allowDelete);
+  EXPECT_TRUE(r.git->push->tags);
+  // The defaults: fetch allowed, no push at all.
+  const Rule& d = c.policies.at("p").allow.at(1);
+  ASSERT_TRUE(d.git.has_value());
+  EXPECT_TRUE(d.git->fetch);
+  EXPECT_FALSE(d.git->push.has_value());
+  EXPECT_FALSE(c.policies.at("p").allow.at(0).inspect);
+}
+
+TEST(RuleReader, GitBlockMistakes) {
+  expectOne(loadErrors("policies:\n  p:\n    allow:\n      - host: a.com\n"
+                       "        git: {fetch: true}\n"),
+            Expected{5, 9, "policies.p.allow[0].git", "missing required key `repositories`"});
+  expectOne(loadErrors("policies:\n  p:\n    allow:\n      - host: a.com\n"
+                       "        git: {repositories: [a/b], push: {ref: [refs/heads/x]}}\n"),
+            Expected{5, 43, "policies.p.allow[0].git.push.ref",
+                     "unknown key `ref`; did you mean `refs`?"});
+  expectOne(loadErrors("policies:\n  p:\n    deny:\n      - host: a.com\n"
+                       "        git: {repositories: [a/b]}\n"),
+            Expected{5, 9, "policies.p.deny[0].git", "a deny rule cannot have a git block"});
+}
+
 }  // namespace
 }  // namespace sandgate::config

@@ -93,7 +93,7 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
       field::kMode,     field::kMethod,  field::kScheme,  field::kHost,      field::kPort,
       field::kPath,     field::kVerdict, field::kReason,  field::kRule,      field::kCredential,
       field::kInjected, field::kStatus,  field::kBytesUp, field::kBytesDown, field::kDuration,
-      field::kUpstream, field::kError};
+      field::kUpstream, field::kError,   field::kGit};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);
@@ -120,6 +120,29 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   EXPECT_DOUBLE_EQ(obj.at(field::kDuration).to_number<double>(), 12.346);
   EXPECT_EQ(obj.at(field::kUpstream), "127.0.0.1:8080");
   EXPECT_TRUE(obj.at(field::kError).is_null());
+}
+
+TEST(AuditFormat, GitRequestsCarryTheirRepositoryAndEachRef) {
+  AuditRecord r = sample();
+  EXPECT_TRUE(parseLine(AuditLog::format(r)).at(field::kGit).is_null());
+  r.git.emplace();
+  r.git->repository = "acme/widgets";
+  r.git->service = "receive-pack";
+  for (size_t i = 0; i < AuditLog::kMaxGitRefs + 10; ++i) {
+    r.git->refs.push_back({"refs/heads/b" + std::to_string(i), std::string(40, 'a'),
+                           std::string(40, '0'),
+                           i == 0 ? "git_ref_delete_not_allowed" : "allowed"});
+  }
+  auto git = parseLine(AuditLog::format(r)).at(field::kGit).as_object();
+  EXPECT_EQ(git.at(field::kGitRepository), "acme/widgets");
+  EXPECT_EQ(git.at(field::kGitService), "receive-pack");
+  const auto& refs = git.at(field::kGitRefs).as_array();
+  ASSERT_EQ(refs.size(), AuditLog::kMaxGitRefs);  // bounded, whatever the push names
+  const auto& first = refs[0].as_object();
+  EXPECT_EQ(first.at(field::kGitRef), "refs/heads/b0");
+  EXPECT_EQ(first.at(field::kGitOld), std::string(40, 'a'));
+  EXPECT_EQ(first.at(field::kGitNew), std::string(40, '0'));
+  EXPECT_EQ(first.at(field::kReason), "git_ref_delete_not_allowed");
 }
 
 TEST(AuditFormat, FieldNamesAreTheDocumentedOnes) {

@@ -1,0 +1,251 @@
+// Smart-HTTP classification, the compiled `git:` block and its decisions (see git_rules.h).
+#include "policy/git_rules.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+
+namespace sandgate::policy {
+
+namespace {
+
+constexpr std::string_view kInfoRefs = "/info/refs";
+constexpr std::string_view kUploadPack = "/git-upload-pack";
+constexpr std::string_view kReceivePack = "/git-receive-pack";
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) {
+    if (c >= 'A' && c <= 'Z') c = static_cast<char>(c - 'A' + 'a');
+  }
+  return out;
+}
+
+// "acme/widgets.git" and "acme/widgets" are one repository, as GitHub, GitLab and
+// git-http-backend's users expect.
+std::string repositoryName(std::string_view prefix) {
+  if (prefix.starts_with('/')) prefix.remove_prefix(1);
+  std::string out = lower(prefix);
+  if (out.ends_with(".git")) out.resize(out.size() - 4);
+  return out;
+}
+
+std::optional<std::string_view> queryValue(std::string_view query, std::string_view key) {
+  while (!query.empty()) {
+    const size_t amp = query.find('&');
+    std::string_view pair = query.substr(0, amp);
+    if (pair.starts_with(key) && pair.size() > key.size() && pair[key.size()] == '=') {
+      return pair.substr(key.size() + 1);
+    }
+    if (amp == std::string_view::npos) break;
+    query.remove_prefix(amp + 1);
+  }
+  return std::nullopt;
+}
+
+// A glob of `git.repositories` or `git.push.refs` as RE2 source: '*' within one segment, '**'
+// across segments. Characters are taken literally.
+bool globToRegex(std::string_view glob, std::string* regex, std::string* error) {
+  std::string out;
+  for (size_t i = 0; i < glob.size();) {
+    const char c = glob[i];
+    if (static_cast<unsigned char>(c) <= 0x20 || c == 0x7f || c == '%' || c == '\\') {
+      *error = fmt::format("\"{}\": character '{}' is not allowed here", glob, c);
+      return false;
+    }
+    if (c != '*') {
+      out += RE2::QuoteMeta(glob.substr(i, 1));
+      ++i;
+      continue;
+    }
+    size_t run = 0;
+    while (i + run < glob.size() && glob[i + run] == '*') ++run;
+    if (run > 2) {
+      *error = fmt::format("\"{}\": use '*' (one segment) or '**' (any depth)", glob);
+      return false;
+    }
+    out += run == 1 ? "[^/]*" : ".*";
+    i += run;
+  }
+  *regex = std::move(out);
+  return true;
+}
+
+bool hasDotSegment(std::string_view s) {
+  size_t start = 0;
+  while (start <= s.size()) {
+    const size_t slash = s.find('/', start);
+    const std::string_view seg =
+        s.substr(start, slash == std::string_view::npos ? std::string_view::npos : slash - start);
+    if (seg.empty() || seg == "." || seg == "..") return true;
+    if (slash == std::string_view::npos) break;
+    start = slash + 1;
+  }
+  return false;
+}
+
+int hexDigit(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+std::string joined(const std::vector<std::string>& v) {
+  std::string out;
+  for (const auto& s : v) out += (out.empty() ? "" : ", ") + s;
+  return out.empty() ? "none" : out;
+}
+
+}  // namespace
+
+std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view rawPath,
+                                             std::string_view query) {
+  (void)method;  // the endpoint decides; git-http-backend itself refuses a wrong method
+  std::string path;
+  path.reserve(rawPath.size());
+  for (size_t i = 0; i < rawPath.size(); ++i) {
+    if (rawPath[i] == '%' && i + 2 < rawPath.size() &&
+        hexDigit(rawPath[i + 1]) >= 0 && hexDigit(rawPath[i + 2]) >= 0) {
+      path += static_cast<char>(hexDigit(rawPath[i + 1]) * 16 + hexDigit(rawPath[i + 2]));
+      i += 2;
+    } else {
+      path += rawPath[i];
+    }
+  }
+  while (path.size() > 1 && path.ends_with('/')) path.pop_back();
+  const std::string low = lower(path);
+  const bool encoded = rawPath.find('%') != std::string_view::npos;
+  auto make = [&](GitService service, size_t suffix) {
+    return GitRequest{service, repositoryName(std::string_view(path).substr(0, path.size() - suffix)),
+                      encoded};
+  };
+  if (low.ends_with(kInfoRefs)) {
+    const auto service = queryValue(query, "service");
+    const bool push = service && *service == "git-receive-pack";
+    return make(push ? GitService::kReceivePackAdvertisement : GitService::kUploadPackAdvertisement,
+                kInfoRefs.size());
+  }
+  if (low.ends_with(kUploadPack)) return make(GitService::kUploadPack, kUploadPack.size());
+  if (low.ends_with(kReceivePack)) return make(GitService::kReceivePack, kReceivePack.size());
+  return std::nullopt;
+}
+
+Result<std::shared_ptr<const GitRules>> GitRules::compile(const config::GitRules& git,
+                                                          const std::string& file,
+                                                          const std::string& keyPath) {
+  Diagnostics errors;
+  auto error = [&](const config::Mark& m, std::string path, std::string message) {
+    errors.push_back(Diagnostic{file, m.line, m.col, std::move(path), std::move(message)});
+  };
+  auto rules = std::make_shared<GitRules>();
+  rules->fetch_ = git.fetch;
+  RE2::Options opts;
+  opts.set_log_errors(false);
+  std::string combined;
+  for (size_t i = 0; i < git.repositories.size(); ++i) {
+    const auto& item = git.repositories[i];
+    const std::string path = fmt::format("{}.git.repositories[{}]", keyPath, i);
+    std::string name = repositoryName(item.value);
+    std::string regex, why;
+    if (name.empty() || item.value.starts_with('/') || hasDotSegment(name)) {
+      error(item.mark, path,
+            fmt::format("\"{}\": expected owner/name (no leading '/', no empty, '.' or '..' "
+                        "segments)",
+                        item.value));
+    } else if (!globToRegex(name, &regex, &why)) {
+      error(item.mark, path, why);
+    } else {
+      combined += (combined.empty() ? "(?:" : "|(?:") + regex + ")";
+      rules->repositoryTexts_.push_back(item.value);
+    }
+  }
+  if (!combined.empty()) rules->repositories_ = std::make_unique<RE2>(combined, opts);
+  if (git.push) {
+    rules->push_ = true;
+    rules->allowDelete_ = git.push->allowDelete;
+    rules->tags_ = git.push->tags;
+    combined.clear();
+    for (size_t i = 0; i < git.push->refs.size(); ++i) {
+      const auto& item = git.push->refs[i];
+      const std::string path = fmt::format("{}.git.push.refs[{}]", keyPath, i);
+      std::string regex, why;
+      if (!item.value.starts_with("refs/") || hasDotSegment(item.value)) {
+        error(item.mark, path,
+              fmt::format("\"{}\": a ref glob starts with refs/ (e.g. refs/heads/agent/*)",
+                          item.value));
+      } else if (!globToRegex(item.value, &regex, &why)) {
+        error(item.mark, path, why);
+      } else {
+        combined += (combined.empty() ? "(?:" : "|(?:") + regex + ")";
+        rules->refTexts_.push_back(item.value);
+      }
+    }
+    if (!combined.empty()) rules->refs_ = std::make_unique<RE2>(combined, opts);
+  }
+  if ((rules->repositories_ && !rules->repositories_->ok()) ||
+      (rules->refs_ && !rules->refs_->ok())) {
+    error(git.mark, keyPath + ".git", "the globs do not compile together");
+  }
+  if (!errors.empty()) return errors;
+  return std::shared_ptr<const GitRules>(std::move(rules));
+}
+
+GitRules::Verdict GitRules::decideRequest(const GitRequest& req) const {
+  // An encoded or dotted name may be read as another repository by the forge than the one
+  // matched here ("acme/widg%65ts", "acme/x/../secret").
+  if (req.encoded || req.repository.find('%') != std::string::npos || req.repository.empty() ||
+      hasDotSegment(req.repository)) {
+    return {false, reason::kGitRepositoryNotAllowed,
+            fmt::format("the repository path \"{}\" is percent-encoded, empty or has dot "
+                        "segments, so it is never matched against git.repositories",
+                        req.repository)};
+  }
+  if (!repositories_ || !RE2::FullMatch(req.repository, *repositories_)) {
+    return {false, reason::kGitRepositoryNotAllowed,
+            fmt::format("repository \"{}\" is not in git.repositories ({})", req.repository,
+                        joined(repositoryTexts_))};
+  }
+  const bool fetching =
+      req.service == GitService::kUploadPack || req.service == GitService::kUploadPackAdvertisement;
+  if (fetching && !fetch_) {
+    return {
+        false, reason::kGitFetchNotAllowed,
+        fmt::format("fetching from \"{}\" is not allowed (git.fetch is false)", req.repository)};
+  }
+  return {};
+}
+
+GitRules::Verdict GitRules::decideCommand(const PushCommand& cmd) const {
+  if (cmd.ref.starts_with("refs/tags/")) {
+    if (!push_ || !tags_) {
+      return {false, reason::kGitTagNotAllowed,
+              fmt::format("{}: pushing tags is not allowed (git.push.tags is false)", cmd.ref)};
+    }
+  } else if (!push_ || !refs_ || !RE2::FullMatch(cmd.ref, *refs_)) {
+    return {false, reason::kGitRefNotAllowed,
+            push_ ? fmt::format("{} is not in git.push.refs ({})", cmd.ref, joined(refTexts_))
+                  : fmt::format("{}: the rule's git block allows no push (no git.push)", cmd.ref)};
+  }
+  if (cmd.isDelete() && !allowDelete_) {
+    return {false, reason::kGitRefDeleteNotAllowed,
+            fmt::format("{}: deleting a ref is not allowed (git.push.delete is false)", cmd.ref)};
+  }
+  return {};
+}
+
+PushDecision decidePush(const GitRules& rules, const PushCommands& push) {
+  PushDecision out;
+  for (const auto& cmd : push.commands) {
+    out.commands.push_back(rules.decideCommand(cmd));
+    const auto& v = out.commands.back();
+    if (!v.allowed && !out.refused) {
+      out.refused = true;
+      out.reason = v.reason;
+      out.detail = v.detail;
+    }
+  }
+  return out;
+}
+
+}  // namespace sandgate::policy
