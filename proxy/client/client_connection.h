@@ -100,6 +100,11 @@ class LiveTunnel {
   std::string why_;
 };
 
+// The request's host as the policy names it (lower case, IDNA, an address parsed); nullopt when
+// it is not a valid host, with the 400 invalid_host in `*refusal`.
+std::optional<policy::Target> requestTarget(std::string_view host, const AuditRecord& rec,
+                                            Refusal* refusal);
+
 // Marks c abortive (see ClientConnection::abortive): its socket resets when closed.
 void abortConnection(ClientConnection& c);
 

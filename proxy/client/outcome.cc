@@ -6,6 +6,7 @@
 #include <boost/beast/core/stream_traits.hpp>
 
 #include "policy/engine.h"
+#include "policy/host.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/net/tls_channel.h"
 #include "proxy/observe/listener_tally.h"
@@ -81,6 +82,17 @@ void LiveTunnel::noteEnd(AuditRecord& rec) const {
   rec.verdict = Outcome::kDeny;
   rec.reason = reason::kRevokedByReload;
   rec.error = why_;
+}
+
+std::optional<policy::Target> requestTarget(std::string_view host, const AuditRecord& rec,
+                                            Refusal* refusal) {
+  auto normalized = policy::normalizeHost(host);
+  if (auto* target = std::get_if<policy::Target>(&normalized)) return std::move(*target);
+  *refusal = Refusal{.status = 400,
+                     .reason = policy::reason::kInvalidHost,
+                     .host = rec.host,
+                     .detail = std::get<policy::HostError>(normalized).message};
+  return std::nullopt;
 }
 
 void abortConnection(ClientConnection& c) {

@@ -119,16 +119,13 @@ asio::awaitable<bool> handleForward(ClientConnection& c, const RequestHead& head
   auto& rec = log.record;
   rec.scheme = "http";
   rec.path = std::string(head.path);
-  auto normalized = policy::normalizeHost(head.host);
-  if (auto* e = std::get_if<policy::HostError>(&normalized)) {
-    Refusal refusal{.status = 400,
-                    .reason = policy::reason::kInvalidHost,
-                    .host = rec.host,
-                    .detail = e->message};
-    co_await refuse(c, log, refusal);
+  Refusal hostRefusal;
+  const auto normalized = requestTarget(head.host, rec, &hostRefusal);
+  if (!normalized) {
+    co_await refuse(c, log, hostRefusal);
     co_return false;
   }
-  const auto& target = std::get<policy::Target>(normalized);
+  const policy::Target& target = *normalized;
   rec.host = target.name;
   ForwardRoute route(c, head, target);
   co_return co_await runExchange(route, c, headLen, log);

@@ -72,18 +72,13 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   // What followed the head is not read or forwarded unless the CONNECT is allowed.
   c.buffer.consume(headLen);
 
-  auto normalized = policy::normalizeHost(head.host);
-  if (auto* e = std::get_if<policy::HostError>(&normalized)) {
-    {
-      Refusal refusal{.status = 400,
-                      .reason = policy::reason::kInvalidHost,
-                      .host = rec.host,
-                      .detail = e->message};
-      co_await refuse(c, log, refusal);
-    }
+  Refusal hostRefusal;
+  const auto normalized = requestTarget(head.host, rec, &hostRefusal);
+  if (!normalized) {
+    co_await refuse(c, log, hostRefusal);
     co_return;
   }
-  auto& target = std::get<policy::Target>(normalized);
+  const policy::Target& target = *normalized;
   rec.host = target.name;
 
   policy::Request preq{target, head.port, std::nullopt, std::nullopt, std::nullopt};

@@ -140,8 +140,8 @@ TEST(AuditFormat, GitRequestsCarryTheirRepositoryAndEachRef) {
   ASSERT_EQ(refs.size(), AuditLog::kMaxGitRefs);  // bounded, whatever the push names
   const auto& first = refs[0].as_object();
   EXPECT_EQ(first.at(field::kGitRef), "refs/heads/b0");
-  EXPECT_EQ(first.at(field::kGitOld), std::string(40, 'a'));
-  EXPECT_EQ(first.at(field::kGitNew), std::string(40, '0'));
+  EXPECT_EQ(std::string(first.at(field::kGitOld).as_string()), std::string(40, 'a'));
+  EXPECT_EQ(std::string(first.at(field::kGitNew).as_string()), std::string(40, '0'));
   EXPECT_EQ(first.at(field::kReason), "git_ref_delete_not_allowed");
 }
 
