@@ -23,7 +23,7 @@ import time
 import unittest
 
 from pki import test_pki
-from sandgate_fixture import Sandgate, read_response_head, read_to_eof, wait_until
+from sandgate_fixture import Sandgate, read_response, read_response_head, read_to_eof, wait_until
 from upstreams import TcpServer
 
 TOKEN = "fr4ming"
@@ -242,14 +242,7 @@ class FramingTest(unittest.TestCase):
 
     def exchange(self, s, raw):
         s.sendall(raw)
-        status, headers, rest = read_response_head(s)
-        n = int(headers.get("content-length", "0"))
-        while len(rest) < n:
-            data = s.recv(65536)
-            if not data:
-                break
-            rest += data
-        return status, headers, rest[:n]
+        return read_response(s)
 
     def test_early_answer_connection_is_not_reused(self):
         # The body is a whole request: an upstream that answered without reading it reads it

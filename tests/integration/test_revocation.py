@@ -16,7 +16,7 @@ import time
 import unittest
 
 from pki import test_pki
-from sandgate_fixture import Sandgate, read_response_head, wait_until
+from sandgate_fixture import Sandgate, read_response, read_response_head, wait_until
 from upstreams import HttpUpstream, TcpEcho
 
 TOKEN = "rev0ke"
@@ -73,13 +73,7 @@ class RevocationTest(unittest.TestCase):
     def get(self, s, host, path, task="t", token=TOKEN):
         s.sendall(("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n"
                    % (host, path, host, Sandgate.auth_header(task, token))).encode())
-        status, headers, rest = read_response_head(s)
-        n = int(headers.get("content-length", "0"))
-        while len(rest) < n:
-            data = s.recv(65536)
-            if not data:
-                break
-            rest += data
+        status, headers, _ = read_response(s)
         return status, headers
 
     def tunnel(self, host):

@@ -401,6 +401,19 @@ def read_response_head(sock, limit=65536):
     return status, headers, rest
 
 
+def read_response(sock):
+    """Reads one response with a Content-Length body (or none); returns (status, headers,
+    body). The connection stays usable for the next response."""
+    status, headers, rest = read_response_head(sock)
+    n = int(headers.get("content-length", "0"))
+    while len(rest) < n:
+        data = sock.recv(65536)
+        if not data:
+            break
+        rest += data
+    return status, headers, rest[:n]
+
+
 def dechunk(raw):
     """(body so far, complete) of a chunked body of which `raw` may be only a prefix."""
     body, pos = b"", 0
