@@ -33,12 +33,14 @@ using sandgate::broker::Secret;
 constexpr char kReplacementByte = '\xff';
 
 // A secret's bytes: no control byte (checkSecretBytes refuses them), and none of the bytes the
-// replacement and its escape are made of.
+// replacement and its escapes are made of (URL: `%FF`, `%ff`; JSON: `\u00ff`), or the
+// replacement's own encoded form would count as the secret coming out.
 std::string secretBytes(std::string s) {
   for (char& ch : s) {
     auto c = static_cast<unsigned char>(ch);
-    if (c < 0x20 || c == 0x7f || c == 0xff || ch == '%' || ch == 'F' || ch == 'f') {
-      ch = static_cast<char>('g' + c % 20);
+    if (c < 0x20 || c == 0x7f || c == 0xff || ch == '%' || ch == 'F' || ch == 'f' || ch == '\\' ||
+        ch == 'u' || ch == '0') {
+      ch = static_cast<char>('g' + c % 14);  // 'g'..'t': none of the bytes above
     }
   }
   return s;
