@@ -184,25 +184,9 @@ asio::awaitable<std::optional<Refusal>> InterceptSession::acquire(const policy::
   conn->credential = credential;
   conn->address = rec.upstream;
   SSL* ssl = conn->tls.native_handle();
-  bool prepared = ssl != nullptr && SSL_set_min_proto_version(ssl, TLS1_2_VERSION) == 1;
-  if (prepared) {
-    // Always verified: the chain against the context's roots, and the name (or address) the
-    // client asked for. SNI only for names (RFC 6066 forbids IP literals there).
-    SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
-    X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-    if (target_.isAddress) {
-      prepared = X509_VERIFY_PARAM_set1_ip_asc(param, target_.name.c_str()) == 1;
-    } else {
-      // RFC 6125: the name must be in a subjectAltName, never the subject's CN (a
-      // certificate without SANs matches nothing); a wildcard stands for one whole left-most
-      // label. An IP target is matched against iPAddress SANs only (set1_ip above).
-      X509_VERIFY_PARAM_set_hostflags(
-          param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
-      prepared = X509_VERIFY_PARAM_set1_host(param, target_.name.c_str(), 0) == 1 &&
-                 SSL_set_tlsext_host_name(ssl, target_.name.c_str()) == 1;
-    }
-  }
-  if (!prepared) {
+  // Always verified: the chain against the context's roots, and the name (or address) the
+  // client asked for (RFC 6125, see verifyPeerAs).
+  if (!verifyPeerAs(ssl, target_.name, target_.isAddress)) {
     co_return Refusal{
         .status = 502,
         .reason = reason::kUpstreamTlsFailed,

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 #include <openssl/ssl.h>
+#include <openssl/x509v3.h>
 
 namespace sandgate::proxy {
 
@@ -58,6 +59,17 @@ ssl::context& UpstreamTls::contextFor(std::string_view credential) const {
   });
   auto it = perCredential_.find(credential);
   return it == perCredential_.end() ? *base_ : *it->second;
+}
+
+bool verifyPeerAs(SSL* ssl, const std::string& host, bool isAddress) {
+  if (ssl == nullptr || SSL_set_min_proto_version(ssl, TLS1_2_VERSION) != 1) return false;
+  SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
+  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
+  if (isAddress) return X509_VERIFY_PARAM_set1_ip_asc(param, host.c_str()) == 1;
+  X509_VERIFY_PARAM_set_hostflags(
+      param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
+  return X509_VERIFY_PARAM_set1_host(param, host.c_str(), 0) == 1 &&
+         SSL_set_tlsext_host_name(ssl, host.c_str()) == 1;
 }
 
 }  // namespace sandgate::proxy

@@ -6,6 +6,8 @@
 // and reload of serve would pay whether or not any host is intercepted.
 #pragma once
 
+#include <openssl/ssl.h>
+
 #include <boost/asio/ssl/context.hpp>
 #include <map>
 #include <memory>
@@ -32,5 +34,11 @@ class UpstreamTls {
   std::shared_ptr<boost::asio::ssl::context> base_;
   std::map<std::string, std::shared_ptr<boost::asio::ssl::context>, std::less<>> perCredential_;
 };
+
+// Makes `ssl` (a client about to connect to `host`) verify its peer: the chain against its
+// context's roots, and the name as RFC 6125 has it (subjectAltName only, never the subject's CN;
+// a wildcard for one whole left-most label), or for an address (`isAddress`) its iPAddress
+// SANs. SNI for names only (RFC 6066 forbids IP literals there). False when OpenSSL refused.
+bool verifyPeerAs(SSL* ssl, const std::string& host, bool isAddress);
 
 }  // namespace sandgate::proxy

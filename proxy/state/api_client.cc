@@ -95,21 +95,10 @@ broker::ApiResponse HttpsApiClient::post(const broker::ApiRequest& req,
   }
 
   asio::ssl::stream<beast::tcp_stream> stream(ioc, tls_->contextFor(req.credential));
-  SSL* ssl = stream.native_handle();
   // Always verified: the chain against the snapshot's upstream roots, and the name (or
-  // address). RFC 6125: subjectAltName only, a wildcard for one whole left-most label.
-  SSL_set_verify(ssl, SSL_VERIFY_PEER, nullptr);
-  X509_VERIFY_PARAM* param = SSL_get0_param(ssl);
-  bool prepared;
-  if (isAddress) {
-    prepared = X509_VERIFY_PARAM_set1_ip_asc(param, url->authority.host.c_str()) == 1;
-  } else {
-    X509_VERIFY_PARAM_set_hostflags(
-        param, X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS | X509_CHECK_FLAG_NEVER_CHECK_SUBJECT);
-    prepared = X509_VERIFY_PARAM_set1_host(param, url->authority.host.c_str(), 0) == 1 &&
-               SSL_set_tlsext_host_name(ssl, url->authority.host.c_str()) == 1;
-  }
-  if (!prepared) {
+  // address), as for intercepted requests.
+  SSL* ssl = stream.native_handle();
+  if (!verifyPeerAs(ssl, url->authority.host, isAddress)) {
     out.error = "TLS could not be set up";
     return out;
   }
