@@ -18,7 +18,7 @@
 #include <cstring>
 #include <utility>
 
-extern char** environ;
+#include "common/absolute_names.h"
 
 namespace sandgate::broker {
 
@@ -246,9 +246,13 @@ Spawned spawn(const std::vector<std::string>& argv, int outFd, int errFd) {
                            POSIX_SPAWN_SETSIGMASK | POSIX_SPAWN_SETSIGDEF | POSIX_SPAWN_SETPGROUP);
 
   Spawned out;
+  // The environment the proxy started with: its own resolves names as given (LOCALDOMAIN, see
+  // common/absolute_names.h), a helper resolves as its operator's system does.
   bool searchPath = argv[0].find('/') == std::string::npos;
-  int rc = searchPath ? posix_spawnp(&out.pid, args[0], &actions, &attr, args.data(), environ)
-                      : posix_spawn(&out.pid, args[0], &actions, &attr, args.data(), environ);
+  int rc = searchPath ? posix_spawnp(&out.pid, args[0], &actions, &attr, args.data(),
+                                     absolute_names::startEnvironment())
+                      : posix_spawn(&out.pid, args[0], &actions, &attr, args.data(),
+                                    absolute_names::startEnvironment());
   posix_spawn_file_actions_destroy(&actions);
   posix_spawnattr_destroy(&attr);
   if (rc != 0) {

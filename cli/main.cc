@@ -3,8 +3,11 @@
 #include <cstdio>
 
 #include "cli/commands.h"
+#include "common/absolute_names.h"
 
 int main(int argc, char** argv) {
+  // First, before any thread: every name this process resolves is looked up as given.
+  sandgate::absolute_names::resolveNamesAsGiven();
   CLI::App app{"sandgate: the network boundary of a coding-agent sandbox", "sandgate"};
   app.require_subcommand(1);
   app.set_version_flag("--version", SANDGATE_VERSION);
