@@ -78,6 +78,7 @@ EffectiveLimits resolveLimits(const Limits& global, const Limits& task) {
   pick(out.idleTimeout, global.idleTimeout, task.idleTimeout);
   pick(out.connectTimeout, global.connectTimeout, task.connectTimeout);
   pick(out.shutdownGrace, global.shutdownGrace, task.shutdownGrace);
+  pick(out.revokeGrace, global.revokeGrace, task.revokeGrace);
   return out;
 }
 

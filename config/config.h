@@ -76,10 +76,10 @@ struct GithubApp;
 struct CredentialSource {
   enum class Kind { kFile, kEnv, kExec, kGithubApp };
   Kind kind = Kind::kFile;
-  std::string file;               // kFile
-  std::string env;                // kEnv
-  std::vector<std::string> exec;  // kExec: argv
-  Seconds ttl{600};               // kExec: cache lifetime
+  std::string file;                            // kFile
+  std::string env;                             // kEnv
+  std::vector<std::string> exec;               // kExec: argv
+  Seconds ttl{600};                            // kExec: cache lifetime
   std::shared_ptr<const GithubApp> githubApp;  // kGithubApp
   Mark mark;
 };
@@ -144,6 +144,7 @@ struct Limits {
   std::optional<Seconds> idleTimeout;
   std::optional<Seconds> connectTimeout;
   std::optional<Seconds> shutdownGrace;
+  std::optional<Seconds> revokeGrace;  // after a reload refuses an open tunnel
 };
 
 // The defaults that apply when neither the task nor `limits:` sets a value.
@@ -157,6 +158,7 @@ struct EffectiveLimits {
   Seconds idleTimeout{300};
   Seconds connectTimeout{10};
   Seconds shutdownGrace{10};
+  Seconds revokeGrace{2};
 };
 EffectiveLimits resolveLimits(const Limits& global, const Limits& task);
 

@@ -198,11 +198,11 @@ void readListen(Reader& r, const Field& f, Listen& listen) {
 }
 
 void readLimits(Reader& r, const Field& f, Limits& limits) {
-  auto m =
-      r.map(f,
-            {"max_connections", "max_tunnels", "new_connections_per_second", "max_header_bytes",
-             "header_timeout", "body_timeout", "idle_timeout", "connect_timeout", "shutdown_grace"},
-            "a map of limits", true);
+  auto m = r.map(f,
+                 {"max_connections", "max_tunnels", "new_connections_per_second",
+                  "max_header_bytes", "header_timeout", "body_timeout", "idle_timeout",
+                  "connect_timeout", "shutdown_grace", "revoke_grace"},
+                 "a map of limits", true);
   if (!m) return;
   constexpr uint64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
   if (const Field* v = m->get("max_connections")) {
@@ -221,6 +221,8 @@ void readLimits(Reader& r, const Field& f, Limits& limits) {
   if (const Field* v = m->get("connect_timeout")) limits.connectTimeout = r.duration(*v, false);
   // 0 is meaningful here: close at once without waiting for connections to drain.
   if (const Field* v = m->get("shutdown_grace")) limits.shutdownGrace = r.duration(*v, true);
+  // 0: a tunnel a reload refuses is closed at once.
+  if (const Field* v = m->get("revoke_grace")) limits.revokeGrace = r.duration(*v, true);
 }
 
 void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {

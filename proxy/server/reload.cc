@@ -16,6 +16,27 @@ namespace sandgate::proxy {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+namespace {
+
+// What a review of the open tunnels did; `afterReload`: also those that wait for their grace
+// (the housekeeping's reviews would say it every second).
+void logReview(const LiveTunnels::Review& r, bool afterReload) {
+  if (r.ended > 0) {
+    spdlog::info(
+        "{} open tunnel(s) the configuration no longer allows were closed "
+        "(revoked_by_reload)",
+        r.ended);
+  }
+  if (afterReload && r.waiting > 0) {
+    spdlog::info(
+        "{} open tunnel(s) the configuration no longer allows close when their "
+        "revoke_grace is up, unless a reload allows them again",
+        r.waiting);
+  }
+}
+
+}  // namespace
+
 bool Server::Impl::statChanged() {
   struct stat st {};
   if (::stat(options.configPath.c_str(), &st) != 0) return false;
@@ -41,6 +62,11 @@ asio::awaitable<void> Server::Impl::housekeeping() {
         w->pool.dropStale();
         w->tlsPool.dropStale();
       });
+    }
+    if (state.liveTunnels.waiting()) {
+      logReview(
+          state.liveTunnels.review(*state.snapshot.load(), std::chrono::steady_clock::now(), true),
+          false);
     }
     if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
       spdlog::info("config file {} changed; reloading", options.configPath);
@@ -98,10 +124,7 @@ bool Server::Impl::reloadNow() {
   spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
   // Keep-alive requests are decided against the new snapshot as they come; open tunnels
   // have no next request, so they are decided again here.
-  if (size_t revoked = state.liveTunnels.revoke(*snap.value())) {
-    spdlog::info("reload: {} open tunnel(s) no longer allowed were closed (revoked_by_reload)",
-                 revoked);
-  }
+  logReview(state.liveTunnels.review(*snap.value(), std::chrono::steady_clock::now(), false), true);
   return true;
 }
 

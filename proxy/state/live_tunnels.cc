@@ -51,13 +51,29 @@ std::optional<std::string> refusedBy(const Snapshot& snap, const LiveTunnels::En
 
 }  // namespace
 
-size_t LiveTunnels::revoke(const Snapshot& snap) {
+LiveTunnels::Review LiveTunnels::review(const Snapshot& snap,
+                                        std::chrono::steady_clock::time_point now, bool dueOnly) {
   std::lock_guard lock(mu_);
-  size_t n = 0;
+  Review out;
   for (auto& [id, e] : entries_) {
     if (e.revoked->load(std::memory_order_acquire)) continue;
+    const TaskEntry* task = e.adhocPolicy ? nullptr : snap.findTask(e.task);
+    const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+        (task != nullptr ? task->limits : snap.defaults).revokeGrace);
+    if (dueOnly && (!e.refusedSince || now - *e.refusedSince < grace)) {
+      if (e.refusedSince) ++out.waiting;
+      continue;
+    }
     auto why = refusedBy(snap, e);
-    if (!why) continue;
+    if (!why) {
+      e.refusedSince.reset();
+      continue;
+    }
+    if (!e.refusedSince) e.refusedSince = now;
+    if (now - *e.refusedSince < grace) {
+      ++out.waiting;
+      continue;
+    }
     *e.why = std::move(*why);
     e.revoked->store(true, std::memory_order_release);
     // The socket stays open (and its descriptor ours) until the tunnel's own code, on its
@@ -65,9 +81,10 @@ size_t LiveTunnels::revoke(const Snapshot& snap) {
     // both directions of the tunnel.
     ::shutdown(e.fd, SHUT_RDWR);
     if (e.upstreamFd >= 0) ::shutdown(e.upstreamFd, SHUT_RDWR);
-    ++n;
+    ++out.ended;
   }
-  return n;
+  waiting_.store(out.waiting, std::memory_order_relaxed);
+  return out;
 }
 
 }  // namespace sandgate::proxy

@@ -2,8 +2,10 @@
 one configuration, then a reload that no longer allows what they reach.
 
 - A keep-alive forwarded connection: its next request is decided against the new policy.
-- A spliced CONNECT tunnel and an intercepted one whose host the new policy removed are closed
-  at once (well within 3 s), with audit lines that say revoked_by_reload, and counted.
+- A spliced CONNECT tunnel and an intercepted one whose host the new policy removed still work
+  during limits.revoke_grace (default 2 s) and are closed once it is up, with audit lines that
+  say revoked_by_reload, and counted; with `revoke_grace: 0s` at once; a reload that allows the
+  tunnel again before its grace is up keeps it.
 - A tunnel whose host is still allowed stays open and keeps working.
 - A removed task: its connection's next request gets 403 revoked_by_reload.
 """
@@ -46,7 +48,7 @@ class RevocationTest(unittest.TestCase):
         self.echo.close()
         self.keep_echo.close()
 
-    def write(self, hosts, with_gone_task=False):
+    def write(self, hosts, with_gone_task=False, grace=None):
         rule = {"cidrs": ["127.0.0.0/8"]}
         allow = []
         for h in hosts:
@@ -61,6 +63,7 @@ class RevocationTest(unittest.TestCase):
             tasks.append({"name": "gone", "policy": "p", "token": GONE_TOKEN})
         self.sg.config = self.sg.make_config(
             {"p": {"allow": allow}}, tasks, resolve=self.resolve,
+            limits={"revoke_grace": grace} if grace is not None else None,
             extra={"ca_cert_out": self.ca_out, "tls": {"upstream_ca": self.pki.ca_cert}})
         self.sg.write_config(self.sg.config)
 
@@ -127,8 +130,11 @@ class RevocationTest(unittest.TestCase):
         start = time.monotonic()
         self.reload()
 
-        # The open tunnels the policy no longer allows end at once.
-        self.assertTrue(self.ended_within(removed, 3), "a revoked tunnel stayed open")
+        # During the default revoke_grace (2 s) a revoked tunnel still carries what is under way;
+        # once it is up, the open tunnels the policy no longer allows end.
+        self.assertTrue(self.echoes(removed, b"ping-in-grace"))
+        self.assertTrue(self.ended_within(removed, 5), "a revoked tunnel stayed open")
+        self.assertGreaterEqual(time.monotonic() - start, 2)
         self.assertTrue(self.ended_within(intercepted, 3),
                         "a revoked intercepted connection stayed open")
         self.assertLess(time.monotonic() - start, 5)
@@ -152,6 +158,32 @@ class RevocationTest(unittest.TestCase):
                       if line.startswith("sandgate_requests_total{")
                       and 'reason="revoked_by_reload"' in line)
         self.assertGreaterEqual(counted, 3)
+
+
+    def test_zero_grace_closes_at_once(self):
+        removed = self.tunnel("tunnel.test")
+        self.assertTrue(self.echoes(removed, b"ping"))
+        self.write(["a.test", "keep.test", "api.test"], grace="0s")
+        self.reload()
+        start = time.monotonic()
+        self.assertTrue(self.ended_within(removed, 1.5), "a revoked tunnel stayed open")
+        self.assertLess(time.monotonic() - start, 1.5)  # the 2 s default grace did not apply
+        removed.close()
+        rec = self.sg.wait_audit(host="tunnel.test", reason="revoked_by_reload")
+        self.assertIn("no longer allows", rec["error"])
+
+    def test_a_reload_that_allows_it_again_in_the_grace_keeps_it(self):
+        tunnel = self.tunnel("tunnel.test")
+        self.assertTrue(self.echoes(tunnel, b"ping-1"))
+        self.write(["a.test", "keep.test", "api.test"])  # refused, with the 2 s default grace
+        self.reload()
+        self.write(["a.test", "tunnel.test", "keep.test", "api.test"])  # allowed again
+        self.reload()
+        time.sleep(3.5)  # past the grace and the next housekeeping tick
+        self.assertTrue(self.echoes(tunnel, b"ping-2"), "a tunnel allowed again was closed")
+        tunnel.close()
+        rec = self.sg.wait_audit(host="tunnel.test")
+        self.assertNotEqual(rec.get("reason"), "revoked_by_reload", rec)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,7 @@ TEST(ResolveLimits, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(e.headerTimeout, Seconds(10));
   EXPECT_EQ(e.idleTimeout, Seconds(300));
   EXPECT_EQ(e.shutdownGrace, Seconds(10));
+  EXPECT_EQ(e.revokeGrace, Seconds(2));
 }
 
 TEST(ResolveLimits, TaskBeatsGlobalBeatsDefault) {
@@ -52,6 +53,7 @@ TEST(ResolveLimits, EveryFieldIsInherited) {
   g.idleTimeout = Seconds(7);
   g.connectTimeout = Seconds(8);
   g.shutdownGrace = Seconds(9);
+  g.revokeGrace = Seconds(11);
   for (bool viaTask : {false, true}) {
     SCOPED_TRACE(viaTask ? "set on the task" : "set globally");
     EffectiveLimits e = viaTask ? resolveLimits(Limits{}, g) : resolveLimits(g, Limits{});
@@ -64,6 +66,7 @@ TEST(ResolveLimits, EveryFieldIsInherited) {
     EXPECT_EQ(e.idleTimeout, Seconds(7));
     EXPECT_EQ(e.connectTimeout, Seconds(8));
     EXPECT_EQ(e.shutdownGrace, Seconds(9));
+    EXPECT_EQ(e.revokeGrace, Seconds(11));
   }
 }
 

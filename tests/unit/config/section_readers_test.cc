@@ -116,7 +116,8 @@ TEST(SectionReaders, EveryLimit) {
       "  body_timeout: 2s\n"
       "  idle_timeout: 3m\n"
       "  connect_timeout: 500ms\n"
-      "  shutdown_grace: 0\n");
+      "  shutdown_grace: 0\n"
+      "  revoke_grace: 0\n");
   const Limits& l = c.limits;
   EXPECT_EQ(l.maxConnections, 10u);
   EXPECT_EQ(l.maxTunnels, 20u);
@@ -127,6 +128,7 @@ TEST(SectionReaders, EveryLimit) {
   EXPECT_EQ(l.idleTimeout, Seconds(180));
   EXPECT_EQ(l.connectTimeout, Seconds(0.5));
   EXPECT_EQ(l.shutdownGrace, Seconds(0));
+  EXPECT_EQ(l.revokeGrace, Seconds(0));
 }
 
 TEST(SectionReaders, ResolveForms) {
