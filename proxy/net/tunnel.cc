@@ -115,11 +115,17 @@ struct Direction {
   bool spliced = true;
 };
 
-// Ends the tunnel in both directions after an error on either side.
+// Ends the tunnel in both directions after an error on either side (a reset, a failed
+// write). Each peer must see a reset, not the end of a stream: a plain TCP stream cut short
+// would look whole. So nothing is shut down (that sends a FIN); both sockets reset when their
+// owners close them (SO_LINGER 0; see runTunnel in tunnel.h), and every wait on them is
+// cancelled, which ends the other direction without a half-close.
 void abortBoth(tcp::socket& a, tcp::socket& b) {
   boost::system::error_code ignored;
-  a.shutdown(tcp::socket::shutdown_both, ignored);
-  b.shutdown(tcp::socket::shutdown_both, ignored);
+  for (tcp::socket* s : {&a, &b}) {
+    s->set_option(asio::socket_base::linger(true, 0), ignored);
+    s->cancel(ignored);
+  }
 }
 
 void halfClose(tcp::socket& to) {

@@ -21,7 +21,10 @@ struct TunnelResult {
 };
 
 // Relays until done. A side that sends EOF gets its half-close propagated (shutdown of the
-// other side's write direction); the tunnel ends when both directions have ended.
+// other side's write direction); the tunnel ends when both directions have ended. An error on
+// either side (a reset, a failed write) ends both, and leaves both sockets set to reset when
+// closed, so that each peer sees the failure: the caller must close them explicitly (close(),
+// not the destructor, which Asio makes turn SO_LINGER off so as never to block).
 boost::asio::awaitable<TunnelResult> runTunnel(boost::asio::ip::tcp::socket& client,
                                                boost::asio::ip::tcp::socket& upstream,
                                                std::chrono::steady_clock::duration idleTimeout);

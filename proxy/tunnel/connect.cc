@@ -174,17 +174,23 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   // an idle tunnel costs only its sockets and coroutine frames.
   c.buffer.shrink_to_fit();
   auto idle = std::chrono::duration_cast<std::chrono::steady_clock::duration>(limits.idleTimeout);
-  LiveTunnel live(c, target, head.port, upstream.native_handle());
-  auto result = co_await runTunnel(c.stream.socket(), upstream, idle);
-  rec.bytesUp += result.bytesUp;
-  rec.bytesDown += result.bytesDown;
-  if (result.idleTimeout) {
-    rec.error = "idle timeout";
-    rec.reason = reason::kIdleTimeout;
-  } else if (!result.error.empty()) {
-    rec.error = result.error;
+  {
+    LiveTunnel live(c, target, head.port, upstream.native_handle());
+    auto result = co_await runTunnel(c.stream.socket(), upstream, idle);
+    rec.bytesUp += result.bytesUp;
+    rec.bytesDown += result.bytesDown;
+    if (result.idleTimeout) {
+      rec.error = "idle timeout";
+      rec.reason = reason::kIdleTimeout;
+    } else if (!result.error.empty()) {
+      rec.error = result.error;
+    }
+    live.noteEnd(rec);
   }
-  live.noteEnd(rec);
+  // Closed explicitly (a reset when the tunnel failed: see runTunnel), and only once the
+  // tunnel is unregistered, so that a reload never shuts down a descriptor reused since.
+  boost::system::error_code ignored;
+  upstream.close(ignored);
   finishRequest(c, log);
 }
 

@@ -432,6 +432,11 @@ class TestUpstream {
     std::lock_guard lock(mu_);
     return i < conns_.size() && conns_[i]->wire->ended();
   }
+  // How it ended ("eof", "reset", "close_notify", "tls cut"; empty while open).
+  std::string endedBy(size_t i) const {
+    std::lock_guard lock(mu_);
+    return i < conns_.size() ? conns_[i]->wire->endedBy() : std::string();
+  }
   bool handshakeFailed(size_t i) const {
     std::lock_guard lock(mu_);
     return i < conns_.size() && conns_[i]->handshakeFailed;

@@ -9,6 +9,7 @@
 #include <openssl/ssl.h>
 
 #include <chrono>
+#include <future>
 #include <string>
 #include <thread>
 
@@ -139,6 +140,46 @@ TEST_F(TunnelTest, UpstreamHalfCloseReachesTheClientWhichMayStillSend) {
   ASSERT_TRUE(upstream_->waitDone(0));
   EXPECT_EQ(upstream_->received(0), "after the banner");
   EXPECT_TRUE(upstream_->ended(0));
+}
+
+// A reset on one side reaches the other as a reset, never as the end of the stream: a plain
+// TCP stream cut short would otherwise look whole to the client.
+TEST_F(TunnelTest, UpstreamResetReachesTheClientAsAReset) {
+  std::promise<void> delivered;
+  auto seen = delivered.get_future().share();
+  start([seen](Wire& c, size_t) {
+    if (!c.send("the first half")) return;
+    seen.wait_for(10s);  // the client has the bytes before the reset, so none are lost to it
+    c.abort();
+  });
+  auto c = openTunnel("api.test:7000");
+  ASSERT_TRUE(c);
+  ASSERT_EQ(c->readExactly(14).value_or(""), "the first half");
+  delivered.set_value();
+  std::string got;
+  EXPECT_TRUE(c->readToEnd(got));
+  EXPECT_EQ(got, "");
+  EXPECT_EQ(c->endedBy(), "reset") << "the upstream's reset reached the client as an end";
+  auto line = waitAudit("tunnel", "allowed");
+  ASSERT_TRUE(line);
+  EXPECT_TRUE(line->contains("error"));
+}
+
+TEST_F(TunnelTest, ClientResetReachesTheUpstreamAsAReset) {
+  start([](Wire& c, size_t) {
+    std::string got;
+    c.readToEnd(got);
+  });
+  auto c = openTunnel("api.test:7000");
+  ASSERT_TRUE(c);
+  ASSERT_TRUE(c->send("hello"));
+  // Once the upstream has the bytes, the client resets.
+  for (int i = 0; i < 500 && upstream_->received(0) != "hello"; ++i)
+    std::this_thread::sleep_for(10ms);
+  ASSERT_EQ(upstream_->received(0), "hello");
+  c->abort();
+  ASSERT_TRUE(upstream_->waitDone(0));
+  EXPECT_EQ(upstream_->endedBy(0), "reset") << "the client's reset reached the upstream as an end";
 }
 
 TEST_F(TunnelTest, IdleTunnelIsClosedAfterTheIdleTimeoutAndTrafficKeepsItOpen) {
