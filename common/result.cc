@@ -1,4 +1,4 @@
-// Rendering of Diagnostic.
+// Rendering of Diagnostic and Error.
 #include "common/result.h"
 
 #include <fmt/format.h>
@@ -16,6 +16,24 @@ std::string Diagnostic::str() const {
   if (!keyPath.empty()) out += keyPath + ": ";
   out += message;
   return out;
+}
+
+std::string joinDiagnostics(const Diagnostics& errors) {
+  std::string out;
+  for (const auto& e : errors) {
+    if (!out.empty()) out += '\n';
+    out += e.str();
+  }
+  return out;
+}
+
+std::string Error::str() const {
+  if (reason.empty()) return message;
+  return fmt::format("{} ({})", message, reason);
+}
+
+Diagnostic Error::diagnostic(std::string keyPath) const {
+  return Diagnostic{"", 0, 0, std::move(keyPath), message};
 }
 
 }  // namespace sandgate

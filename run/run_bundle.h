@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "common/result.h"
 #include "common/safe_open.h"
@@ -21,12 +22,22 @@
 
 namespace sandgate::run {
 
+// Reason tokens of a run that cannot begin (runTask's exit status follows them).
+namespace reason {
+// The run's directory cannot be made or used (--run-dir, --resume, --from): a usage error.
+inline constexpr std::string_view kRunDirectory = "run_directory";
+// The workspace is refused (sandbox::openWorkspace) or cannot be identified: a setup failure,
+// as when the launcher refuses it.
+inline constexpr std::string_view kWorkspace = "workspace";
+}  // namespace reason
+
 class RunBundle {
  public:
   // Creates the run's directory (--run-dir or the default), opens the workspace to compare
   // against later, and points `options` at the overlay's layers (overlay mode) and at the
   // output pipes. `policyText`: the config in force ("" when it is serve's).
   // `checked`: the workspace as sandbox::openWorkspace checked it (its descriptor is taken).
+  // Every error is about the run's directory (reason::kRunDirectory).
   static Result<std::unique_ptr<RunBundle>> begin(const RunRequest& req,
                                                   const WorkspaceId& workspace,
                                                   sandbox::CheckedWorkspace checked,

@@ -62,8 +62,8 @@ Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
 
 // A workspace the launcher refuses is a setup failure (as when sandbox::run refuses it); a run
 // directory that cannot be made is a usage error (--run-dir).
-int bundleFailure(const std::vector<Diagnostic>& errors) {
-  return errors.front().keyPath == "run directory" ? kExitUsage : kExitSetupFailed;
+int bundleFailure(const Error& error) {
+  return error.reason == reason::kRunDirectory ? kExitUsage : kExitSetupFailed;
 }
 
 // The config file's text as it was read for this run (the bundle's policy.yaml). A config holds
@@ -121,18 +121,23 @@ int runTask(const RunRequest& req) {
   // never inside the workspace.
   // The workspace is checked first (the launcher checks it again): an unsafe one is refused
   // with its reason before anything is made for the run.
-  auto beginBundle = [&](const std::string& policyText) -> Result<std::unique_ptr<RunBundle>> {
+  auto beginBundle = [&](const std::string& policyText) -> Expected<std::unique_ptr<RunBundle>> {
+    auto failed = [](std::string_view why, const Diagnostics& errors) {
+      return Error{std::string(why), errors.front().str()};
+    };
     auto checked = sandbox::openWorkspace(req.workspace, options.hiddenPaths);
-    if (!checked) return checked.errors();
+    if (!checked) return failed(reason::kWorkspace, checked.errors());
     if (!workspace) {
       auto id = identifyWorkspace(req.workspace);
       if (!id) {
         ::close(checked->fd);
-        return id.errors();
+        return failed(reason::kWorkspace, id.errors());
       }
       workspace = id.value();
     }
-    return RunBundle::begin(req, *workspace, checked.value(), policyText, &options);
+    auto begun = RunBundle::begin(req, *workspace, checked.value(), policyText, &options);
+    if (!begun) return failed(reason::kRunDirectory, begun.errors());
+    return std::move(begun.value());
   };
   if (req.proxy) {
     // No local config with --proxy: the built-in defaults (config::Sandbox's), then the flags.
@@ -140,7 +145,7 @@ int runTask(const RunRequest& req) {
       return fail(kExitUsage, "{}", e);
     }
     auto bundle = beginBundle("");  // the policy in force is serve's
-    if (!bundle) return fail(bundleFailure(bundle.errors()), "{}", bundle.errors().front().str());
+    if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
     // run/serve_run.cc
     return runWithServe(req, std::move(options), std::move(report), bundle.value().get());
   }
@@ -175,7 +180,7 @@ int runTask(const RunRequest& req) {
   options.capture.rangeV6 = capture->v6Text;
 
   auto bundle = beginBundle(policyText);
-  if (!bundle) return fail(bundleFailure(bundle.errors()), "{}", bundle.errors().front().str());
+  if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
   RunBundle& runBundle = *bundle.value();
   proxy::EmbeddedOptions proxyOptions;  // no audit.path: stderr, never the command's stdout
   proxyOptions.auditCopyFd = runBundle.takeAuditFd();

@@ -40,15 +40,14 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
 
   auto connected = proxy::AdminClient::connect(path);
   if (!connected) {
-    return fail(kExitSetupFailed, "--proxy {}: {}", spec, connected.errors().front().message);
+    return fail(kExitSetupFailed, "--proxy {}: {}", spec, connected.error().message);
   }
   auto& admin = *connected.value();
   auto env = admin.taskEnvironment(task);
   if (!env) {
-    const auto& e = env.errors().front();
-    return fail(e.keyPath == proxy::admin_reason::kUnknownTask ? kExitUsage : kExitSetupFailed,
-                "sandgate serve at {} refused task {}: {}{}", path, task, e.message,
-                e.keyPath.empty() ? "" : fmt::format(" ({})", e.keyPath));
+    const Error& e = env.error();
+    return fail(e.reason == proxy::admin_reason::kUnknownTask ? kExitUsage : kExitSetupFailed,
+                "sandgate serve at {} refused task {}: {}", path, task, e.str());
   }
   options.extraCaPem = env->caPem;
   for (const auto& [name, value] : env->env) options.env.emplace(name, value);  // --env wins
@@ -79,7 +78,7 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
     if (!adopted) {
       throw std::runtime_error(
           fmt::format("sandgate serve at {} did not adopt the transparent capture: {}", path,
-                      adopted.errors().front().message));
+                      adopted.error().message));
     }
   };
   auto result = sandbox::run(
@@ -90,7 +89,7 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
         if (!adopted) {
           throw std::runtime_error(
               fmt::format("sandgate serve at {} did not adopt the listeners: {}", path,
-                          adopted.errors().front().message));
+                          adopted.error().message));
         }
       },
       onCapture,
@@ -106,7 +105,7 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
     fmt::print(stderr,
                "sandgate run: warning: no traffic summary from {} ({}); the report counts no "
                "requests, serve's audit log has them\n",
-               path, released.errors().front().message);
+               path, released.error().message);
   }
   connected.value().reset();
   return finishRun(req, task, env->policy, result, RunLimits::of(options), summary.traffic,

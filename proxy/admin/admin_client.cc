@@ -17,10 +17,11 @@ namespace sandgate::proxy {
 
 namespace {
 
-Diagnostic failure(std::string message) { return Diagnostic{"", 0, 0, "", std::move(message)}; }
+// A failure without a reason token: the connection, not serve, failed.
+Error failure(std::string message) { return Error{"", std::move(message)}; }
 
 // Call, path and errno; read errno before anything else can change it.
-Diagnostic sysError(const char* call, const std::string& path) {
+Error sysError(const char* call, const std::string& path) {
   int e = errno;
   std::string hint;
   if (e == EAGAIN) hint = "; no reply in time";
@@ -30,8 +31,8 @@ Diagnostic sysError(const char* call, const std::string& path) {
 
 }  // namespace
 
-Result<std::unique_ptr<AdminClient>> AdminClient::connect(const std::string& path,
-                                                          std::chrono::milliseconds timeout) {
+Expected<std::unique_ptr<AdminClient>> AdminClient::connect(const std::string& path,
+                                                            std::chrono::milliseconds timeout) {
   sockaddr_un a{};
   if (path.empty() || path.size() >= sizeof(a.sun_path)) {
     return failure(fmt::format("'{}' cannot be a unix socket path", path));
@@ -59,7 +60,8 @@ Result<std::unique_ptr<AdminClient>> AdminClient::connect(const std::string& pat
 
 AdminClient::~AdminClient() { ::close(fd_); }
 
-Result<AdminReply> AdminClient::exchange(const AdminRequest& request, const std::vector<int>& fds) {
+Expected<AdminReply> AdminClient::exchange(const AdminRequest& request,
+                                           const std::vector<int>& fds) {
   if (fds.size() > kMaxAdminFds) {
     return failure(fmt::format("at most {} descriptors per message", kMaxAdminFds));
   }
@@ -82,9 +84,9 @@ Result<AdminReply> AdminClient::exchange(const AdminRequest& request, const std:
   if (n == 0) return failure(fmt::format("{}: the server closed the connection", path_));
   auto reply = parseReply(std::string_view(buf.data(), static_cast<size_t>(n)));
   if (!reply) {
-    return failure(fmt::format("{}: bad reply: {}", path_, reply.errors().front().message));
+    return failure(fmt::format("{}: bad reply: {}", path_, reply.error().message));
   }
-  if (!reply->ok) return Diagnostic{"", 0, 0, reply->reason, reply->error};
+  if (!reply->ok) return Error{reply->reason, reply->error};
   return std::move(reply.value());
 }
 
@@ -94,45 +96,45 @@ const char* envOpName(AdminOp op) { return op == AdminOp::kTaskEnv ? "task_env" 
 
 }  // namespace
 
-Result<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string& task) {
+Expected<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string& task) {
   auto r = exchange(AdminRequest{op, task}, {});
-  if (!r) return r.errors();
+  if (!r) return r.error();
   if (!r->environment) {
     return failure(fmt::format("{}: {} reply without an environment", path_, envOpName(op)));
   }
   return std::move(*r->environment);
 }
 
-Result<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task) {
+Expected<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task) {
   return environment(AdminOp::kTaskEnv, task);
 }
 
-Result<TaskEnvironment> AdminClient::tokenEnvironment(const std::string& task) {
+Expected<TaskEnvironment> AdminClient::tokenEnvironment(const std::string& task) {
   return environment(AdminOp::kTokenEnv, task);
 }
 
-Result<bool> AdminClient::adopt(const std::string& task, const std::vector<int>& fds) {
+Expected<void> AdminClient::adopt(const std::string& task, const std::vector<int>& fds) {
   auto r = exchange(AdminRequest{AdminOp::kAdopt, task}, fds);
-  if (!r) return r.errors();
-  return true;
+  if (!r) return r.error();
+  return {};
 }
 
-Result<bool> AdminClient::adoptCapture(const std::string& task, const std::vector<uint16_t>& ports,
-                                       bool ipv6, int dnsUdp, int dnsTcp,
-                                       const std::vector<int>& listeners) {
+Expected<void> AdminClient::adoptCapture(const std::string& task,
+                                         const std::vector<uint16_t>& ports, bool ipv6, int dnsUdp,
+                                         int dnsTcp, const std::vector<int>& listeners) {
   AdminRequest req(AdminOp::kAdoptCapture, task);
   req.ports = ports;
   req.ipv6 = ipv6;
   std::vector<int> fds = {dnsUdp, dnsTcp};
   fds.insert(fds.end(), listeners.begin(), listeners.end());
   auto r = exchange(req, fds);
-  if (!r) return r.errors();
-  return true;
+  if (!r) return r.error();
+  return {};
 }
 
-Result<ReleaseSummary> AdminClient::release() {
+Expected<ReleaseSummary> AdminClient::release() {
   auto r = exchange(AdminRequest{AdminOp::kRelease, ""}, {});
-  if (!r) return r.errors();
+  if (!r) return r.error();
   return ReleaseSummary{r->traffic.value_or(TrafficSummary{}), r->dns};
 }
 

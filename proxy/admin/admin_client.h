@@ -19,40 +19,40 @@ struct ReleaseSummary {
   std::optional<CaptureCounts> dns;  // after adoptCapture
 };
 
-// Errors are Diagnostics whose keyPath is the server's reason token (admin_reason::…) for a
-// refused request, and empty for a connection that failed (the message names the system
-// call, the path and errno).
+// Errors carry the server's reason token (admin_reason::…) in Error::reason for a refused
+// request; the reason is empty for a connection that failed (the message names the system
+// call, the path and errno) or a reply that cannot be read.
 class AdminClient {
  public:
   // Connects to the admin socket at `path`. Every later call waits at most `timeout`.
-  static Result<std::unique_ptr<AdminClient>> connect(
+  static Expected<std::unique_ptr<AdminClient>> connect(
       const std::string& path, std::chrono::milliseconds timeout = std::chrono::seconds(30));
   ~AdminClient();
   AdminClient(const AdminClient&) = delete;
   AdminClient& operator=(const AdminClient&) = delete;
 
   // task_env: a new run's environment (its placeholders hold for what this connection adopts).
-  Result<TaskEnvironment> taskEnvironment(const std::string& task);
+  Expected<TaskEnvironment> taskEnvironment(const std::string& task);
   // token_env: the environment of the task's token clients on serve's own listeners.
-  Result<TaskEnvironment> tokenEnvironment(const std::string& task);
+  Expected<TaskEnvironment> tokenEnvironment(const std::string& task);
   // Hands the listening sockets over (they stay open here: the caller closes its copies).
-  Result<bool> adopt(const std::string& task, const std::vector<int>& fds);
+  Expected<void> adopt(const std::string& task, const std::vector<int>& fds);
   // Hands the transparent capture over: the DNS stub's UDP and TCP sockets and the capture
   // listeners on `ports`; `ipv6`: the sandbox routes and listens on the IPv6 range. Served
   // with the ranges of this connection's taskEnvironment() (call it first). The descriptors
   // stay open here, as for adopt().
-  Result<bool> adoptCapture(const std::string& task, const std::vector<uint16_t>& ports, bool ipv6,
-                            int dnsUdp, int dnsTcp, const std::vector<int>& listeners);
+  Expected<void> adoptCapture(const std::string& task, const std::vector<uint16_t>& ports,
+                              bool ipv6, int dnsUdp, int dnsTcp, const std::vector<int>& listeners);
   // Asks serve to close everything adopted and say what the run's connections (and its DNS
   // stub) did.
-  Result<ReleaseSummary> release();
+  Expected<ReleaseSummary> release();
 
   const std::string& path() const { return path_; }
 
  private:
   AdminClient(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
-  Result<AdminReply> exchange(const AdminRequest& request, const std::vector<int>& fds);
-  Result<TaskEnvironment> environment(AdminOp op, const std::string& task);
+  Expected<AdminReply> exchange(const AdminRequest& request, const std::vector<int>& fds);
+  Expected<TaskEnvironment> environment(AdminOp op, const std::string& task);
 
   int fd_;
   std::string path_;

@@ -56,8 +56,8 @@ json::object captureCountsToJson(const CaptureCounts& counts) {
 
 namespace {
 
-Diagnostic refusal(std::string_view reason, std::string message) {
-  return Diagnostic{"", 0, 0, std::string(reason), std::move(message)};
+Error refusal(std::string_view reason, std::string message) {
+  return Error{std::string(reason), std::move(message)};
 }
 
 const char* opName(AdminOp op) {
@@ -85,7 +85,7 @@ bool isTaskName(std::string_view s) {
   });
 }
 
-Result<json::object> parseObject(std::string_view message) {
+Expected<json::object> parseObject(std::string_view message) {
   if (message.size() > kMaxAdminMessage) {
     return refusal(admin_reason::kBadRequest,
                    fmt::format("message of {} bytes exceeds {}", message.size(), kMaxAdminMessage));
@@ -200,9 +200,9 @@ std::string encodeRequest(const AdminRequest& request) {
   return json::serialize(o);
 }
 
-Result<AdminRequest> parseRequest(std::string_view message) {
+Expected<AdminRequest> parseRequest(std::string_view message) {
   auto parsed = parseObject(message);
-  if (!parsed) return parsed.errors();
+  if (!parsed) return parsed.error();
   const auto& o = parsed.value();
   AdminRequest out;
   std::string op = stringOf(o, "op");
@@ -282,9 +282,11 @@ AdminReply errorReply(std::string_view reason, std::string error) {
   return r;
 }
 
-Result<AdminReply> parseReply(std::string_view message) {
+AdminReply errorReply(const Error& error) { return errorReply(error.reason, error.message); }
+
+Expected<AdminReply> parseReply(std::string_view message) {
   auto parsed = parseObject(message);
-  if (!parsed) return parsed.errors();
+  if (!parsed) return parsed.error();
   const auto& o = parsed.value();
   AdminReply r;
   const json::value* ok = o.if_contains("ok");

@@ -128,14 +128,16 @@ struct AdminReply {
 };
 
 std::string encodeRequest(const AdminRequest& request);
-// Errors (message only, keyPath = reason token): not JSON, wrong version, unknown op,
-// missing or invalid task name, adopt_capture without valid ports.
-Result<AdminRequest> parseRequest(std::string_view message);
+// Errors (Error::reason an admin_reason token): not JSON, wrong version, unknown op, missing
+// or invalid task name, adopt_capture without valid ports.
+Expected<AdminRequest> parseRequest(std::string_view message);
 
 std::string encodeReply(const AdminReply& reply);
 AdminReply errorReply(std::string_view reason, std::string error);
-// A reply that is not JSON or not version 1 is a Diagnostic, not a refused AdminReply.
-Result<AdminReply> parseReply(std::string_view message);
+// The refusal of `error` (its reason an admin_reason token).
+AdminReply errorReply(const Error& error);
+// A reply that is not JSON or not version 1 is an Error, not a refused AdminReply.
+Expected<AdminReply> parseReply(std::string_view message);
 
 // Who is at the other end of an admin connection, as the kernel recorded it at connect():
 // never looked up by uid in /etc/group, which lists groups a process may have dropped.

@@ -295,7 +295,7 @@ struct AdminSocket::Impl {
                                         CaptureOptions{req.task, req.ports, *v4, *v6, req.ipv6},
                                         c.tally, runPlaceholders(c, req.task));
     if (!adopted) {
-      return errorReply(adopted.errors().front().keyPath, adopted.errors().front().message);
+      return errorReply(adopted.error());
     }
     c.handles.push_back(adopted->group);
     c.capture = adopted->context;
@@ -327,7 +327,7 @@ struct AdminSocket::Impl {
     switch (req.op) {
       case AdminOp::kTaskEnv: {
         auto env = backend.environment(req.task);
-        if (!env) return errorReply(env.errors().front().keyPath, env.errors().front().message);
+        if (!env) return errorReply(env.error());
         AdminReply r;
         r.ok = true;
         c.offer = env->reply.capture;
@@ -341,7 +341,7 @@ struct AdminSocket::Impl {
           return errorReply(admin_reason::kBadRequest, "token_env is not served here");
         }
         auto env = backend.tokenEnvironment(req.task);
-        if (!env) return errorReply(env.errors().front().keyPath, env.errors().front().message);
+        if (!env) return errorReply(env.error());
         AdminReply r;
         r.ok = true;
         r.environment = std::move(env.value());
@@ -368,7 +368,7 @@ struct AdminSocket::Impl {
             backend.adopt(std::move(fds), req.task, c.tally, runPlaceholders(c, req.task));
         fds.clear();  // owned by adopt now, closed by it on error
         if (!handle) {
-          return errorReply(handle.errors().front().keyPath, handle.errors().front().message);
+          return errorReply(handle.error());
         }
         c.handles.push_back(handle.value());
         spdlog::info("admin socket {}: serving {} listener(s) for task {} (pid {}, uid {})",
@@ -417,7 +417,7 @@ struct AdminSocket::Impl {
     } else {
       auto req = parseRequest(std::string_view(buffer.data(), static_cast<size_t>(n)));
       if (!req) {
-        reply = errorReply(req.errors().front().keyPath, req.errors().front().message);
+        reply = errorReply(req.error());
       } else {
         if (req->op != AdminOp::kAdopt && req->op != AdminOp::kAdoptCapture) closeFds();
         reply = handle(c, req.value(), fds);

@@ -48,24 +48,23 @@ struct RunEnvironment {
 
 // What the admin socket asks of the server.
 struct AdminBackend {
-  // task_env: a new run's environment, with placeholders of its own. Error keyPath: an
-  // admin_reason token (unknown_task, ...).
-  std::function<Result<RunEnvironment>(const std::string& task)> environment;
+  // Every Error::reason is an admin_reason token (unknown_task, unavailable, ...): the reply's.
+  // task_env: a new run's environment, with placeholders of its own.
+  std::function<Expected<RunEnvironment>(const std::string& task)> environment;
   // token_env: the environment of the task's token clients (see admin_protocol.h).
-  std::function<Result<TaskEnvironment>(const std::string& task)> tokenEnvironment;
+  std::function<Expected<TaskEnvironment>(const std::string& task)> tokenEnvironment;
   // Serves `fds` (owned: closed on error too) for `task`, counting into `tally`, honouring
   // `placeholders` (the run's, from its task_env; null: none); returns a handle for release.
-  // Error keyPath: an admin_reason token.
-  std::function<Result<uint64_t>(std::vector<int> fds, const std::string& task,
-                                 std::shared_ptr<ListenerTally> tally,
-                                 std::shared_ptr<const broker::PlaceholderSet> placeholders)>
+  std::function<Expected<uint64_t>(std::vector<int> fds, const std::string& task,
+                                   std::shared_ptr<ListenerTally> tally,
+                                   std::shared_ptr<const broker::PlaceholderSet> placeholders)>
       adopt;
   // adopt_capture: serves a sandbox's DNS stub sockets and capture listeners (owned: closed on
   // error too) with `options`, counting into `tally`, honouring `placeholders` as for adopt.
-  // The group is a handle for release. Error keyPath: an admin_reason token.
-  std::function<Result<AdoptedCapture>(CaptureSockets sockets, CaptureOptions options,
-                                       std::shared_ptr<ListenerTally> tally,
-                                       std::shared_ptr<const broker::PlaceholderSet> placeholders)>
+  // The group is a handle for release.
+  std::function<Expected<AdoptedCapture>(
+      CaptureSockets sockets, CaptureOptions options, std::shared_ptr<ListenerTally> tally,
+      std::shared_ptr<const broker::PlaceholderSet> placeholders)>
       adoptCapture;
   // Closes what an adopt or adopt_capture handle holds (connections already accepted go on).
   std::function<void(uint64_t handle)> release;

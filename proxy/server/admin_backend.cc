@@ -21,22 +21,20 @@ AdminBackend Server::adminBackend() {
   auto unknownTask = [](const config::Config& cfg, const std::string& task) {
     std::string names;
     for (const auto& t : cfg.tasks) names += (names.empty() ? "" : ", ") + t.name;
-    return Diagnostic{"", 0, 0, std::string(admin_reason::kUnknownTask),
-                      fmt::format("no task '{}' in {} (tasks: {})", task, cfg.file,
-                                  names.empty() ? "none" : names)};
+    return Error{std::string(admin_reason::kUnknownTask),
+                 fmt::format("no task '{}' in {} (tasks: {})", task, cfg.file,
+                             names.empty() ? "none" : names)};
   };
   // The reply of task_env or token_env: the policy, the CA and the placeholders of `env`.
-  auto reply =
-      [this, unknownTask](
-          const std::string& task, bool run,
-          std::shared_ptr<const broker::PlaceholderSet>* placeholders) -> Result<TaskEnvironment> {
+  auto reply = [this, unknownTask](const std::string& task, bool run,
+                                   std::shared_ptr<const broker::PlaceholderSet>* placeholders)
+      -> Expected<TaskEnvironment> {
     auto snap = impl_->state.snapshot.load();
     const config::Task* t = snap->config.findTask(task);
     if (!t) return unknownTask(snap->config, task);
     auto env = run ? sandboxEnvironment(task) : tokenClientEnvironment(task);
     if (!env) {
-      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
-                        env.errors().front().message};
+      return Error{std::string(admin_reason::kUnavailable), env.errors().front().message};
     }
     if (placeholders) *placeholders = env->placeholders;
     TaskEnvironment out;
@@ -57,17 +55,17 @@ AdminBackend Server::adminBackend() {
     out.capture = CaptureOffer{snap->capture.ports, snap->capture.v4Text, snap->capture.v6Text};
     return out;
   };
-  b.environment = [reply](const std::string& task) -> Result<RunEnvironment> {
+  b.environment = [reply](const std::string& task) -> Expected<RunEnvironment> {
     RunEnvironment run;
     auto out = reply(task, true, &run.placeholders);
-    if (!out) return out.errors();
+    if (!out) return out.error();
     run.reply = std::move(out.value());
     return run;
   };
   b.tokenEnvironment = [reply](const std::string& task) { return reply(task, false, nullptr); };
   b.adopt = [this, unknownTask](
                 std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> tally,
-                std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Result<uint64_t> {
+                std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Expected<uint64_t> {
     auto snap = impl_->state.snapshot.load();
     if (!snap->config.findTask(task)) {
       for (int fd : fds) ::close(fd);
@@ -76,15 +74,14 @@ AdminBackend Server::adminBackend() {
     auto group =
         adoptListeners(std::move(fds), task, std::move(tally), nullptr, std::move(placeholders));
     if (!group) {
-      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
-                        group.errors().front().message};
+      return Error{std::string(admin_reason::kUnavailable), group.errors().front().message};
     }
     return group.value();
   };
   b.adoptCapture =
       [this, unknownTask](
           CaptureSockets sockets, CaptureOptions options, std::shared_ptr<ListenerTally> tally,
-          std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Result<AdoptedCapture> {
+          std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Expected<AdoptedCapture> {
     auto snap = impl_->state.snapshot.load();
     if (!snap->config.findTask(options.task)) {
       sockets.close();
@@ -93,8 +90,7 @@ AdminBackend Server::adminBackend() {
     auto adopted = adoptCapture(std::move(sockets), std::move(options), std::move(tally),
                                 std::move(placeholders));
     if (!adopted) {
-      return Diagnostic{"", 0, 0, std::string(admin_reason::kUnavailable),
-                        adopted.errors().front().message};
+      return Error{std::string(admin_reason::kUnavailable), adopted.errors().front().message};
     }
     return adopted.value();
   };

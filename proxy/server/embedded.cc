@@ -172,7 +172,7 @@ void EmbeddedProxy::start() {
   im.server->start();
 }
 
-Result<bool> EmbeddedProxy::adoptListener(int fd, const std::string& task) {
+Result<void> EmbeddedProxy::adoptListener(int fd, const std::string& task) {
   return impl_->server->adoptListener(fd, task, impl_->runPlaceholders(task));
 }
 

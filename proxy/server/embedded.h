@@ -44,7 +44,7 @@ class EmbeddedProxy {
   Result<SandboxEnvironment> sandboxEnvironment(const std::string& task);
 
   // Serves a listening socket (takes ownership) whose every connection belongs to `task`.
-  Result<bool> adoptListener(int fd, const std::string& task);
+  Result<void> adoptListener(int fd, const std::string& task);
 
   // Transparent capture of one sandbox (see Server::adoptCapture).
   Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,

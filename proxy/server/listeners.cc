@@ -130,7 +130,7 @@ void Server::Impl::addOwn(const tcp::endpoint& ep) {
   state.ownEndpoints.store(std::make_shared<const std::vector<OwnEndpoint>>(own));
 }
 
-Result<bool> Server::Impl::bindProxy(const tcp::endpoint& ep) {
+Result<void> Server::Impl::bindProxy(const tcp::endpoint& ep) {
   // One acceptor per worker on the same port (SO_REUSEPORT): the kernel spreads new
   // connections over the workers without a shared accept queue or a lock.
   tcp::endpoint bound = ep;
@@ -151,14 +151,14 @@ Result<bool> Server::Impl::bindProxy(const tcp::endpoint& ep) {
   }
   proxyEndpoint = bound;
   addOwn(bound);
-  return true;
+  return {};
 }
 
-Result<bool> Server::adoptListener(int fd, std::string task,
+Result<void> Server::adoptListener(int fd, std::string task,
                                    std::shared_ptr<const broker::PlaceholderSet> placeholders) {
   auto group = adoptListeners({fd}, std::move(task), nullptr, nullptr, std::move(placeholders));
   if (!group) return group.errors();
-  return true;
+  return {};
 }
 
 Result<uint64_t> Server::adoptListeners(

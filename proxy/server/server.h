@@ -67,7 +67,7 @@ class Server {
   // Serves a listening socket whose every connection belongs to `task` (a socket handed
   // over by a sandbox launcher). Takes ownership of `fd`. Callable before or after start().
   // `placeholders` as for adoptListeners.
-  Result<bool> adoptListener(int fd, std::string task,
+  Result<void> adoptListener(int fd, std::string task,
                              std::shared_ptr<const broker::PlaceholderSet> placeholders = nullptr);
 
   // Adopts several listening sockets as one group that releaseListeners() closes again (the

@@ -84,7 +84,7 @@ struct Server::Impl {
 
   // listeners.cc
   void addOwn(const tcp::endpoint& ep);
-  Result<bool> bindProxy(const tcp::endpoint& ep);
+  Result<void> bindProxy(const tcp::endpoint& ep);
   // reload.cc
   bool statChanged();
   boost::asio::awaitable<void> housekeeping();

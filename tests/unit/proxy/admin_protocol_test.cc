@@ -105,9 +105,8 @@ TEST(AdminProtocol, BadRequestsNameTheirReason) {
     SCOPED_TRACE(c.name);
     auto r = parseRequest(c.wire);
     ASSERT_FALSE(r.ok());
-    EXPECT_EQ(r.errors().front().keyPath, c.reason);
-    EXPECT_NE(r.errors().front().message.find(c.message), std::string::npos)
-        << r.errors().front().message;
+    EXPECT_EQ(r.error().reason, c.reason);
+    EXPECT_NE(r.error().message.find(c.message), std::string::npos) << r.error().message;
   }
 }
 
@@ -183,10 +182,14 @@ TEST(AdminProtocol, RepliesRoundTrip) {
             R"({"v":1,"ok":false,"reason":"bad_request","error":"x"})");
 }
 
-TEST(AdminProtocol, BadRepliesAreDiagnostics) {
+TEST(AdminProtocol, BadRepliesAreErrors) {
   EXPECT_FALSE(parseReply("").ok());
-  EXPECT_FALSE(parseReply(R"({"v":1})").ok());
-  EXPECT_FALSE(parseReply(R"({"v":3,"ok":true})").ok());
+  auto noOk = parseReply(R"({"v":1})");
+  ASSERT_FALSE(noOk.ok());
+  EXPECT_EQ(noOk.error().reason, admin_reason::kBadRequest);
+  auto version = parseReply(R"({"v":3,"ok":true})");
+  ASSERT_FALSE(version.ok());
+  EXPECT_EQ(version.error().reason, admin_reason::kUnsupportedVersion);
 }
 
 TEST(AdminProtocol, PeerCheck) {

@@ -72,8 +72,8 @@ struct FakeBackend {
 
   AdminBackend backend() {
     AdminBackend b;
-    b.environment = [this](const std::string& task) -> Result<RunEnvironment> {
-      if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
+    b.environment = [this](const std::string& task) -> Expected<RunEnvironment> {
+      if (task != "t1") return Error{"unknown_task", "no task '" + task + "'"};
       std::lock_guard lock(mu);
       auto set = std::make_shared<const broker::PlaceholderSet>(std::vector<broker::Placeholder>{
           {"key", "KEY", "placeholder-" + std::to_string(made.size())}});
@@ -82,13 +82,13 @@ struct FakeBackend {
           TaskEnvironment{"p", "PEM", {{"KEY", set->all()[0].value}}, {"/secret"}, std::nullopt},
           set};
     };
-    b.tokenEnvironment = [](const std::string& task) -> Result<TaskEnvironment> {
-      if (task != "t1") return Diagnostic{"", 0, 0, "unknown_task", "no task '" + task + "'"};
+    b.tokenEnvironment = [](const std::string& task) -> Expected<TaskEnvironment> {
+      if (task != "t1") return Error{"unknown_task", "no task '" + task + "'"};
       return TaskEnvironment{"p", "PEM", {{"KEY", "token-placeholder"}}, {}, std::nullopt};
     };
-    b.adopt = [this](
-                  std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> t,
-                  std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Result<uint64_t> {
+    b.adopt =
+        [this](std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> t,
+               std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Expected<uint64_t> {
       std::lock_guard lock(mu);
       tally = std::move(t);
       adoptedWith.push_back(std::move(placeholders));
@@ -215,20 +215,20 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
 
   auto unknown = client.value()->taskEnvironment("nope");
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.errors().front().keyPath, "unknown_task");
-  EXPECT_EQ(unknown.errors().front().message, "no task 'nope'");
+  EXPECT_EQ(unknown.error().reason, "unknown_task");
+  EXPECT_EQ(unknown.error().message, "no task 'nope'");
 
   int pair[2];
   ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, pair), 0);
   auto notListener = client.value()->adopt("t1", {pair[0]});
   ASSERT_FALSE(notListener.ok());
-  EXPECT_EQ(notListener.errors().front().keyPath, "not_a_listener");
+  EXPECT_EQ(notListener.error().reason, "not_a_listener");
   ::close(pair[0]);
   ::close(pair[1]);
 
   auto none = client.value()->adopt("t1", {});
   ASSERT_FALSE(none.ok());
-  EXPECT_EQ(none.errors().front().keyPath, "bad_request");
+  EXPECT_EQ(none.error().reason, "bad_request");
 
   // No capture was offered on this connection: nothing says which ranges it would serve.
   EXPECT_FALSE(env->capture.has_value());
@@ -237,7 +237,7 @@ TEST(AdminSocket, RequestsRepliesAndReleaseAtEndOfConnection) {
   auto noOffer = client.value()->adoptCapture("t1", {dnsPort}, false, dnsTcp, dnsTcp, {dnsTcp});
   ::close(dnsTcp);
   ASSERT_FALSE(noOffer.ok());
-  EXPECT_EQ(noOffer.errors().front().keyPath, "bad_request");
+  EXPECT_EQ(noOffer.error().reason, "bad_request");
   EXPECT_NE(noOffer.errorText().find("needs a task_env reply with \"capture\""), std::string::npos)
       << noOffer.errorText();
 
@@ -431,7 +431,7 @@ TEST(AdminSocket, PeersThatAreNotRootNorInTheGroupAreRefused) {
               if (!c.ok()) return 2;
               auto env = c.value()->taskEnvironment("t1");
               if (env.ok()) return 3;
-              if (env.errors().front().keyPath != "permission_denied") return 4;
+              if (env.error().reason != "permission_denied") return 4;
               return env.errorText().find("uid 65534") != std::string::npos ? 0 : 5;
             }),
             0);
@@ -468,7 +468,7 @@ TEST(AdminSocket, TheGroupIsThePeersOwnNotItsUsersInTheDatabase) {
     if (!c.ok()) return 2;
     auto env = c.value()->taskEnvironment("t1");
     if (env.ok()) return 0;
-    return env.errors().front().keyPath == "permission_denied" ? 1 : 3;
+    return env.error().reason == "permission_denied" ? 1 : 3;
   };
   EXPECT_EQ(asNobody(ask, {4242}), 0);        // a supplementary group: served
   EXPECT_EQ(asNobody(ask, {1, 4242, 7}), 0);  // among others
@@ -497,8 +497,8 @@ TEST(AdminSocket, TaskGroupsNarrowWhoMayUseATask) {
       if (!c.ok()) return 2;
       auto env = c.value()->taskEnvironment(task);
       if (env.ok()) return 0;
-      if (env.errors().front().keyPath == "unknown_task") return 4;  // got past the check
-      if (env.errors().front().keyPath != "permission_denied") return 3;
+      if (env.error().reason == "unknown_task") return 4;  // got past the check
+      if (env.error().reason != "permission_denied") return 3;
       return env.errorText().find("holds none of task t1's admin_groups (gids 4242, 4343)") !=
                      std::string::npos
                  ? 1
@@ -529,7 +529,7 @@ TEST(AdminSocket, ListenersOutsideASandboxNamespaceOrLoopbackAreRefused) {
   ASSERT_GE(own, 0);
   auto refused = client.value()->adopt("t1", {own});
   ASSERT_FALSE(refused.ok());
-  EXPECT_EQ(refused.errors().front().keyPath, "serve_netns");
+  EXPECT_EQ(refused.error().reason, "serve_netns");
   EXPECT_NE(refused.errorText().find("serve's own network namespace"), std::string::npos)
       << refused.errorText();
   ::close(own);
@@ -550,7 +550,7 @@ TEST(AdminSocket, ListenersOutsideASandboxNamespaceOrLoopbackAreRefused) {
     ASSERT_GE(wildcard, 0);
     auto notLoopback = client.value()->adopt("t1", {wildcard});
     ASSERT_FALSE(notLoopback.ok());
-    EXPECT_EQ(notLoopback.errors().front().keyPath, "not_loopback");
+    EXPECT_EQ(notLoopback.error().reason, "not_loopback");
     EXPECT_NE(notLoopback.errorText().find(family == AF_INET ? "bound to 0.0.0.0, not to loopback"
                                                              : "bound to ::, not to loopback"),
               std::string::npos)
@@ -566,7 +566,7 @@ TEST(AdminSocket, ListenersOutsideASandboxNamespaceOrLoopbackAreRefused) {
   int second = other.run([&] { return listenLoopback(&port); });
   auto mixed = client.value()->adopt("t1", {second});
   ASSERT_FALSE(mixed.ok());
-  EXPECT_EQ(mixed.errors().front().keyPath, "mixed_netns");
+  EXPECT_EQ(mixed.error().reason, "mixed_netns");
   ::close(second);
   std::lock_guard lock(fake.mu);
   EXPECT_EQ(fake.adoptedTasks.size(), 1u);  // only the sandbox's own listener got through
@@ -638,7 +638,7 @@ TEST(AdminSocket, ServerServesTheRunsListenersUntilRelease) {
   ASSERT_GE(listener, 0);
   auto unknown = client.value()->adopt("t9", {listener});
   ASSERT_FALSE(unknown.ok());
-  EXPECT_EQ(unknown.errors().front().keyPath, "unknown_task");
+  EXPECT_EQ(unknown.error().reason, "unknown_task");
   EXPECT_NE(unknown.errorText().find("no task 't9' in admin.yaml (tasks: t1, t2)"),
             std::string::npos)
       << unknown.errorText();

@@ -268,7 +268,7 @@ TEST(CaptureServer, AdminSocketServesACaptureUntilReleaseOrDisconnect) {
   auto wrongPort = client.value()->adoptCapture("t1", env->capture->ports, false, box.udpFd,
                                                 box.tcpFd, {box.listenerFd});
   ASSERT_FALSE(wrongPort.ok());
-  EXPECT_EQ(wrongPort.errors().front().keyPath, "not_a_listener");
+  EXPECT_EQ(wrongPort.error().reason, "not_a_listener");
   auto adopted =
       client.value()->adoptCapture("t1", ports, false, box.udpFd, box.tcpFd, {box.listenerFd});
   ASSERT_TRUE(adopted.ok()) << adopted.errorText();
