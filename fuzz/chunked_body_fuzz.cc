@@ -109,8 +109,9 @@ int hex(char c) {
 }
 
 // RFC 9112 section 7.1, strictly: chunk-size is 1*HEXDIG whose value fits 63 bits, chunk-ext
-// is *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ), with BWS before the CRLF
-// too (as proxy/client/chunked_framing allows), every line ends in CRLF, and no trailer field
+// is *( BWS ";" BWS name [ BWS "=" BWS ( token / quoted-string ) ] ), so whitespace never
+// comes right before the CRLF (proxy/client/chunked_framing refuses it there too), every line
+// ends in CRLF, and no trailer field
 // (sandgate refuses request trailers). Returns the body and the bytes the chunked body took, or
 // nullopt.
 std::optional<std::pair<std::string, size_t>> strictDecode(std::string_view in) {
@@ -138,8 +139,12 @@ std::optional<std::pair<std::string, size_t>> strictDecode(std::string_view in) 
     }
     if (digits == 0) return std::nullopt;
     while (true) {  // chunk-ext
+      const size_t beforeBws = i;
       ows();
-      if (i >= in.size() || in[i] != ';') break;
+      if (i >= in.size() || in[i] != ';') {
+        i = beforeBws;  // BWS only before a ';': the CRLF must follow at once
+        break;
+      }
       ++i;
       ows();
       if (!tokenAt()) return std::nullopt;
