@@ -15,8 +15,8 @@ Client connections are reopened every 200 requests, and after any error. Every -
 seconds the config file is rewritten with one more (or one fewer) allow rule, so serve loads a
 new snapshot; every --rotate-every seconds the credential's file gets a new secret.
 
-Every --sample-every seconds: the sandgate process's RSS (VmRSS), open descriptors
-(/proc/PID/fd) and threads. At the end: for each, start, end, min, max and the least-squares
+Every --sample-every seconds: the sandgate process's RSS (VmRSS, and its anonymous part
+RssAnon), open descriptors (/proc/PID/fd) and threads. At the end: for each, start, end, min, max and the least-squares
 slope per hour over the whole run and after the warm-up (the first 10% left out); requests by
 kind, errors by reason (sandgate's X-Sandgate-Reason where it answered, else what the client
 saw), reloads (serve's sandgate_config_reloads_total) and rotations, credential checks.
@@ -138,15 +138,20 @@ class Secrets:
 
 
 def proc_sample(pid):
-    rss = threads = None
+    """(RSS MiB, anonymous RSS MiB, descriptors, threads). The anonymous part is the heap and
+    stacks; the rest of the RSS is the binary's and libraries' pages, which grow as code that
+    had not run yet (a reload, a rotation) is paged in."""
+    rss = anon = threads = None
     with open("/proc/%d/status" % pid) as f:
         for line in f:
             if line.startswith("VmRSS:"):
-                rss = int(line.split()[1]) / 1024.0  # MiB
+                rss = int(line.split()[1]) / 1024.0
+            elif line.startswith("RssAnon:"):
+                anon = int(line.split()[1]) / 1024.0
             elif line.startswith("Threads:"):
                 threads = int(line.split()[1])
     fds = len(os.listdir("/proc/%d/fd" % pid))
-    return rss, fds, threads
+    return rss, anon, fds, threads
 
 
 def slope_per_hour(points):
@@ -325,8 +330,8 @@ class Soak:
         self.args = args
         self.stats = Stats()
         self.stopping = threading.Event()
-        self.samples = []  # under load: (seconds since start, rss MiB, fds, threads)
-        self.after = None  # (rss MiB, fds, threads) 2 s after the load stopped
+        self.samples = []  # under load: (seconds since start,) + proc_sample()
+        self.after = None  # proc_sample() 2 s after the load stopped
         self.pki = test_pki()
         self.plain = HttpUpstream()
         self.plain.requests = Discard()
@@ -408,9 +413,10 @@ class Soak:
                     next_rotate += a.rotate_every
                 if now >= next_report:
                     s = self.samples[-1]
-                    print("soak: %4.0f s  rss %.1f MiB  fds %d  threads %d  requests %d  "
-                          "errors %d" % (s[0], s[1], s[2], s[3], sum(self.stats.requests.values()),
-                                         sum(self.stats.errors.values())), flush=True)
+                    print("soak: %4.0f s  rss %.1f MiB (anonymous %.1f)  fds %d  threads %d  "
+                          "requests %d  errors %d" %
+                          (s + (sum(self.stats.requests.values()),
+                                sum(self.stats.errors.values()))), flush=True)
                     next_report += 60
                 while due <= now:
                     kind = self.MIX[i % len(self.MIX)]
@@ -446,17 +452,19 @@ class Soak:
               "%d s, samples every %d s" % (a.duration, a.rate, a.workers, a.reload_every,
                                             a.rotate_every, a.sample_every))
         warm = a.duration * 0.1
-        for col, name, unit in ((1, "RSS", "MiB"), (2, "descriptors", ""), (3, "threads", "")):
+        for col, name, unit in ((1, "RSS", "MiB"), (2, "anonymous", "MiB"), (3, "descriptors", ""),
+                                (4, "threads", "")):
             pts = [(s[0], s[col]) for s in self.samples]
             after = [p for p in pts if p[0] >= warm]
             vals = [v for _, v in pts]
-            fmt = "%.1f" if col == 1 else "%d"
+            fmt = "%.1f" if unit else "%d"
             print(("  %-11s start " + fmt + ", end " + fmt + ", min " + fmt + ", max " + fmt +
                    "%s; slope %+.2f%s/h, after the warm-up (%d s) %+.2f%s/h") %
                   (name, vals[0], vals[-1], min(vals), max(vals), unit and " " + unit,
                    slope_per_hour(pts), unit and " " + unit, warm, slope_per_hour(after),
                    unit and " " + unit))
-        print("  after the load: RSS %.1f MiB, %d descriptors, %d threads" % self.after)
+        print("  after the load: RSS %.1f MiB (anonymous %.1f), %d descriptors, %d threads" %
+              self.after)
         st = self.stats
         print("  requests    %d: %s; mid-body disconnects %d (expected); not sent, workers "
               "behind: %d" % (sum(st.requests.values()),
@@ -472,9 +480,9 @@ class Soak:
         print("  serve exited with %s" % status)
         if a.csv:
             with open(a.csv, "w") as f:
-                f.write("seconds,rss_mib,fds,threads\n")
+                f.write("seconds,rss_mib,anon_mib,fds,threads\n")
                 for s in self.samples:
-                    f.write("%.1f,%.2f,%d,%d\n" % s)
+                    f.write("%.1f,%.2f,%.2f,%d,%d\n" % s)
             print("  samples in %s" % a.csv)
         bad = sum(st.errors.values()) + st.checks["stale"] + st.checks["other"] + \
             st.checks["not received"] + st.checks["secret in the response (a leak)"]
