@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "proxy/client/head_reader.h"
 #include "proxy/client/http_validation.h"
 #include "proxy/client/refusal.h"
 #include "proxy/net/deadline_stream.h"
@@ -75,6 +76,11 @@ policy::Decision decideRequest(const ClientConnection& c, const policy::Request&
 
 // Writes the audit line and updates the metrics of a finished request or tunnel.
 void finishRequest(ClientConnection& c, RequestLog& log);
+
+// A request head the client cut short after `bytes` bytes, by closing (kClosed: verdict error,
+// client_closed) or by falling silent until the idle timeout (kTimeout: deny, client_timeout):
+// fills in rec, for finishRequest. Nothing of such a head goes upstream.
+void noteCutHead(AuditRecord& rec, HeadStatus how, size_t bytes);
 
 // Moves c to the snapshot current now, when a reload has made a new one: its task is looked up
 // again by name (an ad-hoc task stays its own). Sets *changed when it moved. The refusal when

@@ -17,6 +17,15 @@ namespace sandgate::proxy {
 namespace asio = boost::asio;
 using asio::ip::tcp;
 
+void noteCutHead(AuditRecord& rec, HeadStatus how, size_t bytes) {
+  const bool timedOut = how == HeadStatus::kTimeout;
+  if (rec.kind.empty()) rec.kind = audit_kind::kRefusal;
+  rec.verdict = timedOut ? Outcome::kDeny : Outcome::kError;
+  rec.reason = timedOut ? reason::kClientTimeout : reason::kClientClosed;
+  rec.error = fmt::format("the client {} after {} byte(s) of a request head",
+                          timedOut ? "sent no more in time" : "closed the connection", bytes);
+}
+
 void finishRequest(ClientConnection& c, RequestLog& log) {
   auto& r = log.record;
   r.durationSeconds =

@@ -253,7 +253,8 @@ void InterceptSession::rewriteHead(Request& req, bool websocket) {
 // One request; true when the connection may carry another.
 asio::awaitable<bool> InterceptSession::one() {
   const HeadRead read = co_await readHead();
-  if (read.status == HeadStatus::kClosed || read.status == HeadStatus::kTimeout) co_return false;
+  const bool cut = read.status == HeadStatus::kClosed || read.status == HeadStatus::kTimeout;
+  if (cut && in_.size() == 0) co_return false;  // between requests: how a connection ends
   // Decided against the configuration current now (see session.cc).
   bool reloaded = false;
   auto revoked = refreshSnapshot(c_, &reloaded);
@@ -269,6 +270,11 @@ asio::awaitable<bool> InterceptSession::one() {
   rec.scheme = "https";
   rec.host = target_.name;
   rec.port = port_;
+  if (cut) {  // inside a request head (see session.cc)
+    noteCutHead(rec, read.status, in_.size());
+    finishRequest(c_, log);
+    co_return false;
+  }
   if (revoked) {
     co_await refuse(log, *revoked);
     co_return false;

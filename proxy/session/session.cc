@@ -207,13 +207,11 @@ asio::awaitable<void> serve(ClientConnection& c) {
       case HeadStatus::kComplete:
         break;
       case HeadStatus::kClosed:
-        co_return;
       case HeadStatus::kTimeout:
-        // A slow or silent client: the connection is closed; only a partial request is news.
+        // A client that goes away or falls silent between requests is how a connection ends;
+        // one that does so inside a request head is audited (nothing went upstream).
         if (c.buffer.size() > 0) {
-          log.record.kind = audit_kind::kRefusal;
-          log.record.verdict = Outcome::kDeny;
-          log.record.reason = reason::kClientTimeout;
+          noteCutHead(log.record, hr.status, c.buffer.size());
           finishRequest(c, log);
         }
         co_return;

@@ -240,6 +240,24 @@ class FramingTest(unittest.TestCase):
                 self.assertFalse(clean_end, "a cut response ended like a whole one: %r" % data)
         self.sg.wait_audit(path="/cut", reason="upstream_reset")
 
+    def test_head_cut_off_by_the_client_is_audited(self):
+        # A client that closes in the middle of a request head leaves an audit line (the
+        # upstream never saw any of it), as one that falls silent there does.
+        for name, route, kind in (("forward", self.forward, "refusal"),
+                                  ("intercept", self.intercept, "intercept")):
+            with self.subTest(route=name):
+                s, target, up, auth = route()
+                before = up.connections
+                partial = self.head(target(b"/cut-head"), auth, b"X-Half: yes\r\n")
+                s.sendall(partial)
+                time.sleep(0.2)  # the bytes are sandgate's before the close
+                s.close()
+                line = self.sg.wait_audit(reason="client_closed", kind=kind)
+                self.assertEqual(line["verdict"], "error")
+                self.assertIn("request head", line["error"])
+                self.assertEqual(up.connections, before, "the upstream was dialled")
+                self.assertNotIn("/cut-head", up.paths)
+
     def exchange(self, s, raw):
         s.sendall(raw)
         return read_response(s)
