@@ -425,8 +425,7 @@ class Soak:
                             self.stats.behind += 1
                     i += 1
                     due += interval
-                time.sleep(min(due, next_sample) - time.monotonic()
-                           if min(due, next_sample) > time.monotonic() else 0)
+                time.sleep(max(0.0, min(due, next_sample) - time.monotonic()))
         finally:
             self.stopping.set()
             for w in workers:

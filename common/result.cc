@@ -32,8 +32,4 @@ std::string Error::str() const {
   return fmt::format("{} ({})", message, reason);
 }
 
-Diagnostic Error::diagnostic(std::string keyPath) const {
-  return Diagnostic{"", 0, 0, std::move(keyPath), message};
-}
-
 }  // namespace sandgate

@@ -45,9 +45,6 @@ struct Error {
   std::string message;
 
   std::string str() const;
-  // For a config-facing context: a Diagnostic at `keyPath` (no position) with the message;
-  // the reason is dropped (a diagnostic is read, not compared).
-  Diagnostic diagnostic(std::string keyPath = {}) const;
 };
 
 namespace result_detail {

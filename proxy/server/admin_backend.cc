@@ -25,16 +25,21 @@ AdminBackend Server::adminBackend() {
                  fmt::format("no task '{}' in {} (tasks: {})", task, cfg.file,
                              names.empty() ? "none" : names)};
   };
+  // What the server could not do for a known task (its first diagnostic says why).
+  auto unavailable = [](const Diagnostics& why) {
+    return Error{std::string(admin_reason::kUnavailable), why.front().message};
+  };
   // The reply of task_env or token_env: the policy, the CA and the placeholders of `env`.
-  auto reply = [this, unknownTask](const std::string& task, bool run,
-                                   std::shared_ptr<const broker::PlaceholderSet>* placeholders)
+  auto reply = [this, unknownTask, unavailable](
+                   const std::string& task, bool run,
+                   std::shared_ptr<const broker::PlaceholderSet>* placeholders)
       -> Expected<TaskEnvironment> {
     auto snap = impl_->state.snapshot.load();
     const config::Task* t = snap->config.findTask(task);
     if (!t) return unknownTask(snap->config, task);
     auto env = run ? sandboxEnvironment(task) : tokenClientEnvironment(task);
     if (!env) {
-      return Error{std::string(admin_reason::kUnavailable), env.errors().front().message};
+      return unavailable(env.errors());
     }
     if (placeholders) *placeholders = env->placeholders;
     TaskEnvironment out;
@@ -63,7 +68,7 @@ AdminBackend Server::adminBackend() {
     return run;
   };
   b.tokenEnvironment = [reply](const std::string& task) { return reply(task, false, nullptr); };
-  b.adopt = [this, unknownTask](
+  b.adopt = [this, unknownTask, unavailable](
                 std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> tally,
                 std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Expected<uint64_t> {
     auto snap = impl_->state.snapshot.load();
@@ -74,12 +79,12 @@ AdminBackend Server::adminBackend() {
     auto group =
         adoptListeners(std::move(fds), task, std::move(tally), nullptr, std::move(placeholders));
     if (!group) {
-      return Error{std::string(admin_reason::kUnavailable), group.errors().front().message};
+      return unavailable(group.errors());
     }
     return group.value();
   };
   b.adoptCapture =
-      [this, unknownTask](
+      [this, unknownTask, unavailable](
           CaptureSockets sockets, CaptureOptions options, std::shared_ptr<ListenerTally> tally,
           std::shared_ptr<const broker::PlaceholderSet> placeholders) -> Expected<AdoptedCapture> {
     auto snap = impl_->state.snapshot.load();
@@ -90,7 +95,7 @@ AdminBackend Server::adminBackend() {
     auto adopted = adoptCapture(std::move(sockets), std::move(options), std::move(tally),
                                 std::move(placeholders));
     if (!adopted) {
-      return Error{std::string(admin_reason::kUnavailable), adopted.errors().front().message};
+      return unavailable(adopted.errors());
     }
     return adopted.value();
   };

@@ -57,12 +57,6 @@ TEST(Error, RendersMessageThenReason) {
   EXPECT_EQ((Error{"", "connect to /s: refused"}).str(), "connect to /s: refused");
 }
 
-TEST(Error, BecomesADiagnosticWithoutItsReason) {
-  Diagnostic d = Error{"unavailable", "the server is shutting down"}.diagnostic("listen.admin");
-  EXPECT_EQ(d.str(), "listen.admin: the server is shutting down");
-  EXPECT_EQ((Error{"r", "m"}).diagnostic().str(), "m");
-}
-
 TEST(Expected, ValueOrOneError) {
   Expected<int> good(5);
   ASSERT_TRUE(good.ok());
