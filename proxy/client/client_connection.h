@@ -68,6 +68,9 @@ struct ClientConnection {
 struct RequestLog {
   AuditRecord record;
   std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+  // A CONNECT whose TLS sandgate terminates: its requests are counted one by one, so the
+  // tunnel itself is counted as a tunnel, not as one more request (unless it was refused).
+  bool intercepted = false;
 };
 
 // The policy's decision for `req` on the connection's task, narrowed by its task token: a host

@@ -37,11 +37,25 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
   // client claims is not trusted, and it would make the label unbounded.
   if (!c.metrics && c.state.metrics) c.metrics = c.state.metrics->task("");
   if (c.metrics) {
-    c.metrics->request(r.kind == audit_kind::kRefusal
-                           ? (r.method == "CONNECT" ? "tunnel" : "forward")
-                           : std::string_view(r.kind),
-                       outcomeName(r.verdict), r.reason);
-    c.metrics->requestDuration(r.durationSeconds);
+    const std::string_view kind = r.kind == audit_kind::kRefusal
+                                      ? (r.method == "CONNECT" ? "tunnel" : "forward")
+                                      : std::string_view(r.kind);
+    const std::string_view verdict = outcomeName(r.verdict);
+    if (r.kind == audit_kind::kTunnel || r.kind == audit_kind::kWebsocket) {
+      // An established tunnel: its life is not a latency. A spliced CONNECT or a WebSocket
+      // upgrade is one request of the client's; an intercepted CONNECT's requests were
+      // counted each on its own, so it adds a request only when it ended as a refusal.
+      const std::string_view mode = r.kind == audit_kind::kWebsocket ? "websocket"
+                                    : log.intercepted                ? "intercepted"
+                                                                     : "spliced";
+      c.metrics->tunnelEnded(mode, verdict, r.reason, r.durationSeconds);
+      const bool served = r.verdict == Outcome::kAllow || r.verdict == Outcome::kAudit;
+      if (!log.intercepted || !served) {
+        c.metrics->request(kind, verdict, r.reason);
+      }
+    } else {
+      c.metrics->request(kind, verdict, r.reason, r.durationSeconds);
+    }
     if (r.bytesUp) c.metrics->bytesUp(r.bytesUp);
     if (r.bytesDown) c.metrics->bytesDown(r.bytesDown);
   }

@@ -93,6 +93,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
 
   const bool established = co_await sendEstablished(c, log, decision);
   if (!established) co_return;
+  log.intercepted = true;
 
   TlsChannel tls(c.stream, icpt.serverContext().native_handle(), TlsChannel::Role::kServer);
   // The bytes that followed the CONNECT head are the start of the ClientHello.

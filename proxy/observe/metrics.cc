@@ -7,8 +7,11 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 
+#include <atomic>
 #include <optional>
 #include <unordered_map>
+
+#include "proxy/observe/process_metrics.h"
 
 #ifndef SANDGATE_VERSION
 #define SANDGATE_VERSION "unknown"
@@ -31,9 +34,12 @@ std::string brokerKey(char kind, std::string_view credential, std::string_view r
   return key;
 }
 
-// Request durations span sub-millisecond refusals to hour-long tunnels.
-const prometheus::Histogram::BucketBoundaries kDurationBuckets = {
-    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600};
+// Request latencies: sub-millisecond refusals to slow uploads and long model answers.
+const prometheus::Histogram::BucketBoundaries kLatencyBuckets = {
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300};
+// Tunnel and WebSocket lifetimes: a quick fetch to an agent's hours-long session.
+const prometheus::Histogram::BucketBoundaries kLifetimeBuckets = {
+    0.1, 0.5, 1, 5, 15, 60, 300, 900, 1800, 3600, 7200, 14400};
 const prometheus::Histogram::BucketBoundaries kConnectBuckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
@@ -63,11 +69,13 @@ struct TaskMetrics::Families {
   prometheus::Family<prometheus::Gauge>* active;
   prometheus::Family<prometheus::Gauge>* tunnels;
   prometheus::Family<prometheus::Counter>* bytes;
-  prometheus::Family<prometheus::Histogram>* duration;
+  prometheus::Family<prometheus::Histogram>* latency;
+  prometheus::Family<prometheus::Counter>* tunnelEnds;
+  prometheus::Family<prometheus::Histogram>* lifetime;
   prometheus::Family<prometheus::Counter>* injections;
   prometheus::Family<prometheus::Counter>* scrubs;
   prometheus::Family<prometheus::Counter>* intercepted;
-  prometheus::Family<prometheus::Gauge>* leafCache;
+  prometheus::Family<prometheus::Counter>* leafCache;
   prometheus::Family<prometheus::Counter>* gitRefs;
 };
 
@@ -77,7 +85,6 @@ TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string n
   tunnels_ = &families_->tunnels->Add({{"task", name_}});
   bytesUp_ = &families_->bytes->Add({{"task", name_}, {"direction", "up"}});
   bytesDown_ = &families_->bytes->Add({{"task", name_}, {"direction", "down"}});
-  duration_ = &families_->duration->Add({{"task", name_}}, kDurationBuckets);
   intercepted_ = &families_->intercepted->Add({{"task", name_}});
 }
 
@@ -125,24 +132,72 @@ void TaskMetrics::tlsIntercepted() { intercepted_->Increment(); }
 
 TaskMetrics::~TaskMetrics() = default;
 
-void TaskMetrics::request(std::string_view kind, std::string_view verdict,
-                          std::string_view reason) {
+namespace {
+
+// The counter of `family` for `task`, `kindLabel`=k, verdict=v, reason=r, cached in `cache`.
+prometheus::Counter& outcomeCounter(std::map<std::string, prometheus::Counter*, std::less<>>& cache,
+                                    prometheus::Family<prometheus::Counter>& family,
+                                    const std::string& task, const char* kindLabel,
+                                    std::string_view k, std::string_view v, std::string_view r) {
+  std::string key;
+  key.reserve(k.size() + v.size() + r.size() + 2);
+  key.append(k).append("|").append(v).append("|").append(r);
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    auto& c = family.Add({{"task", task},
+                          {kindLabel, std::string(k)},
+                          {"verdict", std::string(v)},
+                          {"reason", std::string(r)}});
+    it = cache.emplace(std::move(key), &c).first;
+  }
+  return *it->second;
+}
+
+prometheus::Histogram& histogram(std::map<std::string, prometheus::Histogram*, std::less<>>& cache,
+                                 prometheus::Family<prometheus::Histogram>& family,
+                                 const std::string& task, prometheus::Labels labels,
+                                 std::string key,
+                                 const prometheus::Histogram::BucketBoundaries& buckets) {
+  auto it = cache.find(key);
+  if (it == cache.end()) {
+    labels.emplace("task", task);
+    it = cache.emplace(std::move(key), &family.Add(labels, buckets)).first;
+  }
+  return *it->second;
+}
+
+}  // namespace
+
+void TaskMetrics::request(std::string_view kind, std::string_view verdict, std::string_view reason,
+                          std::optional<double> seconds) {
   std::lock_guard lock(mu_);
   std::string_view k = admit(kinds_, kind, kMaxKinds);
   std::string_view v = admit(verdicts_, verdict, kMaxVerdicts);
   std::string_view r = admit(reasons_, reason, kMaxReasons);
+  outcomeCounter(requests_, *families_->requests, name_, "kind", k, v, r).Increment();
+  if (!seconds) return;
   std::string key;
-  key.reserve(k.size() + v.size() + r.size() + 2);
-  key.append(k).append("|").append(v).append("|").append(r);
-  auto it = requests_.find(key);
-  if (it == requests_.end()) {
-    auto& c = families_->requests->Add({{"task", name_},
-                                        {"kind", std::string(k)},
-                                        {"verdict", std::string(v)},
-                                        {"reason", std::string(r)}});
-    it = requests_.emplace(std::move(key), &c).first;
-  }
-  it->second->Increment();
+  key.append(k).append("|").append(v);
+  histogram(latency_, *families_->latency, name_,
+            {{"kind", std::string(k)}, {"verdict", std::string(v)}}, std::move(key),
+            kLatencyBuckets)
+      .Observe(*seconds > 0 ? *seconds : 0);
+}
+
+void TaskMetrics::tunnelEnded(std::string_view mode, std::string_view verdict,
+                              std::string_view reason, double seconds) {
+  // Three modes, so the mode needs no admission of its own; verdicts and reasons share the
+  // task's caps with requests.
+  const std::string_view m = mode == "intercepted" ? "intercepted"
+                             : mode == "websocket" ? "websocket"
+                                                   : "spliced";
+  std::lock_guard lock(mu_);
+  std::string_view v = admit(verdicts_, verdict, kMaxVerdicts);
+  std::string_view r = admit(reasons_, reason, kMaxReasons);
+  outcomeCounter(tunnelEnds_, *families_->tunnelEnds, name_, "mode", m, v, r).Increment();
+  histogram(lifetime_, *families_->lifetime, name_, {{"mode", std::string(m)}}, std::string(m),
+            kLifetimeBuckets)
+      .Observe(seconds > 0 ? seconds : 0);
 }
 
 void TaskMetrics::connectionOpened() { active_->Increment(); }
@@ -151,7 +206,6 @@ void TaskMetrics::tunnelOpened() { tunnels_->Increment(); }
 void TaskMetrics::tunnelClosed() { tunnels_->Decrement(); }
 void TaskMetrics::bytesUp(uint64_t n) { bytesUp_->Increment(static_cast<double>(n)); }
 void TaskMetrics::bytesDown(uint64_t n) { bytesDown_->Increment(static_cast<double>(n)); }
-void TaskMetrics::requestDuration(double seconds) { duration_->Observe(seconds > 0 ? seconds : 0); }
 
 void TaskMetrics::removeSeries() {
   std::lock_guard lock(mu_);
@@ -159,9 +213,14 @@ void TaskMetrics::removeSeries() {
   families_->tunnels->Remove(tunnels_);
   families_->bytes->Remove(bytesUp_);
   families_->bytes->Remove(bytesDown_);
-  families_->duration->Remove(duration_);
   for (auto& [key, counter] : requests_) families_->requests->Remove(counter);
   requests_.clear();
+  for (auto& [key, counter] : tunnelEnds_) families_->tunnelEnds->Remove(counter);
+  tunnelEnds_.clear();
+  for (auto& [key, h] : latency_) families_->latency->Remove(h);
+  latency_.clear();
+  for (auto& [key, h] : lifetime_) families_->lifetime->Remove(h);
+  lifetime_.clear();
   families_->intercepted->Remove(intercepted_);
   for (auto& [key, counter] : broker_) {
     (key[0] == 'i'   ? families_->injections
@@ -177,6 +236,11 @@ struct Metrics::State {
   std::shared_ptr<const TaskMetrics::Families> families;
   prometheus::Counter* reloadOk;
   prometheus::Counter* reloadError;
+  prometheus::Gauge* lastReloadOk;
+  prometheus::Gauge* lastReloadOkTime;
+  prometheus::Counter* leafHits;
+  prometheus::Counter* leafMisses;
+  std::atomic<uint64_t> leafHitsSeen{0}, leafMissesSeen{0};
   prometheus::Histogram* connect;
   prometheus::Gauge* unwatched;
   prometheus::Family<prometheus::Gauge>* configInfo;
@@ -215,10 +279,25 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                          .Name("sandgate_bytes_total")
                          .Help("Payload bytes relayed, by task and direction (up: to upstream)")
                          .Register(*registry);
-  families->duration = &prometheus::BuildHistogram()
-                            .Name("sandgate_request_duration_seconds")
-                            .Help("Duration of requests and tunnels, by task")
-                            .Register(*registry);
+  families->latency = &prometheus::BuildHistogram()
+                           .Name("sandgate_request_duration_seconds")
+                           .Help(
+                               "Latency of requests (forwarded, intercepted, refused), from the "
+                               "first byte of the head to the last byte of the answer, by task, "
+                               "kind and verdict")
+                           .Register(*registry);
+  families->tunnelEnds = &prometheus::BuildCounter()
+                              .Name("sandgate_tunnels_total")
+                              .Help(
+                                  "Tunnels and WebSockets that were established and have ended, "
+                                  "by task, mode (spliced, intercepted, websocket), verdict and "
+                                  "reason")
+                              .Register(*registry);
+  families->lifetime =
+      &prometheus::BuildHistogram()
+           .Name("sandgate_tunnel_duration_seconds")
+           .Help("Lifetime of established tunnels and WebSockets, by task and mode")
+           .Register(*registry);
   families->injections =
       &prometheus::BuildCounter()
            .Name("sandgate_credential_injections_total")
@@ -240,10 +319,12 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                                .Name("sandgate_tls_intercepted_total")
                                .Help("CONNECTs whose TLS sandgate terminated, by task")
                                .Register(*registry);
-  families->leafCache = &prometheus::BuildGauge()
-                             .Name("sandgate_leaf_cache_lookups")
-                             .Help("Leaf certificate cache lookups so far, by result (hit, miss)")
+  families->leafCache = &prometheus::BuildCounter()
+                             .Name("sandgate_leaf_cache_lookups_total")
+                             .Help("Leaf certificate cache lookups, by result (hit, miss)")
                              .Register(*registry);
+  state_->leafHits = &families->leafCache->Add({{"result", "hit"}});
+  state_->leafMisses = &families->leafCache->Add({{"result", "miss"}});
   state_->unwatched = &prometheus::BuildGauge()
                            .Name("sandgate_credential_files_unwatched")
                            .Help(
@@ -257,6 +338,19 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                       .Register(*registry);
   state_->reloadOk = &reloads.Add({{"result", "ok"}});
   state_->reloadError = &reloads.Add({{"result", "error"}});
+  state_->lastReloadOk = &prometheus::BuildGauge()
+                              .Name("sandgate_config_last_reload_successful")
+                              .Help(
+                                  "1 while the configuration in use is the newest one seen; 0 "
+                                  "from a refused reload until one succeeds")
+                              .Register(*registry)
+                              .Add({});
+  state_->lastReloadOkTime =
+      &prometheus::BuildGauge()
+           .Name("sandgate_config_last_reload_success_timestamp_seconds")
+           .Help("Unix time of the last successful load or reload of the configuration")
+           .Register(*registry)
+           .Add({});
   state_->connect = &prometheus::BuildHistogram()
                          .Name("sandgate_upstream_connect_seconds")
                          .Help("Time to establish upstream TCP connections")
@@ -331,12 +425,38 @@ void Metrics::configInfo(const std::string& sha256) {
   state_->configInfoSeries->Set(1);
 }
 
-void Metrics::configReload(bool ok) { (ok ? state_->reloadOk : state_->reloadError)->Increment(); }
+void Metrics::configLoaded() {
+  state_->lastReloadOk->Set(1);
+  state_->lastReloadOkTime->Set(
+      std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count());
+}
+
+void Metrics::configReload(bool ok) {
+  (ok ? state_->reloadOk : state_->reloadError)->Increment();
+  if (ok) {
+    configLoaded();
+  } else {
+    state_->lastReloadOk->Set(0);
+  }
+}
+
+namespace {
+// Advances `counter` to the running total `now` (callers on several threads report totals in
+// any order: only the part above the highest total seen is added).
+void advanceTo(prometheus::Counter* counter, std::atomic<uint64_t>& seen, uint64_t now) {
+  uint64_t before = seen.load(std::memory_order_relaxed);
+  while (now > before) {
+    if (seen.compare_exchange_weak(before, now, std::memory_order_relaxed)) {
+      counter->Increment(static_cast<double>(now - before));
+      return;
+    }
+  }
+}
+}  // namespace
 
 void Metrics::leafCache(uint64_t hits, uint64_t misses) {
-  auto* f = state_->families->leafCache;
-  f->Add({{"result", "hit"}}).Set(static_cast<double>(hits));
-  f->Add({{"result", "miss"}}).Set(static_cast<double>(misses));
+  advanceTo(state_->leafHits, state_->leafHitsSeen, hits);
+  advanceTo(state_->leafMisses, state_->leafMissesSeen, misses);
 }
 
 void Metrics::unwatchedCredentialFiles(size_t n) { state_->unwatched->Set(static_cast<double>(n)); }
@@ -344,7 +464,9 @@ void Metrics::unwatchedCredentialFiles(size_t n) { state_->unwatched->Set(static
 void Metrics::upstreamConnectSeconds(double s) { state_->connect->Observe(s > 0 ? s : 0); }
 
 std::string Metrics::render() {
-  return prometheus::TextSerializer().Serialize(state_->families->registry->Collect());
+  auto families = state_->families->registry->Collect();
+  appendProcessMetrics(families);
+  return prometheus::TextSerializer().Serialize(families);
 }
 
 std::shared_ptr<prometheus::Registry> Metrics::registry() const {

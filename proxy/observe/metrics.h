@@ -8,6 +8,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 #include <string_view>
@@ -35,7 +36,19 @@ class TaskMetrics {
   // policy::reason constants); anything else is counted as "other", and so is a value past
   // the per-task cap of distinct values for that label (kMaxKinds/kMaxVerdicts/kMaxReasons).
   // Hosts, paths and secrets must never be passed here.
-  void request(std::string_view kind, std::string_view verdict, std::string_view reason);
+  //
+  // sandgate_requests_total counts each thing the client asked for once: a forwarded request,
+  // a spliced CONNECT, a refused CONNECT, each request inside an intercepted tunnel (kind
+  // intercept or websocket), a DNS answer. `seconds`, when given, is the request's latency
+  // (sandgate_request_duration_seconds{task,kind,verdict}); a tunnel's or a WebSocket's life is
+  // tunnelEnded()'s, not a latency.
+  void request(std::string_view kind, std::string_view verdict, std::string_view reason,
+               std::optional<double> seconds = std::nullopt);
+  // sandgate_tunnels_total{task,mode,verdict,reason} and sandgate_tunnel_duration_seconds{task,
+  // mode}: a tunnel that was established ended. `mode` is "spliced", "intercepted" or
+  // "websocket" (an intercepted request the upstream switched to WebSocket).
+  void tunnelEnded(std::string_view mode, std::string_view verdict, std::string_view reason,
+                   double seconds);
   void connectionOpened();
   void connectionClosed();
   // sandgate_tunnels_active: a task's CONNECT tunnels held now (TaskSlot of kind kTunnel).
@@ -43,7 +56,6 @@ class TaskMetrics {
   void tunnelClosed();
   void bytesUp(uint64_t n);
   void bytesDown(uint64_t n);
-  void requestDuration(double seconds);
   // A secret sent upstream (`result` "ok") or refused (a reason token). `credential` is a
   // config key (bounded); `how` is "injected" (sandgate added it for the admitting rule) or
   // "placeholder" (the sandbox's placeholder stood where it is injected, or was refused).
@@ -78,11 +90,13 @@ class TaskMetrics {
   prometheus::Gauge* tunnels_;
   prometheus::Counter* bytesUp_;
   prometheus::Counter* bytesDown_;
-  prometheus::Histogram* duration_;
 
   std::mutex mu_;
-  // Keyed by "kind|verdict|reason" (tokens never contain '|').
-  std::map<std::string, prometheus::Counter*, std::less<>> requests_;
+  // Keyed by "kind|verdict|reason" (tokens never contain '|'); tunnelEnds_ by
+  // "mode|verdict|reason".
+  std::map<std::string, prometheus::Counter*, std::less<>> requests_, tunnelEnds_;
+  // Keyed by "kind|verdict" (latencies) and "mode" (tunnel lifetimes).
+  std::map<std::string, prometheus::Histogram*, std::less<>> latency_, lifetime_;
   // Keyed by "family|credential|result"; credentials are config keys, so bounded. Git push
   // refs are "g||reason" (reasons are the catalogue's tokens).
   std::map<std::string, prometheus::Counter*, std::less<>> broker_;
@@ -101,11 +115,17 @@ class Metrics {
   // while anyone holds a returned pointer, and for taskSeriesTtl after the last one is gone.
   std::shared_ptr<TaskMetrics> task(const std::string& name);
 
+  // sandgate_config_reloads_total{result}, sandgate_config_last_reload_successful (0 while a
+  // refused config is the newest one seen) and, on success,
+  // sandgate_config_last_reload_success_timestamp_seconds. The start-up load counts as a
+  // successful load (not as a reload) through configLoaded().
   void configReload(bool ok);
+  void configLoaded();
   // sandgate_config_info{sha256="…"} 1 for the config now in use (replaces the previous one).
   void configInfo(const std::string& sha256);
   void upstreamConnectSeconds(double s);
-  // The leaf cache's running totals (set, not added: the cache counts itself).
+  // The leaf cache's running totals (the cache counts itself): the counters
+  // sandgate_leaf_cache_lookups_total{result} advance by what is new since the last call.
   void leafCache(uint64_t hits, uint64_t misses);
   // File credential sources that cannot watch their file now (broker::unwatchedFileSources()).
   void unwatchedCredentialFiles(size_t n);
@@ -119,7 +139,9 @@ class Metrics {
   // Number of tasks whose series currently exist (tests, debugging).
   size_t taskCount() const;
 
-  std::string render();  // Prometheus text exposition format 0.0.4
+  // Prometheus text exposition format 0.0.4: every family of the registry, then the process_*
+  // metrics read from /proc/self at the time of the call (proxy/observe/process_metrics.h).
+  std::string render();
   void setReady(bool r) { ready_.store(r, std::memory_order_relaxed); }
   bool ready() const { return ready_.load(std::memory_order_relaxed); }
 

@@ -121,6 +121,7 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
   }
   impl->state.metrics = std::make_shared<Metrics>(ttl);
   impl->state.metrics->configInfo(impl->state.snapshot.load()->config.sha256);
+  impl->state.metrics->configLoaded();
 
   if (proxyEp) {
     if (auto r = impl->bindProxy(*proxyEp); !r) return r.errors();

@@ -510,6 +510,18 @@ class ChartTest(unittest.TestCase):
         self.assertEqual(sm["spec"]["selector"]["matchLabels"], SELECTOR)
         self.assertEqual(sm["spec"]["endpoints"][0]["port"], "metrics")
 
+    def test_grafana_dashboard_off_by_default_and_the_plain_file_when_on(self):
+        def dashboards(docs):
+            return [d for d in cs.find(docs, "ConfigMap")
+                    if d["metadata"].get("labels", {}).get("grafana_dashboard") == "1"]
+        self.assertEqual(dashboards(self.rendered["default"]), [])
+        (cm,) = dashboards(self.rendered["values-shared.yaml"])
+        self.assertEqual(cm["metadata"]["annotations"], {"grafana_folder": "Egress"})
+        with open(os.path.join(cs.CHART, "files", "grafana-dashboard.json")) as f:
+            plain = json.load(f)
+        self.assertEqual(json.loads(cm["data"]["sandgate.json"]), plain)
+        self.assertEqual(plain["uid"], "sandgate-overview")
+
     def test_helm_test_pod_checks_readyz_and_a_refusal(self):
         docs = self.rendered["values-shared.yaml"]
         (pod,) = cs.find(docs, "Pod")

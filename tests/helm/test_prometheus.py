@@ -4,33 +4,22 @@ loopback scrapes a real `sandgate serve` with the rules loaded, and the page it 
 `promtool check metrics`.
 """
 
-import json
 import os
-import shutil
 import subprocess
-import tempfile
 import unittest
-import urllib.parse
-import urllib.request
 
 import yaml
 
 import chart_support as cs
 from clients import curl
+from prometheus_server import Prometheus, tool
 from sandgate_fixture import Sandgate, wait_until
-from upstreams import HttpUpstream, free_closed_port
+from upstreams import HttpUpstream
 
 RULES = os.path.join(cs.CHART, "files", "prometheus-rules.yaml")
 RULE_TESTS = os.path.join(os.path.dirname(os.path.abspath(__file__)),
                           "prometheus-rules.test.yaml")
 TOKEN = "pr0m"
-
-
-def tool(name):
-    path = shutil.which(name)
-    if not path:
-        raise AssertionError("%s is missing: scripts/deps.sh installs Debian's prometheus" % name)
-    return path
 
 
 class RulesTest(unittest.TestCase):
@@ -76,54 +65,10 @@ class ScrapeTest(unittest.TestCase):
         self.assertEqual((p.returncode, p.stdout + p.stderr), (0, ""))
 
     def test_prometheus_scrapes_sandgate_with_the_rules_loaded(self):
-        tmp = tempfile.TemporaryDirectory(prefix="sandgate-prom-")
-        self.addCleanup(tmp.cleanup)
-        config = {
-            "global": {"scrape_interval": "1s", "evaluation_interval": "1s"},
-            "rule_files": [RULES],
-            "scrape_configs": [{"job_name": "sandgate", "static_configs": [
-                {"targets": ["127.0.0.1:%d" % self.sg.metrics_port],
-                 "labels": {"namespace": "egress"}}]}],
-        }
-        path = os.path.join(tmp.name, "prometheus.yml")
-        with open(path, "w") as f:
-            yaml.safe_dump(config, f)
-        port = free_closed_port()
-        log = open(os.path.join(tmp.name, "prometheus.log"), "wb")
-        proc = subprocess.Popen(
-            [tool("prometheus"), "--config.file", path,
-             "--storage.tsdb.path", os.path.join(tmp.name, "data"),
-             "--web.listen-address", "127.0.0.1:%d" % port, "--log.level", "warn"],
-            stdout=log, stderr=log)
-        log.close()
-
-        def stop():
-            if proc.poll() is None:
-                proc.terminate()
-                try:
-                    proc.wait(20)
-                except subprocess.TimeoutExpired:
-                    proc.kill()
-                    proc.wait(5)
-        self.addCleanup(stop)
-
-        def api(endpoint, **query):
-            if proc.poll() is not None:
-                with open(os.path.join(tmp.name, "prometheus.log")) as f:
-                    raise AssertionError("prometheus exited:\n" + f.read())
-            url = "http://127.0.0.1:%d/api/v1/%s" % (port, endpoint)
-            if query:
-                url += "?" + urllib.parse.urlencode(query)
-            try:
-                with urllib.request.urlopen(url, timeout=5) as r:
-                    return json.load(r)["data"]
-            except OSError:
-                return None
-
-        def scraped():
-            data = api("query", query='up{job="sandgate"}')
-            return data and data["result"] and data["result"][0]["value"][1] == "1"
-        wait_until(scraped, timeout=60, interval=0.5, what="prometheus to scrape sandgate")
+        prom = Prometheus(self, ["127.0.0.1:%d" % self.sg.metrics_port], rule_files=[RULES],
+                          labels={"namespace": "egress"})
+        api = prom.api
+        prom.wait_scraped()
 
         info = api("query", query="sandgate_config_info")["result"]
         self.assertEqual(len(info), 1)

@@ -561,8 +561,43 @@ class InterceptTest(unittest.TestCase):
                              {"api.test", "bad.test", "git.test", "other.test", "gone.test"},
                              self.https.sni)
 
+    def metric_sum(self, name, **labels):
+        """The sum of every sample of `name` whose labels include `labels`."""
+        total = 0.0
+        for line in self.sg.metrics().splitlines():
+            if line.startswith(name + "{") and all('%s="%s"' % kv in line for kv in labels.items()):
+                total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def test_intercepted_requests_are_counted_once(self):
+        # Three requests in one intercepted tunnel are three requests in sandgate_requests_total
+        # (a plain sum over it counts what clients asked for); the tunnel is one tunnel in
+        # sandgate_tunnels_total{mode="intercepted"}, and its life is not a request latency.
+        before = self.metric_sum("sandgate_requests_total", task="demo2")
+        latencies = self.metric_sum("sandgate_request_duration_seconds_count", task="demo2")
+        ended = self.metric_sum("sandgate_tunnels_total", task="demo2", mode="intercepted")
+        conn = self.api_connection("demo2", TOKEN2)
+        try:
+            for i in range(3):
+                conn.request("GET", "/echo/counted-%d" % i)
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 200)
+        finally:
+            conn.close()
+        wait_until(lambda: self.metric_sum("sandgate_tunnels_total", task="demo2",
+                                           mode="intercepted") == ended + 1,
+                   what="the intercepted tunnel's end to be counted")
+        self.assertEqual(self.metric_sum("sandgate_requests_total", task="demo2") - before, 3)
+        self.assertEqual(self.metric_sum("sandgate_request_duration_seconds_count",
+                                         task="demo2") - latencies, 3)
+        self.assertEqual(self.metric_sum("sandgate_request_duration_seconds_count", task="demo2",
+                                         kind="tunnel"), 0)
+        self.assertGreaterEqual(self.metric_sum("sandgate_tunnel_duration_seconds_count",
+                                                task="demo2", mode="intercepted"), 1)
+
     def leaf_cache(self, result):
-        return self.sg.metric("sandgate_leaf_cache_lookups", result=result)
+        return self.sg.metric("sandgate_leaf_cache_lookups_total", result=result)
 
     def test_leaf_cache_metric(self):
         # Two intercepted CONNECTs to the same host: the second finds the leaf minted (or kept)

@@ -50,14 +50,25 @@ class LifecycleTest(unittest.TestCase):
         wait_until(lambda: self.status("b.test") == 200, 10, interval=0.1, what="reload applied")
         self.assertEqual(self.status("a.test"), 403)
         self.assertGreaterEqual(self.reloads("ok"), 1)
+        self.assertEqual(self.sg.metric("sandgate_config_last_reload_successful"), 1)
+        good_at = self.sg.metric("sandgate_config_last_reload_success_timestamp_seconds")
+        self.assertAlmostEqual(good_at, time.time(), delta=60)
 
-        # A broken file changes nothing, says why, and is counted.
+        # A broken file changes nothing, says why, and is counted; the gauge an alert holds on
+        # says so until a good config loads.
         self.sg.write_config(None, text="policies: [this is: not valid\n")
         os.kill(self.sg.proc.pid, signal.SIGHUP)
         wait_until(lambda: self.reloads("error") >= 1, 10, interval=0.1, what="reload error")
         self.assertEqual((self.status("a.test"), self.status("b.test")), (403, 200))
         self.assertIn("reload", self.sg.stderr())
         self.assertIsNone(self.sg.proc.poll())
+        self.assertEqual(self.sg.metric("sandgate_config_last_reload_successful"), 0)
+        self.assertEqual(self.sg.metric("sandgate_config_last_reload_success_timestamp_seconds"),
+                         good_at)
+        self.sg.write_config(cfg)
+        os.kill(self.sg.proc.pid, signal.SIGHUP)
+        wait_until(lambda: self.sg.metric("sandgate_config_last_reload_successful") == 1, 10,
+                   interval=0.1, what="the good config back")
 
     def test_file_change_reloads_without_signal(self):
         self.assertEqual(self.status("b.test"), 403)

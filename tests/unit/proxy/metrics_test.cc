@@ -3,6 +3,7 @@
 #include "proxy/observe/metrics.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <map>
@@ -160,7 +161,7 @@ TEST(Metrics, TaskSeriesValuesAndLabels) {
   Metrics m(seconds(60));
   auto t = m.task("demo");
   t->request("forward", "allow", "allowed");
-  t->request("forward", "allow", "allowed");
+  t->request("forward", "allow", "allowed", 0.2);
   t->request("tunnel", "deny", "no_matching_rule");
   t->connectionOpened();
   t->connectionOpened();
@@ -169,7 +170,6 @@ TEST(Metrics, TaskSeriesValuesAndLabels) {
   t->bytesUp(100);
   t->bytesUp(23);
   t->bytesDown(uint64_t{1} << 40);
-  t->requestDuration(0.2);
   using L = Labels;
   EXPECT_EQ(
       value(m, "sandgate_requests_total",
@@ -186,12 +186,102 @@ TEST(Metrics, TaskSeriesValuesAndLabels) {
   EXPECT_EQ(value(m, "sandgate_bytes_total", L{{"task", "demo"}, {"direction", "up"}}), 123);
   EXPECT_EQ(value(m, "sandgate_bytes_total", L{{"task", "demo"}, {"direction", "down"}}),
             1099511627776.0);
-  EXPECT_EQ(value(m, "sandgate_request_duration_seconds_count", L{{"task", "demo"}}), 1);
-  EXPECT_DOUBLE_EQ(*value(m, "sandgate_request_duration_seconds_sum", L{{"task", "demo"}}), 0.2);
+  const L fwd{{"task", "demo"}, {"kind", "forward"}, {"verdict", "allow"}};
+  EXPECT_EQ(value(m, "sandgate_request_duration_seconds_count", fwd), 1);
+  EXPECT_DOUBLE_EQ(*value(m, "sandgate_request_duration_seconds_sum", fwd), 0.2);
+  auto bucket = [&](const char* le) {
+    L l = fwd;
+    l["le"] = le;
+    return value(m, "sandgate_request_duration_seconds_bucket", l);
+  };
+  EXPECT_EQ(bucket("0.1"), 0);
+  EXPECT_EQ(bucket("0.25"), 1);
+  // A request given no latency is counted but not observed: no histogram for the refusal.
+  EXPECT_EQ(ofTask(m, "sandgate_request_duration_seconds_count", "demo").size(), 1u);
+}
+
+// Tunnel lifetimes are their own counter and histogram (mode, verdict, reason), so an hour-long
+// tunnel does not land in the request latency buckets, and any other mode is "spliced".
+TEST(Metrics, TunnelEndsAreCountedApartFromRequests) {
+  Metrics m(seconds(60));
+  auto t = m.task("demo");
+  t->tunnelEnded("intercepted", "allow", "allowed", 1800);
+  t->tunnelEnded("spliced", "deny", "revoked_by_reload", 2);
+  t->tunnelEnded("websocket", "allow", "idle_timeout", 30);
+  t->tunnelEnded("anything", "allow", "allowed", 0.3);
+  using L = Labels;
+  auto ended = [&](const char* mode, const char* verdict, const char* reason) {
+    return value(m, "sandgate_tunnels_total",
+                 L{{"task", "demo"}, {"mode", mode}, {"verdict", verdict}, {"reason", reason}});
+  };
+  EXPECT_EQ(ended("intercepted", "allow", "allowed"), 1);
+  EXPECT_EQ(ended("spliced", "deny", "revoked_by_reload"), 1);
+  EXPECT_EQ(ended("spliced", "allow", "allowed"), 1);
+  EXPECT_EQ(ended("websocket", "allow", "idle_timeout"), 1);
   EXPECT_EQ(
-      value(m, "sandgate_request_duration_seconds_bucket", L{{"task", "demo"}, {"le", "0.1"}}), 0);
-  EXPECT_EQ(
-      value(m, "sandgate_request_duration_seconds_bucket", L{{"task", "demo"}, {"le", "0.25"}}), 1);
+      value(m, "sandgate_tunnel_duration_seconds_count", L{{"task", "demo"}, {"mode", "spliced"}}),
+      2);
+  EXPECT_EQ(value(m, "sandgate_tunnel_duration_seconds_bucket",
+                  L{{"task", "demo"}, {"mode", "intercepted"}, {"le", "900"}}),
+            0);
+  EXPECT_EQ(value(m, "sandgate_tunnel_duration_seconds_bucket",
+                  L{{"task", "demo"}, {"mode", "intercepted"}, {"le", "1800"}}),
+            1);
+  EXPECT_TRUE(ofTask(m, "sandgate_requests_total", "demo").empty());
+  EXPECT_TRUE(ofTask(m, "sandgate_request_duration_seconds_count", "demo").empty());
+}
+
+// The leaf cache reports running totals from any worker, in any order: the counters only move
+// forward, by what is new.
+TEST(Metrics, LeafCacheLookupsAreCounters) {
+  Metrics m(seconds(60));
+  m.leafCache(3, 1);
+  m.leafCache(2, 1);  // an older total reported late: nothing to add
+  m.leafCache(5, 2);
+  EXPECT_EQ(value(m, "sandgate_leaf_cache_lookups_total", {{"result", "hit"}}), 5);
+  EXPECT_EQ(value(m, "sandgate_leaf_cache_lookups_total", {{"result", "miss"}}), 2);
+  EXPECT_NE(m.render().find("# TYPE sandgate_leaf_cache_lookups_total counter"), std::string::npos);
+}
+
+// The reload gauge stays 0 while a refused config is the newest one, which an alert can hold on
+// (a 10-minute increase() forgets it).
+TEST(Metrics, LastReloadSuccessfulFollowsTheNewestAttempt) {
+  Metrics m(seconds(60));
+  m.configLoaded();
+  EXPECT_EQ(value(m, "sandgate_config_last_reload_successful", {}), 1);
+  const double loadedAt = *value(m, "sandgate_config_last_reload_success_timestamp_seconds", {});
+  EXPECT_GT(loadedAt, 1.7e9);
+  m.configReload(false);
+  EXPECT_EQ(value(m, "sandgate_config_last_reload_successful", {}), 0);
+  EXPECT_EQ(value(m, "sandgate_config_last_reload_success_timestamp_seconds", {}), loadedAt);
+  m.configReload(false);
+  EXPECT_EQ(value(m, "sandgate_config_last_reload_successful", {}), 0);
+  m.configReload(true);
+  EXPECT_EQ(value(m, "sandgate_config_last_reload_successful", {}), 1);
+  EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "error"}}), 2);
+  EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "ok"}}), 1);
+}
+
+// The process_* metrics of the official client libraries, read at scrape time.
+TEST(Metrics, ProcessMetricsDescribeThisProcess) {
+  Metrics m(seconds(60));
+  auto rss = value(m, "process_resident_memory_bytes", {});
+  ASSERT_TRUE(rss.has_value());
+  EXPECT_GT(*rss, 1 << 20);
+  auto fds = value(m, "process_open_fds", {});
+  ASSERT_TRUE(fds.has_value());
+  const int extra = ::dup(0);
+  EXPECT_EQ(value(m, "process_open_fds", {}), *fds + 1);
+  ::close(extra);
+  auto start = value(m, "process_start_time_seconds", {});
+  ASSERT_TRUE(start.has_value());
+  const double now = duration<double>(system_clock::now().time_since_epoch()).count();
+  EXPECT_LE(*start, now + 1);
+  EXPECT_GT(*start, now - 24 * 3600);  // this test process started today
+  EXPECT_GE(*value(m, "process_cpu_seconds_total", {}), 0);
+  EXPECT_GE(*value(m, "process_threads", {}), 1);
+  EXPECT_TRUE(value(m, "process_max_fds", {}).has_value());
+  EXPECT_NE(m.render().find("# TYPE process_cpu_seconds_total counter"), std::string::npos);
 }
 
 // sandgate_tunnels_active follows the tunnel slots a task holds on this replica: a slot made
@@ -328,10 +418,10 @@ TEST(Metrics, SeriesOfAReleasedTaskAreRemovedAfterTheTtl) {
   Metrics m(seconds(10));
   {
     auto t = m.task("gone");
-    t->request("forward", "allow", "allowed");
+    t->request("forward", "allow", "allowed", 0.1);
+    t->tunnelEnded("spliced", "allow", "allowed", 2);
     t->connectionOpened();
     t->bytesUp(1);
-    t->requestDuration(0.1);
     t->connectionClosed();
     m.sweep(kT0 - seconds(100));  // held: a sweep does not start the clock
   }
