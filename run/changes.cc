@@ -21,6 +21,7 @@
 #include <set>
 
 #include "common/safe_open.h"
+#include "common/terminal_text.h"
 #include "sandbox/paths.h"
 
 extern char** environ;
@@ -112,14 +113,29 @@ bool isGitPath(const std::string& path) {
          (path.size() >= 5 && path.compare(path.size() - 5, 5, "/.git") == 0);
 }
 
-// What git runs or obeys outside the sandbox: hooks, the repository's config (core.hooksPath,
-// core.fsmonitor, aliases, filters), info/ (attributes, excludes).
+// What git runs or obeys outside the sandbox, anywhere in a .git directory (a nested
+// repository's, a submodule's under modules/): hooks, config (core.hooksPath, core.fsmonitor,
+// aliases, filters), info/ (attributes, excludes), and what points git at another directory
+// (objects/info/alternates, commondir, gitdir, a .git file). Every other .git path is listed
+// apart too (it is never in the patch nor applied); these are flagged first.
 bool isFlaggedGitPath(const std::string& path) {
-  size_t at = path == ".git" ? 0 : path.rfind(".git/", 0) == 0 ? 0 : path.find("/.git/");
-  if (at == std::string::npos) return false;
-  std::string rest = path.substr(at == 0 ? 0 : at + 1);
-  return rest.rfind(".git/hooks", 0) == 0 || rest == ".git/config" ||
-         rest.rfind(".git/info", 0) == 0 || rest == ".git/hooks";
+  static const std::set<std::string> kRun = {"hooks",   "config",   "config.worktree", "info",
+                                             "commondir", "gitdir", "alternates"};
+  bool inGit = false;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    std::string part =
+        path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    if (inGit && kRun.count(part)) return true;
+    if (part == ".git") {
+      inGit = true;
+      if (slash == std::string::npos) return true;  // .git itself: a directory or a gitdir file
+    }
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return false;
 }
 
 class Collector {
@@ -279,40 +295,10 @@ std::optional<FileState> stateFromJson(const boost::json::value& v) {
   return s;
 }
 
-// git's quoting of a path in a patch header (quotePath in git's quote.c): a path with a
-// double quote, a backslash or a byte outside printable ASCII is written in C style.
+// git's quoting of a path in a patch header (quote_c_style with core.quotepath): the one
+// escaping rule the review prints names with (common/terminal_text.h).
 std::string quotedPath(const std::string& prefix, const std::string& path) {
-  std::string p = prefix + path;
-  bool plain = std::all_of(p.begin(), p.end(), [](char c) {
-    auto u = static_cast<unsigned char>(c);
-    return u >= 0x20 && u < 0x7f && c != '"' && c != '\\';
-  });
-  if (plain) return p;
-  std::string out = "\"";
-  for (char c : p) {
-    auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (u < 0x20 || u >= 0x7f) {
-          out += fmt::format("\\{:03o}", u);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
+  return quoteName(prefix + path);
 }
 
 // `git diff --no-index --binary --full-index OLD NEW`, its output (bounded); exit 0 and 1 are
@@ -402,6 +388,35 @@ std::string renamed(const std::string& diff, const std::string& path) {
   return out;
 }
 
+// git's file mode of a state.
+const char* gitMode(const FileState& s) { return (s.mode & 0111) != 0 ? "100755" : "100644"; }
+
+// A change the patch does not show: a comment line naming it, its size and hash (git apply
+// skips it), then, for a file, git's lines for a binary change without its bytes, so that the
+// path is in the patch and `git apply` refuses it rather than leaving it out.
+std::string notShown(const Change& c, const std::string& path) {
+  const FileState& s = c.after ? *c.after : *c.before;
+  std::string out = fmt::format(
+      "# sandgate: not shown: {} {} ({}; {} bytes, sha256 {}); `sandgate apply` applies it only "
+      "when --paths names it exactly\n",
+      kindName(c.kind), quotedPath("", path), escapeText(c.note, true), s.size,
+      s.sha256.empty() ? "unknown" : s.sha256);
+  bool had = c.before && c.before->type == "file", has = c.after && c.after->type == "file";
+  if ((c.before && !had) || (c.after && !has)) return out;  // not a file: no git form
+  const std::string a = quotedPath("a/", path), b = quotedPath("b/", path);
+  out += "diff --git " + a + " " + b + "\n";
+  if (!had) {
+    out += fmt::format("new file mode {}\n", gitMode(*c.after));
+  } else if (!has) {
+    out += fmt::format("deleted file mode {}\n", gitMode(*c.before));
+  } else if (std::string_view(gitMode(*c.before)) != gitMode(*c.after)) {
+    out += fmt::format("old mode {}\nnew mode {}\n", gitMode(*c.before), gitMode(*c.after));
+  }
+  out += fmt::format("Binary files {} and {} differ\n", had ? a : "/dev/null",
+                     has ? b : "/dev/null");
+  return out;
+}
+
 }  // namespace
 
 std::string sha256Hex(std::string_view data) {
@@ -448,10 +463,12 @@ Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& wo
     } else if ((ch.before && ch.before->type == "other") ||
                (ch.after && ch.after->type == "other")) {
       ch.note = "not a regular file, directory or symbolic link: not in the patch";
-    } else if ((ch.before && ch.before->size > kMaxPatchFileBytes) ||
-               (ch.after && ch.after->size > kMaxPatchFileBytes)) {
-      ch.note =
-          fmt::format("larger than {} MiB: listed, not in the patch", kMaxPatchFileBytes >> 20);
+    } else if (ch.kind != Change::Kind::kMode &&
+               ((ch.before && ch.before->size > kMaxPatchFileBytes) ||
+                (ch.after && ch.after->size > kMaxPatchFileBytes))) {
+      // A mode change alone is shown whole (its content is the same); any other change of a
+      // file this large is a stub in the patch, which `apply` applies only when named.
+      ch.note = fmt::format("larger than {} MiB: not shown in the patch", kMaxPatchFileBytes >> 20);
     }
   }
   return set;
@@ -478,7 +495,10 @@ boost::json::value changesToJson(const ChangeSet& set) {
 
 Result<ChangeSet> changesFromJson(const std::string& text) {
   try {
-    auto v = boost::json::parse(text);
+    // Names are the workload's bytes, not always UTF-8: Boost.JSON wrote them as they are.
+    boost::json::parse_options options;
+    options.allow_invalid_utf8 = true;
+    auto v = boost::json::parse(text, {}, options);
     ChangeSet set;
     const auto& o = v.as_object();
     if (o.at("git_prefix").is_string()) set.gitPrefix = std::string(o.at("git_prefix").as_string());
@@ -526,12 +546,24 @@ boost::json::value changeSummary(const ChangeSet& set) {
   return o;
 }
 
-Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPath,
+Result<std::string> formatPatch(ChangeSet* set, const std::string& lowerPath,
                                 const std::string& upperPath, std::vector<std::string>* skipped) {
   std::string patch;
-  const std::string prefix = set.gitPrefix.value_or("");
-  for (const auto& c : set.changes) {
-    if (!c.note.empty()) continue;
+  const std::string prefix = set->gitPrefix.value_or("");
+  // Every .git path first: listed, never shown, never applied (comment lines `git apply`
+  // skips).
+  for (const auto& c : set->changes) {
+    if (!c.git) continue;
+    patch += fmt::format("# sandgate: inside .git, not shown, never applied: {} {}{}\n",
+                         kindName(c.kind), quotedPath(prefix, c.path),
+                         c.flagged ? " (FLAGGED: git runs it or obeys it)" : "");
+  }
+  for (auto& c : set->changes) {
+    if (c.git) continue;
+    if (!c.note.empty()) {
+      patch += notShown(c, prefix + c.path);
+      continue;
+    }
     // Directories are implied by the files in them (git tracks no directory).
     if ((!c.before || c.before->type == "dir") && (!c.after || c.after->type == "dir")) continue;
     const std::string oldPath = lowerPath + "/" + c.path;
@@ -550,6 +582,9 @@ Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPa
       if (!diff) {
         skipped->push_back(c.path + ": " + diff.errors().front().message);
         text.clear();
+        // Not shown, so never applied unless named (apply_changes.h).
+        c.note = "git could not read it: not shown in the patch";
+        text = notShown(c, prefix + c.path);
         break;
       }
       text += renamed(diff.value(), prefix + c.path);

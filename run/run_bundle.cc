@@ -144,7 +144,9 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     if (!earlier) return earlier.errors();
     auto report = earlier.value().read(bundle::kReport);
     boost::system::error_code ec;
-    auto v = report ? boost::json::parse(report.value(), ec) : boost::json::value();
+    boost::json::parse_options lenient;
+    lenient.allow_invalid_utf8 = true;  // the report names the workload's files as they are
+    auto v = report ? boost::json::parse(report.value(), ec, {}, lenient) : boost::json::value();
     const auto* run =
         !ec && v.is_object() && v.as_object().contains("run") && v.at("run").is_object()
             ? &v.at("run").as_object()
@@ -262,17 +264,22 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
     warnings->push_back("changes: " + set.errors().front().message);
     return out;
   }
-  if (auto e =
-          dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
-    warnings->push_back("changes: " + *e);
-  }
+  // The patch first: a file it cannot show gets its note, which changes.json must carry
+  // (apply never applies what the patch does not show unless it is named).
   std::vector<std::string> skipped;
-  auto patch = formatPatch(set.value(), workspacePath_, upperPath, &skipped);
+  auto patch = formatPatch(&set.value(), workspacePath_, upperPath, &skipped);
   for (const auto& s : skipped) warnings->push_back("changes.patch: left out " + s);
   if (!patch) {
     warnings->push_back("changes.patch: " + patch.errors().front().message);
+    for (auto& c : set.value().changes) {
+      if (c.note.empty()) c.note = "the patch could not be made: not shown";
+    }
   } else if (auto e = dir_.write(bundle::kPatch, patch.value())) {
     warnings->push_back("changes.patch: " + *e);
+  }
+  if (auto e =
+          dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
+    warnings->push_back("changes: " + *e);
   }
   out["changes"] = changeSummary(set.value());
   return out;
