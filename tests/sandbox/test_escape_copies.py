@@ -15,7 +15,7 @@ import tempfile
 import unittest
 
 import artifacts
-from run_support import namespaces_refused, run_bounded
+from run_support import TemporaryUser, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 
 
@@ -57,11 +57,11 @@ class CopiesTest(unittest.TestCase):
         return ws
 
     @classmethod
-    def sandgate(cls, argv, *flags, workspace, run_dir=None):
+    def sandgate(cls, argv, *flags, workspace, run_dir=None, **kwargs):
         cmd = [binary(), "run", "--workspace", workspace]
         if run_dir:
             cmd += ["--run-dir", run_dir]
-        r = run_bounded(cmd + [*flags, "--", *argv], 180)
+        r = run_bounded(cmd + [*flags, "--", *argv], 180, **kwargs)
         artifacts.record("log", "run-stderr", r.stderr)
         return r
 
@@ -74,12 +74,24 @@ class CopiesTest(unittest.TestCase):
             return json.load(f)
 
     def test_disk_copy_keeps_holes_and_links_and_drops_setuid(self):
-        ws = self.new_workspace()
-        run = self.run_dir()
+        self.check_disk_copy(self.new_workspace(), self.run_dir())
+
+    def test_rootless_disk_copy_keeps_holes_and_links_and_drops_setuid(self):
+        with TemporaryUser() as user:
+            ws = self.new_workspace()
+            os.chown(ws, user.uid, user.gid)
+            runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
+            os.chown(runs, user.uid, user.gid)
+            self.check_disk_copy(ws, os.path.join(runs, "run"), **user.popen_args())
+
+    def check_disk_copy(self, ws, run, **kwargs):
         script = ("truncate -s 2G sparse && head -c 10485760 /dev/zero | tr '\\000' a > big && "
                   "i=0; while [ $i -lt 30 ]; do i=$((i+1)); ln big link$i || exit 1; done; "
                   "cp /bin/true suid && chmod 4755 suid && echo written")
-        r = self.sandgate(["sh", "-c", script], "--disk", "16M", workspace=ws, run_dir=run)
+        r = self.sandgate(["sh", "-c", script], "--disk", "16M", workspace=ws, run_dir=run,
+                          **kwargs)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses unprivileged user namespaces: " + r.stderr)
         self.assertEqual((r.returncode, r.stdout), (0, "written\n"), r.stderr)
         upper = os.path.join(run, "overlay", "upper")
         sparse = os.lstat(os.path.join(upper, "sparse"))
