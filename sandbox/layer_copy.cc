@@ -15,6 +15,7 @@
 #include <cstring>
 #include <vector>
 
+#include "common/safe_open.h"
 #include "sandbox/paths.h"
 #include "sandbox/sys_error.h"
 
@@ -108,6 +109,20 @@ std::string copyContent(int in, int out, off_t size, const char* name, bool* ref
 
 }  // namespace
 
+// A second name `name` in `toDir` for the copy's file `rel`, whose directory is opened beneath
+// the copy with no link followed: whatever a layer put in the tree since, the link is to that
+// file and nothing outside. False: make a copy instead.
+bool LayerCopier::linkTo(const std::string& rel, int toDir, const char* name) {
+  size_t slash = rel.rfind('/');
+  safe_open::UniqueFd parent(
+      slash == std::string::npos
+          ? ::fcntl(to_, F_DUPFD_CLOEXEC, 0)
+          : safe_open::openBeneath(to_, rel.substr(0, slash), O_PATH | O_DIRECTORY));
+  if (!parent.valid()) return false;
+  const std::string base = slash == std::string::npos ? rel : rel.substr(slash + 1);
+  return linkat(parent.get(), base.c_str(), toDir, name, 0) == 0;
+}
+
 void LayerCopier::own(int dirFd, const char* name, int fd) {
   if (options_.uid == static_cast<uid_t>(-1)) return;
   // Before any fchmod: the mode set after is the one the copy keeps.
@@ -124,7 +139,7 @@ std::string LayerCopier::file(int fromDir, int toDir, const std::string& rel, co
   if (st.st_nlink > 1) {
     // A second name of a file already copied is a second name of the copy, never more bytes.
     auto it = linked_.find(key);
-    if (it != linked_.end() && linkat(to_, it->second.c_str(), toDir, name, 0) == 0) {
+    if (it != linked_.end() && linkTo(it->second, toDir, name)) {
       ++outcome_.links;
       return "";
     }

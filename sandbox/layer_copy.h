@@ -72,6 +72,7 @@ class LayerCopier {
   std::string file(int fromDir, int toDir, const std::string& rel, const char* name,
                    const struct stat& st);
   void own(int dirFd, const char* name, int fd);
+  bool linkTo(const std::string& rel, int toDir, const char* name);
 
   int to_;
   LayerCopyOptions options_;
