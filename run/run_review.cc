@@ -151,6 +151,12 @@ int showRun(const std::string& runArg) {
   }
   fmt::print("ended      {} (exit status {}) after {:.2f} s\n", shown(r, "end"),
              shown(r, "exit_status"), secs);
+  // What the run said as it ended (what --disk left out, a change list that is incomplete).
+  if (const auto* w = r.if_contains("warnings"); w && w->is_array()) {
+    for (const auto& line : w->as_array()) {
+      if (line.is_string()) fmt::print("warning    {}\n", escapeText(line.as_string(), true));
+    }
+  }
   if (const auto* req = obj(r, "requests")) {
     fmt::print("network    {} allowed, {} denied\n", shown(*req, "allowed"), shown(*req, "denied"));
   }
