@@ -32,11 +32,18 @@ void describeBundle(const boost::json::object& extra) {
              c.at("added").as_uint64(), c.at("modified").as_uint64(), c.at("deleted").as_uint64(),
              c.at("mode").as_uint64(), quoteName(id), quoteName(id), quoteName(id),
              quoteName(id));
-  for (const auto& f : c.at("flagged").as_array()) {
+  // Every .git path git runs or obeys is flagged (a `git init` in the run flags its sample
+  // hooks): the first 20 here, all of them in `sandgate show`.
+  const auto& flagged = c.at("flagged").as_array();
+  for (size_t i = 0; i < flagged.size() && i < 20; ++i) {
     fmt::print(stderr,
                "sandgate run: WARNING: the run wrote {} (git runs it or obeys it outside the "
                "sandbox); it is never applied\n",
-               quoteName(f.as_string()));
+               quoteName(flagged[i].as_string()));
+  }
+  if (flagged.size() > 20) {
+    fmt::print(stderr, "sandgate run: WARNING: and {} more such paths (`sandgate show {}`)\n",
+               flagged.size() - 20, quoteName(id));
   }
 }
 
