@@ -20,7 +20,14 @@ void addReviewCommands(CLI::App& app, Action* action) {
   };
   single("show", "Print the summary of a run: what ran, its network activity, its changes",
          run::showRun);
-  single("diff", "Print a run's changes as a patch (git apply accepts it)", run::diffRun);
+  auto raw = std::make_shared<bool>(false);
+  auto* diff = app.add_subcommand(
+      "diff", "Print a run's changes as a patch, control bytes escaped (git apply accepts it)");
+  diff->add_option("run", *run, "A run's id (see sandgate runs) or its directory")->required();
+  diff->add_flag("--raw", *raw,
+                 "The patch's bytes as they are, control bytes included (for git apply; not for "
+                 "a terminal)");
+  diff->callback([run, raw, action] { *action = [run, raw] { return run::diffRun(*run, *raw); }; });
   single("discard", "Remove a run's directory (its changes are lost)", run::discardRun);
 
   auto req = std::make_shared<run::ApplyRequest>();
@@ -31,7 +38,9 @@ void addReviewCommands(CLI::App& app, Action* action) {
   apply->add_option("run", req->run, "A run's id (see sandgate runs) or its directory")->required();
   apply->add_flag("--check", req->check, "Say what would be done and check for conflicts only");
   apply->add_option("--paths", req->paths,
-                    "Apply only the paths matching these globs (workspace-relative; repeatable)");
+                    "Apply only the paths matching these globs (workspace-relative; repeatable); "
+                    "a change the patch does not show (a large file's stub) only when named "
+                    "exactly");
   apply->callback([req, action] { *action = [req] { return run::applyRun(*req); }; });
 }
 

@@ -12,6 +12,7 @@
 #include <cstring>
 
 #include "common/safe_open.h"
+#include "common/terminal_text.h"
 
 namespace sandgate::run {
 namespace {
@@ -66,6 +67,11 @@ bool matches(const std::vector<std::string>& globs, const std::string& path) {
     return ::fnmatch(g.c_str(), path.c_str(), 0) == 0 ||
            (g.back() == '/' && path.rfind(g, 0) == 0);
   });
+}
+
+// Whether one of --paths is `path` itself (not a glob that happens to match it).
+bool namedExactly(const std::vector<std::string>& paths, const std::string& path) {
+  return std::find(paths.begin(), paths.end(), path) != paths.end();
 }
 
 // Never a setuid, setgid or sticky bit from the workload.
@@ -180,23 +186,31 @@ Result<ApplyOutcome> applyChanges(const ChangeSet& set, int workspaceFd, int upp
   ApplyOutcome out;
   std::vector<const Change*> todo;
   for (const auto& c : set.changes) {
+    const std::string name = quoteName(c.path);
     if (c.git) {
-      out.skipped.push_back(c.path + ": inside .git, never applied (review it in changes.json)");
+      out.skipped.push_back(name + ": inside .git, never applied (review it in changes.json)");
     } else if (!c.note.empty() && ((c.after && c.after->type == "other"))) {
-      out.skipped.push_back(c.path + ": " + c.note);
+      out.skipped.push_back(name + ": " + escapeText(c.note));
     } else if (!matches(req.paths, c.path)) {
       continue;
+    } else if (!c.note.empty() && !namedExactly(req.paths, c.path)) {
+      // What the patch does not show is not what the reviewer approved: a glob is no
+      // approval, the path itself is.
+      out.skipped.push_back(fmt::format("{}: {}; not applied: name it with --paths {} to apply it",
+                                        name, escapeText(c.note), name));
     } else {
       todo.push_back(&c);
     }
   }
   for (const Change* c : todo) {
     if (auto why = conflict(workspaceFd, *c); !why.empty()) {
-      out.conflicts.push_back(c->path + ": " + why);
+      out.conflicts.push_back(quoteName(c->path) + ": " + why);
     }
   }
   if (!out.conflicts.empty() || req.check) {
-    for (const Change* c : todo) out.done.push_back(fmt::format("{} {}", kindName(c->kind), c->path));
+    for (const Change* c : todo) {
+      out.done.push_back(fmt::format("{} {}", kindName(c->kind), quoteName(c->path)));
+    }
     return out;
   }
   struct stat wst {};
@@ -213,13 +227,13 @@ Result<ApplyOutcome> applyChanges(const ChangeSet& set, int workspaceFd, int upp
   std::sort(removals.begin(), removals.end(),
             [](const Change* a, const Change* b) { return a->path > b->path; });
   for (const Change* c : removals) {
-    if (auto e = w.remove(*c)) return failed(fmt::format("{}: {}", c->path, *e));
-    if (c->kind == Change::Kind::kDeleted) out.done.push_back("deleted " + c->path);
+    if (auto e = w.remove(*c)) return failed(fmt::format("{}: {}", quoteName(c->path), *e));
+    if (c->kind == Change::Kind::kDeleted) out.done.push_back("deleted " + quoteName(c->path));
   }
   for (const Change* c : puts) {
     auto e = c->kind == Change::Kind::kMode ? w.chmodOnly(*c) : w.put(*c);
-    if (e) return failed(fmt::format("{}: {}", c->path, *e));
-    out.done.push_back(fmt::format("{} {}", kindName(c->kind), c->path));
+    if (e) return failed(fmt::format("{}: {}", quoteName(c->path), *e));
+    out.done.push_back(fmt::format("{} {}", kindName(c->kind), quoteName(c->path)));
   }
   return out;
 }

@@ -18,11 +18,17 @@ inline constexpr std::string_view kApplyFailed = "apply_failed";
 struct ApplyRequest {
   std::string run;                  // an id or a run directory
   bool check = false;               // --check: say what would be done, change nothing
-  std::vector<std::string> paths;   // --paths: fnmatch(3) globs on the workspace-relative path
+  // --paths: fnmatch(3) globs on the workspace-relative path; a change not shown in the patch
+  // only when named exactly.
+  std::vector<std::string> paths;
 };
 
 // What apply did (or, with check, would do): one line per path ("added a/b", "deleted c"),
-// the conflicts (path: why) and the changes it skipped (.git, not a file, not matched).
+// the conflicts (path: why) and the changes it skipped (.git, not a file, not shown in the
+// patch and not named). Paths are quoted for a terminal (common/terminal_text.h quoteName).
+// A change the patch does not show (a note: larger than the patch's limit, unreadable to git)
+// is applied only when one of --paths is its path exactly: what the patch does not show is
+// never applied on a glob's or nobody's say.
 struct ApplyOutcome {
   std::vector<std::string> done;
   std::vector<std::string> conflicts;

@@ -1,15 +1,12 @@
-// Reading a run's changes from its overlay layers, and writing them as JSON and as a patch
-// (see changes.h).
+// Reading a run's changes from its overlay layers, and writing them as JSON (see changes.h;
+// the patch is change_patch.cc).
 #include "run/changes.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <openssl/evp.h>
-#include <poll.h>
-#include <spawn.h>
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
-#include <sys/wait.h>
 #include <sys/xattr.h>
 #include <unistd.h>
 
@@ -23,8 +20,6 @@
 #include "common/safe_open.h"
 #include "sandbox/paths.h"
 
-extern char** environ;
-
 namespace sandgate::run {
 namespace {
 
@@ -32,7 +27,6 @@ using safe_open::UniqueFd;
 
 constexpr int kMaxDepth = 256;
 constexpr size_t kMaxEntries = 1000000;
-constexpr size_t kMaxPatchBytes = 256u << 20;
 
 Diagnostic failure(const std::string& what) { return Diagnostic{"", 0, 0, "changes", what}; }
 
@@ -112,14 +106,29 @@ bool isGitPath(const std::string& path) {
          (path.size() >= 5 && path.compare(path.size() - 5, 5, "/.git") == 0);
 }
 
-// What git runs or obeys outside the sandbox: hooks, the repository's config (core.hooksPath,
-// core.fsmonitor, aliases, filters), info/ (attributes, excludes).
+// What git runs or obeys outside the sandbox, anywhere in a .git directory (a nested
+// repository's, a submodule's under modules/): hooks, config (core.hooksPath, core.fsmonitor,
+// aliases, filters), info/ (attributes, excludes), and what points git at another directory
+// (objects/info/alternates, commondir, gitdir, a .git file). Every other .git path is listed
+// apart too (it is never in the patch nor applied); these are flagged first.
 bool isFlaggedGitPath(const std::string& path) {
-  size_t at = path == ".git" ? 0 : path.rfind(".git/", 0) == 0 ? 0 : path.find("/.git/");
-  if (at == std::string::npos) return false;
-  std::string rest = path.substr(at == 0 ? 0 : at + 1);
-  return rest.rfind(".git/hooks", 0) == 0 || rest == ".git/config" ||
-         rest.rfind(".git/info", 0) == 0 || rest == ".git/hooks";
+  static const std::set<std::string> kRun = {"hooks",   "config",   "config.worktree", "info",
+                                             "commondir", "gitdir", "alternates"};
+  bool inGit = false;
+  size_t pos = 0;
+  while (pos <= path.size()) {
+    size_t slash = path.find('/', pos);
+    std::string part =
+        path.substr(pos, slash == std::string::npos ? std::string::npos : slash - pos);
+    if (inGit && kRun.count(part)) return true;
+    if (part == ".git") {
+      inGit = true;
+      if (slash == std::string::npos) return true;  // .git itself: a directory or a gitdir file
+    }
+    if (slash == std::string::npos) break;
+    pos = slash + 1;
+  }
+  return false;
 }
 
 class Collector {
@@ -279,129 +288,6 @@ std::optional<FileState> stateFromJson(const boost::json::value& v) {
   return s;
 }
 
-// git's quoting of a path in a patch header (quotePath in git's quote.c): a path with a
-// double quote, a backslash or a byte outside printable ASCII is written in C style.
-std::string quotedPath(const std::string& prefix, const std::string& path) {
-  std::string p = prefix + path;
-  bool plain = std::all_of(p.begin(), p.end(), [](char c) {
-    auto u = static_cast<unsigned char>(c);
-    return u >= 0x20 && u < 0x7f && c != '"' && c != '\\';
-  });
-  if (plain) return p;
-  std::string out = "\"";
-  for (char c : p) {
-    auto u = static_cast<unsigned char>(c);
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      default:
-        if (u < 0x20 || u >= 0x7f) {
-          out += fmt::format("\\{:03o}", u);
-        } else {
-          out += c;
-        }
-    }
-  }
-  return out + "\"";
-}
-
-// `git diff --no-index --binary --full-index OLD NEW`, its output (bounded); exit 0 and 1 are
-// both success (1: they differ). Runs with no configuration of any repository, user or system,
-// and without external diff drivers or textconv: the files are the workload's.
-Result<std::string> gitDiff(const std::string& oldPath, const std::string& newPath) {
-  int out[2];
-  if (::pipe2(out, O_CLOEXEC) != 0) return failure(fmt::format("pipe: {}", std::strerror(errno)));
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  posix_spawn_file_actions_addopen(&fa, 0, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&fa, out[1], 1);
-  posix_spawn_file_actions_addopen(&fa, 2, "/dev/null", O_WRONLY, 0);
-  posix_spawn_file_actions_addchdir_np(&fa, "/");
-  std::vector<std::string> args = {"git",           "-c",           "core.quotepath=true",
-                                   "diff",          "--no-index",   "--binary",
-                                   "--full-index",  "--no-color",   "--no-ext-diff",
-                                   "--no-textconv", "--no-renames", "--",
-                                   oldPath,         newPath};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  std::vector<std::string> envs = {"GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null",
-                                   "HOME=/nonexistent", "GIT_CEILING_DIRECTORIES=/", "LC_ALL=C"};
-  if (const char* path = std::getenv("PATH")) envs.push_back(std::string("PATH=") + path);
-  std::vector<char*> envp;
-  for (auto& e : envs) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  pid_t pid = -1;
-  int rc = posix_spawnp(&pid, "git", &fa, nullptr, argv.data(), envp.data());
-  posix_spawn_file_actions_destroy(&fa);
-  ::close(out[1]);
-  if (rc != 0) {
-    ::close(out[0]);
-    return failure(fmt::format("cannot run git to make the patch: {}", std::strerror(rc)));
-  }
-  std::string text;
-  char buf[65536];
-  bool tooLong = false;
-  for (;;) {
-    ssize_t n = ::read(out[0], buf, sizeof buf);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    if (text.size() + static_cast<size_t>(n) > kMaxPatchBytes) {
-      tooLong = true;
-      break;
-    }
-    text.append(buf, static_cast<size_t>(n));
-  }
-  ::close(out[0]);
-  if (tooLong) ::kill(pid, SIGKILL);
-  int status = 0;
-  while (::waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (tooLong) return failure("the patch is larger than 256 MiB");
-  if (!WIFEXITED(status) || WEXITSTATUS(status) > 1) {
-    return failure(
-        fmt::format("git diff --no-index {} {} failed (status {})", oldPath, newPath, status));
-  }
-  return text;
-}
-
-// Rewrites the header of git's diff of two file paths to name `path` on both sides.
-std::string renamed(const std::string& diff, const std::string& path) {
-  std::string out;
-  bool inHeader = false;
-  size_t pos = 0;
-  while (pos < diff.size()) {
-    size_t nl = diff.find('\n', pos);
-    size_t end = nl == std::string::npos ? diff.size() : nl + 1;
-    std::string line = diff.substr(pos, end - pos);
-    pos = end;
-    if (line.rfind("diff --git ", 0) == 0) {
-      inHeader = true;
-      out += "diff --git " + quotedPath("a/", path) + " " + quotedPath("b/", path) + "\n";
-      continue;
-    }
-    if (inHeader && (line.rfind("@@", 0) == 0 || line.rfind("GIT binary patch", 0) == 0)) {
-      inHeader = false;
-    } else if (inHeader && line.rfind("--- ", 0) == 0) {
-      line = line.rfind("--- /dev/null", 0) == 0 ? line : "--- " + quotedPath("a/", path) + "\n";
-    } else if (inHeader && line.rfind("+++ ", 0) == 0) {
-      line = line.rfind("+++ /dev/null", 0) == 0 ? line : "+++ " + quotedPath("b/", path) + "\n";
-    }
-    out += line;
-  }
-  return out;
-}
-
 }  // namespace
 
 std::string sha256Hex(std::string_view data) {
@@ -448,10 +334,12 @@ Result<ChangeSet> collectChanges(int lowerFd, int upperFd, const std::string& wo
     } else if ((ch.before && ch.before->type == "other") ||
                (ch.after && ch.after->type == "other")) {
       ch.note = "not a regular file, directory or symbolic link: not in the patch";
-    } else if ((ch.before && ch.before->size > kMaxPatchFileBytes) ||
-               (ch.after && ch.after->size > kMaxPatchFileBytes)) {
-      ch.note =
-          fmt::format("larger than {} MiB: listed, not in the patch", kMaxPatchFileBytes >> 20);
+    } else if (ch.kind != Change::Kind::kMode &&
+               ((ch.before && ch.before->size > kMaxPatchFileBytes) ||
+                (ch.after && ch.after->size > kMaxPatchFileBytes))) {
+      // A mode change alone is shown whole (its content is the same); any other change of a
+      // file this large is a stub in the patch, which `apply` applies only when named.
+      ch.note = fmt::format("larger than {} MiB: not shown in the patch", kMaxPatchFileBytes >> 20);
     }
   }
   return set;
@@ -478,7 +366,10 @@ boost::json::value changesToJson(const ChangeSet& set) {
 
 Result<ChangeSet> changesFromJson(const std::string& text) {
   try {
-    auto v = boost::json::parse(text);
+    // Names are the workload's bytes, not always UTF-8: Boost.JSON wrote them as they are.
+    boost::json::parse_options options;
+    options.allow_invalid_utf8 = true;
+    auto v = boost::json::parse(text, {}, options);
     ChangeSet set;
     const auto& o = v.as_object();
     if (o.at("git_prefix").is_string()) set.gitPrefix = std::string(o.at("git_prefix").as_string());
@@ -524,40 +415,6 @@ boost::json::value changeSummary(const ChangeSet& set) {
   o["flagged"] = std::move(flagged);
   o["paths"] = std::move(paths);
   return o;
-}
-
-Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPath,
-                                const std::string& upperPath, std::vector<std::string>* skipped) {
-  std::string patch;
-  const std::string prefix = set.gitPrefix.value_or("");
-  for (const auto& c : set.changes) {
-    if (!c.note.empty()) continue;
-    // Directories are implied by the files in them (git tracks no directory).
-    if ((!c.before || c.before->type == "dir") && (!c.after || c.after->type == "dir")) continue;
-    const std::string oldPath = lowerPath + "/" + c.path;
-    const std::string newPath = upperPath + "/" + c.path;
-    std::vector<std::pair<std::string, std::string>> pairs;
-    bool hadFile = c.before && c.before->type != "dir";
-    bool hasFile = c.after && c.after->type != "dir";
-    if (hadFile && hasFile && c.before->type != c.after->type) {
-      pairs = {{oldPath, "/dev/null"}, {"/dev/null", newPath}};  // a type change
-    } else {
-      pairs = {{hadFile ? oldPath : "/dev/null", hasFile ? newPath : "/dev/null"}};
-    }
-    std::string text;
-    for (const auto& [a, b] : pairs) {
-      auto diff = gitDiff(a, b);
-      if (!diff) {
-        skipped->push_back(c.path + ": " + diff.errors().front().message);
-        text.clear();
-        break;
-      }
-      text += renamed(diff.value(), prefix + c.path);
-    }
-    patch += text;
-    if (patch.size() > kMaxPatchBytes) return failure("the patch is larger than 256 MiB");
-  }
-  return patch;
 }
 
 }  // namespace sandgate::run

@@ -28,8 +28,10 @@ struct Change {
   std::string path;  // relative to the workspace, '/'-separated
   std::optional<FileState> before, after;
   bool git = false;      // inside a .git directory: reported apart, never in the patch
-  bool flagged = false;  // .git/hooks, .git/config, .git/info: code or settings git runs
-  std::string note;      // why it is not in the patch, when it is not
+  bool flagged = false;  // hooks, config, info, alternates of a .git: code or settings git runs
+  // Why it is not shown in the patch, when it is not: `apply` then applies it only when
+  // --paths names it exactly (apply_changes.h), never for .git or what is not a file.
+  std::string note;
 };
 
 struct ChangeSet {
@@ -48,7 +50,7 @@ std::string sha256Hex(std::string_view data);
 // when there is nothing of that name.
 std::optional<FileState> stateAt(int dir, const std::string& name);
 
-// Files larger than this are listed with a note instead of a binary patch.
+// Files larger than this are a stub in the patch (formatPatch), not their bytes.
 inline constexpr uint64_t kMaxPatchFileBytes = 8u << 20;
 
 // Reads the upper layer `upperFd` (a directory) against the workspace `lowerFd` (an O_PATH or
@@ -70,9 +72,13 @@ boost::json::value changeSummary(const ChangeSet& set);
 // The unified diff of the changes outside .git (git's binary patch format for binary files),
 // paths relative to the git work tree's top when there is one; made by `git diff --no-index`
 // for each file (no config, no external diff, no textconv). `lowerPath`/`upperPath`: the two
-// trees, as paths the launcher reads. A file git cannot read (a rootless run's mode 000 file)
-// is left out and named in `skipped` (path: why).
-Result<std::string> formatPatch(const ChangeSet& set, const std::string& lowerPath,
+// trees, as paths the launcher reads. Nothing is left out unseen: every .git path is named in a
+// comment line at the top ("# sandgate: inside .git, ..."), and a change with a note (too
+// large, not a file) or one git cannot read (a rootless run's mode 000 file: its note is set
+// here, its path and why go to `skipped`) is a comment line with its size and sha256 and, for a
+// file, git's stub of a binary change without its bytes, which `git apply` refuses. Comment
+// lines start with "# " before a "diff --git" line: `git apply` skips them.
+Result<std::string> formatPatch(ChangeSet* set, const std::string& lowerPath,
                                 const std::string& upperPath, std::vector<std::string>* skipped);
 
 }  // namespace sandgate::run

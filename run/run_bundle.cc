@@ -36,7 +36,8 @@ Diagnostic bundleError(const std::string& why) {
 // Puts the entries of the upper layer `newer` on the copy `out` of the layer below it, as
 // overlayfs reads them: a whiteout or an opaque directory replaces whatever was there, a plain
 // directory merges, anything else replaces.
-std::optional<std::string> layerOnto(int newer, int out, int depth) {
+std::optional<std::string> layerOnto(int newer, int out, const std::string& rel, int depth,
+                                     sandbox::LayerCopier* copier) {
   if (depth > 256) return "layers nested deeper than 256 directories";
   std::vector<std::string> names = sandbox::listDirectory(newer);
   for (const auto& name : names) {
@@ -54,13 +55,15 @@ std::optional<std::string> layerOnto(int newer, int out, int depth) {
         safe_open::UniqueFd dst(
             ::openat(out, name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!dst.valid()) return std::string("open a layer: ") + std::strerror(errno);
-        if (auto e = layerOnto(sub.get(), dst.get(), depth + 1)) return e;
-        (void)::fchmod(dst.get(), nst.st_mode & 07777);
+        if (auto e = layerOnto(sub.get(), dst.get(), rel + name + "/", depth + 1, copier)) {
+          return e;
+        }
+        (void)::fchmod(dst.get(), nst.st_mode & 03777);
         continue;
       }
     }
     if (auto e = sandbox::removeLayerEntry(out, name); !e.empty()) return e;
-    if (auto e = sandbox::copyLayerEntry(newer, out, name); !e.empty()) return e;
+    if (auto e = copier->copyEntry(newer, out, rel, name); !e.empty()) return e;
     if (S_ISDIR(nst.st_mode) && there) {
       // A directory over a whiteout (or a file) of the layer below hides what the workspace
       // holds there, as the whiteout did: in the merged layer it is opaque.
@@ -95,9 +98,19 @@ std::optional<std::string> mergeLayers(const RunDir& earlier, const RunDir& dir)
   if (!own.valid() || !merged.valid())
     return std::string("open the layers: ") + std::strerror(errno);
   struct stat st {};
-  if (::fstat(own.get(), &st) == 0) (void)::fchmod(merged.get(), st.st_mode & 07777);
-  if (auto e = sandbox::copyUpperLayer(below.get(), merged.get()); !e.empty()) return e;
-  return layerOnto(own.get(), merged.get(), 0);
+  if (::fstat(own.get(), &st) != 0) {
+    return std::string("read the run's layer: ") + std::strerror(errno);
+  }
+  // Every copy is the run's (the owner of its own layer), never the launcher's: a root launcher
+  // would otherwise leave root-owned copies of the workload's files; setuid and setgid bits are
+  // dropped, links kept as links, holes as holes (sandbox/layer_copy.h).
+  if (::fchown(merged.get(), st.st_uid, st.st_gid) != 0 ||
+      ::fchmod(merged.get(), st.st_mode & 0777) != 0) {
+    return std::string("make the merged layer: ") + std::strerror(errno);
+  }
+  sandbox::LayerCopier copier(merged.get(), sandbox::LayerCopyOptions{st.st_uid, st.st_gid, 0});
+  if (auto e = copier.copyAll(below.get(), merged.get()); !e.empty()) return e;
+  return layerOnto(own.get(), merged.get(), "", 0, &copier);
 }
 
 }  // namespace
@@ -131,7 +144,9 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     if (!earlier) return earlier.errors();
     auto report = earlier.value().read(bundle::kReport);
     boost::system::error_code ec;
-    auto v = report ? boost::json::parse(report.value(), ec) : boost::json::value();
+    boost::json::parse_options lenient;
+    lenient.allow_invalid_utf8 = true;  // the report names the workload's files as they are
+    auto v = report ? boost::json::parse(report.value(), ec, {}, lenient) : boost::json::value();
     const auto* run =
         !ec && v.is_object() && v.as_object().contains("run") && v.at("run").is_object()
             ? &v.at("run").as_object()
@@ -249,17 +264,22 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
     warnings->push_back("changes: " + set.errors().front().message);
     return out;
   }
-  if (auto e =
-          dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
-    warnings->push_back("changes: " + *e);
-  }
+  // The patch first: a file it cannot show gets its note, which changes.json must carry
+  // (apply never applies what the patch does not show unless it is named).
   std::vector<std::string> skipped;
-  auto patch = formatPatch(set.value(), workspacePath_, upperPath, &skipped);
+  auto patch = formatPatch(&set.value(), workspacePath_, upperPath, &skipped);
   for (const auto& s : skipped) warnings->push_back("changes.patch: left out " + s);
   if (!patch) {
     warnings->push_back("changes.patch: " + patch.errors().front().message);
+    for (auto& c : set.value().changes) {
+      if (c.note.empty()) c.note = "the patch could not be made: not shown";
+    }
   } else if (auto e = dir_.write(bundle::kPatch, patch.value())) {
     warnings->push_back("changes.patch: " + *e);
+  }
+  if (auto e =
+          dir_.write(bundle::kChanges, boost::json::serialize(changesToJson(set.value())) + "\n")) {
+    warnings->push_back("changes: " + *e);
   }
   out["changes"] = changeSummary(set.value());
   return out;

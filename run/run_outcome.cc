@@ -10,6 +10,7 @@
 #include <cstring>
 #include <string_view>
 
+#include "common/terminal_text.h"
 #include "run/run_report.h"
 
 namespace sandgate::run {
@@ -19,9 +20,9 @@ namespace {
 void describeBundle(const boost::json::object& extra) {
   const auto& run = extra.at("run").as_object();
   const std::string id(run.at("id").as_string());
-  fmt::print(stderr, "sandgate run: run {} ({} workspace): {}\n", id,
+  fmt::print(stderr, "sandgate run: run {} ({} workspace): {}\n", quoteName(id),
              std::string(run.at("workspace_mode").as_string()),
-             std::string(run.at("dir").as_string()));
+             quoteName(run.at("dir").as_string()));
   if (!extra.at("changes").is_object()) return;
   const auto& c = extra.at("changes").as_object();
   fmt::print(stderr,
@@ -29,12 +30,20 @@ void describeBundle(const boost::json::object& extra) {
              "`sandgate show {}` and `sandgate diff {}`, then `sandgate apply {}` or "
              "`sandgate discard {}`\n",
              c.at("added").as_uint64(), c.at("modified").as_uint64(), c.at("deleted").as_uint64(),
-             c.at("mode").as_uint64(), id, id, id, id);
-  for (const auto& f : c.at("flagged").as_array()) {
+             c.at("mode").as_uint64(), quoteName(id), quoteName(id), quoteName(id),
+             quoteName(id));
+  // Every .git path git runs or obeys is flagged (a `git init` in the run flags its sample
+  // hooks): the first 20 here, all of them in `sandgate show`.
+  const auto& flagged = c.at("flagged").as_array();
+  for (size_t i = 0; i < flagged.size() && i < 20; ++i) {
     fmt::print(stderr,
                "sandgate run: WARNING: the run wrote {} (git runs it or obeys it outside the "
                "sandbox); it is never applied\n",
-               std::string(f.as_string()));
+               quoteName(flagged[i].as_string()));
+  }
+  if (flagged.size() > 20) {
+    fmt::print(stderr, "sandgate run: WARNING: and {} more such paths (`sandgate show {}`)\n",
+               flagged.size() - 20, quoteName(id));
   }
 }
 
@@ -49,22 +58,29 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
   if (bundle != nullptr)
     extra = bundle->finish(&bundleWarnings, result ? result->workspaceCopy : "");
   if (!result) {
-    for (const auto& e : result.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
+    for (const auto& e : result.errors()) {
+      fmt::print(stderr, "sandgate run: {}\n", escapeText(e.str(), true));
+    }
     return kExitSetupFailed;
   }
   sandbox::RunResult rr = result.value();
   rr.warnings.insert(rr.warnings.end(), bundleWarnings.begin(), bundleWarnings.end());
   // Said only when the stub was used: most runs that honour the proxy variables never ask.
   if (dns && dns->queries() > 0) fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
-  for (const auto& w : rr.warnings) fmt::print(stderr, "sandgate run: warning: {}\n", w);
+  // A warning may name the workload's files (a copy that failed, what --disk left out):
+  // escaped, as everything the workload's bytes reach a terminal through.
+  for (const auto& w : rr.warnings) {
+    fmt::print(stderr, "sandgate run: warning: {}\n", escapeText(w, true));
+  }
   for (const auto& u : rr.unenforced) {
     // A default limit that was not enforced is already one of the warnings.
     bool warned = std::any_of(rr.warnings.begin(), rr.warnings.end(),
                               [&](const std::string& w) { return w.find(u) != w.npos; });
-    if (!warned) fmt::print(stderr, "sandgate run: not enforced: {}\n", u);
+    if (!warned) fmt::print(stderr, "sandgate run: not enforced: {}\n", escapeText(u, true));
   }
   if (rr.end == sandbox::RunResult::End::kSetupFailed) {
-    fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n", rr.error);
+    fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n",
+               escapeText(rr.error, true));
   } else if (rr.end == sandbox::RunResult::End::kTimeout) {
     fmt::print(stderr, "sandgate run: timed out after {}\n",
                limits.timeout ? formatDuration(*limits.timeout) : "the timeout");

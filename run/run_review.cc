@@ -7,6 +7,7 @@
 #include <boost/json.hpp>
 #include <cstdio>
 
+#include "common/terminal_text.h"
 #include "run/changes.h"
 #include "run/run_dir.h"
 #include "run/run_task.h"
@@ -15,7 +16,7 @@ namespace sandgate::run {
 namespace {
 
 int complain(const std::string& what, const Diagnostic& d) {
-  fmt::print(stderr, "sandgate {}: {}\n", what, d.message);
+  fmt::print(stderr, "sandgate {}: {}\n", what, escapeText(d.message, true));
   return d.message.find(reason::kNoSuchRun) != std::string::npos ? kExitUsage : kExitSetupFailed;
 }
 
@@ -23,7 +24,10 @@ std::optional<boost::json::object> readReport(const RunDir& dir) {
   auto text = dir.read(bundle::kReport);
   if (!text) return std::nullopt;
   boost::system::error_code ec;
-  auto v = boost::json::parse(text.value(), ec);
+  // The report names the workload's files (changes.paths), not always in UTF-8.
+  boost::json::parse_options options;
+  options.allow_invalid_utf8 = true;
+  auto v = boost::json::parse(text.value(), ec, {}, options);
   if (ec || !v.is_object()) return std::nullopt;
   return v.as_object();
 }
@@ -35,6 +39,15 @@ std::string str(const boost::json::object& o, std::string_view key) {
   return boost::json::serialize(*v);
 }
 
+// A field as a person may see it: the report holds the workload's bytes (hosts, reasons,
+// paths, the command), and a control byte printed raw would rewrite the reviewer's terminal.
+std::string shown(const boost::json::object& o, std::string_view key) {
+  return escapeText(str(o, key), true);
+}
+std::string shownName(const boost::json::object& o, std::string_view key) {
+  return quoteName(str(o, key));
+}
+
 const boost::json::object* obj(const boost::json::object& o, std::string_view key) {
   const auto* v = o.if_contains(key);
   return v != nullptr && v->is_object() ? &v->as_object() : nullptr;
@@ -44,7 +57,7 @@ std::string commandOf(const boost::json::object& report) {
   std::string out;
   if (const auto* c = report.if_contains("command"); c && c->is_array()) {
     for (const auto& a : c->as_array()) {
-      if (a.is_string()) out += (out.empty() ? "" : " ") + std::string(a.as_string());
+      if (a.is_string()) out += (out.empty() ? "" : " ") + quoteName(a.as_string());
     }
   }
   return out;
@@ -60,6 +73,31 @@ uint64_t changedFiles(const boost::json::object& report) {
   return n;
 }
 
+// The change list: every .git path apart and first (never shown in the patch, never applied;
+// the flagged ones are code or settings git runs), then the rest with what the patch leaves
+// out. Every name quoted: a name is the workload's bytes.
+void printChanges(const ChangeSet& set) {
+  for (const auto& c : set.changes) {
+    if (c.git && c.flagged) {
+      fmt::print("FLAGGED    {} {} (runs or is obeyed by git outside the sandbox; not shown, never "
+                 "applied)\n",
+                 kindName(c.kind), quoteName(c.path));
+    }
+  }
+  for (const auto& c : set.changes) {
+    if (c.git && !c.flagged) {
+      fmt::print("GIT        {} {} (inside .git: not shown, never applied)\n", kindName(c.kind),
+                 quoteName(c.path));
+    }
+  }
+  for (const auto& c : set.changes) {
+    if (c.git) continue;
+    if (c.after && c.after->type == "dir" && c.kind == Change::Kind::kAdded) continue;
+    fmt::print("  {:<8} {}{}\n", kindName(c.kind), quoteName(c.path),
+               c.note.empty() ? "" : "  (" + escapeText(c.note, true) + ")");
+  }
+}
+
 }  // namespace
 
 int listRuns() {
@@ -70,7 +108,8 @@ int listRuns() {
     if (!dir) continue;
     auto report = readReport(dir.value());
     if (!report) {
-      fmt::print("{:<24} (no report: still running, or it could not be written)\n", id);
+      fmt::print("{:<24} (no report: still running, or it could not be written)\n",
+                 quoteName(id));
       continue;
     }
     const auto* run = obj(*report, "run");
@@ -80,9 +119,9 @@ int listRuns() {
     if (const auto* d = report->if_contains("duration_seconds"); d && d->is_number()) {
       secs = d->to_number<double>();
     }
-    fmt::print("{:<24} {:<12} {:<20} {:>8.1f} {:<14} {:>7}  {}\n", id, str(*report, "task"),
-               run ? str(*run, "started_at") : "-", secs, status, changedFiles(*report),
-               commandOf(*report));
+    fmt::print("{:<24} {:<12} {:<20} {:>8.1f} {:<14} {:>7}  {}\n", quoteName(id),
+               shown(*report, "task"), run ? shown(*run, "started_at") : "-", secs,
+               escapeText(status, true), changedFiles(*report), commandOf(*report));
   }
   return 0;
 }
@@ -92,34 +131,41 @@ int showRun(const std::string& runArg) {
   if (!dir) return complain("show", dir.errors().front());
   auto report = readReport(dir.value());
   if (!report) {
-    fmt::print(stderr, "sandgate show: {} has no readable {}\n", dir.value().path, bundle::kReport);
+    fmt::print(stderr, "sandgate show: {} has no readable {}\n", quoteName(dir.value().path),
+               bundle::kReport);
     return kExitSetupFailed;
   }
   const auto& r = *report;
   const auto* run = obj(r, "run");
-  fmt::print("run        {}\n", dir.value().id);
-  fmt::print("directory  {}\n", dir.value().path);
-  fmt::print("task       {} (policy {})\n", str(r, "task"), str(r, "policy"));
+  fmt::print("run        {}\n", quoteName(dir.value().id));
+  fmt::print("directory  {}\n", quoteName(dir.value().path));
+  fmt::print("task       {} (policy {})\n", shown(r, "task"), shown(r, "policy"));
   fmt::print("command    {}\n", commandOf(r));
   if (run != nullptr) {
-    fmt::print("workspace  {} ({})\n", str(*run, "workspace"), str(*run, "workspace_mode"));
-    fmt::print("started    {}\n", str(*run, "started_at"));
+    fmt::print("workspace  {} ({})\n", shownName(*run, "workspace"), shown(*run, "workspace_mode"));
+    fmt::print("started    {}\n", shown(*run, "started_at"));
   }
   double secs = 0;
   if (const auto* d = r.if_contains("duration_seconds"); d && d->is_number()) {
     secs = d->to_number<double>();
   }
-  fmt::print("ended      {} (exit status {}) after {:.2f} s\n", str(r, "end"), str(r, "exit_status"),
-             secs);
+  fmt::print("ended      {} (exit status {}) after {:.2f} s\n", shown(r, "end"),
+             shown(r, "exit_status"), secs);
+  // What the run said as it ended (what --disk left out, a change list that is incomplete).
+  if (const auto* w = r.if_contains("warnings"); w && w->is_array()) {
+    for (const auto& line : w->as_array()) {
+      if (line.is_string()) fmt::print("warning    {}\n", escapeText(line.as_string(), true));
+    }
+  }
   if (const auto* req = obj(r, "requests")) {
-    fmt::print("network    {} allowed, {} denied\n", str(*req, "allowed"), str(*req, "denied"));
+    fmt::print("network    {} allowed, {} denied\n", shown(*req, "allowed"), shown(*req, "denied"));
   }
   if (const auto* hosts = r.if_contains("by_host"); hosts && hosts->is_array()) {
     for (const auto& h : hosts->as_array()) {
       if (!h.is_object()) continue;
       const auto& o = h.as_object();
-      fmt::print("           {} {}:{} {} x{}\n", str(o, "verdict"), str(o, "host"), str(o, "port"),
-                 str(o, "reason"), str(o, "count"));
+      fmt::print("           {} {}:{} {} x{}\n", shown(o, "verdict"), shown(o, "host"),
+                 shown(o, "port"), shown(o, "reason"), shown(o, "count"));
     }
   }
   const auto* changes = obj(r, "changes");
@@ -128,37 +174,49 @@ int showRun(const std::string& runArg) {
     return 0;
   }
   fmt::print("changes    {} added, {} modified, {} deleted, {} mode changes, {} inside .git\n",
-             str(*changes, "added"), str(*changes, "modified"), str(*changes, "deleted"),
-             str(*changes, "mode"), str(*changes, "git"));
-  if (const auto* f = changes->if_contains("flagged"); f && f->is_array()) {
-    for (const auto& p : f->as_array()) {
-      fmt::print("FLAGGED    {} (runs or is obeyed by git outside the sandbox; never applied)\n",
-                 p.is_string() ? std::string(p.as_string()) : "?");
-    }
-  }
+             shown(*changes, "added"), shown(*changes, "modified"), shown(*changes, "deleted"),
+             shown(*changes, "mode"), shown(*changes, "git"));
   auto text = dir.value().read(bundle::kChanges);
-  if (text) {
-    auto set = changesFromJson(text.value());
-    if (set) {
-      for (const auto& c : set.value().changes) {
-        if (c.after && c.after->type == "dir" && c.kind == Change::Kind::kAdded) continue;
-        fmt::print("  {:<8} {}{}\n", kindName(c.kind), c.path,
-                   c.note.empty() ? "" : "  (" + c.note + ")");
+  auto set = text ? changesFromJson(text.value()) : Result<ChangeSet>(text.errors());
+  if (!set) {
+    // Without the list, at least the report's flagged paths.
+    if (const auto* f = changes->if_contains("flagged"); f && f->is_array()) {
+      for (const auto& p : f->as_array()) {
+        fmt::print("FLAGGED    {} (runs or is obeyed by git outside the sandbox; never applied)\n",
+                   p.is_string() ? quoteName(p.as_string()) : "?");
       }
     }
+    fmt::print(stderr, "sandgate show: {}\n", escapeText(set.errors().front().message, true));
+  } else {
+    printChanges(set.value());
   }
-  fmt::print("files      {0}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
+  fmt::print("files      {}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
              "changes.patch, overlay/upper/\n",
-             dir.value().path);
+             quoteName(dir.value().path));
   return 0;
 }
 
-int diffRun(const std::string& runArg) {
+int diffRun(const std::string& runArg, bool raw) {
   auto dir = openRunDir(runArg);
   if (!dir) return complain("diff", dir.errors().front());
   auto patch = dir.value().read(bundle::kPatch, size_t{1} << 30);
   if (!patch) return complain("diff", patch.errors().front());
-  std::fwrite(patch.value().data(), 1, patch.value().size(), stdout);
+  const std::string& p = patch.value();
+  if (raw) {
+    std::fwrite(p.data(), 1, p.size(), stdout);
+    return 0;
+  }
+  // Line by line, the content's control bytes escaped (the names are quoted already): a `+`
+  // line with ESC or CR in it could erase itself on the reviewer's terminal, or in a pager
+  // that passes them (less -R, more).
+  for (size_t pos = 0; pos < p.size();) {
+    size_t nl = p.find('\n', pos);
+    size_t end = nl == std::string::npos ? p.size() : nl;
+    const std::string line = escapeText(std::string_view(p).substr(pos, end - pos));
+    std::fwrite(line.data(), 1, line.size(), stdout);
+    if (nl != std::string::npos) std::fputc('\n', stdout);
+    pos = end + 1;
+  }
   return 0;
 }
 
@@ -173,7 +231,7 @@ int applyRun(const ApplyRequest& req) {
   const auto* run = report ? obj(*report, "run") : nullptr;
   if (run == nullptr || str(*run, "workspace") == "-") {
     fmt::print(stderr, "sandgate apply: {} does not say which workspace it ran in\n",
-               dir.value().path);
+               quoteName(dir.value().path));
     return kExitSetupFailed;
   }
   const std::string workspace = str(*run, "workspace");
@@ -182,7 +240,8 @@ int applyRun(const ApplyRequest& req) {
       dir.value().fd.get(), std::string(bundle::kOverlay) + "/upper", O_RDONLY | O_DIRECTORY));
   if (!ws.valid() || !upper.valid()) {
     fmt::print(stderr, "sandgate apply: cannot open {}: {}\n",
-               ws.valid() ? "the run's upper layer" : workspace, safe_open::describeError(errno));
+               ws.valid() ? "the run's upper layer" : quoteName(workspace),
+               safe_open::describeError(errno));
     return kExitSetupFailed;
   }
   auto out = applyChanges(set.value(), ws.get(), upper.get(), req);
@@ -192,12 +251,14 @@ int applyRun(const ApplyRequest& req) {
     fmt::print(stderr,
                "sandgate apply: refusing to apply the run's changes to {}: these files changed "
                "since the run started [{}]\n",
-               workspace, reason::kApplyConflict);
+               quoteName(workspace), reason::kApplyConflict);
     for (const auto& c : out.value().conflicts) fmt::print(stderr, "  conflict  {}\n", c);
     return kExitConflict;
   }
   for (const auto& d : out.value().done) fmt::print("{}{}\n", req.check ? "would: " : "", d);
-  if (!req.check) fmt::print("applied {} changes to {}\n", out.value().done.size(), workspace);
+  if (!req.check) {
+    fmt::print("applied {} changes to {}\n", out.value().done.size(), quoteName(workspace));
+  }
   return 0;
 }
 
@@ -205,10 +266,10 @@ int discardRun(const std::string& runArg) {
   auto dir = openRunDir(runArg);
   if (!dir) return complain("discard", dir.errors().front());
   if (auto e = removeRunDir(dir.value())) {
-    fmt::print(stderr, "sandgate discard: {}\n", *e);
+    fmt::print(stderr, "sandgate discard: {}\n", escapeText(*e, true));
     return kExitSetupFailed;
   }
-  fmt::print("discarded {}\n", dir.value().path);
+  fmt::print("discarded {}\n", quoteName(dir.value().path));
   return 0;
 }
 

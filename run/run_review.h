@@ -15,10 +15,13 @@ inline constexpr int kExitConflict = 1;
 // changed files.
 int listRuns();
 // The summary a reviewer reads first: what ran, how it ended, its network activity, the
-// changes (flagged ones first) and where the files are.
+// changes (every .git path first, flagged ones at the top) and where the files are. Every
+// string from the run is escaped, every name quoted (common/terminal_text.h).
 int showRun(const std::string& run);
-// Prints changes.patch.
-int diffRun(const std::string& run);
+// Prints changes.patch with the control bytes of every line escaped (common/terminal_text.h
+// escapeText), so that the content cannot rewrite the reviewer's terminal or pager; `raw`: its
+// bytes as they are (for `git apply`; the file itself is changes.patch).
+int diffRun(const std::string& run, bool raw);
 // Applies the run's changes to its workspace (apply_changes.h); prints what it did.
 int applyRun(const ApplyRequest& req);
 // Removes the run's directory.

@@ -258,6 +258,7 @@ void attachOverlay(const FilesystemPlan& plan, const std::string& target, DiskLa
                              "open the sized upper layer", "open");
       disk->target = checkSys(open(upper.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC),
                               "open the run's upper layer", "open");
+      disk->maxBytes = plan.diskBytes;
     }
     upper = "/disk/upper";
     work = "/disk/work";

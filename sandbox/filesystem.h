@@ -105,6 +105,7 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
 struct DiskLayer {
   int upper = -1;
   int target = -1;
+  uint64_t maxBytes = 0;  // the --disk size: the copy writes no more file data than this
 };
 
 // Sandbox side (in the new user + mount namespaces, before exec): builds the new root and

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/terminal_text.h"
 #include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
 #include "sandbox/exec_watch.h"
@@ -122,6 +123,19 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
   _exit(kExitSetupFailed);
 }
 
+// The report's line when the copy out of the sized layer stopped at --disk: what was left out.
+std::string diskCutLine(const LayerCopyOutcome& c, uint64_t limit) {
+  std::string line = "disk_limit: the copy of the run's changes stopped at the --disk size (" +
+                     std::to_string(limit) + " bytes): " + std::to_string(c.notCopiedCount) +
+                     " files (" + std::to_string(c.notCopiedBytes) +
+                     " bytes) were not copied and are not in the change list:";
+  for (const auto& n : c.notCopied) line += " " + quoteName(n);
+  if (c.notCopiedCount > c.notCopied.size()) {
+    line += " and " + std::to_string(c.notCopiedCount - c.notCopied.size()) + " more";
+  }
+  return line;
+}
+
 }  // namespace
 
 void runInit(const ChildSpec& spec) {
@@ -195,8 +209,16 @@ void runInit(const ChildSpec& spec) {
               kill(-1, SIGKILL);
               while (waitpid(-1, nullptr, 0) > 0 || errno == EINTR) {
               }
-              if (auto e = copyUpperLayer(disk.upper, disk.target); !e.empty()) {
+              // Holes stay holes and links links, and the copy stops at the --disk size:
+              // the host's disk gets no more than the sized layer held.
+              LayerCopyOptions bound;
+              bound.maxBytes = disk.maxBytes;
+              LayerCopyOutcome copied;
+              if (auto e = copyUpperLayer(disk.upper, disk.target, bound, &copied); !e.empty()) {
                 sendMessage(ch, MsgType::kWarning, 0, "the run's changes are incomplete: " + e);
+              }
+              if (copied.notCopiedCount > 0) {
+                sendMessage(ch, MsgType::kWarning, 0, diskCutLine(copied, disk.maxBytes));
               }
             }
             sendMessage(ch, MsgType::kCommandExit, status);

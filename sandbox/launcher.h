@@ -61,7 +61,9 @@ struct Options {
   // kOverlay: bounds what the run writes to the workspace (--disk). The upper layer is a tmpfs
   // of this size inside the sandbox (its pages count in the memory limit; beyond it writes fail
   // with ENOSPC, the host's disk is untouched), copied to overlayDir/upper by the sandbox's
-  // PID 1 once the command has ended and every other process of the sandbox is killed.
+  // PID 1 once the command has ended and every other process of the sandbox is killed: holes
+  // and hard links kept, no more than this many bytes of file data (a warning names what was
+  // left out), setuid/setgid dropped (layer_copy.h).
   std::optional<uint64_t> diskBytes;
   // kOverlay: an earlier run's upper layer (--from, --resume), a read-only layer between the
   // workspace and this run's upper layer: the files are where that run left them. Root

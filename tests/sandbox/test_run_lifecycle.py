@@ -377,7 +377,10 @@ class LifecycleTest(unittest.TestCase):
         self.assertTrue(ch[".git/hooks/pre-commit"]["flagged"])
         with open(os.path.join(run, "changes.patch")) as f:
             patch = f.read()
-        self.assertNotIn(".git/", patch)
+        # Named at the top (a comment git apply skips), never as a diff.
+        self.assertNotIn("diff --git a/.git/", patch)
+        self.assertIn("# sandgate: inside .git, not shown, never applied: added "
+                      ".git/hooks/pre-commit (FLAGGED", patch)
         self.assertIn("+++ b/pkg/main.c", patch)
         a = self.cli("apply", run)
         self.assertEqual(a.returncode, 0, a.stderr)
