@@ -12,6 +12,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sandbox/bind_filter.h"
 #include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
 #include "sandbox/exec_watch.h"
@@ -108,6 +109,7 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
       }
       close(notify);
     }
+    if (spec.bindWorkspace) loadBindWorkspaceFilter();  // bind_filter.h: no setuid on the host
     loadSeccompFilter();
     if (err == 0) {
       execve(exe.c_str(), argv.data(), envp.data());
