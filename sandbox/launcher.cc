@@ -407,7 +407,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   const bool bind = options.workspaceMode == Options::WorkspaceMode::kBind;
   auto lock = lockWorkspace(*ws, bind);  // held until run() returns, the sweep included
   if (!lock) return lock.errors();
-  closer.fds.push_back(lock.value());
+  closer.fds.insert(closer.fds.end(), lock->begin(), lock->end());
   auto id = chooseIdentity(options);
   if (!id) return id.errors();
   closer.fds.push_back(id->leaseFd);

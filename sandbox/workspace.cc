@@ -231,23 +231,51 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
   return tree;
 }
 
-Result<int> lockWorkspace(const CheckedWorkspace& ws, bool exclusive) {
+Result<std::vector<int>> lockWorkspace(const CheckedWorkspace& ws, bool exclusive) {
+  std::vector<int> held;
+  auto fail = [&](std::string message) {
+    for (int fd : held) close(fd);
+    return Result<std::vector<int>>(diagnostic(std::move(message)));
+  };
   // flock needs a descriptor opened for reading (an O_PATH one is refused).
   int fd = ::openat(ws.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
-  if (fd < 0) return diagnostic(sysFailure("lock the workspace " + ws.path, "openat", errno));
+  if (fd < 0) return fail(sysFailure("lock the workspace " + ws.path, "openat", errno));
+  held.push_back(fd);
   if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
-    int err = errno;
-    close(fd);
-    if (err == EWOULDBLOCK) {
-      return diagnostic("sandbox: the workspace " + ws.path + " is in use by another run" +
-                        (exclusive ? "" : " in bind mode") +
-                        ": a bind run has a workspace to itself (runs in one workspace would "
-                        "share its sockets and files); wait for it to end, or use overlay mode "
-                        "(--workspace-mode overlay) for runs side by side");
-    }
-    return diagnostic(sysFailure("lock the workspace " + ws.path, "flock", err));
+    if (errno != EWOULDBLOCK)
+      return fail(sysFailure("lock the workspace " + ws.path, "flock", errno));
+    return fail("sandbox: the workspace " + ws.path + " is in use by another run" +
+                (exclusive ? "" : " in bind mode") +
+                ": a bind run has a workspace to itself (runs in one workspace would share its "
+                "sockets and files); wait for it to end, or use overlay mode "
+                "(--workspace-mode overlay) for runs side by side");
   }
-  return fd;
+  if (!exclusive) return held;
+  // A bind run also holds every directory above its workspace shared, so that a bind run of a
+  // directory that holds this one (which would see this run's sockets) and this one exclude
+  // each other, while bind runs of sibling directories do not. Reached by "..", never by name;
+  // a directory above that this user may not read (rootless) is skipped.
+  struct stat prev = ws.st;
+  for (int depth = 0; depth < 4096; ++depth) {
+    int up = ::openat(held.back(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (up < 0 && errno == EACCES)
+      up = ::openat(held.back(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st {};
+    if (up < 0 || fstat(up, &st) != 0) {
+      if (up >= 0) close(up);
+      break;
+    }
+    held.push_back(up);
+    if (st.st_dev == prev.st_dev && st.st_ino == prev.st_ino) break;  // "/" is its own parent
+    prev = st;
+    if (flock(up, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      return fail("sandbox: the workspace " + ws.path +
+                  " is in use by another run: a bind run holds a directory above it, where it "
+                  "would share this run's sockets and files; wait for it to end, or use overlay "
+                  "mode (--workspace-mode overlay)");
+    }
+  }
+  return held;
 }
 
 Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const CheckedWorkspace& ws,

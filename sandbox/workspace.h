@@ -40,10 +40,14 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
 // sockets, FIFOs, files) with anything else running in it, so a relay one task leaves there
 // would lend its proxy access to another. `exclusive` (bind mode) takes flock(LOCK_EX) on the
 // workspace directory itself, any other run LOCK_SH (overlay runs share a workspace, but not
-// with a bind run). The lock lives on the directory's inode, so a root and a rootless launcher
-// see each other's, and nothing is written into the workspace. Returns the descriptor holding
-// the lock (close it when the run is over) or the refusal: "in use by another run".
-Result<int> lockWorkspace(const CheckedWorkspace& ws, bool exclusive);
+// with a bind run). A bind run also holds each directory above the workspace shared, so that
+// bind runs of nested directories (/p and /p/sub: the outer one sees the inner one's sockets)
+// exclude each other; bind runs of siblings do not. Overlay runs cannot connect to a socket in
+// their lower layer (the overlay's inode is not the one the socket is bound to), so they take
+// no such lock. The locks live on the directories' inodes, so a root and a rootless launcher
+// see each other's, and nothing is written into the workspace. Returns every descriptor
+// holding a lock (close them when the run is over) or the refusal: "in use by another run".
+Result<std::vector<int>> lockWorkspace(const CheckedWorkspace& ws, bool exclusive);
 
 // Overlay mode: creates upper/ and work/ (0700) in `dir` (an empty directory the launcher owns,
 // opened without following links, not inside the workspace `ws`), makes `dir` and both of them

@@ -381,6 +381,44 @@ class EscapeBindTest(unittest.TestCase):
         r = self.sandgate(["true"], workspace=ws)
         self.assertEqual(r.returncode, 0, r.stderr)
 
+    def test_bind_runs_of_nested_workspaces_exclude_each_other(self):
+        # The outer workspace holds the inner one: a bind run of it would reach the inner run's
+        # relay socket by path. Either order is refused; siblings run side by side.
+        outer = self.new_workspace()
+        inner, sibling = os.path.join(outer, "inner"), os.path.join(outer, "sibling")
+        for d in (inner, sibling):
+            os.mkdir(d, 0o755)
+            os.chown(d, self.owner.uid, self.owner.gid)
+        server = ("import socket,sys\n"
+                  "s=socket.socket(socket.AF_UNIX); s.bind('relay.sock'); s.listen(1)\n"
+                  "print('up', flush=True); sys.stdin.read()\n")
+        connect = ("import socket,sys\ns=socket.socket(socket.AF_UNIX)\n"
+                   "try:\n  s.connect(sys.argv[1]); print('RELAYED')\n"
+                   "except OSError as e: print('errno', e.errno)\n")
+        for held, second, path in ((inner, outer, "inner/relay.sock"),
+                                   (outer, inner, "../relay.sock")):
+            with self.subTest(held=os.path.basename(held), second=os.path.basename(second)):
+                for p in (os.path.join(inner, "relay.sock"), os.path.join(outer, "relay.sock")):
+                    if os.path.exists(p):
+                        os.unlink(p)
+                a = self.sandgate(["python3", "-c", server], "--timeout", "60s", workspace=held,
+                                  popen=True)
+                try:
+                    self.started(a)
+                    b = self.sandgate(["python3", "-c", connect, path], workspace=second)
+                    self.assertEqual(b.returncode, 125, b.stdout + b.stderr)
+                    self.assertIn("in use by another run", b.stderr)
+                    self.assertNotIn("RELAYED", b.stdout)
+                    if held == inner:
+                        c = self.sandgate(["true"], workspace=sibling)
+                        self.assertEqual(c.returncode, 0, c.stderr)
+                    a.communicate(input="", timeout=60)
+                    self.assertEqual(a.returncode, 0)
+                finally:
+                    if a.poll() is None:
+                        a.kill()
+                        a.communicate(timeout=30)
+
     def test_overlay_runs_share_a_workspace(self):
         ws = self.new_workspace()
         a = self.sandgate(["sh", "-c", "echo up; cat >/dev/null"], "--timeout", "60s",
