@@ -9,11 +9,11 @@ second local user then see.
    local user gets no euid 0 from anything left; a root-owned workspace is bound only with
    --allow-root-workspace.
  - item 6: system directories and their direct children are refused as the workspace.
- - item 7: one bind run at a time per workspace (a relay in it would give one task another's
-   access).
+ - item 7: one bind run at a time per workspace, nested workspaces included, whichever user
+   launched it (a relay in it would give one task another's access); overlay runs still share.
 
 Runs as root (CI is root; the root-owned workspace is the case that plants setuid root); the
-rootless variant runs as a user the test creates. The users have distinct uid and gid numbers
+rootless variants run as a user the test creates. The users have distinct uid and gid numbers
 and are removed after."""
 
 import grp
@@ -24,7 +24,6 @@ import shutil
 import stat
 import subprocess
 import tempfile
-import time
 import unittest
 
 import artifacts
@@ -380,6 +379,27 @@ class EscapeBindTest(unittest.TestCase):
         # Free again once A is over.
         r = self.sandgate(["true"], workspace=ws)
         self.assertEqual(r.returncode, 0, r.stderr)
+
+    def test_a_rootless_bind_run_and_a_root_run_exclude_each_other(self):
+        # The lock is on the directory's inode: launchers of different users see it.
+        ws = self.new_workspace()
+        runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
+        os.chown(runs, self.owner.uid, self.owner.gid)
+        a = self.sandgate(["sh", "-c", "echo up; cat >/dev/null"], "--timeout", "60s",
+                          "--run-dir", os.path.join(runs, "a"), workspace=ws, popen=True,
+                          **self.owner.popen_args(ws))
+        try:
+            self.started(a)
+            b = self.sandgate(["sh", "-c", "echo RAN"], workspace=ws)
+            self.assertEqual(b.returncode, 125, b.stdout + b.stderr)
+            self.assertIn("in use by another run", b.stderr)
+            self.assertNotIn("RAN", b.stdout)
+            a.communicate(input="", timeout=60)
+            self.assertEqual(a.returncode, 0)
+        finally:
+            if a.poll() is None:
+                a.kill()
+                a.communicate(timeout=30)
 
     def test_bind_runs_of_nested_workspaces_exclude_each_other(self):
         # The outer workspace holds the inner one: a bind run of it would reach the inner run's
