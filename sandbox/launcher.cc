@@ -585,13 +585,8 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   }
   CgroupStats stats = cgroup ? cgroup->stats() : CgroupStats{};
   cgroup.reset();  // removes the directories: every process of the run is gone
-  if (bind) {
-    result.sweep = sweepWorkspace(ws->fd);  // nothing of the run can write it any more
-    if (auto line = describeSweep(*result.sweep); !line.empty()) {
-      spdlog::warn("sandbox: {}", line);
-      result.warnings.push_back(std::move(line));
-    }
-  }
+  // Nothing of the run can write the workspace any more.
+  if (bind) result.sweep = sweepWorkspace(ws->fd, &result.warnings);
 
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.peakMemoryBytes = stats.peakMemoryBytes;

@@ -4,6 +4,7 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <sys/xattr.h>
 #include <unistd.h>
@@ -132,23 +133,8 @@ class Sweeper {
   dev_t dev_;
 };
 
-}  // namespace
-
-WorkspaceSweep sweepWorkspace(int workspaceFd) {
-  int dir = openat(workspaceFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  struct stat st {};
-  if (dir < 0 || fstat(dir, &st) != 0) {
-    WorkspaceSweep failed;
-    failed.errors.push_back(".: " + sysFailure("sweep the workspace", "openat", errno));
-    if (dir >= 0) close(dir);
-    return failed;
-  }
-  Sweeper s(st.st_dev);
-  s.walk(dir, "", 0);
-  return std::move(s.result);
-}
-
-std::string describeSweep(const WorkspaceSweep& sweep) {
+// One line for the run's stderr when the sweep cleared or missed something, else "".
+std::string describe(const WorkspaceSweep& sweep) {
   std::string line;
   if (sweep.cleared > 0) {
     line = "the workspace sweep cleared setuid/setgid bits or file capabilities on " +
@@ -163,6 +149,27 @@ std::string describeSweep(const WorkspaceSweep& sweep) {
             "workspace_sweep.errors)";
   }
   return line;
+}
+
+}  // namespace
+
+WorkspaceSweep sweepWorkspace(int workspaceFd, std::vector<std::string>* warnings) {
+  WorkspaceSweep result;
+  int dir = openat(workspaceFd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  struct stat st {};
+  if (dir < 0 || fstat(dir, &st) != 0) {
+    result.errors.push_back(".: " + sysFailure("sweep the workspace", "openat", errno));
+    if (dir >= 0) close(dir);
+  } else {
+    Sweeper s(st.st_dev);
+    s.walk(dir, "", 0);
+    result = std::move(s.result);
+  }
+  if (auto line = describe(result); !line.empty()) {
+    spdlog::warn("sandbox: {}", line);
+    warnings->push_back(std::move(line));
+  }
+  return result;
 }
 
 }  // namespace sandgate::sandbox

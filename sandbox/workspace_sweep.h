@@ -22,9 +22,7 @@ struct WorkspaceSweep {
 // makes new files take the directory's group, and grants nothing by exec; a host may set it on
 // a shared project). A launcher that is not root opens a directory it owns but may not read by
 // adding u+rx for the walk and putting the mode back. Deeper than 256 levels is an error.
-WorkspaceSweep sweepWorkspace(int workspaceFd);
-
-// One line for the run's stderr when the sweep cleared or missed something, else "".
-std::string describeSweep(const WorkspaceSweep& sweep);
+// When it cleared or missed something it says so on stderr and in `warnings`.
+WorkspaceSweep sweepWorkspace(int workspaceFd, std::vector<std::string>* warnings);
 
 }  // namespace sandgate::sandbox
