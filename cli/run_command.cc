@@ -33,6 +33,9 @@ void addRunCommand(CLI::App& app, Action* action) {
                   "overlay: the workspace is a read-only lower layer and the run writes its own "
                   "upper layer (review with sandgate show/diff, then apply or discard); bind: the "
                   "run writes the workspace itself (default: sandbox.workspace_mode, overlay)");
+  cmd->add_flag("--allow-root-workspace", req->allowRootWorkspace,
+                "Bind mode as root: allow a root-owned workspace (files the run writes are "
+                "root's on the host; no setuid/setgid bit or file capability is ever left)");
   cmd->add_option("--disk", req->disk,
                   "Bound what the run writes to the workspace, e.g. 1G, or unlimited (overlay "
                   "mode: an upper layer on a tmpfs of that size, counted in --memory; ENOSPC "

@@ -29,6 +29,8 @@ inline constexpr std::string_view kRunDirectory = "run_directory";
 // The workspace is refused (sandbox::openWorkspace) or cannot be identified: a setup failure,
 // as when the launcher refuses it.
 inline constexpr std::string_view kWorkspace = "workspace";
+// Bind mode and a root-owned workspace without --allow-root-workspace: a usage error.
+inline constexpr std::string_view kRootWorkspace = "root_workspace";
 }  // namespace reason
 
 class RunBundle {

@@ -59,6 +59,14 @@ std::string formatReport(const ReportInput& in) {
   } else {
     o["error"] = in.result.error;
   }
+  // Bind runs: what the end-of-run sweep cleared (setuid/setgid bits, file capabilities) and
+  // what it could not check; null for the other modes, whose runs do not write the host tree.
+  if (const auto& s = in.result.sweep) {
+    o["workspace_sweep"] = {
+        {"cleared", s->cleared}, {"paths", strings(s->paths)}, {"errors", strings(s->errors)}};
+  } else {
+    o["workspace_sweep"] = nullptr;
+  }
   for (const auto& [k, v] : in.bundle) o[k] = v;
   return boost::json::serialize(o) + "\n";
 }

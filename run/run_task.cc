@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <optional>
 #include <stdexcept>
 
 #include "config/config.h"
@@ -63,7 +64,26 @@ Result<std::string> chooseTask(config::Config& cfg, const RunRequest& req) {
 // A workspace the launcher refuses is a setup failure (as when sandbox::run refuses it); a run
 // directory that cannot be made is a usage error (--run-dir).
 int bundleFailure(const Error& error) {
-  return error.reason == reason::kRunDirectory ? kExitUsage : kExitSetupFailed;
+  return error.reason == reason::kRunDirectory || error.reason == reason::kRootWorkspace
+             ? kExitUsage
+             : kExitSetupFailed;
+}
+
+// Bind mode writes the host's directory as its owner. A root-owned one (a checkout in CI or a
+// container) would get root-owned files the workload chose, which root may later run (hooks,
+// Makefiles, scripts) and, without the bind filter and the sweep, setuid root binaries: bound
+// only when asked for. Overlay mode is not concerned (the host tree is not written by the run).
+std::optional<std::string> refuseRootWorkspace(const RunRequest& req, const sandbox::Options& o,
+                                               const sandbox::CheckedWorkspace& ws) {
+  if (o.workspaceMode != sandbox::Options::WorkspaceMode::kBind || req.allowRootWorkspace ||
+      geteuid() != 0 || ws.st.st_uid != 0) {
+    return std::nullopt;
+  }
+  return fmt::format(
+      "refusing to bind the root-owned workspace {}: files the run writes there would be root's "
+      "on the host; use overlay mode (--workspace-mode overlay, then review and apply), give the "
+      "workspace to an unprivileged user, or pass --allow-root-workspace",
+      ws.path);
 }
 
 // The config file's text as it was read for this run (the bundle's policy.yaml). A config holds
@@ -127,6 +147,10 @@ int runTask(const RunRequest& req) {
     };
     auto checked = sandbox::openWorkspace(req.workspace, options.hiddenPaths);
     if (!checked) return failed(reason::kWorkspace, checked.errors());
+    if (auto why = refuseRootWorkspace(req, options, checked.value())) {
+      ::close(checked->fd);
+      return Error{std::string(reason::kRootWorkspace), *why};
+    }
     if (!workspace) {
       auto id = identifyWorkspace(req.workspace);
       if (!id) {

@@ -38,6 +38,9 @@ struct RunRequest {
   std::vector<std::string> env;          // K=V
   std::optional<std::string> reportPath;
   bool allowUnenforced = false;
+  // Bind mode with a root-owned workspace and a root launcher: what the run writes is root's on
+  // the host. Refused unless asked for (--allow-root-workspace).
+  bool allowRootWorkspace = false;
   // Transparent capture (default): a DNS stub and listeners on the capture ports, so that
   // programs that ignore HTTP_PROXY still go through sandgate. Off: --no-transparent.
   bool transparent = true;

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "common/terminal_text.h"
+#include "sandbox/bind_filter.h"
 #include "sandbox/capture_net.h"
 #include "sandbox/channel.h"
 #include "sandbox/exec_watch.h"
@@ -109,6 +110,7 @@ std::string lookUp(const std::string& file, const std::vector<std::string>& env,
       }
       close(notify);
     }
+    if (spec.bindWorkspace) loadBindWorkspaceFilter();  // bind_filter.h: no setuid on the host
     loadSeccompFilter();
     if (err == 0) {
       execve(exe.c_str(), argv.data(), envp.data());

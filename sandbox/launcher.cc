@@ -404,6 +404,10 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       }
     }
   } closer{{ws->fd}};
+  const bool bind = options.workspaceMode == Options::WorkspaceMode::kBind;
+  auto lock = lockWorkspace(*ws, bind);  // held until run() returns, the sweep included
+  if (!lock) return lock.errors();
+  closer.fds.insert(closer.fds.end(), lock->begin(), lock->end());
   auto id = chooseIdentity(options);
   if (!id) return id.errors();
   closer.fds.push_back(id->leaseFd);
@@ -509,6 +513,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   }
   spec.launcherPid = getpid();
   spec.watchExecs = static_cast<bool>(options.onExec);
+  spec.bindWorkspace = bind;
 
   if (auto threads = threadCount(); threads && *threads > 1) {
     return error("sandbox: refusing to fork the sandbox from a process with " +
@@ -580,6 +585,8 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   }
   CgroupStats stats = cgroup ? cgroup->stats() : CgroupStats{};
   cgroup.reset();  // removes the directories: every process of the run is gone
+  // Nothing of the run can write the workspace any more.
+  if (bind) result.sweep = sweepWorkspace(ws->fd, &result.warnings);
 
   result.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   result.peakMemoryBytes = stats.peakMemoryBytes;

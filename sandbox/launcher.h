@@ -14,6 +14,7 @@
 
 #include "common/result.h"
 #include "sandbox/capture_net.h"
+#include "sandbox/workspace_sweep.h"
 
 namespace sandgate::sandbox {
 
@@ -39,7 +40,10 @@ struct Options {
   std::string workspace;
   // How the sandbox sees the workspace:
   //  - kBind: the directory itself, read-write (through the idmapped mount for a root launcher):
-  //    what the run writes is written on the host at once.
+  //    what the run writes is written on the host at once. The run has the workspace to itself
+  //    (lockWorkspace: a second run in it is refused), may set no setuid/setgid bit or file
+  //    capability (bind_filter.h), and the workspace is swept for them once the run is over
+  //    (RunResult::sweep).
   //  - kOverlay: the directory is the read-only lower layer of an overlay mount whose upper
   //    layer and overlay work directory are `overlayDir`/upper and `overlayDir`/work, which
   //    run() creates, owned by the run's uid. The host's directory is never written; the upper
@@ -133,6 +137,8 @@ struct RunResult {
   // kOverlay that fell back to a copy of the workspace (see Options): why, and what the copy
   // took (files, bytes, reflinks); empty otherwise.
   std::string workspaceCopy;
+  // kBind: what the end-of-run sweep cleared and could not check (workspace_sweep.h).
+  std::optional<WorkspaceSweep> sweep;
   uid_t uid = 0;  // the identity the command ran as
   gid_t gid = 0;
 };

@@ -27,8 +27,9 @@ struct ChildSpec {
   uint64_t maxOpenFiles = 4096;
   int stdinFd = -1, stdoutFd = -1, stderrFd = -1;
   pid_t launcherPid = 0;
-  bool watchExecs = false;  // Options::onExec is set
-  int channel = -1;  // the sandbox end of the control socketpair
+  bool watchExecs = false;     // Options::onExec is set
+  bool bindWorkspace = false;  // Options::WorkspaceMode::kBind: the bind filter is loaded
+  int channel = -1;            // the sandbox end of the control socketpair
 };
 
 // Runs in the process fork()ed by the launcher:

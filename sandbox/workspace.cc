@@ -6,6 +6,7 @@
 #include <pwd.h>
 #include <sched.h>
 #include <signal.h>
+#include <sys/file.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -14,6 +15,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 #include "common/safe_open.h"
 #include "sandbox/identity.h"
@@ -45,6 +47,24 @@ std::vector<std::string> homeDirectories(uid_t owner) {
   }
   endpwent();
   return homes;
+}
+
+// The system directory `p` is or lies directly in, if any (see openWorkspace).
+std::optional<std::string> systemDirectoryOf(const std::string& p) {
+  static const char* const kSystem[] = {
+      "/usr",         "/usr/lib",   "/usr/lib32", "/usr/lib64",     "/usr/libx32",
+      "/usr/libexec", "/usr/share", "/usr/local", "/usr/local/lib", "/usr/local/share",
+      "/usr/include", "/usr/src",   "/var",       "/var/lib",       "/var/log",
+      "/var/spool",   "/var/cache", "/var/mail",  "/var/backups",   "/var/opt",
+      "/boot",        "/lib",       "/lib32",     "/lib64",         "/libx32",
+      "/bin",         "/sbin",      "/opt",       "/nix",           "/nix/store",
+      "/efi"};
+  const auto slash = p.rfind('/');
+  const std::string parent = slash == 0 ? "/" : p.substr(0, slash);
+  for (const char* dir : kSystem) {
+    if (p == dir || parent == dir) return std::string(dir);
+  }
+  return std::nullopt;
 }
 
 Diagnostic refuse(const std::string& ws, const std::string& why, const std::string& instead) {
@@ -94,15 +114,28 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
   const std::string& p = out.path;
   const std::string instead =
       "give --workspace a project directory of its own (e.g. a checkout under it)";
-  for (const char* dir : {"/",    "/tmp",   "/var/tmp", "/var",    "/usr",  "/usr/local", "/home",
-                          "/srv", "/opt",   "/mnt",     "/media",  "/boot", "/bin",       "/sbin",
-                          "/lib", "/lib32", "/lib64",   "/libx32", "/nix",  "/snap"}) {
+  for (const char* dir : {"/", "/tmp", "/var/tmp", "/home", "/srv", "/mnt", "/media", "/snap"}) {
     if (p == dir) {
       return fail(refuse(p,
                          "it is a system or shared directory (the workload could change what "
                          "every user and program relies on, or reach their sockets)",
                          instead));
     }
+  }
+  // What the system installs and keeps (libraries, logs, spools, other services' and runs'
+  // state): the directory and each one directly in it. A root-owned workspace is idmapped to
+  // the run, so binding /usr/lib or /var/lib/<service> would hand the workload root's 0600 files
+  // there and every host program that loads them. A directory made for work below them
+  // (/var/lib/ci/checkout) is allowed. Compared on the canonical path, so /lib/x on a merged-/usr
+  // host is /usr/lib/x here.
+  if (auto sys = systemDirectoryOf(p)) {
+    return fail(refuse(p,
+                       *sys == p ? "it is a system or shared directory (installed files, "
+                                   "logs, spools or services' state)"
+                                 : "it is directly in the system directory " + *sys +
+                                       " (installed files, logs, spools or another service's "
+                                       "state, not a directory made for work)",
+                       instead + " deeper down"));
   }
   for (const char* dir : {"/proc", "/dev", "/sys", "/run", "/etc"}) {
     if (isUnder(p, dir)) {
@@ -196,6 +229,53 @@ int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::str
     return -1;
   }
   return tree;
+}
+
+Result<std::vector<int>> lockWorkspace(const CheckedWorkspace& ws, bool exclusive) {
+  std::vector<int> held;
+  auto fail = [&](std::string message) {
+    for (int fd : held) close(fd);
+    return Result<std::vector<int>>(diagnostic(std::move(message)));
+  };
+  // flock needs a descriptor opened for reading (an O_PATH one is refused).
+  int fd = ::openat(ws.fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC | O_NOFOLLOW);
+  if (fd < 0) return fail(sysFailure("lock the workspace " + ws.path, "openat", errno));
+  held.push_back(fd);
+  if (flock(fd, (exclusive ? LOCK_EX : LOCK_SH) | LOCK_NB) != 0) {
+    if (errno != EWOULDBLOCK)
+      return fail(sysFailure("lock the workspace " + ws.path, "flock", errno));
+    return fail("sandbox: the workspace " + ws.path + " is in use by another run" +
+                (exclusive ? "" : " in bind mode") +
+                ": a bind run has a workspace to itself (runs in one workspace would share its "
+                "sockets and files); wait for it to end, or use overlay mode "
+                "(--workspace-mode overlay) for runs side by side");
+  }
+  if (!exclusive) return held;
+  // A bind run also holds every directory above its workspace shared, so that a bind run of a
+  // directory that holds this one (which would see this run's sockets) and this one exclude
+  // each other, while bind runs of sibling directories do not. Reached by "..", never by name;
+  // a directory above that this user may not read (rootless) is skipped.
+  struct stat prev = ws.st;
+  for (int depth = 0; depth < 4096; ++depth) {
+    int up = ::openat(held.back(), "..", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (up < 0 && errno == EACCES)
+      up = ::openat(held.back(), "..", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    struct stat st {};
+    if (up < 0 || fstat(up, &st) != 0) {
+      if (up >= 0) close(up);
+      break;
+    }
+    held.push_back(up);
+    if (st.st_dev == prev.st_dev && st.st_ino == prev.st_ino) break;  // "/" is its own parent
+    prev = st;
+    if (flock(up, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK) {
+      return fail("sandbox: the workspace " + ws.path +
+                  " is in use by another run: a bind run holds a directory above it, where it "
+                  "would share this run's sockets and files; wait for it to end, or use overlay "
+                  "mode (--workspace-mode overlay)");
+    }
+  }
+  return held;
 }
 
 Result<OverlayLayers> prepareOverlayLayers(const std::string& dir, const CheckedWorkspace& ws,

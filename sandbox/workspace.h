@@ -20,10 +20,13 @@ struct CheckedWorkspace {
 
 // Opens `path` (the current directory when empty) with no symbolic link followed in any
 // component — a link planted by an earlier run cannot send this one elsewhere — and refuses a
-// workspace that is unsafe to make writable: /, the system and shared directories (/tmp,
-// /var/tmp, /run, /etc, /usr, /var, /home, ...), anything under /proc, /dev, /sys, /run or /etc,
-// a home directory itself, and any directory that is or holds one of `hiddenPaths` (the config,
-// a secret, the CA key): the error says what to do instead.
+// workspace that is unsafe to make writable, decided on the canonical path of the directory
+// opened: /, the shared directories (/tmp, /var/tmp, /home, /srv, /mnt, ...), the system
+// directories (/usr, /usr/lib, /usr/share, /usr/local, /var, /var/lib, /var/log, /var/spool,
+// /boot, /lib*, /bin, /sbin, /opt, ...) and each directory directly in one of them (a directory
+// made for work below them, /var/lib/ci/checkout, is allowed), anything under /proc, /dev,
+// /sys, /run or /etc, a home directory itself, and any directory that is or holds one of
+// `hiddenPaths` (the config, a secret, the CA key): the error says what to do instead.
 Result<CheckedWorkspace> openWorkspace(const std::string& path,
                                        const std::vector<std::string>& hiddenPaths);
 
@@ -32,6 +35,19 @@ Result<CheckedWorkspace> openWorkspace(const std::string& path,
 // by the workspace's owner on the host; nosuid, nodev. Returns the mount's descriptor, or -1
 // with the reason in `why` (a filesystem without idmapped mounts, an old kernel).
 int idmappedWorkspace(const CheckedWorkspace& ws, uid_t uid, gid_t gid, std::string* why);
+
+// One bind run at a time per workspace: a run in bind mode shares the host directory (its
+// sockets, FIFOs, files) with anything else running in it, so a relay one task leaves there
+// would lend its proxy access to another. `exclusive` (bind mode) takes flock(LOCK_EX) on the
+// workspace directory itself, any other run LOCK_SH (overlay runs share a workspace, but not
+// with a bind run). A bind run also holds each directory above the workspace shared, so that
+// bind runs of nested directories (/p and /p/sub: the outer one sees the inner one's sockets)
+// exclude each other; bind runs of siblings do not. Overlay runs cannot connect to a socket in
+// their lower layer (the overlay's inode is not the one the socket is bound to), so they take
+// no such lock. The locks live on the directories' inodes, so a root and a rootless launcher
+// see each other's, and nothing is written into the workspace. Returns every descriptor
+// holding a lock (close them when the run is over) or the refusal: "in use by another run".
+Result<std::vector<int>> lockWorkspace(const CheckedWorkspace& ws, bool exclusive);
 
 // Overlay mode: creates upper/ and work/ (0700) in `dir` (an empty directory the launcher owns,
 // opened without following links, not inside the workspace `ws`), makes `dir` and both of them

@@ -110,7 +110,8 @@ class EscapeFilesTest(unittest.TestCase):
         mode run: in overlay mode (the default) what a run writes stays in its upper layer
         until someone applies it, so the runs that check the refusals below run in overlay
         mode against links that an earlier bind run (or an applied change) left."""
-        r = self.sandgate(self.config, ws, script, "--workspace-mode", "bind")
+        r = self.sandgate(self.config, ws, script, "--workspace-mode", "bind",
+                          "--allow-root-workspace")
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def assertRefusedBeforeTheRun(self, r, ws, *words, status=2):
@@ -173,7 +174,8 @@ class EscapeFilesTest(unittest.TestCase):
                   "sleep 0.05; i=$((i+1)); done; exit 3")
         # Bind mode: `started` must reach the host's workspace.
         proc = subprocess.Popen([binary(), "run", "--config", self.config, "--workspace", ws,
-                                 "--workspace-mode", "bind", "--report", report, "--", "sh",
+                                 "--workspace-mode", "bind", "--allow-root-workspace",
+                                 "--report", report, "--", "sh",
                                  "-c", script],
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:

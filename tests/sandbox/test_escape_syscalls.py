@@ -267,7 +267,8 @@ class EscapeSyscallsTest(unittest.TestCase):
         script = ('trap "echo int > got-int; exit 7" INT; echo ready; '
                   'while :; do sleep 1; done')
         # Bind mode: the trap's marker must reach the host's workspace.
-        p = subprocess.Popen(self.command(ws, "--workspace-mode", "bind", "--", "sh", "-c",
+        p = subprocess.Popen(self.command(ws, "--workspace-mode", "bind",
+                                          "--allow-root-workspace", "--", "sh", "-c",
                                           script),
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              **self.popen_args(user))

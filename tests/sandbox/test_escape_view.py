@@ -267,7 +267,8 @@ class EscapeViewTest(unittest.TestCase):
                   "except OSError as e: print('A timeout')\n")
         # Run A in bind mode: its `ready` file must reach the host's workspace.
         a = subprocess.Popen([binary(), "run", "--config", self.config, "--workspace", ws_a,
-                              "--workspace-mode", "bind", "--timeout", "40s", "--", "python3",
+                              "--workspace-mode", "bind", "--allow-root-workspace",
+                              "--timeout", "40s", "--", "python3",
                               "-c", server],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -302,7 +303,7 @@ import os; print('uid', os.getuid())
         # Bind mode: what the run writes lands in the host's workspace, owned by its owner.
         r = self.sh("echo new > created.txt && echo more >> existing.txt && mkdir d && "
                     "stat -c '%u' existing.txt && id -u", "--workspace-mode", "bind",
-                    workspace=ws)
+                    "--allow-root-workspace", workspace=ws)
         if "cannot be idmapped" in r.stderr:
             self.skipTest("the kernel or this filesystem refuses idmapped mounts: " + r.stderr)
         self.assertEqual(r.returncode, 0, r.stderr)
@@ -328,7 +329,8 @@ import os; print('uid', os.getuid())
         ws = self.new_workspace()
         # An earlier run plants a link in its (persistent: bind mode) workspace; the next run,
         # in overlay mode (the default), is asked to use it.
-        r = self.sh(f"ln -s {victim} next", "--workspace-mode", "bind", workspace=ws)
+        r = self.sh(f"ln -s {victim} next", "--workspace-mode", "bind", "--allow-root-workspace",
+                    workspace=ws)
         self.assertEqual(r.returncode, 0, r.stderr)
         r = self.sh("touch written-through-link", workspace=os.path.join(ws, "next"))
         self.assertEqual(r.returncode, 125, r.stderr)

@@ -246,6 +246,7 @@ class LifecycleTest(unittest.TestCase):
         ws = self.new_workspace()
         run = self.run_dir()
         r = self.sandgate(["sh", "-c", "echo bound > here.txt"], "--workspace-mode", "bind",
+                          "--allow-root-workspace",
                           workspace=ws, run_dir=run)
         self.assertEqual(r.returncode, 0, r.stderr)
         with open(os.path.join(ws, "here.txt")) as f:
@@ -480,7 +481,8 @@ class LifecycleTest(unittest.TestCase):
             self.assertEqual(self.read_json(run, "report.json")["run"]["disk_bytes"], bytes_)
             self.assertEqual(self.changes(run)["big"]["after"]["size"], 3000000)
         # Bind mode has no upper layer: the default does not apply (and does not refuse).
-        r = self.sandgate(["true"], "--config", cfg, "--workspace-mode", "bind", workspace=ws)
+        r = self.sandgate(["true"], "--config", cfg, "--workspace-mode", "bind",
+                          "--allow-root-workspace", workspace=ws)
         self.assertEqual(r.returncode, 0, r.stderr)
 
     def rootless(self, check, run_name=None):

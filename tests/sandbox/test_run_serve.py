@@ -133,6 +133,7 @@ class RunServeTest(unittest.TestCase):
         workspace (an overlay would keep it in the run's upper layer)."""
         p = subprocess.Popen(
             [binary(), "run", "--workspace", self.workspace, "--workspace-mode", "bind",
+             "--allow-root-workspace",
              "--proxy", "unix:" + self.sock,
              "--task", "t1", "--", "sh", "-c",
              first + "touch started; i=0; while [ ! -e release ] && [ $i -lt 300 ]; do "
