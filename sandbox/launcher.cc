@@ -159,6 +159,19 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       return error("sandbox: overlay mode needs an overlay directory");
     auto layers = prepareOverlayLayers(options.overlayDir, *ws, id->uid, id->gid, id->rootless);
     if (!layers) return layers.errors();
+    if (id->rootless && ws->st.st_gid != id->gid) {
+      // A rootless user namespace maps the launcher's own gid only; overlayfs cannot copy up a
+      // file whose group it cannot map, and the write fails with EOVERFLOW ("Value too large
+      // for defined data type"), which says nothing of why.
+      std::string w =
+          "the workspace belongs to group " + std::to_string(ws->st.st_gid) +
+          ", not to the launcher's group " + std::to_string(id->gid) +
+          ": a rootless run maps only its own group, so its files of another group cannot be "
+          "changed in overlay mode (EOVERFLOW, \"Value too large\"); use --workspace-mode "
+          "bind, or a workspace of your group, or run as root";
+      spdlog::warn("sandbox: {}", w);  // now, before the command's first failed write
+      result.warnings.push_back(std::move(w));
+    }
     closer.fds.push_back(layers->fd);
     spec.fs.overlay = true;
     spec.fs.layersFd = layers->fd;

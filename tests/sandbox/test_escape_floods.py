@@ -66,6 +66,23 @@ for i in range(1200):
 print("done")
 """
 
+# 2,400 requests, each on a connection of its own, for a host no policy allows, with an 8,000
+# byte path (the audit line keeps 8 KiB of it): about 20 MB of audit lines, past the cap.
+AUDIT_FLOOD = r"""
+import os, socket
+hostport = os.environ["HTTP_PROXY"].split("//", 1)[1].rstrip("/")
+host, port = hostport.rsplit(":", 1)
+path = "/" + "a" * 8000
+head = f"GET http://denied.test{path} HTTP/1.1\r\nHost: denied.test\r\nConnection: close\r\n\r\n"
+for i in range(2400):
+    s = socket.create_connection((host, int(port)), timeout=10)
+    s.sendall(head.encode())
+    while s.recv(65536):
+        pass
+    s.close()
+print("done")
+"""
+
 
 class FloodTest(unittest.TestCase):
     @classmethod
@@ -156,6 +173,35 @@ class FloodTest(unittest.TestCase):
         self.assertEqual(report["execs_not_logged"], report["execs"] - logged)
         self.assertGreater(report["execs_not_logged"], 0)
         self.assertFalse(report["audit_log_cut"])
+
+    # --- item 4: audit.jsonl bounded --------------------------------------------------------
+
+    def test_audit_log_is_capped(self):
+        # The accept rate raised so that every request gets its full refusal line (rate-limited
+        # ones are short: the flood would need 40,000 of them).
+        config = os.path.join(self.dir, "fast.yaml")
+        with open(config, "w") as f:
+            json.dump({"policies": {"nothing": {"allow": []}},
+                       "tasks": [{"name": "default", "policy": "nothing"}],
+                       "limits": {"new_connections_per_second": 100000},
+                       # The operator's own log (not capped), kept off the test's stderr.
+                       "audit": {"path": os.path.join(self.dir, "operator-audit.jsonl")}}, f)
+        run = self.run_dir()
+        r = self.sandgate(["python3", "-c", AUDIT_FLOOD], "--config", config, run_dir=run,
+                          timeout=180)
+        self.assertEqual(r.returncode, 0, r.stderr[-3000:])
+        self.assertEqual(r.stdout, "done\n")
+        path = os.path.join(run, "audit.jsonl")
+        self.assertLessEqual(os.path.getsize(path), CAP + 1024, "audit.jsonl past its cap")
+        with open(path) as f:
+            records = [json.loads(line) for line in f]
+        self.assertEqual(records[-1].get("truncated"), True, records[-1])
+        self.assertTrue(all(rec.get("verdict") == "deny" for rec in records[:-1]))
+        report = self.read_json(run, "report.json")
+        self.assertTrue(report["run"]["audit_log_cut"])
+        # Each line left out of the file is counted.
+        self.assertEqual(report["run"]["audit_lines_not_logged"], 2400 - (len(records) - 1))
+        self.assertFalse(report["run"]["exec_log_cut"])
 
 
 if __name__ == "__main__":

@@ -225,7 +225,7 @@ class EscapeViewTest(unittest.TestCase):
                 os.chmod(os.path.join(root, n), 0o755)
         r = self.sh(f"cat {tool}/tool.txt; echo; touch {tool}/x 2>&1; echo touch=$?; "
                     f"cat {tool}/creds/key {config} 2>&1; echo ==; ls -A {tool}; echo ==; "
-                    f"grep -c -e creds -e conf /proc/self/mountinfo; true",
+                    f"grep -c -e {tool}/creds -e {tool}/conf /proc/self/mountinfo; true",
                     "--ro", tool, config=config)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("TOOL-VISIBLE", r.stdout)
