@@ -8,7 +8,7 @@
   bound: each line is bounded after escaping, each file stops at its cap with one `truncated`
   line, and the report counts what was left out.
 
-Runs as root (the CI case). Every loop in the workload is bounded in count, and every run in
+Runs as root (the CI case); the flood also rootless, as a user the test creates. Every loop in the workload is bounded in count, and every run in
 time (run_bounded)."""
 
 import json
@@ -19,7 +19,7 @@ import time
 import unittest
 
 import artifacts
-from run_support import namespaces_refused, run_bounded
+from run_support import TemporaryUser, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 
 MIB = 1 << 20
@@ -104,11 +104,11 @@ class FloodTest(unittest.TestCase):
         shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
-    def sandgate(cls, argv, *flags, run_dir=None, timeout=90):
-        cmd = [binary(), "run", "--workspace", cls.workspace, "--no-transparent"]
+    def sandgate(cls, argv, *flags, run_dir=None, timeout=90, workspace=None, **kwargs):
+        cmd = [binary(), "run", "--workspace", workspace or cls.workspace, "--no-transparent"]
         if run_dir:
             cmd += ["--run-dir", run_dir]
-        r = run_bounded(cmd + list(flags) + ["--", *argv], timeout)
+        r = run_bounded(cmd + list(flags) + ["--", *argv], timeout, **kwargs)
         artifacts.record("log", "run-stderr", r.stderr)
         return r
 
@@ -123,11 +123,23 @@ class FloodTest(unittest.TestCase):
     # --- item 2: the timeout under an exec flood ----------------------------------------------
 
     def test_exec_flood_does_not_switch_the_timeout_off(self):
-        run = self.run_dir()
+        self.check_exec_flood(self.workspace, self.run_dir())
+
+    def test_rootless_exec_flood_does_not_switch_the_timeout_off(self):
+        with TemporaryUser() as user:
+            ws = tempfile.mkdtemp(dir=self.dir, prefix="ws-")
+            runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
+            for d in (ws, runs):
+                os.chown(d, user.uid, user.gid)
+            self.check_exec_flood(ws, os.path.join(runs, "run"), **user.popen_args())
+
+    def check_exec_flood(self, ws, run, **kwargs):
         start = time.monotonic()
         # Unfixed, this ran until the flood was done (minutes): run_bounded fails it at 60 s.
         r = self.sandgate(["python3", "-c", EXEC_FLOOD], "--timeout", "2s", run_dir=run,
-                          timeout=60)
+                          timeout=60, workspace=ws, **kwargs)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses unprivileged user namespaces: " + r.stderr)
         took = time.monotonic() - start
         self.assertEqual(r.returncode, 124, r.stderr[-3000:])
         self.assertNotIn("flood over", r.stdout)  # ended by the timeout, not by the flood's end

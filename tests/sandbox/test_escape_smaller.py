@@ -85,7 +85,22 @@ class SmallerTest(unittest.TestCase):
     # --- (a) PID 1 under the filter ----------------------------------------------------------
 
     def test_pid1_runs_under_the_seccomp_filter(self):
-        r = self.sandgate(["sh", "-c", "grep ^Seccomp: /proc/1/status /proc/self/status"])
+        self.check_pid1_filtered()
+
+    def test_rootless_pid1_runs_under_the_seccomp_filter(self):
+        with TemporaryUser() as user:
+            ws = tempfile.mkdtemp(dir=self.dir, prefix="ws-")
+            runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
+            for d in (ws, runs):
+                os.chown(d, user.uid, user.gid)
+            self.check_pid1_filtered(workspace=ws, run_dir=os.path.join(runs, "run"),
+                                     **user.popen_args())
+
+    def check_pid1_filtered(self, **kwargs):
+        r = self.sandgate(["sh", "-c", "grep ^Seccomp: /proc/1/status /proc/self/status"],
+                          **kwargs)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses unprivileged user namespaces: " + r.stderr)
         self.assertEqual(r.returncode, 0, r.stderr)
         modes = dict(line.split(":Seccomp:") for line in r.stdout.splitlines())
         self.assertEqual(modes["/proc/1/status"].strip(), "2", r.stdout)  # 2: a filter
