@@ -347,8 +347,16 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
       }
     }
   }
+  // A directory that is hidden or left out already stays so: rebuilding it to leave out a
+  // secret further down would show what else it holds.
+  std::vector<std::string> gone(seen.begin(), seen.end());
+  for (const auto& [dir, names] : leaveOut) {
+    for (const auto& n : names) gone.push_back(dir + "/" + n);
+  }
   for (auto& [dir, names] : leaveOut) {
-    plan.steps.push_back({K::kLeaveOut, dir, "", {names.begin(), names.end()}});
+    bool inside = std::any_of(gone.begin(), gone.end(),
+                              [&, d = dir](const std::string& g) { return isUnder(d, g); });
+    if (!inside) plan.steps.push_back({K::kLeaveOut, dir, "", {names.begin(), names.end()}});
   }
   plan.steps.push_back({K::kWorkspace, workspace});
   std::stable_sort(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {

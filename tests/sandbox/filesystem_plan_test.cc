@@ -71,6 +71,25 @@ TEST(FilesystemPlan, HiddenPathsOnlyWhereTheViewShowsThem) {
   EXPECT_EQ(indexOf(plan, "/nonexistent", K::kHideDir), -1);
 }
 
+TEST(FilesystemPlan, ADirectoryLeftOutIsNotRebuiltForASecretInside) {
+  // creds is left out of shown; a secret in creds/sub must not make creds rebuilt (which would
+  // show what else creds holds).
+  testing::TempDir base;
+  std::string shown = base.path() + "/shown";
+  std::filesystem::create_directories(shown + "/creds/sub");
+  std::ofstream(shown + "/creds/sub/key") << "x";
+  std::ofstream(shown + "/creds/other") << "x";
+  testing::TempDir ws;
+  Options o;
+  o.readOnlyPaths = {shown};
+  o.hiddenPaths = {shown + "/creds", shown + "/creds/sub/key"};
+  auto plan = planFilesystem(o, ws.path());
+  int rebuilt = indexOf(plan, shown, K::kLeaveOut);
+  ASSERT_GE(rebuilt, 0);
+  EXPECT_EQ(plan.steps[rebuilt].leaveOut, std::vector<std::string>{"creds"});
+  EXPECT_EQ(indexOf(plan, shown + "/creds", K::kLeaveOut), -1);
+}
+
 TEST(FilesystemPlan, SecretsInTheWorkspaceAreCoveredThere) {
   // A rebuilt directory is read-only: in the workspace, where the run writes, a secret is
   // covered where it is instead.
