@@ -307,6 +307,9 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
   std::map<std::string, std::set<std::string>> leaveOut;  // directory → names
   // True when `path` is left out; false when it is covered (or not shown).
   auto leaveOutOrHide = [&](const std::string& path) {
+    // Covered already as one of /etc's own (/etc/sandgate): a name everybody knows, and /etc
+    // need not be rebuilt for it.
+    if (seen.count(path) != 0) return true;
     const auto slash = path.rfind('/');
     const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
     // Not in a workspace: the run writes there, and a rebuilt directory is read-only.
