@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cmath>
 #include <limits>
+#include <string_view>
 
 namespace sandgate::config {
 
@@ -16,11 +17,42 @@ const Task* Config::findTask(std::string_view name) const {
   return nullptr;
 }
 
+namespace {
+
+// The files an `exec:` source's command is given to read: each argument after the program that
+// is an absolute path, or ends in one after '=' (--key-file=/path). A token helper's input (a
+// key, a refresh token, a script with a secret in it) is as secret as a `file:` source. Paths in
+// the system's program directories are programs and libraries (an interpreter given as an
+// argument), not inputs: hiding them would break the sandbox's own tools. A path the command
+// finds by itself (in a config of its own, or in `sh -c` text) is not named here: README says
+// to keep such files where the sandbox's view does not reach.
+void execInputs(const std::vector<std::string>& argv, std::vector<std::string>* out) {
+  for (size_t i = 1; i < argv.size(); ++i) {
+    std::string_view a = argv[i];
+    if (auto eq = a.find('='); a.rfind("-", 0) == 0 && eq != std::string_view::npos) {
+      a = a.substr(eq + 1);
+    }
+    if (a.size() < 2 || a[0] != '/') continue;
+    bool program = false;
+    for (std::string_view dir : {"/usr/", "/bin/", "/sbin/", "/lib"}) {
+      program = program || a.rfind(dir, 0) == 0;
+    }
+    if (!program) out->emplace_back(a);
+  }
+}
+
+}  // namespace
+
 std::vector<std::string> Config::secretPaths() const {
   std::vector<std::string> out;
   for (const auto& [name, c] : credentials) {
     if (c.source.kind == CredentialSource::Kind::kFile && !c.source.file.empty()) {
       out.push_back(c.source.file);
+    }
+    if (c.source.kind == CredentialSource::Kind::kExec) execInputs(c.source.exec, &out);
+    if (c.source.kind == CredentialSource::Kind::kGithubApp && c.source.githubApp &&
+        c.source.githubApp->privateKey.kind == CredentialSource::Kind::kExec) {
+      execInputs(c.source.githubApp->privateKey.exec, &out);
     }
     // A GitHub App's private key mints tokens for every repository of its installation.
     if (c.source.kind == CredentialSource::Kind::kGithubApp && c.source.githubApp &&

@@ -332,8 +332,8 @@ struct Config {
   std::optional<Tokens> tokens;
 
   const Task* findTask(std::string_view name) const;
-  // Paths a sandbox must not see: the credentials' `file:` sources, the CA key and the admin
-  // socket.
+  // Paths a sandbox must not see: the credentials' `file:` sources and the files their `exec:`
+  // commands are given as arguments, the CA key and the admin socket.
   std::vector<std::string> secretPaths() const;
 };
 

@@ -174,10 +174,10 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
   }
   auto audit = b->dir_.create(bundle::kAudit);
   if (!audit) return audit.errors();
-  b->audit_ = std::move(audit.value());
+  b->audit_ = std::make_unique<CappedLog>(std::move(audit.value()), kDefaultEvidenceLogBytes);
   auto execs = b->dir_.create(bundle::kExecs);
   if (!execs) return execs.errors();
-  b->execs_ = std::move(execs.value());
+  b->execs_ = std::make_unique<CappedLog>(std::move(execs.value()), kDefaultEvidenceLogBytes);
   RunBundle* self = b.get();
   options->onExec = [self](const sandbox::ExecEvent& e) {
     boost::json::object o;
@@ -187,13 +187,24 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     o["host_pid"] = e.hostPid;
     o["call"] = e.execveat ? "execveat" : "execve";
     o["path"] = e.path;
+    // What ran when the path does not say (fexecve, /proc/self/fd/N), and whether it was a
+    // memfd: a program that exists in no file of the sandbox (exec_watch.h).
+    o["target"] = e.target.empty() ? boost::json::value(nullptr) : boost::json::value(e.target);
+    o["memfd"] = e.memfd;
     boost::json::array argv;
     for (const auto& a : e.argv) argv.emplace_back(a);
     o["argv"] = std::move(argv);
     o["argv_cut"] = e.argvCut;
     o["readable"] = e.readable;  // false: path and argv unknown (exec_watch.h)
     o["exit_status"] = nullptr;  // seccomp sees the call, not the exit (exec_watch.h)
-    (void)safe_open::writeAll(self->execs_.get(), boost::json::serialize(o) + "\n");
+    std::string line = boundedJsonLine(o);
+    if (line.rfind("{\"line_cut\":true", 0) == 0) {
+      // Cut after escaping: say so where a reader of argv looks too.
+      boost::json::value v = boost::json::parse(line);
+      v.as_object()["argv_cut"] = true;
+      line = boost::json::serialize(v);
+    }
+    self->execs_->append(line);
     ++self->execCount_;
   };
   for (auto [stream, name, tee, fd] :
@@ -209,6 +220,17 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     if (auto e = b->dir_.write(bundle::kPolicy, policyText)) return bundleError(*e);
   }
   return b;
+}
+
+std::function<void(std::string_view)> RunBundle::auditCopy() {
+  return [log = audit_.get()](std::string_view line) {
+    if (line.size() <= kMaxEvidenceLineBytes) return log->append(line);
+    boost::system::error_code ec;
+    boost::json::value v = boost::json::parse(line, ec);
+    if (!ec && v.is_object()) return log->append(boundedJsonLine(v.as_object()));
+    boost::json::object o{{"line_cut", true}, {"line_bytes", line.size()}};
+    log->append(boost::json::serialize(o));
+  };
 }
 
 void RunBundle::started() {
@@ -228,6 +250,11 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
   run["workspace_copy"] = copy ? boost::json::value(workspaceCopy) : boost::json::value(nullptr);
   run["started_at"] = startedAt_;
   run["execs"] = execCount_;
+  // exec.jsonl and audit.jsonl stop at their limit (capped_log.h); what they left out is counted.
+  run["exec_log_cut"] = execs_->cut();
+  run["execs_not_logged"] = execs_->linesLeftOut();
+  run["audit_log_cut"] = audit_->cut();
+  run["audit_lines_not_logged"] = audit_->linesLeftOut();
   run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
   run["policy_sha256"] =
       policySha256_.empty() ? boost::json::value(nullptr) : boost::json::value(policySha256_);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <boost/json/object.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -12,6 +13,7 @@
 
 #include "common/result.h"
 #include "common/safe_open.h"
+#include "run/capped_log.h"
 #include "run/changes.h"
 #include "run/output_files.h"
 #include "run/output_tee.h"
@@ -47,8 +49,9 @@ class RunBundle {
                                                   sandbox::Options* options);
 
   const RunDir& dir() const { return dir_; }
-  // The run's audit.jsonl, open for appending (for EmbeddedOptions::auditCopyFd), once.
-  int takeAuditFd() { return audit_.release(); }
+  // Appends one audit line to the run's audit.jsonl, bounded (capped_log.h): for
+  // EmbeddedOptions::auditCopy. Valid as long as the bundle.
+  std::function<void(std::string_view line)> auditCopy();
   // Right after the sandbox is forked (sandbox::StartedCallback): starts the output copies.
   void started();
   // After the sandbox is gone: waits for the output copies, reads the changes (overlay mode)
@@ -68,8 +71,8 @@ class RunBundle {
   std::optional<uint64_t> diskBytes_;
   std::optional<RunDir> earlier_;  // --resume / --from
   std::string earlierHow_;         // "resumed_from" or "branched_from"
-  safe_open::UniqueFd audit_;
-  safe_open::UniqueFd execs_;
+  std::unique_ptr<CappedLog> audit_;  // audit.jsonl
+  std::unique_ptr<CappedLog> execs_;  // exec.jsonl
   uint64_t execCount_ = 0;
   std::unique_ptr<OutputTee> out_, err_;
 };

@@ -82,8 +82,9 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
     fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n",
                escapeText(rr.error, true));
   } else if (rr.end == sandbox::RunResult::End::kTimeout) {
-    fmt::print(stderr, "sandgate run: timed out after {}\n",
-               limits.timeout ? formatDuration(*limits.timeout) : "the timeout");
+    // The time it took too: a run that ignores SIGTERM ends only at the SIGKILL after the grace.
+    fmt::print(stderr, "sandgate run: timed out after {} (ended {:.1f}s after the start)\n",
+               limits.timeout ? formatDuration(*limits.timeout) : "the timeout", rr.seconds);
   } else if (rr.end == sandbox::RunResult::End::kMemoryLimit) {
     if (limits.memoryBytes) {
       fmt::print(stderr, "sandgate run: killed by the memory limit ({})\n",

@@ -207,7 +207,7 @@ int runTask(const RunRequest& req) {
   if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
   RunBundle& runBundle = *bundle.value();
   proxy::EmbeddedOptions proxyOptions;  // no audit.path: stderr, never the command's stdout
-  proxyOptions.auditCopyFd = runBundle.takeAuditFd();
+  proxyOptions.auditCopy = runBundle.auditCopy();
   if (cfg.audit.path) {
     auto opened = outsideWorkspace("audit.path", *cfg.audit.path, O_APPEND, 0640);
     if (!opened) {

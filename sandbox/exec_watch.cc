@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <climits>
 #include <cstring>
 #include <fstream>
 #include <sstream>
@@ -65,6 +66,42 @@ void sandboxPids(pid_t hostPid, ExecEvent* e) {
   }
 }
 
+// The target of descriptor `fd` of host process `pid` ("" when it cannot be read).
+std::string descriptorTarget(pid_t pid, int64_t fd) {
+  if (fd < 0 || fd > INT_MAX) return {};
+  char buf[PATH_MAX];
+  std::string link = "/proc/" + std::to_string(pid) + "/fd/" + std::to_string(fd);
+  ssize_t n = readlink(link.c_str(), buf, sizeof buf - 1);
+  return n > 0 ? std::string(buf, static_cast<size_t>(n)) : std::string();
+}
+
+// The descriptor number in /proc/self/fd/N, /proc/thread-self/fd/N or /dev/fd/N, or -1.
+int64_t descriptorPath(const std::string& path) {
+  for (const char* prefix : {"/proc/self/fd/", "/proc/thread-self/fd/", "/dev/fd/"}) {
+    const std::string p = prefix;
+    if (path.rfind(p, 0) != 0 || path.size() == p.size() || path.size() - p.size() > 9) continue;
+    const std::string digits = path.substr(p.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos) continue;
+    return std::stoll(digits);
+  }
+  return -1;
+}
+
+// Fills event->target and memfd (see ExecEvent): the path alone may name nothing (fexecve).
+void resolveTarget(const seccomp_notif& req, ExecEvent* e) {
+  if (e->execveat && (e->path.empty() || e->path[0] != '/')) {
+    // The descriptor is an int: its low 32 bits.
+    const auto dirfd = static_cast<int32_t>(req.data.args[0]);
+    if (dirfd == AT_FDCWD) return;  // a path relative to the cwd: as an execve's
+    std::string dir = descriptorTarget(e->hostPid, dirfd);
+    if (dir.empty()) return;
+    e->target = e->path.empty() ? dir : dir + "/" + e->path;
+  } else if (int64_t fd = descriptorPath(e->path); fd >= 0) {
+    e->target = descriptorTarget(e->hostPid, fd);
+  }
+  e->memfd = e->target.rfind("/memfd:", 0) == 0;
+}
+
 }  // namespace
 
 int loadExecNotifyFilter() {
@@ -109,6 +146,7 @@ bool takeExecNotification(int notifyFd, ExecEvent* event) {
       readString(event->hostPid, p, kMaxExecArgBytes, &arg, &event->argvCut);
       event->argv.push_back(std::move(arg));
     }
+    if (event->readable) resolveTarget(*req, event);
     sandboxPids(event->hostPid, event);
     // Recorded, never decided: the call goes on as if no filter were there.
     resp->id = req->id;

@@ -5,7 +5,9 @@
 // what was asked, not proof of what ran), the pid and parent pid. What it cannot: the exit
 // status (seccomp sees calls, not exits), and a program started without execve (there is none:
 // every exec goes through these two calls). A failed attempt (a PATH search trying each
-// directory) is recorded too: the record is made before the kernel looks for the file.
+// directory) is recorded too: the record is made before the kernel looks for the file. An exec
+// of a descriptor (fexecve, /proc/self/fd/N) records the descriptor's target as well, and says
+// when it is a memfd (a program written to memory, in no file the review would see).
 #pragma once
 
 #include <sys/types.h>
@@ -21,6 +23,11 @@ struct ExecEvent {
   pid_t ppid = 0;         // the same, of its parent
   pid_t hostPid = 0;      // as the launcher sees it
   std::string path;       // as passed (relative to the cwd or, for execveat, to a descriptor)
+  // What the path names when the path alone does not say, read from the caller's descriptor
+  // table at the call: an execveat of a descriptor (fexecve: an empty path), a path relative to
+  // a descriptor, /proc/self/fd/N or /dev/fd/N. Empty otherwise (the path says it).
+  std::string target;
+  bool memfd = false;  // the program is a memfd: code that exists in no file of the sandbox
   std::vector<std::string> argv;  // at most kMaxExecArgs, each at most kMaxExecArgBytes
   bool argvCut = false;   // more arguments or longer ones than that
   bool execveat = false;

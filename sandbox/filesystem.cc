@@ -16,19 +16,18 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <set>
 
 #include "common/safe_open.h"
 #include "sandbox/environment.h"
+#include "sandbox/mount_ops.h"
 #include "sandbox/paths.h"
 #include "sandbox/resolv_conf.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
 namespace {
-
-constexpr const char* kNew = "/newroot";
-constexpr const char* kOld = "/oldroot";
 
 int depth(const std::string& path) {
   return path == "/" ? 0 : static_cast<int>(std::count(path.begin(), path.end(), '/'));
@@ -38,97 +37,13 @@ int kindOrder(MountStep::Kind k) {
   switch (k) {
     case MountStep::Kind::kHideDir:
     case MountStep::Kind::kHideFile:
+    case MountStep::Kind::kLeaveOut:  // after the bind of the same directory
       return 1;
     case MountStep::Kind::kWorkspace:
       return 2;  // an explicitly requested workspace wins over a hidden path at the same place
     default:
       return 0;
   }
-}
-
-void mkdirs(const std::string& path, mode_t mode) {
-  std::string cur;
-  size_t pos = 1;
-  for (int i = 0; i < 4096 && pos <= path.size(); ++i) {
-    size_t next = path.find('/', pos);
-    if (next == std::string::npos) next = path.size();
-    cur = path.substr(0, next);
-    if (mkdir(cur.c_str(), mode) != 0 && errno != EEXIST) throwSys("create " + cur, "mkdir");
-    pos = next + 1;
-  }
-}
-
-// The flags a bind remount must carry over: in a user namespace the kernel locks nosuid, nodev,
-// noexec and the atime flags of mounts inherited from the host, and a remount that would clear
-// them fails with EPERM.
-unsigned long lockedFlags(const std::string& path, int* err) {
-  struct statvfs sv {};
-  if (statvfs(path.c_str(), &sv) != 0) {
-    *err = errno;
-    return 0;
-  }
-  *err = 0;
-  unsigned long flags = 0;
-  if (sv.f_flag & ST_NOSUID) flags |= MS_NOSUID;
-  if (sv.f_flag & ST_NODEV) flags |= MS_NODEV;
-  if (sv.f_flag & ST_NOEXEC) flags |= MS_NOEXEC;
-  if (sv.f_flag & ST_NOATIME) flags |= MS_NOATIME;
-  if (sv.f_flag & ST_NODIRATIME) flags |= MS_NODIRATIME;
-  if (sv.f_flag & ST_RELATIME) flags |= MS_RELATIME;
-#ifdef ST_NOSYMFOLLOW
-  if (sv.f_flag & ST_NOSYMFOLLOW) flags |= MS_NOSYMFOLLOW;
-#endif
-  return flags;
-}
-
-std::string unescapeMountPath(const std::string& s) {
-  // mountinfo escapes space, tab, newline and backslash as \ooo (octal).
-  std::string out;
-  for (size_t i = 0; i < s.size(); ++i) {
-    if (s[i] == '\\' && i + 3 < s.size() && s[i + 1] >= '0' && s[i + 1] <= '3' && s[i + 2] >= '0' &&
-        s[i + 2] <= '7' && s[i + 3] >= '0' && s[i + 3] <= '7') {
-      out += static_cast<char>((s[i + 1] - '0') * 64 + (s[i + 2] - '0') * 8 + (s[i + 3] - '0'));
-      i += 3;
-      continue;
-    }
-    out += s[i];
-  }
-  return out;
-}
-
-// Every mount at or under `top` becomes read-only (a recursive bind alone keeps each submount
-// writable, and MS_REC|MS_RDONLY is ignored on a bind: each one needs its own remount).
-void remountTreeReadOnly(const std::string& top) {
-  std::ifstream in(std::string(kOld) + "/proc/self/mountinfo");
-  if (!in) throwSys("read mount table", "open");
-  std::vector<std::string> points;
-  std::string line;
-  for (int i = 0; i < 100000 && std::getline(in, line); ++i) {
-    // id parent major:minor root mountpoint ...
-    size_t p = 0;
-    for (int field = 0; field < 4 && p != std::string::npos; ++field) p = line.find(' ', p + 1);
-    if (p == std::string::npos) continue;
-    size_t e = line.find(' ', p + 1);
-    std::string mp = unescapeMountPath(line.substr(p + 1, e - p - 1));
-    if (isUnder(mp, top)) points.push_back(mp);
-  }
-  for (const auto& mp : points) {
-    int err = 0;
-    unsigned long flags = lockedFlags(mp, &err);
-    // A mount the sandbox's uid cannot reach (EACCES) cannot be reached from inside either.
-    if (err == EACCES || err == ENOENT) continue;
-    if (err != 0) throwSys("remount " + mp.substr(8) + " read-only", "statvfs", err);
-    if (mount(nullptr, mp.c_str(), nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | flags, nullptr) !=
-        0) {
-      if (errno == EACCES) continue;
-      throwSys("remount " + (mp == kNew ? std::string("/") : mp.substr(8)) + " read-only", "mount");
-    }
-  }
-}
-
-void mountTmpfs(const std::string& target, unsigned long flags, const char* data,
-                const std::string& step) {
-  checkSys(mount("tmpfs", target.c_str(), "tmpfs", flags, data), step, "mount");
 }
 
 void buildDev(const std::string& dev, const FilesystemPlan& plan,
@@ -386,6 +301,27 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
     if (lstat(path.c_str(), &st) != 0) return;
     plan.steps.push_back({S_ISDIR(st.st_mode) ? K::kHideDir : K::kHideFile, path});
   };
+  // The config's secrets are left out of the directory that holds them (rebuilt without them)
+  // rather than covered where they are: a mount over a secret names it in /proc/self/mountinfo,
+  // telling the workload where sandgate keeps its keys. /etc's own secrets (etcSecrets) have
+  // names everybody knows, and stay covered, as empty files and directories.
+  std::map<std::string, std::set<std::string>> leaveOut;  // directory → names
+  // True when `path` is left out; false when it is covered (or not shown).
+  auto leaveOutOrHide = [&](const std::string& path) {
+    // Covered already as one of /etc's own (/etc/sandgate): a name everybody knows, and /etc
+    // need not be rebuilt for it.
+    if (seen.count(path) != 0) return true;
+    const auto slash = path.rfind('/');
+    const std::string parent = slash == 0 ? "/" : path.substr(0, slash);
+    // Not in a workspace: the run writes there, and a rebuilt directory is read-only.
+    if (parent == "/" || !isShown(path) || !isShown(parent) || isUnder(parent, workspace)) {
+      hide(path);
+      return false;
+    }
+    struct stat st {};
+    if (lstat(path.c_str(), &st) == 0) leaveOut[parent].insert(path.substr(slash + 1));
+    return true;
+  };
   for (const auto& name : etcSecrets()) hide("/etc/" + name);
   for (const auto& p : options.hiddenPaths) {
     // Both the path as configured (its directory resolved) and where its links lead.
@@ -399,10 +335,13 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
     for (const auto& f : forms) {
       struct stat st {};
       if (stat(f.c_str(), &st) == 0 && S_ISDIR(st.st_mode)) {
-        hide(f);  // a directory of secrets: itself
+        leaveOutOrHide(f);  // a directory of secrets: itself
         continue;
       }
       HiddenPath h = hidingPathFor(f);
+      // Left out of a rebuilt directory, even a file renamed over it later stays out: the
+      // rebuilt directory holds the names it had when the sandbox started.
+      if (leaveOutOrHide(h.path)) continue;
       if (!h.whole && isShown(f) && warnings != nullptr) {
         warnings->push_back("secret " + f + " lies directly in " +
                             h.path.substr(0, h.path.rfind('/') + 1) +
@@ -410,8 +349,18 @@ FilesystemPlan planFilesystem(const Options& options, const std::string& workspa
                             "would be visible to a running sandbox; keep secrets in a directory "
                             "of their own");
       }
-      hide(h.path);
     }
+  }
+  // A directory that is hidden or left out already stays so: rebuilding it to leave out a
+  // secret further down would show what else it holds.
+  std::vector<std::string> gone(seen.begin(), seen.end());
+  for (const auto& [dir, names] : leaveOut) {
+    for (const auto& n : names) gone.push_back(dir + "/" + n);
+  }
+  for (auto& [dir, names] : leaveOut) {
+    bool inside = std::any_of(gone.begin(), gone.end(),
+                              [&, d = dir](const std::string& g) { return isUnder(d, g); });
+    if (!inside) plan.steps.push_back({K::kLeaveOut, dir, "", {names.begin(), names.end()}});
   }
   plan.steps.push_back({K::kWorkspace, workspace});
   std::stable_sort(plan.steps.begin(), plan.steps.end(), [](const auto& a, const auto& b) {
@@ -513,6 +462,11 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
       case K::kHideFile:
         checkSys(mount("/oldroot/dev/null", target.c_str(), nullptr, MS_BIND, nullptr),
                  "hide " + step.path, "mount");
+        break;
+      case K::kLeaveOut:
+        if (exists && S_ISDIR(st.st_mode)) {
+          buildWithout(step.path, step.leaveOut, plan.uid, plan.gid, warnings);
+        }
         break;
       case K::kWorkspace:
         if (!exists) mkdirs(target, 0755);

@@ -29,11 +29,13 @@ struct MountStep {
     kSys,        // a new sysfs for the new network namespace (falls back to an empty /sys)
     kHideDir,    // an empty read-only tmpfs over a directory
     kHideFile,   // /dev/null bound over a file (or a socket, a device)
+    kLeaveOut,   // a shown directory rebuilt without the secrets in it (mount_ops buildWithout)
     kWorkspace,  // the workspace, read-write (see FilesystemPlan::workspaceFd)
   };
   Kind kind;
   std::string path;      // absolute, resolved on the host (no symlinks)
   std::string target{};  // kSymlink: the link's text
+  std::vector<std::string> leaveOut{};  // kLeaveOut: the names left out of `path`
 };
 
 struct FilesystemPlan {

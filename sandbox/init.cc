@@ -192,6 +192,11 @@ void runInit(const ChildSpec& spec) {
     pid_t command = checkSys(fork(), "start the command", "fork");
     if (command == 0) runCommand(spec);
     dropPrivileges();  // PID 1 needs none to wait and to signal its own uid's processes
+    // PID 1 runs as the workload's uid in the workload's namespaces: a process of the sandbox
+    // that took it over (it shares the uid) would otherwise hold every call the command is
+    // refused. From here on it only waits, signals, copies the upper layer and writes to the
+    // channel, none of which the filter refuses.
+    loadSeccompFilter();
 
     for (;;) {
       siginfo_t si{};

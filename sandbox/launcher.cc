@@ -1,12 +1,10 @@
-// sandbox::run(): validates the options, prepares the plan, forks the sandbox and supervises it
-// over the control channel (id maps, listener hand-off, timeout, exit status, cleanup).
+// sandbox::run(): validates the options, prepares the plan, forks the sandbox and waits for it
+// (supervisor.h drives the control channel, the timeout and the exec notifications meanwhile).
 #include "sandbox/launcher.h"
 
 #include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
 #include <spdlog/spdlog.h>
-#include <sys/signalfd.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -28,6 +26,7 @@
 #include "sandbox/outer_child.h"
 #include "sandbox/paths.h"
 #include "sandbox/resolv_conf.h"
+#include "sandbox/supervisor.h"
 #include "sandbox/sys_error.h"
 #include "sandbox/workspace.h"
 
@@ -37,279 +36,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 Diagnostic error(std::string message) { return diagnostic(std::move(message)); }
-
-// Signals a process through a pidfd when the kernel has them (no pid-reuse race), else kill(2).
-class ProcessHandle {
- public:
-  ProcessHandle() = default;
-  explicit ProcessHandle(pid_t pid)
-      : pid_(pid), fd_(static_cast<int>(syscall(SYS_pidfd_open, pid, 0))) {}
-  ~ProcessHandle() {
-    if (fd_ >= 0) close(fd_);
-  }
-  ProcessHandle(const ProcessHandle&) = delete;
-  ProcessHandle& operator=(ProcessHandle&& o) noexcept {
-    std::swap(pid_, o.pid_);
-    std::swap(fd_, o.fd_);
-    return *this;
-  }
-  bool valid() const { return pid_ > 0; }
-  void signal(int sig) const {
-    if (fd_ >= 0) {
-      syscall(SYS_pidfd_send_signal, fd_, sig, nullptr, 0);
-    } else if (pid_ > 0) {
-      kill(pid_, sig);
-    }
-  }
-
- private:
-  pid_t pid_ = -1;
-  int fd_ = -1;
-};
-
-// The signals a user sends `sandgate run` (^C, ^\, a hang-up, kill, a supervisor stopping it).
-// The sandbox is in a session of its own, so no terminal signal reaches it directly: the launcher
-// takes these (blocked, read from a signalfd) and passes them to the sandbox's PID 1, which
-// passes them to the command; the run still ends with the command's status. A signal ignored
-// when the launcher started (nohup, `&` in a script) stays ignored. Blocked before the proxy's
-// threads start, so they inherit the mask and none of them takes the signal instead.
-//
-// SIGTTOU is blocked too (never read): the sandbox shares the terminal and may set TOSTOP on it,
-// which would otherwise stop a background launcher at its next log line — before its timeout
-// fires.
-class ForwardedSignals {
- public:
-  ForwardedSignals() {
-    sigset_t ttou;
-    sigemptyset(&ttou);
-    sigaddset(&ttou, SIGTTOU);
-    sigset_t block = ttou;
-    sigemptyset(&forwarded_);
-    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
-      struct sigaction old {};
-      if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;
-      sigaddset(&forwarded_, sig);
-      sigaddset(&block, sig);
-    }
-    pthread_sigmask(SIG_BLOCK, &block, &saved_);
-    fd_ = signalfd(-1, &forwarded_, SFD_NONBLOCK | SFD_CLOEXEC);
-    if (fd_ < 0) {  // not forwarded, not blocked: they end the launcher, and the sandbox with it
-      spdlog::warn("{}", sysFailure("forward signals to the sandbox", "signalfd", errno));
-      pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
-      pthread_sigmask(SIG_BLOCK, &ttou, nullptr);
-    }
-  }
-  // Signals still pending belong to this run, which is over: dropped, not acted on later.
-  ~ForwardedSignals() {
-    while (next() != 0) {
-    }
-    if (fd_ >= 0) close(fd_);
-    pthread_sigmask(SIG_SETMASK, &saved_, nullptr);
-  }
-  ForwardedSignals(const ForwardedSignals&) = delete;
-  ForwardedSignals& operator=(const ForwardedSignals&) = delete;
-
-  int fd() const { return fd_; }
-  // The next pending signal, or 0.
-  int next() {
-    signalfd_siginfo si{};
-    if (fd_ < 0 || read(fd_, &si, sizeof si) != static_cast<ssize_t>(sizeof si)) return 0;
-    return static_cast<int>(si.ssi_signo);
-  }
-
- private:
-  sigset_t forwarded_{};
-  sigset_t saved_{};
-  int fd_ = -1;
-};
-
-struct Outcome {
-  std::string setupError;
-  std::string execError;
-  int execCode = 0;
-  std::optional<int> commandStatus;
-  std::optional<int> initStatus;
-  bool timedOut = false;
-};
-
-// Drives the launcher's side of the protocol until every sandbox process has closed the channel.
-Outcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgroup,
-                  std::optional<Clock::time_point> deadline, std::chrono::milliseconds grace,
-                  const ListenerCallback& onListeners, const CaptureCallback& onCapture,
-                  const StartedCallback& onStarted,
-                  const std::function<void(const ExecEvent&)>& onExec, RunResult* result) {
-  Outcome out;
-  int execWatch = -1;        // kExecWatch: every exec of the sandbox waits for us on it
-  ForwardedSignals signals;  // before onStarted: the proxy's threads inherit the mask
-  bool commandStarted = false;
-  ProcessHandle outerHandle(outer), init;
-  std::optional<Clock::time_point> killAt;
-  std::vector<int> pendingCapture;  // kCapture descriptors, handed over with kListeners
-  bool captureIpv6 = false;
-  auto abort = [&](std::string why) {
-    spdlog::error("{}", why);
-    if (out.setupError.empty()) out.setupError = std::move(why);
-    init.signal(SIGKILL);
-    outerHandle.signal(SIGKILL);  // its death kills PID 1 (PR_SET_PDEATHSIG) and the namespace
-  };
-  auto go = [&] {
-    if (!sendMessage(ch, MsgType::kGo)) abort(sysFailure("control channel", "sendmsg", errno));
-  };
-  if (onStarted) {
-    try {
-      onStarted();
-    } catch (const std::exception& e) {
-      abort(std::string("sandbox: starting the proxy failed: ") + e.what());
-    }
-  }
-  if (cgroup != nullptr && out.setupError.empty()) {
-    if (auto e = cgroup->addProcess(outer); !e.empty()) abort(e);
-  }
-  if (out.setupError.empty()) go();
-  // Bounded by the sandbox: every iteration consumes a message, EOF ends the loop, and with a
-  // deadline the timeout escalates to SIGKILL, after which the channel closes.
-  for (;;) {
-    int waitMs = -1;
-    auto wake = killAt ? killAt : (out.timedOut ? std::nullopt : deadline);
-    if (wake) {
-      auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(*wake - Clock::now());
-      waitMs = static_cast<int>(std::clamp<int64_t>(ms.count(), 0, INT_MAX));
-    }
-    pollfd ready[3] = {{ch, POLLIN, 0}, {signals.fd(), POLLIN, 0}, {execWatch, POLLIN, 0}};
-    int n = poll(ready, 3, waitMs);  // a negative fd is skipped
-    if (n < 0 && errno != EINTR) {
-      abort(sysFailure("control channel", "poll", errno));
-      break;
-    }
-    if (n > 0 && ready[2].revents != 0) {
-      ExecEvent e;
-      if (takeExecNotification(execWatch, &e)) {
-        if (onExec) onExec(e);
-      } else if ((ready[2].revents & (POLLHUP | POLLERR)) != 0) {
-        close(execWatch);  // every watched process is gone
-        execWatch = -1;
-      }
-      if (ready[0].revents == 0 && ready[1].revents == 0) continue;
-    }
-    if (n > 0 && ready[1].revents != 0) {
-      for (int sig; (sig = signals.next()) != 0;) {
-        if (commandStarted) {
-          init.signal(sig);
-        } else if (out.setupError.empty()) {
-          abort(std::string("sandbox: interrupted by SIG") + sigabbrev_np(sig) +
-                " before the command started");
-        }
-      }
-      continue;
-    }
-    if (n < 0) continue;  // EINTR
-    Message m;
-    RecvStatus s = n > 0 ? receiveMessage(ch, 0, &m) : RecvStatus::kTimeout;
-    if (s == RecvStatus::kTimeout) {
-      if (!out.timedOut) {
-        out.timedOut = true;
-        spdlog::warn("sandbox: timeout reached, sending SIGTERM");
-        if (init.valid()) {
-          init.signal(SIGTERM);  // PID 1 forwards it to every process of the sandbox
-        } else {
-          outerHandle.signal(SIGKILL);  // still setting up: nothing to be graceful with
-        }
-        killAt = Clock::now() + grace;
-      } else {
-        spdlog::warn("sandbox: still running {} ms after SIGTERM, sending SIGKILL", grace.count());
-        init.signal(SIGKILL);  // SIGKILL reaches a PID 1 from an ancestor namespace
-        outerHandle.signal(SIGKILL);
-        killAt.reset();
-      }
-      continue;
-    }
-    if (s == RecvStatus::kEof) break;
-    if (s == RecvStatus::kError) {
-      abort(sysFailure("control channel", "recvmsg", errno));
-      break;
-    }
-    switch (m.type) {
-      case MsgType::kUnshared:
-        if (auto e = writeIdMaps(outer, id); !e.empty()) {
-          abort(e);
-        } else {
-          go();
-        }
-        break;
-      case MsgType::kInitPid:
-        init = ProcessHandle(m.value);
-        if (out.timedOut) init.signal(SIGKILL);
-        break;
-      case MsgType::kCapture:
-        for (int fd : pendingCapture) close(fd);  // a second message: keep only the last
-        pendingCapture = m.fds;
-        captureIpv6 = (m.value & 1) != 0;
-        break;
-      case MsgType::kListeners: {
-        if (!out.setupError.empty() || out.timedOut) {
-          for (int fd : m.fds) close(fd);
-          break;
-        }
-        bool handed = false;  // the descriptors of m belong to onListeners once it is called
-        try {
-          if (!pendingCapture.empty()) {
-            CaptureSockets cs;
-            if (pendingCapture.size() >= 2 && onCapture) {
-              cs.dnsUdp = pendingCapture[0];
-              cs.dnsTcp = pendingCapture[1];
-              cs.listeners.assign(pendingCapture.begin() + 2, pendingCapture.end());
-              cs.ipv6 = captureIpv6;
-              pendingCapture.clear();
-              onCapture(std::move(cs));
-            }
-            for (int fd : pendingCapture) close(fd);
-            pendingCapture.clear();
-          }
-          handed = true;
-          onListeners(m.fds);
-          go();
-          commandStarted = out.setupError.empty();  // PID 1 forks it on this go
-        } catch (const std::exception& e) {
-          if (!handed) {
-            for (int fd : m.fds) close(fd);
-          }
-          abort(std::string("sandbox: proxy hand-off failed: ") + e.what());
-        }
-        break;
-      }
-      case MsgType::kExecWatch:
-        if (execWatch < 0 && m.fds.size() == 1) {
-          execWatch = m.fds[0];
-        } else {
-          for (int fd : m.fds) close(fd);
-        }
-        break;
-      case MsgType::kWarning:
-        spdlog::warn("{}", m.text);
-        result->warnings.push_back(m.text);
-        break;
-      case MsgType::kSetupError:
-        if (out.setupError.empty()) out.setupError = m.text;
-        break;
-      case MsgType::kExecError:
-        out.execError = m.text;
-        out.execCode = m.value;
-        break;
-      case MsgType::kCommandExit:
-        out.commandStatus = m.value;
-        break;
-      case MsgType::kInitExit:
-        out.initStatus = m.value;
-        break;
-      default:
-        for (int fd : m.fds) close(fd);
-        break;
-    }
-  }
-  for (int fd : pendingCapture) close(fd);
-  if (execWatch >= 0) close(execWatch);
-  return out;
-}
 
 void decodeStatus(int status, const CgroupStats& stats, RunResult* r) {
   if (WIFEXITED(status)) {
@@ -437,6 +163,19 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       return error("sandbox: overlay mode needs an overlay directory");
     auto layers = prepareOverlayLayers(options.overlayDir, *ws, id->uid, id->gid, id->rootless);
     if (!layers) return layers.errors();
+    if (id->rootless && ws->st.st_gid != id->gid) {
+      // A rootless user namespace maps the launcher's own gid only; overlayfs cannot copy up a
+      // file whose group it cannot map, and the write fails with EOVERFLOW ("Value too large
+      // for defined data type"), which says nothing of why.
+      std::string w =
+          "the workspace belongs to group " + std::to_string(ws->st.st_gid) +
+          ", not to the launcher's group " + std::to_string(id->gid) +
+          ": a rootless run maps only its own group, so its files of another group cannot be "
+          "changed in overlay mode (EOVERFLOW, \"Value too large\"); use --workspace-mode "
+          "bind, or a workspace of your group, or run as root";
+      spdlog::warn("sandbox: {}", w);  // now, before the command's first failed write
+      result.warnings.push_back(std::move(w));
+    }
     closer.fds.push_back(layers->fd);
     spec.fs.overlay = true;
     spec.fs.layersFd = layers->fd;
@@ -577,8 +316,8 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   close(sv[1]);
   std::optional<Clock::time_point> deadline;
   if (options.timeout) deadline = start + *options.timeout;
-  Outcome out = supervise(sv[0], outer, *id, cgroup.get(), deadline, options.killGrace, onListeners,
-                          onCapture, onStarted, options.onExec, &result);
+  SupervisedOutcome out = supervise(sv[0], outer, *id, cgroup.get(), deadline, options.killGrace,
+                                    {onListeners, onCapture, onStarted, options.onExec}, &result);
   close(sv[0]);
   int outerStatus = 0;
   while (waitpid(outer, &outerStatus, 0) < 0 && errno == EINTR) {

@@ -46,7 +46,7 @@ struct EmbeddedProxy::Impl {
   std::unique_ptr<Server> server;
   int readFd = -1;
   int destFd = -1;
-  int copyFd = -1;  // the run directory's audit.jsonl (EmbeddedOptions::auditCopyFd)
+  std::function<void(std::string_view)> copy;  // EmbeddedOptions::auditCopy
   bool ownsDest = false;
   std::thread reader;
   std::mutex mu;
@@ -107,21 +107,20 @@ struct EmbeddedProxy::Impl {
       while ((nl = pending.find('\n', start)) != std::string::npos) {
         std::string_view line(pending.data() + start, nl - start + 1);
         (void)safe_open::writeAll(destFd, line);  // the destination is gone: keep tallying
-        if (copyFd >= 0) (void)safe_open::writeAll(copyFd, line);
+        if (copy) copy(line.substr(0, line.size() - 1));
         tallyLine(line.substr(0, line.size() - 1));
         start = nl + 1;
       }
       pending.erase(0, start);
     }
     if (!pending.empty()) (void)safe_open::writeAll(destFd, pending);
-    if (!pending.empty() && copyFd >= 0) (void)safe_open::writeAll(copyFd, pending);
+    if (!pending.empty() && copy) copy(pending);
   }
 
   void close() {
     if (readFd >= 0) ::close(readFd);
     if (ownsDest && destFd >= 0) ::close(destFd);
-    if (copyFd >= 0) ::close(copyFd);
-    readFd = destFd = copyFd = -1;
+    readFd = destFd = -1;
   }
 };
 
@@ -132,7 +131,7 @@ EmbeddedProxy::~EmbeddedProxy() { stop(); }
 Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config config,
                                                              EmbeddedOptions options) {
   auto impl = std::make_unique<Impl>();
-  impl->copyFd = options.auditCopyFd;
+  impl->copy = std::move(options.auditCopy);
   if (options.auditFd >= 0) {
     impl->destFd = options.auditFd;
     impl->ownsDest = true;

@@ -4,9 +4,11 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/result.h"
@@ -23,9 +25,9 @@ struct EmbeddedOptions {
   // otherwise a descriptor open for appending, taken by create() (closed on error too). The
   // caller opens audit.path, with no link followed and never in the workspace (run/).
   int auditFd = -1;
-  // A second copy of every audit line (the run's audit.jsonl in its directory), or -1; taken by
-  // create() like auditFd.
-  int auditCopyFd = -1;
+  // Given a second copy of every audit line, without its newline (the run's audit.jsonl in its
+  // directory, which bounds it), on the audit reader's thread; unset: no copy.
+  std::function<void(std::string_view line)> auditCopy;
 };
 
 class EmbeddedProxy {

@@ -59,12 +59,48 @@ TEST(FilesystemPlan, HiddenPathsOnlyWhereTheViewShowsThem) {
                    "/nonexistent/sandgate"};
   auto plan = planFilesystem(o, ws.path());
   EXPECT_GE(indexOf(plan, shown, K::kReadOnly), 0);
-  // Hidden at the link's target, as the directory that holds the file.
-  EXPECT_GE(indexOf(plan, shown + "/creds", K::kHideDir), 0);
-  EXPECT_GT(indexOf(plan, shown + "/creds", K::kHideDir), indexOf(plan, shown, K::kReadOnly));
+  // Hidden at the link's target, as the directory that holds the file, left out of its parent
+  // (rebuilt without it) rather than covered: a mount over it would name it in mountinfo.
+  EXPECT_EQ(indexOf(plan, shown + "/creds", K::kHideDir), -1);
+  int rebuilt = indexOf(plan, shown, K::kLeaveOut);
+  ASSERT_GE(rebuilt, 0);
+  EXPECT_EQ(plan.steps[rebuilt].leaveOut, std::vector<std::string>{"creds"});
+  EXPECT_GT(rebuilt, indexOf(plan, shown, K::kReadOnly));
   // Not in the view at all: nothing to hide.
   EXPECT_EQ(indexOf(plan, base.path() + "/elsewhere", K::kHideDir), -1);
   EXPECT_EQ(indexOf(plan, "/nonexistent", K::kHideDir), -1);
+}
+
+TEST(FilesystemPlan, ADirectoryLeftOutIsNotRebuiltForASecretInside) {
+  // creds is left out of shown; a secret in creds/sub must not make creds rebuilt (which would
+  // show what else creds holds).
+  testing::TempDir base;
+  std::string shown = base.path() + "/shown";
+  std::filesystem::create_directories(shown + "/creds/sub");
+  std::ofstream(shown + "/creds/sub/key") << "x";
+  std::ofstream(shown + "/creds/other") << "x";
+  testing::TempDir ws;
+  Options o;
+  o.readOnlyPaths = {shown};
+  o.hiddenPaths = {shown + "/creds", shown + "/creds/sub/key"};
+  auto plan = planFilesystem(o, ws.path());
+  int rebuilt = indexOf(plan, shown, K::kLeaveOut);
+  ASSERT_GE(rebuilt, 0);
+  EXPECT_EQ(plan.steps[rebuilt].leaveOut, std::vector<std::string>{"creds"});
+  EXPECT_EQ(indexOf(plan, shown + "/creds", K::kLeaveOut), -1);
+}
+
+TEST(FilesystemPlan, SecretsInTheWorkspaceAreCoveredThere) {
+  // A rebuilt directory is read-only: in the workspace, where the run writes, a secret is
+  // covered where it is instead.
+  testing::TempDir ws;
+  std::filesystem::create_directories(ws.path() + "/keys");
+  std::ofstream(ws.path() + "/keys/key") << "x";
+  Options o;
+  o.hiddenPaths = {ws.path() + "/keys/key"};
+  auto plan = planFilesystem(o, ws.path());
+  EXPECT_GE(indexOf(plan, ws.path() + "/keys", K::kHideDir), 0);
+  EXPECT_EQ(indexOf(plan, ws.path(), K::kLeaveOut), -1);
 }
 
 TEST(FilesystemPlan, EtcSecretsAreHidden) {

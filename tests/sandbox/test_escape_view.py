@@ -94,10 +94,11 @@ class EscapeViewTest(unittest.TestCase):
 
     @classmethod
     def new_workspace(cls, mode=0o755, owner=None):
+        """A new workspace, root's or `owner`'s (a TemporaryUser: its uid and its own gid)."""
         ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
         os.chmod(ws, mode)
         if owner is not None:
-            os.chown(ws, owner, owner)
+            os.chown(ws, owner.uid, owner.gid)
         return ws
 
     @classmethod
@@ -146,7 +147,7 @@ class EscapeViewTest(unittest.TestCase):
 
     def test_rootless_host_unix_sockets_are_not_in_the_view(self):
         with TemporaryUser() as user:
-            ws = self.new_workspace(owner=user.uid)
+            ws = self.new_workspace(owner=user)
             self.check_host_sockets_unreachable(
                 lambda argv: self.sandgate(argv, workspace=ws, **user.popen_args()))
 
@@ -223,7 +224,8 @@ class EscapeViewTest(unittest.TestCase):
             for n in dirs + files:
                 os.chmod(os.path.join(root, n), 0o755)
         r = self.sh(f"cat {tool}/tool.txt; echo; touch {tool}/x 2>&1; echo touch=$?; "
-                    f"cat {tool}/creds/key {config} 2>&1; ls -A {tool}/creds {tool}/conf",
+                    f"cat {tool}/creds/key {config} 2>&1; echo ==; ls -A {tool}; echo ==; "
+                    f"grep -c -e {tool}/creds -e {tool}/conf /proc/self/mountinfo; true",
                     "--ro", tool, config=config)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn("TOOL-VISIBLE", r.stdout)
@@ -232,6 +234,11 @@ class EscapeViewTest(unittest.TestCase):
         self.assertNotIn(SECRET, r.stdout)
         self.assertNotIn("policies", r.stdout)  # the config file is hidden too
         self.assertFalse(os.path.exists(os.path.join(tool, "x")))
+        # Left out of the shown directory, not covered: no name of theirs in the view or in the
+        # mount table (issue 37, item 9).
+        _, listing, mounts = r.stdout.split("==\n")
+        self.assertEqual(listing.split(), ["tool.txt"])
+        self.assertEqual(mounts.strip(), "0")
 
     def test_ro_path_under_run_is_refused(self):
         r = self.sh("echo RAN", "--ro", "/run")
@@ -316,7 +323,7 @@ import os; print('uid', os.getuid())
 
     def test_user_owned_workspace_files_belong_to_that_user(self):
         with TemporaryUser() as user:
-            ws = self.new_workspace(owner=user.uid)
+            ws = self.new_workspace(owner=user)
             r = self.sh("touch made-inside", "--workspace-mode", "bind", workspace=ws)
             self.assertEqual(r.returncode, 0, r.stderr)
             st = os.stat(os.path.join(ws, "made-inside"))

@@ -60,10 +60,11 @@ class LifecycleTest(unittest.TestCase):
 
     @classmethod
     def new_workspace(cls, owner=None):
+        """A new workspace, root's or `owner`'s (a TemporaryUser: its uid and its own gid)."""
         ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
         os.chmod(ws, 0o755)
         if owner is not None:
-            os.chown(ws, owner, owner)
+            os.chown(ws, owner.uid, owner.gid)
         return ws
 
     @classmethod
@@ -92,9 +93,10 @@ class LifecycleTest(unittest.TestCase):
     def changes(self, run):
         return {c["path"]: c for c in self.read_json(run, "changes.json")["changes"]}
 
-    def make_repo(self, ws, owner=0):
+    def make_repo(self, ws, owner=None):
         """A small tree: a root-only file, a plain file, an executable, a directory with files,
-        a link, all owned by `owner`."""
+        a link, all owned by `owner` (a TemporaryUser, its uid and gid; None: root)."""
+        uid, gid = (owner.uid, owner.gid) if owner is not None else (0, 0)
         files = {"secret.txt": (b"only root reads this\n", 0o600), "a.txt": (b"hello\n", 0o644),
                  "run.sh": (b"#!/bin/sh\necho run\n", 0o644), "sub/one": (b"1\n", 0o644),
                  "sub/two": (b"2\n", 0o644), "old/x": (b"x\n", 0o644)}
@@ -107,8 +109,8 @@ class LifecycleTest(unittest.TestCase):
         os.symlink("a.txt", os.path.join(ws, "link"))
         for dirpath, dirnames, filenames in os.walk(ws):
             for name in [dirpath] + [os.path.join(dirpath, n) for n in filenames]:
-                os.lchown(name, owner, owner)
-        os.lchown(os.path.join(ws, "link"), owner, owner)
+                os.lchown(name, uid, gid)
+        os.lchown(os.path.join(ws, "link"), uid, gid)
 
     # The workload's edits: modify, chmod, rename and delete a root-only file among others, a
     # binary file, a directory replaced (opaque), a directory renamed (copied: no redirects).
@@ -157,7 +159,7 @@ class LifecycleTest(unittest.TestCase):
 
     def test_root_owned_workspace_copy_up_then_apply(self):
         ws = self.new_workspace()
-        self.make_repo(ws, owner=0)
+        self.make_repo(ws)
         before = tree_state(ws)
         expected = self.expected_after(ws)
         run = self.run_dir()
@@ -197,7 +199,7 @@ class LifecycleTest(unittest.TestCase):
         self.addCleanup(subprocess.run, ["umount", "-l", top], check=False)
         ws = os.path.join(top, "ws")
         os.mkdir(ws, 0o755)
-        self.make_repo(ws, owner=0)
+        self.make_repo(ws)
         before = tree_state(ws)
         expected = self.expected_after(ws)
         run = self.run_dir()
@@ -228,8 +230,8 @@ class LifecycleTest(unittest.TestCase):
 
     def test_rootless_overlay_leaves_the_host_tree_unchanged(self):
         with TemporaryUser() as user:
-            ws = self.new_workspace(owner=user.uid)
-            self.make_repo(ws, owner=user.uid)
+            ws = self.new_workspace(owner=user)
+            self.make_repo(ws, owner=user)
             before = tree_state(ws)
             runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
             os.chown(runs, user.uid, user.gid)
@@ -489,7 +491,7 @@ class LifecycleTest(unittest.TestCase):
         """`check(ws, runs or runs/run_name, **popen_args)` as a user the test creates, in a
         workspace and a directory for runs that the user owns."""
         with TemporaryUser() as user:
-            ws = self.new_workspace(owner=user.uid)
+            ws = self.new_workspace(owner=user)
             runs = tempfile.mkdtemp(dir=self.dir, prefix="runs-")
             os.chown(runs, user.uid, user.gid)
             check(ws, os.path.join(runs, run_name) if run_name else runs, **user.popen_args())
@@ -502,10 +504,10 @@ class LifecycleTest(unittest.TestCase):
             os.makedirs(os.path.dirname(os.path.join(ws, name)), exist_ok=True)
             with open(os.path.join(ws, name), "w") as f:
                 f.write(data)
-        owner = os.stat(ws).st_uid
+        owner = os.stat(ws)
         for dirpath, dirnames, filenames in os.walk(ws):
             for n in dirnames + filenames:
-                os.chown(os.path.join(dirpath, n), owner, owner)
+                os.chown(os.path.join(dirpath, n), owner.st_uid, owner.st_gid)
         before = tree_state(ws)
         r1, r2, r3, r4 = (os.path.join(runs, n) for n in ("r1", "r2", "r3", "r4"))
         self.last_runs = r1

@@ -150,21 +150,67 @@ class TemporaryUser:
     """An unprivileged host user that a test creates and removes (for rootless runs of
     `sandgate run`): `with TemporaryUser() as user:` gives user.name, user.uid, user.gid and
     user.home (a 0700 directory the user owns, removed with it). Needs root; a test that is not
-    root skips instead."""
+    root skips instead.
+
+    The user's group number always differs from its user number (as on most real machines, where
+    groups outnumber users or were made apart), so that a test or a product path that uses one
+    for the other fails here instead of passing by luck (issue 37, item 10)."""
+
+    # uids from 42000, gids from 47000: two ranges apart, so a uid is never its own gid.
+    UID_BASE, GID_BASE, SPAN = 42000, 47000, 4000
 
     def __init__(self, prefix="sgt"):
         self.name = f"{prefix}{os.getpid() % 100000}{int(time.monotonic() * 1000) % 1000}"
         self.uid = self.gid = None
         self.home = None
+        self._group_made = False
+
+    @classmethod
+    def _free_ids(cls):
+        """A (uid, gid) pair that neither database holds, uid != gid, each unused as the other
+        kind too; tried from a per-process start so that parallel tests rarely collide."""
+        import grp
+        import pwd
+        start = (os.getpid() * 7919 + int(time.monotonic() * 1000)) % cls.SPAN
+        for i in range(cls.SPAN):
+            off = (start + i) % cls.SPAN
+            uid, gid = cls.UID_BASE + off, cls.GID_BASE + off
+            taken = False
+            for lookup, n in ((pwd.getpwuid, uid), (grp.getgrgid, uid), (pwd.getpwuid, gid),
+                              (grp.getgrgid, gid)):
+                try:
+                    lookup(n)
+                    taken = True
+                except KeyError:
+                    pass
+            if not taken:
+                yield uid, gid
 
     def __enter__(self):
         self.home = f"/tmp/{self.name}-home"
-        subprocess.run(["useradd", "--no-create-home", "--user-group", "--home-dir", self.home,
-                        "--shell", "/bin/sh", self.name], check=True, capture_output=True,
-                       timeout=30)
+        tries = 0
+        for uid, gid in self._free_ids():
+            tries += 1
+            g = subprocess.run(["groupadd", "--gid", str(gid), self.name], capture_output=True,
+                               timeout=30)
+            if g.returncode != 0:  # taken meanwhile by a parallel test: the next pair
+                if tries >= 20:
+                    raise RuntimeError(f"groupadd: {g.stderr}")
+                continue
+            self._group_made = True
+            u = subprocess.run(["useradd", "--no-create-home", "--uid", str(uid), "--gid",
+                                str(gid), "--home-dir", self.home, "--shell", "/bin/sh",
+                                self.name], capture_output=True, timeout=30)
+            if u.returncode == 0:
+                break
+            subprocess.run(["groupdel", self.name], capture_output=True, timeout=30)
+            self._group_made = False
+            if tries >= 20:
+                raise RuntimeError(f"useradd: {u.stderr}")
         import pwd
         entry = pwd.getpwnam(self.name)
         self.uid, self.gid = entry.pw_uid, entry.pw_gid
+        assert self.uid != self.gid, (self.uid, self.gid)
         os.mkdir(self.home, 0o700)
         os.chown(self.home, self.uid, self.gid)
         return self
@@ -172,6 +218,8 @@ class TemporaryUser:
     def __exit__(self, *exc):
         shutil.rmtree(self.home, ignore_errors=True)
         subprocess.run(["userdel", self.name], capture_output=True, timeout=30)
+        if self._group_made:  # userdel removes a user's own group only when it made it
+            subprocess.run(["groupdel", self.name], capture_output=True, timeout=30)
         return False
 
     def popen_args(self):

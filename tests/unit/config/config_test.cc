@@ -1,7 +1,9 @@
-// Tests of the config model's own behaviour: limit inheritance and task lookup.
+// Tests of the config model's own behaviour: limit inheritance, task lookup, secret paths.
 #include "config/config.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 
 namespace sandgate::config {
 namespace {
@@ -99,6 +101,31 @@ TEST(FindTask, ByExactName) {
   EXPECT_EQ(c.findTask("B"), nullptr);
   EXPECT_EQ(c.findTask(""), nullptr);
   EXPECT_EQ(c.findTask("c"), nullptr);
+}
+
+TEST(SecretPaths, AnExecSourcesInputFilesAreSecretItsProgramsAreNot) {
+  // A token helper's key or refresh token is as secret as a file: source (issue 37, item 9).
+  Config c;
+  Credential cred;
+  cred.source.kind = CredentialSource::Kind::kExec;
+  cred.source.exec = {"/opt/helper/get-token",
+                      "--key-file=/srv/keys/k.pem",
+                      "/srv/refresh.txt",
+                      "/usr/bin/python3",
+                      "-v",
+                      "relative.txt",
+                      "--lib=/lib/x.so"};
+  c.credentials["h"] = cred;
+  auto hidden = c.secretPaths();
+  auto has = [&](const std::string& p) {
+    return std::find(hidden.begin(), hidden.end(), p) != hidden.end();
+  };
+  EXPECT_TRUE(has("/srv/keys/k.pem"));
+  EXPECT_TRUE(has("/srv/refresh.txt"));
+  EXPECT_FALSE(has("/opt/helper/get-token"));  // the program: argv[0]
+  EXPECT_FALSE(has("/usr/bin/python3"));       // a system program given as an argument
+  EXPECT_FALSE(has("/lib/x.so"));
+  EXPECT_FALSE(has("relative.txt"));
 }
 
 }  // namespace
