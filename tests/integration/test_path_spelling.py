@@ -110,6 +110,8 @@ class PathSpellingTest(unittest.TestCase):
                         for h in ("gitplain.test", "plain.test", "getplain.test", "open.test")})
         cls.sg.config = cls.sg.make_config(
             policies, [{"name": "demo", "policy": "agent", "token": TOKEN}], resolve=resolve,
+            # Several hundred connections in a few seconds, one per attempt.
+            limits={"new_connections_per_second": 10000},
             extra={"credentials": creds, "ca_cert_out": cls.ca_out,
                    "tls": {"upstream_ca": cls.pki.ca_cert}})
         cls.sg.write_config(cls.sg.config)
