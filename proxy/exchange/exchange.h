@@ -131,9 +131,9 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   // (git_gate.h): a refused push is answered here, in Git's own protocol.
   bool sentContinue = false;
   // `_method` in a urlencoded form body is an override parameter as it is in the query
-  // (form_gate.h): the body is judged before the upstream sees it, and the request decided
-  // again with it, so that only a host whose rules restrict methods or paths refuses it.
-  if (!parser.is_done() && isFormBody(req)) {
+  // (form_gate.h): on a host whose rules restrict methods, paths or git, the body is judged
+  // before the upstream sees it, and the request decided again with it.
+  if (!parser.is_done() && isFormBody(req) && refusesOverrides(c, route.policyRequest(req))) {
     if (auto name = co_await formBodyOverrideOn(route.client(), route.clientBuffer(), c, parser,
                                                 sentContinue)) {
       policy::Request again = route.policyRequest(req);

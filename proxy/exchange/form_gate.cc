@@ -22,6 +22,11 @@ bool isFormBody(const http::request_header<>& req) {
   return iequals(trimOws(value.substr(0, value.find(';'))), "application/x-www-form-urlencoded");
 }
 
+bool refusesOverrides(const ClientConnection& c, policy::Request req) {
+  req.overrideHeader = "?_method";
+  return decideRequest(c, req).reason == policy::reason::kOverrideHeader;
+}
+
 asio::awaitable<std::optional<std::string>> formBodyOverride(
     http::request_parser<http::buffer_body>& parser, beast::flat_buffer& in, size_t limit,
     const GitReadSome& readSome, const GitWrite& write, bool& sentContinue) {

@@ -23,6 +23,11 @@ namespace sandgate::proxy {
 // multipart/form-data is not (README: not covered).
 bool isFormBody(const boost::beast::http::request_header<>& req);
 
+// Whether the policy refuses a method override on `req`'s host (a rule for it, allow or deny,
+// restricts methods, paths or git): only there is a form body read before the upstream, so
+// that bodies elsewhere stream as they always have.
+bool refusesOverrides(const ClientConnection& c, policy::Request req);
+
 // The override parameter in the form body of the request `parser` parsed ("?_method"), read up
 // to `limit` decoded bytes; "?(a form body over N bytes, unchecked)" when it does not end within
 // them (a host that restricts methods refuses it: the parameter may come after); nullopt when
