@@ -179,6 +179,7 @@ class Compiler {
       if (pathPatternToRegex(r.paths[i].value, &regex, &msg)) {
         combined += (combined.empty() ? "(?:" : "|(?:") + regex + ")";
         c.pathTexts.push_back(r.paths[i].value);
+        warnPathSpelling(r, i, deny);
       } else {
         error(r.paths[i].mark, r.keyPath + ".paths[" + std::to_string(i) + "]", msg);
       }
@@ -186,6 +187,9 @@ class Compiler {
     if (!combined.empty()) {
       RE2::Options opts;
       opts.set_log_errors(false);
+      // A deny rule matches every case ("/ADMIN/x" is "/admin/x" to a case-insensitive
+      // server); an allow rule stays case-sensitive, so each errs on the side of refusing.
+      if (deny) opts.set_case_sensitive(false);
       c.paths = std::make_unique<RE2>(combined, opts);
       if (!c.paths->ok()) error(r.mark, r.keyPath + ".paths", "paths do not compile together");
     }
@@ -304,6 +308,41 @@ class Compiler {
     });
   }
 
+  // `sandgate policy lint`: what a path pattern covers is not always what its author reads in
+  // it (README "Paths as a server reads them").
+  void warnPathSpelling(const config::Rule& r, size_t i, bool deny) {
+    const auto& item = r.paths[i];
+    const std::string keyPath = r.keyPath + ".paths[" + std::to_string(i) + "]";
+    if (!reportedPaths_.insert(keyPath).second) return;
+    auto warn = [&](std::string message) {
+      impl_.warnings.push_back(
+          Diagnostic{cfg_.file, item.mark.line, item.mark.col, keyPath, std::move(message)});
+    };
+    const std::string& text = item.value;
+    if (text.starts_with("re:")) {
+      if (deny) {
+        warn("\"" + text +
+             "\" is matched against the canonical path (encoded unreserved characters decoded), "
+             "case-insensitively; a path not in normal form is refused on this host whatever the "
+             "expression says, but other spellings the server treats alike (case, trailing "
+             "slashes, repeated segments) are for the expression to cover");
+      }
+      return;
+    }
+    if (const std::string canon = canonicalPath(text); canon != text) {
+      warn("\"" + text + "\" is matched as \"" + canon +
+           "\": percent-encoded unreserved characters are decoded in paths before matching "
+           "(RFC 3986 6.2.2.2)");
+    }
+    if (deny && !text.ends_with("**")) {
+      warn("\"" + text + "\" denies " +
+           (text.find('*') == std::string::npos ? "that path only" : "paths of that depth only") +
+           ", not what is under it (\"" + text + "/x\" passes); write \"" +
+           (text.ends_with('/') ? text + "**" : text + "/**") +
+           "\" to deny the tree (it matches the directory itself too)");
+    }
+  }
+
   // One host, one rule with a credential and one without (disjoint methods or paths): legal,
   // and often meant (a public path), but the credential then binds only to the first rule's
   // requests, which a policy author may not expect.
@@ -328,6 +367,7 @@ class Compiler {
   std::map<std::string, std::pair<std::vector<CompiledRule*>, std::vector<CompiledRule*>>> lists_;
   std::set<std::pair<int, int>> reportedTies_;
   std::set<std::pair<int, int>> reportedMixes_;
+  std::set<std::string> reportedPaths_;
 };
 
 }  // namespace

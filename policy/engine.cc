@@ -174,17 +174,32 @@ Decision unknown(const Request& req, std::string_view why, std::string detail) {
 }  // namespace
 
 bool isOverrideHeader(std::string_view name) {
-  static constexpr std::string_view kNames[] = {"x-http-method-override", "x-http-method",
-                                                "x-method-override", "x-original-url",
-                                                "x-rewrite-url"};
-  auto lower = [](char c) { return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c; };
+  // Method overrides (Rails, Laravel, Symfony, Express method-override, ASP.NET, Google APIs)
+  // and URL rewrites that reverse proxies pass on (IIS URL Rewrite, Spring's forwarded-header
+  // filter, Traefik, nginx auth_request setups, Envoy).
+  static constexpr std::string_view kNames[] = {
+      "x-http-method-override", "x-http-method",     "x-method-override",    "x-method",
+      "x-forwarded-method",     "x-original-method", "x-original-url",       "x-original-uri",
+      "x-rewrite-url",          "x-forwarded-uri",   "x-forwarded-prefix",   "x-forwarded-path",
+      "x-forwarded-url",        "x-original-path",   "x-envoy-original-path"};
+  // Any case, and '_' read as '-': CGI, PHP and Django expose both as HTTP_X_HTTP_METHOD_...
+  auto fold = [](char c) {
+    if (c == '_') return '-';
+    return c >= 'A' && c <= 'Z' ? static_cast<char>(c - 'A' + 'a') : c;
+  };
   for (std::string_view k : kNames) {
     if (k.size() == name.size() && std::equal(k.begin(), k.end(), name.begin(),
-                                              [&](char a, char b) { return a == lower(b); })) {
+                                              [&](char a, char b) { return a == fold(b); })) {
       return true;
     }
   }
   return false;
+}
+
+bool isOverrideParameter(std::string_view key) {
+  // Rails, Laravel, Symfony and Express read `_method` from a form body or the query string.
+  if (key == "_method") return true;
+  return isOverrideHeader(key);
 }
 
 Decision Engine::decide(std::string_view task, const Request& req) const {
@@ -210,6 +225,13 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
   const std::string_view method = req.method.value_or("");
   std::string_view path = req.path.value_or("/");
   path = path.substr(0, path.find('?'));  // defensive: the query is never part of the path
+  // Every glob sees the canonical form ("/%61dmin" is "/admin" to the server), here, once, so
+  // that the proxy, `policy check` and `policy test` judge the same path.
+  thread_local std::string canonical;
+  if (visible) {
+    canonical = canonicalPath(path);
+    path = canonical;
+  }
   const bool normalPath = !visible || isNormalPath(path);
 
   // [::ffff:10.0.0.1] is 10.0.0.1 for every cidrs rule, allow or deny.
@@ -222,6 +244,9 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
   const HostKey key(t.name);  // hashed once for every table probed below
   std::optional<Audited> audited;
   bool denyNeedsIntercept = false;
+  // A rule for this host and port restricts methods, paths or Git requests, so a request that
+  // asks the upstream for another method or URL (override headers) would walk around it.
+  const CompiledRule* restricting = nullptr;
   // Reused per thread: a decision allocates nothing but the strings it returns.
   thread_local RuleList scratch;
   thread_local RuleList admitting;
@@ -237,6 +262,7 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
     for (const CompiledRule* r : scratch) {
       if (!r->allowsPort(req.port)) continue;
       if (!visible && r->hasL7()) denyNeedsIntercept = true;
+      if (r->hasL7() && !restricting) restricting = r;
       if (!denyMatches(*r, visible, method, path, normalPath)) continue;
       std::string detail = r->hasL7() ? cat(kind(t), t.name, " is denied by ", r->keyPath,
                                             " (method ", method, ", path ", path, ")")
@@ -304,6 +330,10 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
     if (!audited) audited = Audited{reason::kPortNotAllowed, r, std::move(detail)};
     admitting.push_back(r);
   } else if (visible) {
+    for (const CompiledRule* r : admitting) {
+      if ((r->hasL7() || r->git) && (!restricting || restricting->deny)) restricting = r;
+      if (restricting && !restricting->deny) break;
+    }
     thread_local RuleList fits;
     fits.clear();
     for (const CompiledRule* r : admitting) {
@@ -340,16 +370,33 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
       fits.push_back(r);
     }
     admitting.swap(fits);
-    if (req.overrideHeader) {
-      auto l7 = std::find_if(admitting.begin(), admitting.end(),
-                             [](const CompiledRule* r) { return r->hasL7(); });
-      if (l7 != admitting.end()) {
-        std::string detail = cat("header ", *req.overrideHeader, " may make ", t.name,
-                                 " act on another method or path than ", method, " ", path,
-                                 ", which ", (*l7)->keyPath, " restricts");
-        if (!(*l7)->audit) return refuseAllow(reason::kOverrideHeader, *l7, std::move(detail));
-        if (!audited) audited = Audited{reason::kOverrideHeader, *l7, std::move(detail)};
+    // Any allow or deny rule of the host with methods, paths or a git block: an override makes
+    // the upstream act on a method or path none of them judged (a broad allow narrowed by
+    // `deny paths: [/admin/**]` is as exposed as a GET-only allow).
+    if (req.overrideHeader && restricting) {
+      const bool param = req.overrideHeader->starts_with('?');
+      std::string detail =
+          cat(param ? "parameter " : "header ", req.overrideHeader->substr(param ? 1 : 0),
+              " may make ", t.name, " act on another method or path than ", method, " ", path,
+              ", which ", restricting->keyPath, " restricts");
+      if (!restricting->audit) {
+        return refuseAllow(reason::kOverrideHeader, restricting, std::move(detail));
       }
+      if (!audited) audited = Audited{reason::kOverrideHeader, restricting, std::move(detail)};
+    }
+    // A `git:` block judges Git requests by their path: one a forge may read differently
+    // ("…/git-receive-pack;x", "…/git-receive-pack/.", "…%2F.") would pass as an ordinary
+    // request with the credential, so on such a host every path must be in normal form.
+    auto gitRule = std::find_if(admitting.begin(), admitting.end(),
+                                [](const CompiledRule* r) { return r->git != nullptr; });
+    if (!normalPath && gitRule != admitting.end()) {
+      std::string detail = cat("path ", path, " for ", kind(t), t.name,
+                               " is not in normal form, so the git block of ", (*gitRule)->keyPath,
+                               " cannot tell whether it is a Git request");
+      if (!(*gitRule)->audit) {
+        return refuseAllow(reason::kPathAmbiguous, *gitRule, std::move(detail));
+      }
+      if (!audited) audited = Audited{reason::kPathAmbiguous, *gitRule, std::move(detail)};
     }
   }
 

@@ -52,14 +52,21 @@ struct Request {
   std::optional<std::string_view> method;
   std::optional<std::string_view> path;  // origin-form path, query excluded
   // The name of a method or URL override header the request carries (isOverrideHeader()),
-  // if any: a rule with `methods` or `paths` cannot admit it.
+  // or "?" and the name of an override query parameter ("?_method"), if any: a host with a
+  // rule (allow or deny) that has `methods`, `paths` or `git` cannot admit it.
   std::optional<std::string_view> overrideHeader;
 };
 
-// X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, X-Original-URL, X-Rewrite-URL
-// (any case): frameworks that honour them act on another method or path than the request
-// line's, which is the one the rules saw.
+// X-HTTP-Method-Override, X-HTTP-Method, X-Method-Override, X-Method, X-Forwarded-Method,
+// X-Original-Method, X-Original-URL, X-Original-URI, X-Rewrite-URL, X-Forwarded-Uri,
+// X-Forwarded-Prefix, X-Forwarded-Path, X-Forwarded-Url, X-Original-Path,
+// X-Envoy-Original-Path, in any case and with '_' for '-': frameworks that honour them act on
+// another method or path than the request line's, which is the one the rules saw.
 bool isOverrideHeader(std::string_view name);
+
+// A query (or form) parameter name, already percent-decoded, that frameworks read as the
+// method: `_method`, or any override header name.
+bool isOverrideParameter(std::string_view key);
 
 struct Decision {
   Verdict verdict = Verdict::kDeny;

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <vector>
 
 namespace sandgate::policy {
 
@@ -99,35 +100,108 @@ std::string joined(const std::vector<std::string>& v) {
 
 }  // namespace
 
+namespace {
+
+// The segments a lenient forge may route `rawPath` by, lower-cased: escapes decoded (again
+// while a decoded one remains, a bounded few times), '\\' read as '/', each segment cut at a
+// ';' (servlet path parameters: Gerrit, Bitbucket Data Center, Gitblit and JGit drop them
+// before routing) or a NUL, trailing dots and blanks trimmed (IIS and Windows trim them), '.'
+// dropped, '..' resolved, empty segments dropped. `altered`: this form differs from the path as
+// sent, so its repository is never matched (the forge may read another name).
+std::vector<std::string> laxSegments(std::string_view rawPath, bool* altered) {
+  std::string path(rawPath);
+  for (int round = 0; round < 3 && path.find('%') != std::string::npos; ++round) {
+    std::string decoded;
+    decoded.reserve(path.size());
+    for (size_t i = 0; i < path.size(); ++i) {
+      if (path[i] == '%' && i + 2 < path.size() && hexDigit(path[i + 1]) >= 0 &&
+          hexDigit(path[i + 2]) >= 0) {
+        decoded += static_cast<char>(hexDigit(path[i + 1]) * 16 + hexDigit(path[i + 2]));
+        i += 2;
+      } else {
+        decoded += path[i];
+      }
+    }
+    if (decoded == path) break;
+    path = std::move(decoded);
+  }
+  std::replace(path.begin(), path.end(), '\\', '/');
+  std::vector<std::string> segs;
+  size_t start = 0;
+  while (start <= path.size()) {
+    const size_t slash = path.find('/', start);
+    std::string seg =
+        path.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
+    seg = seg.substr(0, seg.find_first_of(std::string_view(";\0", 2)));
+    if (seg != "." && seg != "..") {
+      while (!seg.empty() && (seg.back() == '.' || static_cast<unsigned char>(seg.back()) <= 0x20 ||
+                              seg.back() == 0x7f)) {
+        seg.pop_back();
+      }
+    }
+    if (seg == "..") {
+      if (!segs.empty()) segs.pop_back();
+    } else if (!seg.empty() && seg != ".") {
+      segs.push_back(lower(seg));
+    }
+    if (slash == std::string::npos) break;
+    start = slash + 1;
+  }
+  std::string rebuilt;
+  for (const auto& seg : segs) {
+    rebuilt += '/';
+    rebuilt += seg;
+  }
+  const std::string_view asRouted = segs.empty() ? std::string_view("/") : rebuilt;
+  *altered = asRouted != lower(rawPath);
+  return segs;
+}
+
+std::string joinSegments(const std::vector<std::string>& segs, size_t n) {
+  std::string out;
+  for (size_t i = 0; i < n; ++i) out += (i ? "/" : "") + segs[i];
+  return out;
+}
+
+}  // namespace
+
 std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view rawPath,
                                              std::string_view query) {
   (void)method;  // the endpoint decides; git-http-backend itself refuses a wrong method
-  std::string path;
-  path.reserve(rawPath.size());
-  for (size_t i = 0; i < rawPath.size(); ++i) {
-    if (rawPath[i] == '%' && i + 2 < rawPath.size() &&
-        hexDigit(rawPath[i + 1]) >= 0 && hexDigit(rawPath[i + 2]) >= 0) {
-      path += static_cast<char>(hexDigit(rawPath[i + 1]) * 16 + hexDigit(rawPath[i + 2]));
-      i += 2;
-    } else {
-      path += rawPath[i];
-    }
-  }
-  while (path.size() > 1 && path.ends_with('/')) path.pop_back();
-  const std::string low = lower(path);
-  const bool encoded = rawPath.find('%') != std::string_view::npos;
-  auto make = [&](GitService service, size_t suffix) {
-    return GitRequest{service, repositoryName(std::string_view(path).substr(0, path.size() - suffix)),
-                      encoded};
+  bool altered = false;
+  const std::vector<std::string> segs = laxSegments(rawPath, &altered);
+  const size_t n = segs.size();
+  // `encoded`: any '%' (as before), or a spelling that is not the path as a git client sends it.
+  const bool encoded = altered || rawPath.find('%') != std::string_view::npos;
+  auto make = [&](GitService service, size_t repoSegments) {
+    return GitRequest{service, repositoryName(joinSegments(segs, repoSegments)), encoded};
   };
-  if (low.ends_with(kInfoRefs)) {
+  if (n == 0) return std::nullopt;
+  const std::string& last = segs[n - 1];
+  if (n >= 2 && segs[n - 2] == "info" && last == "refs") {
     const auto service = queryValue(query, "service");
     const bool push = service && *service == "git-receive-pack";
     return make(push ? GitService::kReceivePackAdvertisement : GitService::kUploadPackAdvertisement,
-                kInfoRefs.size());
+                n - 2);
   }
-  if (low.ends_with(kUploadPack)) return make(GitService::kUploadPack, kUploadPack.size());
-  if (low.ends_with(kReceivePack)) return make(GitService::kReceivePack, kReceivePack.size());
+  if (last == "git-upload-pack") return make(GitService::kUploadPack, n - 1);
+  if (last == "git-receive-pack") return make(GitService::kReceivePack, n - 1);
+  // The dumb protocol: files of the repository itself, read with GET.
+  if (last == "head") return make(GitService::kDumb, n - 1);
+  if (n >= 2 && segs[n - 2] == "info" &&
+      (last == "packs" || last == "alternates" || last == "http-alternates")) {
+    const bool underObjects = n >= 3 && segs[n - 3] == "objects";
+    return make(GitService::kDumb, n - (underObjects ? 3 : 2));
+  }
+  for (size_t i = n - 1; i-- > 0;) {
+    if (segs[i] == "objects") return make(GitService::kDumb, i);
+  }
+  // Archive downloads on the forge's own host: GitHub's …/archive/…, GitLab's …/-/archive/….
+  for (size_t i = 1; i < n; ++i) {
+    if (segs[i] == "archive" || segs[i] == "zipball" || segs[i] == "tarball") {
+      return make(GitService::kArchive, segs[i - 1] == "-" ? i - 1 : i);
+    }
+  }
   return std::nullopt;
 }
 
@@ -206,8 +280,8 @@ GitRules::Verdict GitRules::decideRequest(const GitRequest& req) const {
             fmt::format("repository \"{}\" is not in git.repositories ({})", req.repository,
                         joined(repositoryTexts_))};
   }
-  const bool fetching =
-      req.service == GitService::kUploadPack || req.service == GitService::kUploadPackAdvertisement;
+  const bool fetching = req.service != GitService::kReceivePack &&
+                        req.service != GitService::kReceivePackAdvertisement;
   if (fetching && !fetch_) {
     return {
         false, reason::kGitFetchNotAllowed,

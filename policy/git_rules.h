@@ -55,6 +55,8 @@ enum class GitService {
   kReceivePackAdvertisement,  // GET …/info/refs?service=git-receive-pack
   kUploadPack,                // POST …/git-upload-pack (fetch, clone, ls-remote)
   kReceivePack,               // POST …/git-receive-pack (push)
+  kDumb,     // GET …/HEAD, …/objects/…, …/objects/info/packs: the dumb protocol (a fetch)
+  kArchive,  // GET …/archive/…, …/-/archive/…, …/zipball/…, …/tarball/… (a fetch)
 };
 
 struct GitRequest {
@@ -68,11 +70,17 @@ struct GitRequest {
   bool isPush() const { return service == GitService::kReceivePack; }
 };
 
-// Recognises a smart-HTTP request by its method, path (query excluded) and query; nullopt for
-// anything else, which the rule decides as an ordinary request. The endpoint is found after
-// percent-decoding, case-insensitively and with trailing slashes ignored, so that a spelling a
-// forge may still read as git-receive-pack ("git%2Dreceive-pack", "Git-Receive-Pack/") is
-// judged too rather than passed as an ordinary request.
+// Recognises a Git request by its method, path (query excluded) and query; nullopt for anything
+// else, which the rule decides as an ordinary request. The endpoint is found in the path as a
+// lenient forge may route it: escapes decoded (repeatedly), '\\' as '/', ';params' and what
+// follows a NUL cut from each segment, trailing dots and blanks trimmed, dot segments resolved,
+// empty segments and case ignored. So "git%2Dreceive-pack", "Git-Receive-Pack/",
+// "git-receive-pack;x", "git-receive-pack/.", "git-receive-pack%2F." are all judged as
+// git-receive-pack, and any such spelling is marked `encoded` (its repository never matches).
+// Git requests are the smart-HTTP endpoints, the dumb protocol's files (…/HEAD,
+// …/objects/…, …/info/packs, …/objects/info/{packs,alternates,http-alternates}) and archive
+// downloads (…/archive/…, …/-/archive/…, …/zipball/…, …/tarball/…); the repository is the
+// path before them.
 std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view path,
                                              std::string_view query);
 

@@ -27,6 +27,28 @@ bool isHex(char c) {
 // fragment are not part of the path), so in a pattern they are a mistake.
 bool isPathChar(char c) { return c > 0x20 && c < 0x7f && c != '?' && c != '#'; }
 
+int hexValue(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+// RFC 3986 2.3.
+bool isUnreserved(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+         c == '.' || c == '_' || c == '~';
+}
+
+// "%20" (space) or an encoded control at the end of a segment.
+bool endsWithEncodedBlank(std::string_view seg) {
+  if (seg.size() < 3 || seg[seg.size() - 3] != '%') return false;
+  const int a = hexValue(seg[seg.size() - 2]), b = hexValue(seg[seg.size() - 1]);
+  if (a < 0 || b < 0) return false;
+  const int v = a * 16 + b;
+  return v <= 0x20 || v == 0x7f;
+}
+
 }  // namespace
 
 bool isValidMethod(std::string_view method, std::string* error) {
@@ -71,6 +93,8 @@ bool isNormalPath(std::string_view path) {
           (a == '3' && ieq(b, 'b')) || (ieq(a, 'c') && (b == '0' || b == '1'))) {
         return false;
       }
+      // Encoded controls: "%00" ends the path for a C-string server, "%0a" splits log lines.
+      if (a == '0' || a == '1' || (a == '7' && ieq(b, 'f'))) return false;
     }
   }
   size_t start = 1;
@@ -79,11 +103,34 @@ bool isNormalPath(std::string_view path) {
     size_t end = slash == std::string_view::npos ? path.size() : slash;
     std::string_view seg = path.substr(start, end - start);
     if (seg == "." || seg == "..") return false;
+    // A segment ending in '.' or an encoded space/control: IIS, Windows file servers and some
+    // routers trim them, so "/admin./x" and "/admin%20/x" are "/admin/x" there.
+    if (seg.ends_with('.') || endsWithEncodedBlank(seg)) return false;
     if (slash == std::string_view::npos) break;
     if (seg.empty()) return false;  // "//": some servers collapse it, some do not
     start = slash + 1;
   }
   return true;
+}
+
+std::string canonicalPath(std::string_view path) {
+  std::string out;
+  out.reserve(path.size());
+  for (size_t i = 0; i < path.size(); ++i) {
+    if (path[i] == '%' && i + 2 < path.size()) {
+      const int a = hexValue(path[i + 1]), b = hexValue(path[i + 2]);
+      if (a >= 0 && b >= 0) {
+        const char c = static_cast<char>(a * 16 + b);
+        if (isUnreserved(c)) {
+          out += c;
+          i += 2;
+          continue;
+        }
+      }
+    }
+    out += path[i];
+  }
+  return out;
 }
 
 bool pathPatternToRegex(std::string_view pattern, std::string* regex, std::string* error) {
@@ -103,6 +150,9 @@ bool pathPatternToRegex(std::string_view pattern, std::string* regex, std::strin
     *regex = std::string(src);
     return true;
   }
+  // Matched against canonical paths, so written in that form too ("/%61dmin" is "/admin").
+  const std::string canon = canonicalPath(pattern);
+  pattern = canon;
   if (pattern.empty() || pattern[0] != '/') {
     *error = "a path pattern must start with '/' (or be \"re:<RE2>\"), got \"" +
              std::string(pattern) + "\"";
@@ -138,6 +188,12 @@ bool pathPatternToRegex(std::string_view pattern, std::string* regex, std::strin
     if (run == 1) {
       out += "[^/]*";
       i += 1;
+    } else if (i > 0 && pattern[i - 1] == '/' && i + 2 == pattern.size()) {
+      // A trailing "/**" is the directory and everything under it: "/admin/**" matches
+      // "/admin" too, which servers serve as (or redirect to) "/admin/".
+      out.resize(out.size() - RE2::QuoteMeta("/").size());
+      out += "(?:/.*)?";
+      i += 2;
     } else if (i > 0 && pattern[i - 1] == '/' && i + 2 < pattern.size() && pattern[i + 2] == '/') {
       out += "(?:.*/)?";  // "/**/" spans zero or more whole segments
       i += 3;

@@ -22,8 +22,19 @@ bool pathPatternToRegex(std::string_view pattern, std::string* regex, std::strin
 
 // A path is in normal form when it starts with '/', has no ".", ".." or empty segments, no
 // ';' (path parameters), no '\', no percent-encoded '.', '/', '\' or ';', no overlong UTF-8
-// lead byte (%c0, %c1), no '%' without two hex digits, and only visible ASCII. Paths that are not
-// may be read differently by the upstream than by our patterns, so path rules refuse them.
+// lead byte (%c0, %c1), no '%' without two hex digits, no percent-encoded control byte
+// (%00-%1f, %7f: a NUL ends the path for some servers), no segment that ends in '.' or in an
+// encoded space or control ("/admin./x", "/admin%20/x": IIS, Windows file servers and some
+// routers trim them), and only visible ASCII. Paths that are not may be read differently by
+// the upstream than by our patterns, so path rules refuse them.
+// Meant for canonicalPath()'s output: an encoded '.' has been decoded there.
 bool isNormalPath(std::string_view path);
+
+// The one form every path glob is matched against (RFC 3986 6.2.2.2): percent-encoded
+// unreserved characters (ALPHA, DIGIT, '-', '.', '_', '~') are decoded, since a server reads
+// "/%61dmin" as "/admin"; every other escape is kept as sent. Used by decide() (so by the
+// proxy, `policy check` and `policy test` alike) and on the patterns themselves at compile
+// time. The request is forwarded as sent: only the matching uses this form.
+std::string canonicalPath(std::string_view path);
 
 }  // namespace sandgate::policy

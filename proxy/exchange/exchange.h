@@ -47,6 +47,7 @@
 #include "broker/scrubber.h"
 #include "proxy/client/chunked_framing.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/form_gate.h"
 #include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
 #include "proxy/exchange/relay.h"
@@ -129,6 +130,24 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   // A rule's `git:` block judges Git requests before anything reaches the upstream
   // (git_gate.h): a refused push is answered here, in Git's own protocol.
   bool sentContinue = false;
+  // `_method` in a urlencoded form body is an override parameter as it is in the query
+  // (form_gate.h): on a host whose rules restrict methods, paths or git, the body is judged
+  // before the upstream sees it, and the request decided again with it.
+  if (!parser.is_done() && isFormBody(req) && refusesOverrides(c, route.policyRequest(req))) {
+    if (auto name = co_await formBodyOverrideOn(route.client(), route.clientBuffer(), c, parser,
+                                                sentContinue)) {
+      policy::Request again = route.policyRequest(req);
+      again.overrideHeader = *name;
+      decision = decideRequest(c, again);
+      rec.rule = decision.rule;
+      if (!decision.allowed()) {
+        Refusal refusal = policyRefusal(decision, task.name, rec.host,
+                                        "ask for a policy rule that allows this request");
+        co_await route.refuse(log, refusal);
+        co_return false;
+      }
+    }
+  }
   if (decision.git) {
     const policy::Request asked = route.policyRequest(req);
     GitGateResult gate = co_await gateGitOn(route.client(), route.clientBuffer(), c, decision,

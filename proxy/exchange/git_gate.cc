@@ -11,6 +11,7 @@
 #include "policy/git_protocol.h"
 #include "policy/git_rules.h"
 #include "proxy/client/reasons.h"
+#include "proxy/exchange/body_peek.h"
 #include "proxy/observe/metrics.h"
 
 namespace sandgate::proxy {
@@ -20,59 +21,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 namespace {
-
-// Decodes a copy of the body's wire bytes with a Beast parser of its own, behind a head that
-// frames the body as the real request's does: the same decoder the relay's parser uses, so
-// what is judged here is what the relay forwards.
-class BodyPeek {
- public:
-  BodyPeek(const http::request_parser<http::buffer_body>& real, size_t capacity)
-      : decoded_(capacity, '\0') {
-    p_.eager(true);
-    p_.body_limit(boost::none);
-    std::string head = "POST / HTTP/1.1\r\nHost: peek\r\n";
-    if (real.chunked()) {
-      head += "Transfer-Encoding: chunked\r\n";
-    } else {
-      head += fmt::format("Content-Length: {}\r\n", real.content_length().value_or(0));
-    }
-    head += "\r\n";
-    beast::error_code ec;
-    p_.put(asio::buffer(head), ec);
-    rewind();
-  }
-
-  // Feeds the bytes of `wire` not fed yet. False when the framing is malformed.
-  bool feed(std::string_view wire) {
-    while (fed_ < wire.size() && !p_.is_done()) {
-      beast::error_code ec;
-      const size_t used = p_.put(asio::buffer(wire.data() + fed_, wire.size() - fed_), ec);
-      fed_ += used;
-      if (ec == http::error::need_more || ec == http::error::need_buffer) break;
-      if (ec) return false;
-      if (used == 0) break;
-    }
-    return true;
-  }
-  std::string_view decoded() const {
-    return {decoded_.data(), decoded_.size() - p_.get().body().size};
-  }
-  bool done() const { return p_.is_done(); }
-  size_t fed() const { return fed_; }
-  // The caller consumed `n` wire bytes, all of them fed.
-  void consumed(size_t n) { fed_ -= n; }
-  // Forgets what was decoded (draining: the bytes are discarded).
-  void rewind() {
-    p_.get().body().data = decoded_.data();
-    p_.get().body().size = decoded_.size();
-    p_.get().body().more = true;
-  }
-
- private:
-  http::request_parser<http::buffer_body> p_;
-  std::string decoded_;
-  size_t fed_ = 0;
-};
 
 std::string_view view(const beast::flat_buffer& b) {
   return {static_cast<const char*>(b.data().data()), b.data().size()};
@@ -88,6 +36,10 @@ std::string_view serviceName(policy::GitService s) {
       return "upload-pack";
     case policy::GitService::kReceivePack:
       return "receive-pack";
+    case policy::GitService::kDumb:
+      return "dumb";
+    case policy::GitService::kArchive:
+      return "archive";
   }
   return {};
 }
@@ -105,7 +57,8 @@ Refusal gitRefusal(int status, std::string_view reason, const AuditRecord& rec,
 
 // Reads the rest of the body that `peek` decodes and discards it, at most kGitDrainLimit
 // bytes: the client, still sending, then reads the answer rather than a reset.
-asio::awaitable<void> drainBody(BodyPeek& peek, beast::flat_buffer& in, const GitReadSome& readSome) {
+asio::awaitable<void> drainBody(BodyPeek& peek, beast::flat_buffer& in,
+                                const GitReadSome& readSome) {
   uint64_t drained = 0;
   while (!peek.done() && drained < kGitDrainLimit) {
     const size_t fed = peek.fed();

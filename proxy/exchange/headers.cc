@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "common/encoding.h"
 #include "common/http_text.h"
 
 namespace sandgate::proxy {
@@ -62,14 +63,54 @@ bool upgradesToWebsocket(const boost::beast::http::fields& f) {
   return it != f.end() && iequals(trimOws(it->value()), "websocket");
 }
 
+bool findOverrideParameter(std::string_view pairs, std::string& name) {
+  while (!pairs.empty()) {
+    const size_t end = pairs.find_first_of("&;");
+    const std::string_view pair = pairs.substr(0, end);
+    const std::string_view key = pair.substr(0, pair.find('='));
+    std::string decoded;
+    for (size_t i = 0; i < key.size(); ++i) {
+      int hi = 0, lo = 0;
+      if (key[i] == '%' && i + 2 < key.size() && (hi = hexValue(key[i + 1])) >= 0 &&
+          (lo = hexValue(key[i + 2])) >= 0) {
+        decoded += static_cast<char>(hi * 16 + lo);
+        i += 2;
+      } else {
+        decoded += key[i] == '+' ? ' ' : key[i];
+      }
+    }
+    // Blanks around the name and a "[]" suffix are dropped by PHP and Rack when they read it.
+    decoded = std::string(trimOws(decoded));
+    if (decoded.ends_with("[]")) decoded.resize(decoded.size() - 2);
+    std::string folded = decoded;
+    for (char& ch : folded) {
+      if (ch >= 'A' && ch <= 'Z') ch = static_cast<char>(ch - 'A' + 'a');
+    }
+    if (policy::isOverrideParameter(folded)) {
+      name = "?" + decoded;
+      return true;
+    }
+    if (end == std::string_view::npos) break;
+    pairs.remove_prefix(end + 1);
+  }
+  return false;
+}
+
 policy::Decision decideHttpRequest(const ClientConnection& c, policy::Request req,
-                                   const boost::beast::http::fields& f) {
-  for (const auto& field : f) {
-    // Rules with methods or paths refuse a request that asks the upstream for another one.
+                                   const boost::beast::http::request_header<>& head) {
+  for (const auto& field : head) {
+    // A host whose rules restrict methods or paths refuses a request that asks the upstream
+    // for another one.
     if (policy::isOverrideHeader(field.name_string())) {
       req.overrideHeader = field.name_string();
       break;
     }
+  }
+  std::string param;
+  const std::string_view target = head.target();
+  if (const size_t q = target.find('?'); !req.overrideHeader && q != std::string_view::npos) {
+    const std::string_view query = target.substr(q + 1);
+    if (findOverrideParameter(query.substr(0, query.find('#')), param)) req.overrideHeader = param;
   }
   return decideRequest(c, req);
 }

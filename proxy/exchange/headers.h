@@ -22,11 +22,18 @@ bool prepareRequestHead(boost::beast::http::request_header<>& req);
 // `Upgrade: websocket` (one token, any case)?
 bool upgradesToWebsocket(const boost::beast::http::fields& f);
 
-// The policy's decision for an HTTP request (`req`: target, port, method, path) whose header
-// fields are `f`: a field asking the upstream for another method or URL (X-HTTP-Method-Override
-// and the like) is recorded so that rules with methods or paths refuse it. Narrowed by the
-// connection's task token (decideRequest).
+// Finds the first parameter of `pairs` (a query string or a urlencoded form body: pairs split
+// at '&' and ';', both separators to some frameworks) whose name, percent-decoded, frameworks
+// read as a method or URL override (policy::isOverrideParameter: "_method", "%5Fmethod",
+// "_method[]", "X-HTTP-Method-Override"); `name` gets "?" and its decoded name.
+bool findOverrideParameter(std::string_view pairs, std::string& name);
+
+// The policy's decision for an HTTP request (`req`: target, port, method, path) whose head is
+// `head`: a header field or query parameter asking the upstream for another method or URL
+// (X-HTTP-Method-Override, ?_method= and the like, policy::isOverrideHeader) is recorded so
+// that a host whose rules restrict methods or paths refuses it. Narrowed by the connection's
+// task token (decideRequest).
 policy::Decision decideHttpRequest(const ClientConnection& c, policy::Request req,
-                                   const boost::beast::http::fields& f);
+                                   const boost::beast::http::request_header<>& head);
 
 }  // namespace sandgate::proxy

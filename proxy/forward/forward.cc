@@ -44,8 +44,17 @@ class ForwardRoute {
   static constexpr bool kRelaysWebsocket = false;
   static constexpr std::string_view kKind = audit_kind::kForward;
 
+  // The head's views point into the client buffer, which a gate that reads the body (git
+  // push, form body) refills: the route keeps its own copies, so that the path judged again
+  // and the target rewritten are the request's, not whatever bytes replaced them.
   ForwardRoute(ClientConnection& c, const RequestHead& head, const policy::Target& target)
-      : c_(c), head_(head), target_(target) {
+      : c_(c),
+        method_(head.method),
+        path_(head.path),
+        pathAndQuery_(head.pathAndQuery),
+        host_(head.host),
+        port_(head.port),
+        target_(target) {
     if (!c.forwardCredentials) c.forwardCredentials = std::make_shared<RequestCredentials>(c);
   }
 
@@ -61,13 +70,14 @@ class ForwardRoute {
   }
   std::optional<Refusal> checkRequest(Request&, RequestLog&) { return std::nullopt; }
   policy::Request policyRequest(const Request&) const {
-    return policy::Request{target_, head_.port, head_.method, head_.path, std::nullopt};
+    return policy::Request{target_, port_, std::string_view(method_), std::string_view(path_),
+                           std::nullopt};
   }
   void rewriteHead(Request& req, bool) {
-    req.target(originForm(head_.pathAndQuery));
+    req.target(originForm(pathAndQuery_));
     // An HTTP/1.0 request may come without Host (HTTP/1.1 ones without are refused).
     if (req.find(http::field::host) == req.end()) {
-      req.set(http::field::host, hostHeader(head_.host, head_.port));
+      req.set(http::field::host, hostHeader(host_, port_));
     }
   }
 
@@ -87,7 +97,7 @@ class ForwardRoute {
       }
     }
     Refusal dialRefusal;
-    auto dialed = co_await dialForClient(c_, decision, target_, head_.port, log, &dialRefusal);
+    auto dialed = co_await dialForClient(c_, decision, target_, port_, log, &dialRefusal);
     if (!dialed) co_return dialRefusal;
     up_.emplace(std::move(*dialed));
     address_ = rec.upstream;
@@ -101,11 +111,12 @@ class ForwardRoute {
 
  private:
   std::string key() const {
-    return poolKey(c_.snap->generation, c_.task->name, target_.name, head_.port);
+    return poolKey(c_.snap->generation, c_.task->name, target_.name, port_);
   }
 
   ClientConnection& c_;
-  const RequestHead& head_;
+  std::string method_, path_, pathAndQuery_, host_;
+  uint16_t port_;
   const policy::Target& target_;
   std::optional<DeadlineStream> up_;
   beast::flat_buffer upBuf_;

@@ -285,10 +285,17 @@ class GitPushTest(unittest.TestCase):
                                            self.command_list(b"refs/heads/main"))
         self.assertEqual((status, headers.get("x-sandgate-reason")),
                          (403, "git_repository_not_allowed"))
-        status, headers, rest = self.raw_push("/acme/widgets.git/Git-Receive-Pack/",
+        # Another case only: still this repository, judged ref by ref.
+        status, headers, rest = self.raw_push("/acme/widgets.git/Git-Receive-Pack",
                                               self.command_list(b"refs/heads/main"))
         self.assertEqual((status, headers.get("x-sandgate-reason")), (200, "git_ref_not_allowed"))
         self.assertIn(b"ng refs/heads/main sandgate: git_ref_not_allowed", rest)
+        # Any other spelling (here a trailing slash) never matches a repository (#38 item 1;
+        # test_path_spelling has the rest).
+        status, headers, _ = self.raw_push("/acme/widgets.git/Git-Receive-Pack/",
+                                           self.command_list(b"refs/heads/main"))
+        self.assertEqual((status, headers.get("x-sandgate-reason")),
+                         (403, "git_repository_not_allowed"))
         self.assertEqual(self.forge.state(WIDGETS), state)
         self.assertEqual(self.receive_pack_posts(), posts)
 

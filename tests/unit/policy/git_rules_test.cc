@@ -48,17 +48,92 @@ TEST(GitClassify, SmartHttpEndpointsAndTheirRepository) {
   }
   // Spellings a forge may still read as an endpoint are judged, not passed as ordinary paths;
   // an encoded one is marked, and its repository is never matched (RepositoriesForFetchAndPush).
-  for (const char* spelled : {"/acme/widgets.git/git%2Dreceive-pack", "/acme/widgets.git/Git-Receive-Pack",
-                              "/acme/widgets.git/git-receive-pack/", "/acme/widgets.git/git-receive-pack//"}) {
+  for (const char* spelled :
+       {"/acme/widgets.git/git%2Dreceive-pack", "/acme/widgets.git/Git-Receive-Pack",
+        "/acme/widgets.git/git-receive-pack/", "/acme/widgets.git/git-receive-pack//"}) {
     auto g = classifyGitRequest("POST", spelled, "");
     ASSERT_TRUE(g.has_value()) << spelled;
     EXPECT_EQ(g->service, GitService::kReceivePack) << spelled;
     EXPECT_EQ(g->repository, "acme/widgets") << spelled;
-    EXPECT_EQ(g->encoded, std::string_view(spelled).find('%') != std::string_view::npos);
+    // Any spelling but the one git sends is marked: its repository is never matched.
+    EXPECT_EQ(g->encoded, std::string_view(spelled) != "/acme/widgets.git/Git-Receive-Pack");
   }
-  for (const char* other : {"/acme/widgets", "/acme/widgets.git/HEAD", "/api/v3/repos",
-                            "/acme/widgets/git-receive-pack/x", "/info/refsx"}) {
+  for (const char* other : {"/acme/widgets", "/api/v3/repos", "/acme/widgets/git-receive-pack/x",
+                            "/info/refsx", "/acme/widgets/blob/main/README.md"}) {
     EXPECT_FALSE(classifyGitRequest("GET", other, "").has_value()) << other;
+  }
+}
+
+// Issue #38 item 1: each of these after the endpoint made the request "ordinary" (forwarded
+// with the credential). A servlet forge drops ";params", others resolve dot segments, trim
+// trailing dots and blanks, stop at a NUL or read '\' as '/': each is judged as the endpoint,
+// and marked so that its repository never matches.
+TEST(GitClassify, EverySpellingOfAnEndpointIsJudgedAsOne) {
+  const char* suffixes[] = {
+      ";x",     ";jsessionid=1", "/.",  "/x/..", ".",    "%20",       "%00", "\\",
+      "%2F.",   "%2f.",          "%5C", "..;",   ";/",   "%3Bx",      "%09", ".%20.",
+      "%252F.", "/./",           "//",  "%2e",   "/%2e", "/x/%2e%2e", "\\.", "%00.git",
+  };
+  struct Endpoint {
+    const char* path;
+    const char* query;
+    GitService service;
+  };
+  const Endpoint endpoints[] = {
+      {"/acme/secret.git/git-receive-pack", "", GitService::kReceivePack},
+      {"/acme/secret.git/git-upload-pack", "", GitService::kUploadPack},
+      {"/acme/secret.git/info/refs", "service=git-upload-pack",
+       GitService::kUploadPackAdvertisement},
+      {"/acme/secret.git/info/refs", "service=git-receive-pack",
+       GitService::kReceivePackAdvertisement},
+  };
+  for (const auto& ep : endpoints) {
+    for (const char* suffix : suffixes) {
+      const std::string path = std::string(ep.path) + suffix;
+      SCOPED_TRACE(path);
+      auto g = classifyGitRequest("POST", path, ep.query);
+      ASSERT_TRUE(g.has_value());
+      EXPECT_EQ(g->service, ep.service);
+      EXPECT_EQ(g->repository, "acme/secret");
+      EXPECT_TRUE(g->encoded);
+    }
+  }
+  // Inside the repository's part too: ";x" and dot segments before the endpoint.
+  for (const char* path : {"/acme;x/secret/git-upload-pack", "/acme/x/../secret/git-upload-pack",
+                           "/acme/./secret/git-upload-pack", "/acme\\secret/git-upload-pack"}) {
+    auto g = classifyGitRequest("POST", path, "");
+    ASSERT_TRUE(g.has_value()) << path;
+    EXPECT_EQ(g->repository, "acme/secret") << path;
+    EXPECT_TRUE(g->encoded) << path;
+  }
+}
+
+// The dumb protocol and archive downloads are fetches of the repository before them.
+TEST(GitClassify, DumbProtocolAndArchives) {
+  struct Case {
+    const char* path;
+    GitService service;
+    const char* repository;
+  };
+  const Case cases[] = {
+      {"/acme/widgets.git/HEAD", GitService::kDumb, "acme/widgets"},
+      {"/acme/widgets.git/objects/ab/cdef0123", GitService::kDumb, "acme/widgets"},
+      {"/acme/widgets.git/objects/pack/pack-1.pack", GitService::kDumb, "acme/widgets"},
+      {"/acme/widgets.git/objects/info/packs", GitService::kDumb, "acme/widgets"},
+      {"/acme/widgets.git/objects/info/http-alternates", GitService::kDumb, "acme/widgets"},
+      {"/acme/widgets.git/info/packs", GitService::kDumb, "acme/widgets"},
+      {"/acme/widgets/archive/refs/heads/main.zip", GitService::kArchive, "acme/widgets"},
+      {"/acme/widgets/archive/main.tar.gz", GitService::kArchive, "acme/widgets"},
+      {"/group/sub/widgets/-/archive/main/widgets-main.zip", GitService::kArchive,
+       "group/sub/widgets"},
+      {"/acme/widgets/zipball/main", GitService::kArchive, "acme/widgets"},
+  };
+  for (const auto& c : cases) {
+    auto g = classifyGitRequest("GET", c.path, "");
+    ASSERT_TRUE(g.has_value()) << c.path;
+    EXPECT_EQ(g->service, c.service) << c.path;
+    EXPECT_EQ(g->repository, c.repository) << c.path;
+    EXPECT_FALSE(g->encoded) << c.path;
   }
 }
 
@@ -148,6 +223,57 @@ TEST(GitRules, RepositoriesForFetchAndPush) {
           << v.detail;
     }
   }
+}
+
+// A fetch of a repository outside `repositories` by the dumb protocol or as an archive is
+// refused like a clone; with git.fetch false, so is one of a listed repository.
+TEST(GitRules, DumbFetchesAndArchivesAreFetches) {
+  auto e = engineWith(kBlock);
+  ASSERT_TRUE(e);
+  const GitRules& g = *decideGit(*e, "GET", "/x").git;
+  EXPECT_TRUE(g.decideRequest(*classifyGitRequest("GET", "/acme/widgets.git/HEAD", "")).allowed);
+  for (const char* path : {"/acme/secret.git/HEAD", "/acme/secret.git/objects/info/packs",
+                           "/acme/secret/archive/main.zip", "/acme/secret/-/archive/main/s.zip",
+                           "/acme/secret.git/HEAD%2F."}) {
+    auto v = g.decideRequest(*classifyGitRequest("GET", path, ""));
+    EXPECT_FALSE(v.allowed) << path;
+    EXPECT_EQ(v.reason, reason::kGitRepositoryNotAllowed) << path;
+  }
+  auto noFetch = engineWith(
+      "          repositories: [acme/widgets]\n"
+      "          fetch: false\n");
+  ASSERT_TRUE(noFetch);
+  const GitRules& nf = *decideGit(*noFetch, "GET", "/x").git;
+  EXPECT_EQ(
+      nf.decideRequest(*classifyGitRequest("GET", "/acme/widgets/archive/main.zip", "")).reason,
+      reason::kGitFetchNotAllowed);
+}
+
+// On a host whose admitting rule has a git block, every path must be in normal form: a
+// spelling of an endpoint the classifier might still miss is refused before the gate.
+TEST(GitRules, APathNotInNormalFormIsRefusedOnAGitHost) {
+  auto e = engineWith(kBlock);
+  ASSERT_TRUE(e);
+  for (const char* path :
+       {"/acme/widgets.git/git-receive-pack;x", "/acme/widgets.git/git-receive-pack;jsessionid=1",
+        "/acme/widgets.git/git-receive-pack/.", "/acme/widgets.git/git-receive-pack/x/..",
+        "/acme/widgets.git/git-receive-pack.", "/acme/widgets.git/git-receive-pack%20",
+        "/acme/widgets.git/git-receive-pack%00", "/acme/widgets.git/git-receive-pack\\",
+        "/acme/widgets.git/git-receive-pack%2F.", "/acme/widgets.git/info/refs/.",
+        "/anything/else;x"}) {
+    SCOPED_TRACE(path);
+    auto d = decideGit(*e, "POST", path);
+    EXPECT_FALSE(d.allowed());
+    EXPECT_EQ(d.reason, reason::kPathAmbiguous);
+    EXPECT_EQ(d.rule, "git.yaml:4");
+  }
+  EXPECT_TRUE(decideGit(*e, "POST", "/acme/widgets.git/git-receive-pack").allowed());
+  EXPECT_TRUE(decideGit(*e, "GET", "/acme/widgets/pulls").allowed());
+  // A host without a git block still forwards such paths (no rule there judges the path).
+  auto other =
+      e->decide("t", Request{parseTarget("other.example.com"), 443, std::string_view("GET"),
+                             std::string_view("/x;y/."), std::nullopt});
+  EXPECT_TRUE(other.allowed());
 }
 
 TEST(GitRules, FetchFalseRefusesUploadPackButNotThePushAdvertisement) {

@@ -53,6 +53,10 @@ TEST(PolicyPathPattern, GlobMatching) {
       {"star_in_segment_no_slash", "/v1/file-*.json", "/v1/file-1/2.json", false},
       {"double_star_trailing", "/v1/**", "/v1/a/b/c", true},
       {"double_star_trailing_direct", "/v1/**", "/v1/", true},
+      // The directory itself is in the tree (#38: /admin is what /admin/** is meant to deny).
+      {"double_star_trailing_the_directory", "/v1/**", "/v1", true},
+      {"double_star_trailing_not_prefix", "/v1/**", "/v1x", false},
+      {"escaped_pattern_matches_decoded", "/%76%31/**", "/v1/x", true},
       {"double_star_not_sibling", "/v1/**", "/v10/a", false},
       {"double_star_middle_zero_segments", "/a/**/b", "/a/b", true},
       {"double_star_middle_many_segments", "/a/**/b", "/a/x/y/b", true},
@@ -141,6 +145,16 @@ TEST(PolicyPathPattern, NormalForm) {
       {"iis_unicode_escape", "/v1/%u002e%u002e/admin", false},
       {"percent_not_hex", "/v1/%zz", false},
       {"encoded_other_utf8", "/v1/%c3%a9", true},
+      // #38 item 2: what servers trim or stop at.
+      {"segment_trailing_dot", "/admin./x", false},
+      {"last_segment_trailing_dot", "/admin.", false},
+      {"segment_trailing_encoded_space", "/admin%20/x", false},
+      {"segment_trailing_encoded_tab", "/admin%09", false},
+      {"encoded_nul", "/admin%00.json", false},
+      {"encoded_newline", "/a%0ab", false},
+      {"encoded_del", "/a%7Fb", false},
+      {"space_inside_a_name", "/a%20b/c", true},
+      {"dot_inside_a_name", "/a.b/c.json", true},
       {"space", "/a b", false},
       {"non_ascii", "/\xc3\xa9", false},
   };
