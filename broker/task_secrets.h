@@ -38,7 +38,8 @@ std::vector<SecretForm> secretForms(const config::Credential& c,
 
 class TaskSecrets {
  public:
-  // `names`: the credentials the task's policy names (with its includes). Those with `scrub:
+  // `names`: the credentials whose secrets the task's responses are scrubbed for (the proxy
+  // passes every configured one, not only those the task's policy names). Those with `scrub:
   // false`, or not in `credentials`, are left out. Nothing is copied from `credentials` that
   // must outlive this object.
   // `task`: whose tokens a github_app credential's are (SecretStore::get).
