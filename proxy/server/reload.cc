@@ -74,7 +74,10 @@ asio::awaitable<void> Server::Impl::housekeeping() {
     // /v1/revoke makes no new snapshot, and a tunnel sends no token to be refused).
     const auto snap = state.snapshot.load();
     const uint64_t revocations = snap->tokens ? snap->tokens->revocations() : 0;
-    const bool revoked = snap->tokens.get() == lastVerifier && revocations != lastRevocations;
+    // A verifier not seen before (the first tick, a reload) starts from none: a revocation
+    // made on it before this tick is caught too.
+    const uint64_t seen = snap->tokens.get() == lastVerifier ? lastRevocations : 0;
+    const bool revoked = revocations != seen;
     lastVerifier = snap->tokens.get();
     lastRevocations = revocations;
     if (revoked || state.liveTunnels.waiting(unixNow())) {

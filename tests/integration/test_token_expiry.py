@@ -25,8 +25,8 @@ import urllib.request
 
 import artifacts
 from pki import test_pki
-from sandgate_fixture import (Sandgate, dechunk, read_response, read_response_head,
-                              read_until, wait_until)
+from sandgate_fixture import (Sandgate, dechunk, read_response_head, read_until,
+                              wait_until)
 from upstreams import HttpUpstream, TcpEcho
 
 KEY = "token-expiry-shared-key-0123456789abcdef"
@@ -108,7 +108,21 @@ class TokenExpiryTest(unittest.TestCase):
     def forward(self, s, path, token):
         s.sendall(("GET http://a.test%s HTTP/1.1\r\nHost: a.test\r\n%s\r\n"
                    % (path, Sandgate.auth_header("t", token))).encode())
-        status, headers, _ = read_response(s)
+        return self.read_one(s)
+
+    @staticmethod
+    def read_one(s):
+        """(status, headers) of one response, its body read to its end (a scrubbed response
+        comes chunked), so that the connection can carry the next; (None, {}) when closed."""
+        status, headers, rest = read_response_head(s)
+        if status is None:
+            return None, {}
+        if headers.get("transfer-encoding") == "chunked":
+            read_until(s, rest, lambda d: dechunk(d)[1], 10)
+        else:
+            n = int(headers.get("content-length", "0"))
+            read_until(s, rest, lambda d: len(d) >= n, 10)
+        s.settimeout(10)
         return status, headers
 
     def tunnel(self, token):
@@ -145,19 +159,11 @@ class TokenExpiryTest(unittest.TestCase):
 
     def inside(self, tls, path):
         """A request inside an intercepted tunnel: (status, reason), or None when the tunnel
-        is closed. A scrubbed response comes chunked: its body is read to its end."""
+        is closed."""
         try:
             tls.sendall(("GET %s HTTP/1.1\r\nHost: api.test\r\n\r\n" % path).encode())
-            status, headers, rest = read_response_head(tls)
-            if status is None:
-                return None
-            if headers.get("transfer-encoding") == "chunked":
-                read_until(tls, rest, lambda d: dechunk(d)[1], 10)
-            else:
-                n = int(headers.get("content-length", "0"))
-                read_until(tls, rest, lambda d: len(d) >= n, 10)
-            tls.settimeout(10)
-            return status, headers.get("x-sandgate-reason")
+            status, headers = self.read_one(tls)
+            return None if status is None else (status, headers.get("x-sandgate-reason"))
         except (ConnectionError, ssl.SSLError, OSError):
             return None
 
