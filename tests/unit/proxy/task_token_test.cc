@@ -397,7 +397,9 @@ TEST_F(TaskTokenTest, NonCanonicalBase64IsRefused) {
     const std::string claimsSpelled = respell(t, b - 1);
     EXPECT_EQ(v->verify(claimsSpelled, kNow).reason, token_reason::kMalformed);
   }
-  if (a % 4 != 0) EXPECT_EQ(v->verify(respell(t, a - 1), kNow).reason, token_reason::kMalformed);
+  if (a % 4 != 0) {
+    EXPECT_EQ(v->verify(respell(t, a - 1), kNow).reason, token_reason::kMalformed);
+  }
 }
 
 TEST_F(TaskTokenTest, AudienceAndIssuerWhenConfigured) {
