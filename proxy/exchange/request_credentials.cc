@@ -232,8 +232,7 @@ std::shared_ptr<const broker::ScrubSet> RequestCredentials::scrubSet() {
         // reveal(): compared in constant time with another secret held by this process.
         covered = covered && std::any_of(base.begin(), base.end(), [&](const auto& r) {
                     return r.needle->equals(sent.needle->reveal()) &&
-                           r.replacement == sent.replacement &&
-                           (r.urlForms || !sent.urlForms) &&
+                           r.replacement == sent.replacement && (r.urlForms || !sent.urlForms) &&
                            (r.encodedForms || !sent.encodedForms);
                   });
       }

@@ -553,8 +553,8 @@ TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t
     return refuse(token_reason::kRevoked,
                   fmt::format("key `{}` refuses tokens issued before its revoked_before", key->id));
   }
-  if (audience_ && (!c.audience || std::find(c.audience->begin(), c.audience->end(),
-                                             *audience_) == c.audience->end())) {
+  if (audience_ && (!c.audience || std::find(c.audience->begin(), c.audience->end(), *audience_) ==
+                                       c.audience->end())) {
     return refuse(token_reason::kWrongAudience,
                   fmt::format("the token's aud does not name `{}` (tokens.audience)", *audience_));
   }

@@ -95,9 +95,9 @@ struct TokenClaims {
   std::optional<std::string> jti;
   int64_t exp = 0;
   std::optional<int64_t> iat, nbf;
-  std::optional<std::vector<std::string>> hosts;  // narrowing: only these hosts
-  std::optional<std::string> src;                 // narrowing: the client address (IP or CIDR)
-  std::optional<TokenLimits> limits;              // narrowing: lower admission limits
+  std::optional<std::vector<std::string>> hosts;     // narrowing: only these hosts
+  std::optional<std::string> src;                    // narrowing: the client address (IP or CIDR)
+  std::optional<TokenLimits> limits;                 // narrowing: lower admission limits
   std::optional<std::vector<std::string>> audience;  // aud (a string is a list of one)
   std::optional<std::string> issuer;                 // iss
 };
@@ -182,8 +182,8 @@ struct TokenRequest {
   int64_t ttlSeconds = 3600;
   std::vector<std::string> hosts;  // empty: no `hosts` claim
   std::optional<std::string> src;
-  std::optional<std::string> jti;  // absent: 16 random bytes in hex
-  TokenLimits limits;              // none set: no `limits` claim
+  std::optional<std::string> jti;               // absent: 16 random bytes in hex
+  TokenLimits limits;                           // none set: no `limits` claim
   std::optional<std::string> audience, issuer;  // aud, iss (a config's tokens.audience/issuer)
 };
 

@@ -81,9 +81,9 @@ asio::awaitable<void> Server::Impl::housekeeping() {
     lastVerifier = snap->tokens.get();
     lastRevocations = revocations;
     if (revoked || state.liveTunnels.waiting(unixNow())) {
-      logReview(state.liveTunnels.review(*snap, std::chrono::steady_clock::now(), !revoked,
-                                         unixNow()),
-                false);
+      logReview(
+          state.liveTunnels.review(*snap, std::chrono::steady_clock::now(), !revoked, unixNow()),
+          false);
     }
     if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
       spdlog::info("config file {} changed; reloading", options.configPath);
@@ -141,9 +141,9 @@ bool Server::Impl::reloadNow() {
   spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
   // Keep-alive requests are decided against the new snapshot as they come; open tunnels
   // have no next request, so they are decided again here.
-  logReview(state.liveTunnels.review(*snap.value(), std::chrono::steady_clock::now(), false,
-                                     unixNow()),
-            true);
+  logReview(
+      state.liveTunnels.review(*snap.value(), std::chrono::steady_clock::now(), false, unixNow()),
+      true);
   return true;
 }
 

@@ -19,8 +19,7 @@ TokenTask refused(std::string_view reason, std::string detail) {
 }  // namespace
 
 TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::string_view proxyUser,
-                       const std::optional<policy::IpAddress>& peer, int64_t now,
-                       bool dryRun) {
+                       const std::optional<policy::IpAddress>& peer, int64_t now, bool dryRun) {
   if (claims.task != proxyUser) {
     return refused(token_reason::kTaskMismatch,
                    "the token is for another task than the proxy user names");

@@ -188,8 +188,7 @@ TEST_F(AdminApiTest, MintedTokensVerifyAndRevokeUntilTheNextReload) {
 }
 
 TEST_F(AdminApiTest, MintedTokensCarryTheConfiguredAudienceAndIssuer) {
-  auto cfg = config::loadString(
-      fmt::format(R"(policies:
+  auto cfg = config::loadString(fmt::format(R"(policies:
   api: {{ allow: [ {{ host: api.test }} ] }}
 tasks:
   - {{ name: t1, policy: api }}
@@ -200,8 +199,8 @@ tokens:
 metrics:
   admin_api: {{ token_file: {0}/admin.token, mint: {{ kid: k1 }} }}
 )",
-                  dir.path()),
-      "admin.yaml");
+                                            dir.path()),
+                                "admin.yaml");
   ASSERT_TRUE(cfg.ok()) << cfg.errorText();
   auto built = buildSnapshot(std::move(cfg.value()), registry, 1);
   ASSERT_TRUE(built.ok()) << built.errorText();
@@ -211,8 +210,8 @@ metrics:
   auto claims = bodyOf(res)["claims"].as_object();
   EXPECT_EQ(claims["aud"].as_string(), "sandgate-prod");
   EXPECT_EQ(claims["iss"].as_string(), "orchestrator");
-  EXPECT_TRUE(built.value()->tokens->verify(std::string(bodyOf(res)["token"].as_string()), kNow)
-                  .ok());
+  EXPECT_TRUE(
+      built.value()->tokens->verify(std::string(bodyOf(res)["token"].as_string()), kNow).ok());
 }
 
 TEST_F(AdminApiTest, TasksListsThisReplicasConnections) {

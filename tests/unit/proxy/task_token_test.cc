@@ -338,8 +338,8 @@ TEST_F(TaskTokenTest, AbsurdTimesAreRefusedNotWrappedAround) {
   // iat = -2^63 + 1: exp - iat overflowed to a negative lifetime, under any max_ttl, so the
   // token was accepted (and with exp far ahead never expired).
   const std::vector<std::pair<const char*, std::string>> cases = {
-      {"iat_near_int64_min", fmt::format(R"({{"sub":"t1","iat":-9223372036854775807,"exp":{}}})",
-                                         kNow + 600)},
+      {"iat_near_int64_min",
+       fmt::format(R"({{"sub":"t1","iat":-9223372036854775807,"exp":{}}})", kNow + 600)},
       {"iat_near_int64_min_exp_far",
        R"({"sub":"t1","iat":-9223372036854775807,"exp":9223372036854775807})"},
       {"negative_iat", fmt::format(R"({{"sub":"t1","iat":-1,"exp":{}}})", kNow + 600)},
@@ -406,8 +406,8 @@ TEST_F(TaskTokenTest, AudienceAndIssuerWhenConfigured) {
   auto loose = verifier();
   ASSERT_TRUE(loose);
   // Without tokens.audience / issuer both claims are ignored.
-  EXPECT_TRUE(loose->verify(mint(claims(kNow + 600, R"(,"aud":"elsewhere","iss":"x")")), kNow)
-                  .ok());
+  EXPECT_TRUE(
+      loose->verify(mint(claims(kNow + 600, R"(,"aud":"elsewhere","iss":"x")")), kNow).ok());
   tokens.audience = "sandgate-prod";
   tokens.issuer = "orchestrator";
   auto v = verifier();
