@@ -81,4 +81,23 @@ std::shared_ptr<const std::vector<SecretForm>> TaskSecrets::current() const {
   return cached_;
 }
 
+std::shared_ptr<const ScrubSet> TaskSecrets::compiledFor(
+    const std::shared_ptr<const std::vector<SecretForm>>& forms,
+    const std::shared_ptr<const PlaceholderSet>& shown) const {
+  std::lock_guard lock(compiledMu_);
+  for (const auto& e : compiled_) {
+    if (e.forms == forms && e.shown == shown) return e.set;
+  }
+  std::vector<ScrubRule> rules;
+  if (forms) {
+    for (const auto& form : *forms) addScrubRule(rules, scrubRuleFor(form, shown.get()));
+  }
+  auto set = std::make_shared<const ScrubSet>(std::move(rules));
+  // Sets of forms a rotation replaced serve no new connection: dropped first.
+  std::erase_if(compiled_, [&](const Compiled& e) { return e.forms != forms; });
+  if (compiled_.size() >= kMaxCompiled) compiled_.erase(compiled_.begin());
+  compiled_.push_back({forms, shown, set});
+  return set;
+}
+
 }  // namespace sandgate::broker

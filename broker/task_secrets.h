@@ -38,7 +38,8 @@ std::vector<SecretForm> secretForms(const config::Credential& c,
 
 class TaskSecrets {
  public:
-  // `names`: the credentials the task's policy names (with its includes). Those with `scrub:
+  // `names`: the credentials whose secrets the task's responses are scrubbed for (the proxy
+  // passes every configured one, not only those the task's policy names). Those with `scrub:
   // false`, or not in `credentials`, are left out. Nothing is copied from `credentials` that
   // must outlive this object.
   // `task`: whose tokens a github_app credential's are (SecretStore::get).
@@ -53,6 +54,16 @@ class TaskSecrets {
   // caller can keep what it compiled from it. Thread-safe: one store lookup per credential.
   std::shared_ptr<const std::vector<SecretForm>> current() const;
 
+  // The scrub set compiled from `forms` (what current() returned) with `shown`'s placeholders
+  // as replacements: compiled once and shared by every connection of the task that sent no
+  // other secret, since compiling grows with the number of secrets (every configured one is
+  // scrubbed: 171 ms at 1,000, bench/RESULTS.md) and would otherwise be paid per connection.
+  // Thread-safe; at most kMaxCompiled sets, those of older forms dropped first.
+  std::shared_ptr<const ScrubSet> compiledFor(
+      const std::shared_ptr<const std::vector<SecretForm>>& forms,
+      const std::shared_ptr<const PlaceholderSet>& shown) const;
+  static constexpr size_t kMaxCompiled = 16;
+
  private:
   std::shared_ptr<const SecretStore> store_;
   std::string task_;
@@ -60,6 +71,13 @@ class TaskSecrets {
   mutable std::mutex mu_;
   mutable std::vector<std::shared_ptr<const Secret>> sources_;  // what cached_ was made from
   mutable std::shared_ptr<const std::vector<SecretForm>> cached_;
+  struct Compiled {
+    std::shared_ptr<const std::vector<SecretForm>> forms;
+    std::shared_ptr<const PlaceholderSet> shown;  // kept: its address is the key
+    std::shared_ptr<const ScrubSet> set;
+  };
+  mutable std::mutex compiledMu_;
+  mutable std::vector<Compiled> compiled_;
 };
 
 }  // namespace sandgate::broker

@@ -25,7 +25,7 @@ constexpr int kExitUsage = 2;
 
 struct IssueArgs {
   std::string keyFile, kid, algorithm = "HS256", task, ttl = "1h";
-  std::optional<std::string> policy, src;
+  std::optional<std::string> policy, src, audience, issuer;
   std::vector<std::string> hosts;
   std::optional<uint32_t> maxConnections, maxTunnels;
   std::optional<double> newConnectionsPerSecond;
@@ -75,6 +75,8 @@ int issue(const IssueArgs& a) {
   req.ttlSeconds = static_cast<int64_t>(ttl->count());
   req.hosts = a.hosts;
   req.src = a.src;
+  req.audience = a.audience;
+  req.issuer = a.issuer;
   req.limits = proxy::TokenLimits{a.maxConnections, a.maxTunnels, a.newConnectionsPerSecond};
   const std::string claims = proxy::claimsFor(req, nowSeconds());
   auto token = proxy::mintToken(*alg, a.kid, key, claims);
@@ -154,6 +156,8 @@ void addTokenCommands(CLI::App& app, Action* action) {
   iss->add_option("--host", ia->hosts, "Narrow the token to these hosts (repeatable)")
       ->allow_extra_args(false);
   iss->add_option("--src", ia->src, "The client address (IP or CIDR) it must come from");
+  iss->add_option("--audience", ia->audience, "aud: the replicas' tokens.audience");
+  iss->add_option("--issuer", ia->issuer, "iss: the replicas' tokens.issuer");
   iss->add_option("--max-connections", ia->maxConnections,
                   "limits: lower the task's max_connections for this token")
       ->check(CLI::Range(1u, UINT32_MAX));

@@ -305,6 +305,8 @@ struct Tokens {
   Seconds maxTtl{24 * 3600};         // exp may be at most this far after iat (or now)
   Seconds leeway{30};                // clock skew allowed on exp, nbf and iat
   std::vector<std::string> revoked;  // jti values refused until removed
+  // Set: every token's `aud` must name it / its `iss` must equal it (else ignored).
+  std::optional<std::string> audience, issuer;
 };
 
 // "EdDSA" etc. as written in a config and in a JWT header's `alg`.

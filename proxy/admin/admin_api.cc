@@ -7,7 +7,9 @@
 #include <boost/json.hpp>
 
 #include "broker/secret.h"
+#include "policy/ip.h"
 #include "proxy/identity/task_token.h"
+#include "proxy/session/token_task.h"
 #include "proxy/state/snapshot.h"
 
 namespace sandgate::proxy {
@@ -118,6 +120,10 @@ ApiResponse mint(const ApiRequest& req, const Snapshot& snap, const AdminApiKeys
     if (!parsed) return badRequest(req, "`limits` " + why);
     r.limits = *parsed;
   }
+  if (snap.config.tokens) {
+    r.audience = snap.config.tokens->audience;
+    r.issuer = snap.config.tokens->issuer;
+  }
   const std::string claims = claimsFor(r, now);
   auto token = mintToken(keys.mint->algorithm, keys.mint->kid, keys.mint->key->reveal(), claims);
   if (!token) {
@@ -129,6 +135,16 @@ ApiResponse mint(const ApiRequest& req, const Snapshot& snap, const AdminApiKeys
   if (!check.ok()) {
     return badRequest(
         req, fmt::format("the token would be refused ({}): {}", check.reason, check.detail));
+  }
+  // And bound as a replica binds it (the same code): a `pol` other than a configured task's,
+  // `hosts` outside its policy or `limits` above its own would be minted, then refused by
+  // every replica. A `src` is judged from an address inside it.
+  std::optional<policy::IpAddress> from;
+  if (r.src) from = policy::parseIp(r.src->substr(0, r.src->find('/')));
+  TokenTask bound = taskForToken(snap, check.claims, r.task, from, now, /*dryRun=*/true);
+  if (!bound.ok()) {
+    return badRequest(
+        req, fmt::format("the token would be refused ({}): {}", bound.reason, bound.detail));
   }
   return jsonResponse(req, http::status::ok,
                       json::object{{"token", token.value()}, {"claims", json::parse(claims)}});

@@ -20,6 +20,10 @@
 #include "proxy/observe/audit.h"
 #include "proxy/state/server_context.h"
 
+namespace sandgate::broker {
+class Secret;
+}
+
 namespace sandgate::proxy {
 
 class TaskMetrics;
@@ -57,6 +61,9 @@ struct ClientConnection {
   std::optional<TokenHash> tokenHash;
   int64_t tokenExp = 0;
   std::optional<std::vector<std::string>> tokenHosts;
+  // The token itself, kept (in protected memory) to be checked again where no request carries
+  // it: each request inside an intercepted tunnel, and an open tunnel's reviews (LiveTunnels).
+  std::shared_ptr<const broker::Secret> token;
   // The broker's part in this connection's forwarded requests (forward.cc), made with the
   // first: its injector and compiled scrub set serve every request that follows.
   std::shared_ptr<RequestCredentials> forwardCredentials;
@@ -90,6 +97,11 @@ void noteCutHead(AuditRecord& rec, HeadStatus how, size_t bytes);
 // the task is gone (revoked_by_reload); c keeps its old snapshot then.
 std::optional<Refusal> refreshSnapshot(ClientConnection& c, bool* changed);
 
+// Checks the task token that identified c again, under c's snapshot now (its expiry with
+// tokens.leeway, its key, its revocation): the refusal, with `status` and the token's reason,
+// when the token no longer holds; nullopt when it does or c was not identified by a token.
+std::optional<Refusal> recheckToken(const ClientConnection& c, int status);
+
 // Registers c's tunnel to target:port (spliced or intercepted) with the server's LiveTunnels
 // for as long as it lives: a reload whose policy no longer allows it shuts it down.
 class LiveTunnel {
@@ -107,6 +119,7 @@ class LiveTunnel {
   uint64_t id_ = 0;
   std::atomic<bool> revoked_{false};
   std::string why_;
+  std::string_view reason_;  // a token's reason; empty: revoked_by_reload
 };
 
 // The request's host as the policy names it (lower case, IDNA, an address parsed); nullopt when

@@ -8,6 +8,7 @@
 #include "policy/engine.h"
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/identity/task_token.h"
 #include "proxy/net/tls_channel.h"
 #include "proxy/observe/listener_tally.h"
 #include "proxy/observe/metrics.h"
@@ -95,6 +96,11 @@ LiveTunnel::LiveTunnel(ClientConnection& c, const policy::Target& target, uint16
   e.port = port;
   e.revoked = &revoked_;
   e.why = &why_;
+  e.reason = &reason_;
+  if (c.token && c.snap->tokens) {
+    e.token = c.token;
+    e.tokenDeadline = c.tokenExp + c.snap->tokens->leeway();
+  }
   id_ = c.state.liveTunnels.add(std::move(e));
 }
 
@@ -103,8 +109,29 @@ LiveTunnel::~LiveTunnel() { c_.state.liveTunnels.remove(id_); }
 void LiveTunnel::noteEnd(AuditRecord& rec) const {
   if (!revoked_.load(std::memory_order_acquire)) return;
   rec.verdict = Outcome::kDeny;
-  rec.reason = reason::kRevokedByReload;
+  rec.reason = reason_.empty() ? reason::kRevokedByReload : reason_;
   rec.error = why_;
+}
+
+std::optional<Refusal> recheckToken(const ClientConnection& c, int status) {
+  if (!c.token) return std::nullopt;
+  const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
+                          std::chrono::system_clock::now().time_since_epoch())
+                          .count();
+  Refusal r{.status = status,
+            .task = c.task ? c.task->name : std::string(),
+            .hint = "mint a new token for the task and open a new connection"};
+  if (!c.snap->tokens) {
+    r.reason = token_reason::kUnknownKey;
+    r.detail = "the configuration no longer has a tokens: section";
+    return r;
+  }
+  // reveal(): the token goes only into the verifier (a hash lookup, then its claims).
+  TokenCheck check = c.snap->tokens->verify(c.token->reveal(), now);
+  if (check.ok()) return std::nullopt;
+  r.reason = check.reason;
+  r.detail = std::move(check.detail);
+  return r;
 }
 
 std::optional<policy::Target> requestTarget(std::string_view host, const AuditRecord& rec,

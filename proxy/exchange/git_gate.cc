@@ -8,6 +8,7 @@
 #include <boost/beast/http/error.hpp>
 #include <vector>
 
+#include "common/http_text.h"
 #include "policy/git_protocol.h"
 #include "policy/git_rules.h"
 #include "proxy/client/reasons.h"
@@ -108,15 +109,24 @@ asio::awaitable<GitGateResult> gateGitRequest(ClientConnection& c, const policy:
   // The wire bytes may carry chunk framing around tiny chunks: twice the decoded limit (and a
   // little) is all that is ever buffered before a decision.
   const size_t rawLimit = 2 * limit + 4096;
-  if (auto e = req.find(http::field::content_encoding);
-      e != req.end() && !beast::iequals(e->value(), "identity")) {
+  // Every Content-Encoding field line and every element of each, as a server reads them (RFC
+  // 9110, section 5.3), as responses are judged (responseCodings): "identity" first and "gzip"
+  // in a second field is a gzip body, whose commands would not be read here.
+  std::string coded;
+  for (const auto& f : req) {
+    if (f.name() != http::field::content_encoding) continue;
+    forEachListElement(f.value(), [&](std::string_view c) {
+      if (coded.empty() && !beast::iequals(c, "identity")) coded = std::string(c.substr(0, 32));
+    });
+  }
+  if (!coded.empty()) {
     // git never compresses a push; a coded body is one whose commands are not read here.
     out.action = GitGateResult::Action::kRefuse;
     out.refusal = gitRefusal(
         400, policy::reason::kGitProtocolError, rec, decision,
         fmt::format("git-receive-pack request refused unchecked: its body has Content-Encoding "
                     "{}",
-                    std::string_view(e->value()).substr(0, 32)),
+                    coded),
         "push without Content-Encoding");
     co_return out;
   }

@@ -219,6 +219,29 @@ std::shared_ptr<const broker::ScrubSet> RequestCredentials::scrubSet() {
   taskForms_ = forms;
   const broker::Injector* inj = injector();
   const broker::PlaceholderSet* shown = inj ? inj->placeholders() : nullptr;
+  // The task's set, shared between its connections, when every secret sent here is one of the
+  // task's forms with the same replacement (no rotation between the request and now): the
+  // result would be the same set, and compiling it costs more the more secrets there are.
+  if (forms && inj) {
+    const auto shownPtr = placeholders();
+    bool covered = shownPtr.get() == shown;
+    if (covered && !injectedRules_.empty()) {
+      std::vector<broker::ScrubRule> base;
+      for (const auto& form : *forms) broker::addScrubRule(base, broker::scrubRuleFor(form, shown));
+      for (const auto& sent : injectedRules_) {
+        // reveal(): compared in constant time with another secret held by this process.
+        covered = covered && std::any_of(base.begin(), base.end(), [&](const auto& r) {
+                    return r.needle->equals(sent.needle->reveal()) &&
+                           r.replacement == sent.replacement && (r.urlForms || !sent.urlForms) &&
+                           (r.encodedForms || !sent.encodedForms);
+                  });
+      }
+    }
+    if (covered) {
+      scrubSet_ = task.secrets->compiledFor(forms, shownPtr);
+      return scrubSet_;
+    }
+  }
   std::vector<broker::ScrubRule> rules = injectedRules_;
   if (forms) {
     for (const auto& form : *forms) broker::addScrubRule(rules, broker::scrubRuleFor(form, shown));

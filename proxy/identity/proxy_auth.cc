@@ -18,8 +18,10 @@ std::optional<BasicCredentials> parseBasicAuth(std::string_view value) {
   }
   std::string_view b64 = value.substr(sp + 1);
   while (!b64.empty() && b64.front() == ' ') b64.remove_prefix(1);
-  // Bounded before decoding: a Proxy-Authorization value is a short task:token pair.
-  if (b64.empty() || b64.size() > 4096) return std::nullopt;
+  // Bounded before decoding: a task:token pair, whose token may be a task token of up to
+  // kMaxTokenBytes (a longer one is refused by the verifier with its true reason,
+  // token_malformed, not taken for a static token that does not match: auth_invalid).
+  if (b64.empty() || b64.size() > kMaxBasicBytes) return std::nullopt;
   auto decoded = base64Decode(b64);
   if (!decoded) return std::nullopt;
   auto colon = decoded->find(':');

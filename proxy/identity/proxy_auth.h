@@ -3,6 +3,7 @@
 #pragma once
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -16,6 +17,11 @@ struct BasicCredentials {
   std::string task;
   std::string token;
 };
+
+// The longest base64 a Basic value may have: room for a task name and a task token of
+// kMaxTokenBytes (task_token.h) and more, so that an oversized token reaches the verifier and
+// is refused as token_malformed.
+inline constexpr size_t kMaxBasicBytes = 16384;
 
 // Parses a Proxy-Authorization value of the Basic scheme (scheme name case-insensitive,
 // strict base64). Returns nullopt for any other scheme or malformed value.

@@ -22,8 +22,12 @@
 
 #include "broker/secret.h"
 #include "common/encoding.h"
+#include "proxy/identity/proxy_auth.h"
 
 namespace sandgate::proxy {
+
+// A Basic value must have room for the longest token, and then some (proxy_auth.h).
+static_assert(kMaxBasicBytes / 4 * 3 > kMaxTokenBytes + 1024);
 
 namespace json = boost::json;
 using Algorithm = config::TokenKey::Algorithm;
@@ -299,14 +303,28 @@ TokenCheck decodeToken(std::string_view token) {
   if (!parts) return malformed("a token is three base64url parts joined by '.'");
   auto headerText = base64UrlDecode(parts->header);
   auto claimsText = base64UrlDecode(parts->claims);
-  if (!headerText || !claimsText || !base64UrlDecode(parts->signature)) {
+  auto signature = base64UrlDecode(parts->signature);
+  if (!headerText || !claimsText || !signature) {
     return malformed("a part of the token is not base64url");
+  }
+  // One spelling per token: a part whose last character has unused bits set decodes to the
+  // same bytes as the canonical one, so the "same" token would have many strings (and many
+  // remembered hashes). Encoding again must give back what was sent.
+  if (base64UrlEncode(*headerText) != parts->header ||
+      base64UrlEncode(*claimsText) != parts->claims ||
+      base64UrlEncode(*signature) != parts->signature) {
+    return malformed("a part of the token is not canonical base64url (unused bits set)");
   }
   std::string why;
   auto header = parseObject(*headerText, &why);
   if (!header) return malformed("the token's header " + why);
   auto claims = parseObject(*claimsText, &why);
   if (!claims) return malformed("the token's claims " + why);
+  // RFC 7515, 4.1.11: a recipient must refuse a token whose `crit` lists an extension it does
+  // not understand, and sandgate understands none.
+  if (header->contains("crit")) {
+    return malformed("the token's header has `crit`: sandgate supports no critical extension");
+  }
 
   TokenCheck out;
   TokenClaims& c = out.claims;
@@ -340,9 +358,34 @@ TokenCheck decodeToken(std::string_view token) {
     c.limits = parseTokenLimits(*l, &why);
     if (!c.limits) return malformed("the token's limits " + why);
   }
+  c.issuer = stringClaim(*claims, "iss", &bad);
+  if (const json::value* a = claims->if_contains("aud")) {
+    c.audience.emplace();
+    if (a->is_string()) {
+      c.audience->emplace_back(a->as_string());
+    } else if (a->is_array()) {
+      for (const auto& v : a->as_array()) {
+        if (!v.is_string()) {
+          bad = true;
+          break;
+        }
+        c.audience->emplace_back(v.as_string());
+      }
+    } else {
+      bad = true;
+    }
+  }
   if (bad) return malformed("a claim of the token has the wrong type");
   if (!sub || sub->empty()) return malformed("the token has no `sub` (the task)");
   if (!exp) return malformed("the token has no `exp`: every task token expires");
+  // Times far outside any clock would overflow exp - iat (iat = -2^63 + 1 made a token that
+  // never expired): they are refused, and every sum below stays in range.
+  for (const auto& [name, when] :
+       {std::pair{"exp", exp}, std::pair{"iat", c.iat}, std::pair{"nbf", c.nbf}}) {
+    if (when && (*when < 0 || *when > kMaxTokenTime)) {
+      return malformed(fmt::format("the token's {} is not a time from 1970 to 9999", name));
+    }
+  }
   c.task = std::move(*sub);
   c.exp = *exp;
   return out;
@@ -399,8 +442,11 @@ Result<std::shared_ptr<const TokenVerifier>> TokenVerifier::load(const config::T
   if (!errors.empty()) return errors;
   v->revoked_ = tokens.revoked;
   std::sort(v->revoked_.begin(), v->revoked_.end());
-  v->maxTtl_ = static_cast<int64_t>(tokens.maxTtl.count());
-  v->leeway_ = static_cast<int64_t>(tokens.leeway.count());
+  // Bounded like token times, so that exp + leeway and max_ttl + leeway cannot overflow.
+  v->maxTtl_ = std::min<int64_t>(static_cast<int64_t>(tokens.maxTtl.count()), kMaxTokenTime);
+  v->leeway_ = std::min<int64_t>(static_cast<int64_t>(tokens.leeway.count()), kMaxTokenTime);
+  v->audience_ = tokens.audience;
+  v->issuer_ = tokens.issuer;
   return std::shared_ptr<const TokenVerifier>(std::move(v));
 }
 
@@ -507,6 +553,15 @@ TokenCheck TokenVerifier::checkClaims(TokenCheck out, const Key& keyRef, int64_t
     return refuse(token_reason::kRevoked,
                   fmt::format("key `{}` refuses tokens issued before its revoked_before", key->id));
   }
+  if (audience_ && (!c.audience || std::find(c.audience->begin(), c.audience->end(), *audience_) ==
+                                       c.audience->end())) {
+    return refuse(token_reason::kWrongAudience,
+                  fmt::format("the token's aud does not name `{}` (tokens.audience)", *audience_));
+  }
+  if (issuer_ && c.issuer != issuer_) {
+    return refuse(token_reason::kWrongIssuer,
+                  fmt::format("the token's iss is not `{}` (tokens.issuer)", *issuer_));
+  }
   return out;
 }
 
@@ -514,6 +569,7 @@ bool TokenVerifier::revoke(std::string jti) const {
   std::lock_guard lock(revokedMu_);
   if (revokedLater_.size() >= kMaxRevokedLater && !revokedLater_.count(jti)) return false;
   revokedLater_.insert(std::move(jti));
+  revocations_.fetch_add(1, std::memory_order_release);
   return true;
 }
 

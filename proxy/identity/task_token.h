@@ -3,8 +3,10 @@
 // password of `Proxy-Authorization: Basic base64(task:<jwt>)`, like a static token.
 //
 // What a token must be, checked in this order (the first failure is the refusal's reason):
-//   - three base64url parts, at most kMaxTokenBytes, header and claims JSON objects with no
-//     duplicate key (token_malformed);
+//   - three base64url parts, at most kMaxTokenBytes, each in its one canonical spelling (no
+//     padding, no unused bits set), header and claims JSON objects with no duplicate key, no
+//     `crit` header (RFC 7515, 4.1.11: sandgate understands no extension, so a token that
+//     needs one is refused), and exp, iat and nbf times from 1970 to 9999 (token_malformed);
 //   - a `kid` naming a configured key (token_unknown_key), and an `alg` equal to that key's
 //     algorithm: `none` and every other algorithm are refused (token_wrong_algorithm);
 //   - a signature that verifies with the key (token_bad_signature): HMAC-SHA256, Ed25519 or
@@ -14,13 +16,20 @@
 //     (token_not_yet_valid); exp no further than max_ttl after iat (or now, without iat)
 //     (token_ttl_too_long);
 //   - `jti` not in `tokens.revoked`, and iat not before the key's `revoked_before`
-//     (token_revoked; a key with revoked_before refuses tokens without iat).
+//     (token_revoked; a key with revoked_before refuses tokens without iat);
+//   - with tokens.audience, an `aud` (a string or a list) that names it (token_wrong_audience);
+//     with tokens.issuer, an `iss` equal to it (token_wrong_issuer). Without them both claims
+//     are ignored.
+// ES256 signatures are accepted with a high or a low S (as RFC 7518 and common signers have
+// them): one token may have two valid signatures, which grants nothing, since nothing keys a
+// decision on the signature's bytes (revocation is by jti, a remembered token only saves work).
 // What the claims allow (a configured or ad-hoc task, `pol`, `hosts` and `src` only narrow) is
 // checked against the snapshot and the client by taskForToken() (token_task.h).
 //
 // The token is a credential: it is never logged, and no refusal quotes it.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <mutex>
@@ -54,6 +63,8 @@ inline constexpr std::string_view kExpired = "token_expired";
 inline constexpr std::string_view kNotYetValid = "token_not_yet_valid";
 inline constexpr std::string_view kTtlTooLong = "token_ttl_too_long";
 inline constexpr std::string_view kRevoked = "token_revoked";
+inline constexpr std::string_view kWrongAudience = "token_wrong_audience";
+inline constexpr std::string_view kWrongIssuer = "token_wrong_issuer";
 // Checked by taskForToken() (token_task.h):
 inline constexpr std::string_view kUnknownTask = "token_unknown_task";
 inline constexpr std::string_view kTaskMismatch = "token_task_mismatch";
@@ -63,6 +74,9 @@ inline constexpr std::string_view kSourceMismatch = "token_source_mismatch";
 }  // namespace token_reason
 
 inline constexpr size_t kMaxTokenBytes = 8192;
+// The latest exp, iat or nbf a token may carry (9999-12-31T23:59:59Z): with times from 0 to
+// this, exp - iat and exp + leeway cannot overflow.
+inline constexpr int64_t kMaxTokenTime = 253402300799;
 
 // The `limits` claim: lower admission limits for the connections a token identifies, named as
 // in the config's `limits:`. Another key, or a value that is not a positive number (an integer
@@ -81,9 +95,11 @@ struct TokenClaims {
   std::optional<std::string> jti;
   int64_t exp = 0;
   std::optional<int64_t> iat, nbf;
-  std::optional<std::vector<std::string>> hosts;  // narrowing: only these hosts
-  std::optional<std::string> src;                 // narrowing: the client address (IP or CIDR)
-  std::optional<TokenLimits> limits;              // narrowing: lower admission limits
+  std::optional<std::vector<std::string>> hosts;     // narrowing: only these hosts
+  std::optional<std::string> src;                    // narrowing: the client address (IP or CIDR)
+  std::optional<TokenLimits> limits;                 // narrowing: lower admission limits
+  std::optional<std::vector<std::string>> audience;  // aud (a string is a list of one)
+  std::optional<std::string> issuer;                 // iss
 };
 
 struct TokenCheck {
@@ -120,6 +136,12 @@ class TokenVerifier {
   bool revoke(std::string jti) const;
   static constexpr size_t kMaxRevokedLater = 65536;
 
+  // tokens.leeway in seconds: a token is refused once now > exp + leeway.
+  int64_t leeway() const { return leeway_; }
+  // How many revoke() calls took effect: a connection that a token identified compares it to
+  // know that its token must be checked again (an admin revocation makes no new snapshot).
+  uint64_t revocations() const { return revocations_.load(std::memory_order_acquire); }
+
   struct Key;
   static constexpr size_t kMaxVerifiedTokens = 4096;
 
@@ -140,8 +162,10 @@ class TokenVerifier {
   std::vector<std::string> revoked_;  // sorted
   mutable std::mutex revokedMu_;
   mutable std::set<std::string, std::less<>> revokedLater_;  // by revoke()
+  mutable std::atomic<uint64_t> revocations_{0};
   int64_t maxTtl_ = 0;
   int64_t leeway_ = 0;
+  std::optional<std::string> audience_, issuer_;  // tokens.audience, tokens.issuer
 };
 
 // A `limits` object as a token carries it (and as POST /v1/tokens takes it); nullopt, with
@@ -158,12 +182,13 @@ struct TokenRequest {
   int64_t ttlSeconds = 3600;
   std::vector<std::string> hosts;  // empty: no `hosts` claim
   std::optional<std::string> src;
-  std::optional<std::string> jti;  // absent: 16 random bytes in hex
-  TokenLimits limits;              // none set: no `limits` claim
+  std::optional<std::string> jti;               // absent: 16 random bytes in hex
+  TokenLimits limits;                           // none set: no `limits` claim
+  std::optional<std::string> audience, issuer;  // aud, iss (a config's tokens.audience/issuer)
 };
 
 // The claims of a new token as JSON text: sub, pol, iat = now, nbf = now, exp = now + ttl, jti,
-// hosts, src, limits.
+// hosts, src, limits, aud, iss.
 std::string claimsFor(const TokenRequest& request, int64_t now);
 
 // The header and claims of a decoded token as indented JSON, for people.

@@ -39,7 +39,13 @@ std::string claimsFor(const TokenRequest& request, int64_t now) {
   if (request.policy) o["pol"] = *request.policy;
   o["iat"] = now;
   o["nbf"] = now;
-  o["exp"] = now + request.ttlSeconds;
+  // Checked: a ttl as large as an int64 (POST /v1/tokens takes any) must not wrap around to
+  // the past; past kMaxTokenTime the verifier refuses the claim (token_malformed).
+  int64_t exp = 0;
+  if (__builtin_add_overflow(now, request.ttlSeconds, &exp) || exp > kMaxTokenTime) {
+    exp = kMaxTokenTime + 1;
+  }
+  o["exp"] = exp;
   if (request.jti) {
     o["jti"] = *request.jti;
   } else {
@@ -54,6 +60,8 @@ std::string claimsFor(const TokenRequest& request, int64_t now) {
     o["hosts"] = std::move(hosts);
   }
   if (request.src) o["src"] = *request.src;
+  if (request.audience) o["aud"] = *request.audience;
+  if (request.issuer) o["iss"] = *request.issuer;
   json::object limits = limitsJson(request.limits);
   if (!limits.empty()) o["limits"] = std::move(limits);
   return json::serialize(o);
@@ -76,6 +84,12 @@ std::string describeClaims(const TokenClaims& c) {
   }
   if (c.src) o["src"] = *c.src;
   if (c.limits) o["limits"] = limitsJson(*c.limits);
+  if (c.audience) {
+    json::array aud;
+    for (const auto& a : *c.audience) aud.emplace_back(a);
+    o["aud"] = std::move(aud);
+  }
+  if (c.issuer) o["iss"] = *c.issuer;
   return json::serialize(o);
 }
 

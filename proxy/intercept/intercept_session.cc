@@ -259,6 +259,10 @@ asio::awaitable<bool> InterceptSession::one() {
   bool reloaded = false;
   auto revoked = refreshSnapshot(c_, &reloaded);
   if (reloaded) creds_.emplace(c_);
+  // No request in the tunnel carries the task token that opened it: it is checked again here
+  // (expiry with leeway, its key, its jti), so that an expired or revoked token's tunnel gets
+  // no credential injected (issue #38).
+  if (!revoked) revoked = recheckToken(c_, 403);
   const TaskEntry& task = *c_.task;
   RequestLog log;
   auto& rec = log.record;

@@ -7,6 +7,7 @@
 #include <csignal>
 
 #include "broker/store.h"
+#include "proxy/identity/task_token.h"
 #include "proxy/observe/audit.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/server/server_impl.h"
@@ -23,8 +24,8 @@ namespace {
 void logReview(const LiveTunnels::Review& r, bool afterReload) {
   if (r.ended > 0) {
     spdlog::info(
-        "{} open tunnel(s) the configuration no longer allows were closed "
-        "(revoked_by_reload)",
+        "{} open tunnel(s) the configuration or their task token no longer allows were closed "
+        "(revoked_by_reload, or the token's reason)",
         r.ended);
   }
   if (afterReload && r.waiting > 0) {
@@ -33,6 +34,12 @@ void logReview(const LiveTunnels::Review& r, bool afterReload) {
         "revoke_grace is up, unless a reload allows them again",
         r.waiting);
   }
+}
+
+int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
 }
 
 }  // namespace
@@ -63,9 +70,19 @@ asio::awaitable<void> Server::Impl::housekeeping() {
         w->tlsPool.dropStale();
       });
     }
-    if (state.liveTunnels.waiting()) {
+    // Tunnels whose grace or token is up; and all of them after an admin revocation (POST
+    // /v1/revoke makes no new snapshot, and a tunnel sends no token to be refused).
+    const auto snap = state.snapshot.load();
+    const uint64_t revocations = snap->tokens ? snap->tokens->revocations() : 0;
+    // A verifier not seen before (the first tick, a reload) starts from none: a revocation
+    // made on it before this tick is caught too.
+    const uint64_t seen = snap->tokens.get() == lastVerifier ? lastRevocations : 0;
+    const bool revoked = revocations != seen;
+    lastVerifier = snap->tokens.get();
+    lastRevocations = revocations;
+    if (revoked || state.liveTunnels.waiting(unixNow())) {
       logReview(
-          state.liveTunnels.review(*state.snapshot.load(), std::chrono::steady_clock::now(), true),
+          state.liveTunnels.review(*snap, std::chrono::steady_clock::now(), !revoked, unixNow()),
           false);
     }
     if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
@@ -124,7 +141,9 @@ bool Server::Impl::reloadNow() {
   spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
   // Keep-alive requests are decided against the new snapshot as they come; open tunnels
   // have no next request, so they are decided again here.
-  logReview(state.liveTunnels.review(*snap.value(), std::chrono::steady_clock::now(), false), true);
+  logReview(
+      state.liveTunnels.review(*snap.value(), std::chrono::steady_clock::now(), false, unixNow()),
+      true);
   return true;
 }
 

@@ -74,6 +74,9 @@ struct Server::Impl {
   std::atomic<bool> started{false};
   bool stopping = false;  // control thread only
   struct stat lastStat {};
+  // The token verifier and its revocation count the housekeeping last saw (reload.cc).
+  const TokenVerifier* lastVerifier = nullptr;
+  uint64_t lastRevocations = 0;
   // Adopted sockets by group (adoptListeners, adoptCapture). Declared after `workers`:
   // destroyed first, while their io_contexts still exist.
   std::mutex adoptMu;

@@ -5,6 +5,7 @@
 
 #include <boost/asio/write.hpp>
 
+#include "broker/secret.h"
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
@@ -97,15 +98,18 @@ Refusal tokenRefusal(std::string_view why, std::string detail) {
                  .hint = "mint a new token for the task (sandgate token issue)"};
 }
 
-// Identity by a task token (a JWT in the password): verified once per connection, then again
-// only when another token comes or this one has expired.
+// Identity by a task token (a JWT in the password): bound once per connection (again only when
+// another token comes); its expiry and revocation are checked on every request.
 std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentials& creds) {
   const auto& verifier = *c.snap->tokens;
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
   const TokenHash hash = tokenHashOf(creds.token);
-  if (c.task && c.tokenHash && *c.tokenHash == hash && now <= c.tokenExp) return std::nullopt;
+  // The same token again on a keep-alive connection: its binding stands, but the token is
+  // checked again under the snapshot current now, so expiry, a reload that removed its key
+  // and a revocation of its jti refuse it on the next request, not the next connection.
+  if (c.task && c.tokenHash && *c.tokenHash == hash) return recheckToken(c, 407);
   TokenCheck check = verifier.verify(creds.token, now);
   if (!check.ok()) return tokenRefusal(check.reason, std::move(check.detail));
   boost::system::error_code ec;
@@ -116,6 +120,7 @@ std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentia
   if (auto r = bindTask(c, *bound.task, std::move(bound.own))) return r;
   c.tokenHash = hash;
   c.tokenExp = check.claims.exp;
+  c.token = broker::Secret::copyOf(creds.token);
   c.tokenHosts = std::move(bound.hosts);
   return std::nullopt;
 }

@@ -19,7 +19,7 @@ TokenTask refused(std::string_view reason, std::string detail) {
 }  // namespace
 
 TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::string_view proxyUser,
-                       const std::optional<policy::IpAddress>& peer, int64_t now) {
+                       const std::optional<policy::IpAddress>& peer, int64_t now, bool dryRun) {
   if (claims.task != proxyUser) {
     return refused(token_reason::kTaskMismatch,
                    "the token is for another task than the proxy user names");
@@ -53,7 +53,7 @@ TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::str
     // An ad-hoc task: its policy's entry under the token's name, with its own counts.
     auto own = std::make_shared<TaskEntry>(it->second);
     own->name = claims.task;
-    own->state = snap.adhocStates->get(claims.task, claims.exp, now);
+    if (!dryRun) own->state = snap.adhocStates->get(claims.task, claims.exp, now);
     out.own = std::move(own);
     out.task = out.own.get();
   }

@@ -43,7 +43,10 @@ struct TokenTask {
 // What the claims of a verified token (`check.ok()`) identify on `snap`, for a client at `peer`
 // (nullopt: unknown, which fails a `src` claim), at Unix time `now`. `proxyUser` is the task
 // the Proxy-Authorization user names, which must be `sub`.
+// `dryRun`: only judge (the admin API checks a token it mints exactly as a replica will): an
+// ad-hoc task gets no admission counts made for it.
 TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::string_view proxyUser,
-                       const std::optional<policy::IpAddress>& peer, int64_t now);
+                       const std::optional<policy::IpAddress>& peer, int64_t now,
+                       bool dryRun = false);
 
 }  // namespace sandgate::proxy

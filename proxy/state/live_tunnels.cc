@@ -6,11 +6,16 @@
 
 #include <algorithm>
 
+#include "proxy/identity/task_token.h"
+
 namespace sandgate::proxy {
 
 uint64_t LiveTunnels::add(Entry e) {
   std::lock_guard lock(mu_);
   const uint64_t id = next_++;
+  if (e.tokenDeadline < earliestDeadline_.load(std::memory_order_relaxed)) {
+    earliestDeadline_.store(e.tokenDeadline, std::memory_order_relaxed);
+  }
   entries_.emplace(id, std::move(e));
   return id;
 }
@@ -49,14 +54,60 @@ std::optional<std::string> refusedBy(const Snapshot& snap, const LiveTunnels::En
   return std::nullopt;
 }
 
+// The reason `snap` refuses the tunnel's token now (and why, in *why), or empty. Without a
+// `tokens:` section no task token identifies anyone any more.
+std::string_view tokenRefused(const Snapshot& snap, const LiveTunnels::Entry& e, int64_t now,
+                              std::string* why) {
+  if (!e.token) return {};
+  if (!snap.tokens) {
+    *why = "the configuration no longer has a tokens: section";
+    return token_reason::kUnknownKey;
+  }
+  // reveal(): the token goes only into the verifier (a hash lookup, then its claims).
+  TokenCheck check = snap.tokens->verify(e.token->reveal(), now);
+  if (check.ok()) return {};
+  *why = std::move(check.detail);
+  return check.reason;
+}
+
+// Ends the tunnel: its reason (empty: the policy's, revoked_by_reload) and why first, then the
+// flag its own code reads.
+void end(LiveTunnels::Entry& e, std::string_view reason, std::string why) {
+  *e.why = std::move(why);
+  *e.reason = reason;
+  e.revoked->store(true, std::memory_order_release);
+  // The socket stays open (and its descriptor ours) until the tunnel's own code, on its
+  // worker thread, has removed this entry: shutting it down from here is safe, and wakes
+  // both directions of the tunnel.
+  ::shutdown(e.fd, SHUT_RDWR);
+  if (e.upstreamFd >= 0) ::shutdown(e.upstreamFd, SHUT_RDWR);
+}
+
 }  // namespace
 
 LiveTunnels::Review LiveTunnels::review(const Snapshot& snap,
-                                        std::chrono::steady_clock::time_point now, bool dueOnly) {
+                                        std::chrono::steady_clock::time_point now, bool dueOnly,
+                                        int64_t unixNow) {
   std::lock_guard lock(mu_);
   Review out;
+  int64_t earliest = INT64_MAX;
   for (auto& [id, e] : entries_) {
     if (e.revoked->load(std::memory_order_acquire)) continue;
+    // The token first: a refused one ends the tunnel at once, whatever the policy says.
+    if (e.token && (!dueOnly || unixNow > e.tokenDeadline)) {
+      std::string why;
+      if (auto reason = tokenRefused(snap, e, unixNow, &why); !reason.empty()) {
+        end(e, reason, std::move(why));
+        ++out.ended;
+        continue;
+      }
+      // A reload may have changed tokens.leeway; the token's exp is what the verifier read.
+      if (snap.tokens) {
+        auto claims = decodeToken(e.token->reveal());
+        if (claims.ok()) e.tokenDeadline = claims.claims.exp + snap.tokens->leeway();
+      }
+    }
+    earliest = std::min(earliest, e.tokenDeadline);
     const TaskEntry* task = e.adhocPolicy ? nullptr : snap.findTask(e.task);
     const auto grace = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
         (task != nullptr ? task->limits : snap.defaults).revokeGrace);
@@ -74,16 +125,11 @@ LiveTunnels::Review LiveTunnels::review(const Snapshot& snap,
       ++out.waiting;
       continue;
     }
-    *e.why = std::move(*why);
-    e.revoked->store(true, std::memory_order_release);
-    // The socket stays open (and its descriptor ours) until the tunnel's own code, on its
-    // worker thread, has removed this entry: shutting it down from here is safe, and wakes
-    // both directions of the tunnel.
-    ::shutdown(e.fd, SHUT_RDWR);
-    if (e.upstreamFd >= 0) ::shutdown(e.upstreamFd, SHUT_RDWR);
+    end(e, {}, std::move(*why));  // revoked_by_reload
     ++out.ended;
   }
   waiting_.store(out.waiting, std::memory_order_relaxed);
+  earliestDeadline_.store(earliest, std::memory_order_relaxed);
   return out;
 }
 

@@ -118,13 +118,18 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
       broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions, cfgRef.tasks);
   if (!secrets) return secrets.errors();
   snap->secrets = secrets.value();
+  // Every task's responses are scrubbed for every configured secret, not only those its policy
+  // names (issue #38, item 5): an upstream two tasks share (a store of keys, a log, an echo)
+  // can hand one task the other's key, which never went out on its connections.
+  std::vector<std::string> every;
+  for (const auto& entry : cfgRef.credentials) every.push_back(entry.first);
   for (auto& [name, task] : snap->tasks) {
-    task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
-                                                               task.credentials, name);
+    task.secrets =
+        std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, every, name);
   }
   for (auto& [name, task] : snap->policyTasks) {
-    task.secrets = std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials,
-                                                               task.credentials);
+    task.secrets =
+        std::make_shared<const broker::TaskSecrets>(snap->secrets, cfgRef.credentials, every);
   }
   if (cfgRef.tokens) {
     auto tokens = TokenVerifier::load(*cfgRef.tokens, cfgRef.file);

@@ -44,7 +44,9 @@ struct TaskEntry {
   // The credentials the task's policy names (with its includes), sorted: the ones a request of
   // the task can be given, and so the placeholders its sandbox receives.
   std::vector<std::string> credentials;
-  // Their secrets as scrub forms: every response of the task is scrubbed for all of them.
+  // Every configured credential's secrets as scrub forms (not only the task's: another task's
+  // key read back from a shared upstream is as much a leak): every response of the task is
+  // scrubbed for all of them.
   std::shared_ptr<const broker::TaskSecrets> secrets;
   // Set for an ad-hoc task (a task token's `sub` that names no configured task, with the
   // policy its `pol` names; token_task.h): the engine decides under that policy.

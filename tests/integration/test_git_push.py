@@ -318,6 +318,27 @@ class GitPushTest(unittest.TestCase):
                              (400, "git_protocol_error"), name)
         self.assertEqual(self.receive_pack_posts(), posts, "nothing reached the forge")
 
+    def test_a_second_content_encoding_field_is_refused(self):
+        # A server reads every Content-Encoding field line as one list (RFC 9110, 5.3):
+        # "identity" then "gzip" is a gzip body, whose commands the gate would not have read.
+        # The command list itself is allowed, so only the coding can refuse it (issue #38).
+        posts = self.receive_pack_posts()
+        path = "/acme/widgets.git/git-receive-pack"
+        body = self.command_list(b"refs/heads/agent/coded")
+        for codings in ([b"identity", b"gzip"], [b"identity, gzip"], [b"identity", b"x-custom"]):
+            s = self.sg.tls_tunnel("git.test", "demo", TOKEN, self.ca_out)
+            try:
+                s.sendall(b"POST " + path.encode() + b" HTTP/1.1\r\nHost: git.test\r\n"
+                          b"Content-Type: application/x-git-receive-pack-request\r\n" +
+                          b"".join(b"Content-Encoding: %s\r\n" % c for c in codings) +
+                          b"Content-Length: %d\r\n\r\n" % len(body) + body)
+                status, headers, _ = read_response_head(s)
+            finally:
+                s.close()
+            self.assertEqual((status, headers.get("x-sandgate-reason")),
+                             (400, "git_protocol_error"), codings)
+        self.assertEqual(self.receive_pack_posts(), posts, "nothing reached the forge")
+
     # --- policy check / policy test ---------------------------------------------------------
 
     def check(self, *args):

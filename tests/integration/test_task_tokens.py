@@ -8,8 +8,10 @@ policy allows (403 denied_by_token); a token for a task no config names, with a 
 ad-hoc task with exactly that policy (its hosts, its credentials); a token's lower
 max_connections is enforced; the admin API (off by default) mints, lists and revokes; keys
 rotate (two at once; a removed key's tokens are
-refused). The token is registered for the leak check: no log, audit line or response holds
-it."""
+refused). Issue #38: task t reads task t2's key from the upstream they share, scrubbed; tokens
+with absurd times, a `crit` header, another base64url spelling, or over 8 KiB are
+token_malformed (and a 5 KB one works); with tokens.audience/issuer, `aud` and `iss` must match.
+The token is registered for the leak check: no log, audit line or response holds it."""
 
 import base64
 import hashlib
@@ -37,9 +39,10 @@ def b64url(data):
     return base64.urlsafe_b64encode(data).rstrip(b"=").decode()
 
 
-def hs256(claims, kid="k1", alg="HS256", key=HS_KEY):
+def hs256(claims, kid="k1", alg="HS256", key=HS_KEY, header=None):
     """A token made here, for the claims the CLI cannot write (expired, widened, alg none)."""
-    head = b64url(json.dumps({"alg": alg, "typ": "JWT", "kid": kid}).encode())
+    head = b64url(json.dumps(dict({"alg": alg, "typ": "JWT", "kid": kid}, **(header or {})))
+                  .encode())
     body = b64url(json.dumps(claims).encode())
     sig = hmac.new(key.encode(), ("%s.%s" % (head, body)).encode(), hashlib.sha256).digest()
     token = "%s.%s.%s" % (head, body, "" if alg == "none" else b64url(sig))
@@ -178,6 +181,85 @@ class TaskTokensTest(unittest.TestCase):
             sg.wait_audit(reason="token_expired")
             self.assertGreaterEqual(sg.metric("sandgate_requests_total", reason="token_widens")
                                     or 0, 1)
+
+    def test_another_tasks_secret_from_a_shared_upstream_is_scrubbed(self):
+        # t2's request carries otherkey's secret to the shared upstream, which keeps it; t1,
+        # whose policy names no credential, reads it back through api.test (issue #38, item 5).
+        t2 = self.issue("--task", "t2", "--ttl", "10m")
+        t1 = self.issue("--task", "t1", "--ttl", "10m")
+        for i, sg in enumerate(self.replicas):
+            r = self.get(sg, "http://other.test/echo/store-%d" % i, "t2", t2)
+            self.assertEqual(r.status, 200, r)
+            r = self.get(sg, "http://api.test/recall?h=X-Api-Key", "t1", t1)
+            self.assertEqual(r.status, 200, r)
+            self.assertNotIn(OTHER_SECRET.encode(), r.body)
+            self.assertEqual(r.body.decode(), "x-api-key=[REDACTED:otherkey]\n")
+            self.assertEqual(r.header("x-recalled"), "[REDACTED:otherkey]")
+            # The upstream did hand it out: what t1 got was scrubbed, not never sent.
+            self.assertIn(OTHER_SECRET, [v for k, v in self.up.requests_to(
+                "/echo/store-%d" % i)[0]["headers"] if k.lower() == "x-api-key"])
+
+    def raw_get(self, sg, task, token, path):
+        """A forwarded GET written by hand (curl may bound a proxy password's length)."""
+        s = sg.connect()
+        try:
+            s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n%s\r\n"
+                       % (path, Sandgate.auth_header(task, token))).encode())
+            status, headers, _ = read_response_head(s)
+            return status, headers.get("x-sandgate-reason")
+        finally:
+            s.close()
+
+    def test_token_hygiene(self):
+        # Issue #38, item 6, from the side of a client that makes its own tokens.
+        now = int(time.time())
+        good = {"sub": "t1", "iat": now, "exp": now + 600}
+        # exp - iat wrapped around: a token with this iat never expired.
+        self.assert_refused(hs256(dict(good, iat=-2 ** 63 + 1)), "token_malformed")
+        self.assert_refused(hs256(dict(good, iat=-2 ** 63 + 1, exp=2 ** 63 - 1)),
+                            "token_malformed")
+        # A critical extension sandgate does not understand (RFC 7515, 4.1.11).
+        self.assert_refused(hs256(good, header={"crit": ["exp"]}), "token_malformed")
+        # Another spelling of a valid token: an unused bit of the signature's last character.
+        token = hs256(good)
+        alphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+        respelled = token[:-1] + alphabet[alphabet.index(token[-1]) ^ 1]
+        artifacts.register_secret("token-respelled", respelled)
+        self.assert_refused(respelled, "token_malformed")
+        # A 5 KB token (a long jti) is a task token like any other; one over 8 KiB is refused
+        # for what it is (token_malformed), not taken for a wrong static token (auth_invalid).
+        for sg in self.replicas:
+            big = hs256(dict(good, jti="j" * 5000))
+            self.assertEqual(self.raw_get(sg, "t1", big, "/echo/big"), (200, None))
+            huge = hs256(dict(good, jti="j" * 9000))
+            self.assertEqual(self.raw_get(sg, "t1", huge, "/echo/huge"), (407, "token_malformed"))
+        self.assertEqual(self.up.requests_to("/echo/huge"), [])
+
+    def test_audience_and_issuer_when_the_config_names_them(self):
+        sg = Sandgate({}, [])
+        try:
+            sg.config = self.config(sg, [{"id": "k1", "file": self.hs_key}])
+            sg.config["tokens"].update({"audience": "sandgate-prod", "issuer": "orchestrator"})
+            sg.write_config(sg.config)
+            sg.start()
+            url = "http://api.test/echo/aud"
+            ok = self.issue("--task", "t1", "--audience", "sandgate-prod", "--issuer",
+                            "orchestrator")
+            self.assertEqual(self.get(sg, url, "t1", ok).status, 200)
+            for token, reason in (
+                    (self.issue("--task", "t1"), "token_wrong_audience"),
+                    (self.issue("--task", "t1", "--audience", "sandgate-staging", "--issuer",
+                                "orchestrator"), "token_wrong_audience"),
+                    (self.issue("--task", "t1", "--audience", "sandgate-prod"),
+                     "token_wrong_issuer"),
+                    (self.issue("--task", "t1", "--audience", "sandgate-prod", "--issuer",
+                                "someone-else"), "token_wrong_issuer")):
+                r = self.get(sg, url, "t1", token)
+                self.assertEqual((r.status, r.header("x-sandgate-reason")), (407, reason))
+            # The replicas that name neither ignore both claims.
+            self.assertEqual(self.get(self.replicas[0], url, "t1", ok).status, 200)
+        finally:
+            sg.cleanup()
 
     def test_hosts_and_src_narrow_the_policy(self):
         token = self.issue("--task", "t1", "--host", "api.test", "--src", "127.0.0.0/8")

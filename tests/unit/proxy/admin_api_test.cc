@@ -122,6 +122,26 @@ TEST_F(AdminApiTest, RefusalsExplainThemselves) {
        http::status::bad_request, "bad_request"},
       {"bad_limits", request(http::verb::post, "/v1/tokens", R"({"task":"t1","limits":{"x":1}})"),
        http::status::bad_request, "bad_request"},
+      // Tokens every replica would refuse (issue #38): checked as a replica binds them.
+      {"pol_of_another_policy",
+       request(http::verb::post, "/v1/tokens", R"({"task":"t1","policy":"other"})"),
+       http::status::bad_request, "bad_request"},
+      {"hosts_outside_the_policy",
+       request(http::verb::post, "/v1/tokens", R"({"task":"t1","hosts":["other.test"]})"),
+       http::status::bad_request, "bad_request"},
+      {"limits_above_the_tasks",
+       request(http::verb::post, "/v1/tokens", R"({"task":"t1","limits":{"max_connections":8}})"),
+       http::status::bad_request, "bad_request"},
+      {"adhoc_hosts_outside_its_policy",
+       request(http::verb::post, "/v1/tokens",
+               R"({"task":"sandbox-9","policy":"other","hosts":["api.test"]})"),
+       http::status::bad_request, "bad_request"},
+      {"src_not_an_address",
+       request(http::verb::post, "/v1/tokens", R"({"task":"t1","src":"nowhere"})"),
+       http::status::bad_request, "bad_request"},
+      {"ttl_that_would_overflow",
+       request(http::verb::post, "/v1/tokens", R"({"task":"t1","ttl":9223372036854775807})"),
+       http::status::bad_request, "bad_request"},
       {"revoke_without_jti", request(http::verb::post, "/v1/revoke", "{}"),
        http::status::bad_request, "bad_request"},
   };
@@ -165,6 +185,33 @@ TEST_F(AdminApiTest, MintedTokensVerifyAndRevokeUntilTheNextReload) {
   auto reloaded = withMint();
   ASSERT_TRUE(reloaded);
   EXPECT_TRUE(reloaded->tokens->verify(token, kNow).ok());
+}
+
+TEST_F(AdminApiTest, MintedTokensCarryTheConfiguredAudienceAndIssuer) {
+  auto cfg = config::loadString(fmt::format(R"(policies:
+  api: {{ allow: [ {{ host: api.test }} ] }}
+tasks:
+  - {{ name: t1, policy: api }}
+tokens:
+  keys: [ {{ id: k1, file: {0}/hs.key }} ]
+  audience: sandgate-prod
+  issuer: orchestrator
+metrics:
+  admin_api: {{ token_file: {0}/admin.token, mint: {{ kid: k1 }} }}
+)",
+                                            dir.path()),
+                                "admin.yaml");
+  ASSERT_TRUE(cfg.ok()) << cfg.errorText();
+  auto built = buildSnapshot(std::move(cfg.value()), registry, 1);
+  ASSERT_TRUE(built.ok()) << built.errorText();
+  auto res = handleAdminApi(request(http::verb::post, "/v1/tokens", R"({"task":"t1"})"),
+                            *built.value(), kNow);
+  ASSERT_EQ(res.result(), http::status::ok) << res.body();
+  auto claims = bodyOf(res)["claims"].as_object();
+  EXPECT_EQ(claims["aud"].as_string(), "sandgate-prod");
+  EXPECT_EQ(claims["iss"].as_string(), "orchestrator");
+  EXPECT_TRUE(
+      built.value()->tokens->verify(std::string(bodyOf(res)["token"].as_string()), kNow).ok());
 }
 
 TEST_F(AdminApiTest, TasksListsThisReplicasConnections) {

@@ -5,7 +5,11 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <openssl/bn.h>
+#include <openssl/ec.h>
 #include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/obj_mac.h>
 #include <openssl/pem.h>
 
 #include <boost/json.hpp>
@@ -313,6 +317,151 @@ TEST_F(TaskTokenTest, ClaimsForAndDescribe) {
       << describeClaims(c.claims);
   r.limits = {};
   EXPECT_FALSE(boost::json::parse(claimsFor(r, kNow)).as_object().contains("limits"));
+}
+
+// ---- Token hygiene (issue #38, item 6) --------------------------------------------------------
+
+// A token signed with the HS256 test key over a header written by hand (mintToken writes its
+// own header, without `crit`).
+std::string signedWithHeader(const std::string& header, const std::string& claimsJson) {
+  const std::string input = b64url(header) + "." + b64url(claimsJson);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  HMAC(EVP_sha256(), kHsKey.data(), static_cast<int>(kHsKey.size()),
+       reinterpret_cast<const unsigned char*>(input.data()), input.size(), mac, &len);
+  return input + "." + b64url(std::string(reinterpret_cast<const char*>(mac), len));
+}
+
+TEST_F(TaskTokenTest, AbsurdTimesAreRefusedNotWrappedAround) {
+  auto v = verifier();
+  ASSERT_TRUE(v);
+  // iat = -2^63 + 1: exp - iat overflowed to a negative lifetime, under any max_ttl, so the
+  // token was accepted (and with exp far ahead never expired).
+  const std::vector<std::pair<const char*, std::string>> cases = {
+      {"iat_near_int64_min",
+       fmt::format(R"({{"sub":"t1","iat":-9223372036854775807,"exp":{}}})", kNow + 600)},
+      {"iat_near_int64_min_exp_far",
+       R"({"sub":"t1","iat":-9223372036854775807,"exp":9223372036854775807})"},
+      {"negative_iat", fmt::format(R"({{"sub":"t1","iat":-1,"exp":{}}})", kNow + 600)},
+      {"negative_nbf", fmt::format(R"({{"sub":"t1","nbf":-5,"exp":{}}})", kNow + 600)},
+      {"exp_past_9999", R"({"sub":"t1","exp":253402300800})"},
+      {"exp_a_huge_double", R"({"sub":"t1","exp":8.9e18})"},
+  };
+  for (const auto& [name, c] : cases) {
+    SCOPED_TRACE(name);
+    auto check = v->verify(mint(c), kNow);
+    EXPECT_EQ(check.reason, token_reason::kMalformed) << check.detail;
+  }
+  // A ttl as large as an int64 wraps no more: the minted exp is past 9999, and refused.
+  TokenRequest r;
+  r.task = "t1";
+  r.ttlSeconds = INT64_MAX;
+  EXPECT_EQ(v->verify(mint(claimsFor(r, kNow)), kNow).reason, token_reason::kMalformed);
+}
+
+TEST_F(TaskTokenTest, CriticalHeadersAreRefused) {
+  auto v = verifier();
+  ASSERT_TRUE(v);
+  const std::string ok = signedWithHeader(R"({"alg":"HS256","kid":"h1"})", claims());
+  ASSERT_TRUE(v->verify(ok, kNow).ok());  // the helper signs as mintToken does
+  for (const char* header : {R"({"alg":"HS256","kid":"h1","crit":["exp"]})",
+                             R"({"alg":"HS256","kid":"h1","crit":["b64"],"b64":false})",
+                             R"({"alg":"HS256","kid":"h1","crit":[]})"}) {
+    SCOPED_TRACE(header);
+    auto c = v->verify(signedWithHeader(header, claims()), kNow);
+    EXPECT_EQ(c.reason, token_reason::kMalformed) << c.detail;
+  }
+}
+
+TEST_F(TaskTokenTest, NonCanonicalBase64IsRefused) {
+  auto v = verifier();
+  ASSERT_TRUE(v);
+  const std::string t = mint(claims());
+  ASSERT_TRUE(v->verify(t, kNow).ok());
+  // The last character of a part carries unused low bits (a 32-byte MAC: 43 characters, 2 bits
+  // unused): setting one decodes to the same bytes, another spelling of the same token.
+  static constexpr std::string_view kAlphabet =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  auto respell = [&](std::string token, size_t at) {
+    const size_t value = kAlphabet.find(token[at]);
+    token[at] = kAlphabet[value ^ 1];
+    return token;
+  };
+  const std::string sigSpelled = respell(t, t.size() - 1);
+  ASSERT_EQ(base64UrlDecode(sigSpelled.substr(sigSpelled.rfind('.') + 1)),
+            base64UrlDecode(t.substr(t.rfind('.') + 1)));  // the same MAC bytes
+  EXPECT_EQ(v->verify(sigSpelled, kNow).reason, token_reason::kMalformed);
+  // The header and claims parts too, when their length leaves unused bits.
+  const size_t a = t.find('.'), b = t.rfind('.');
+  if ((b - a - 1) % 4 != 0) {
+    const std::string claimsSpelled = respell(t, b - 1);
+    EXPECT_EQ(v->verify(claimsSpelled, kNow).reason, token_reason::kMalformed);
+  }
+  if (a % 4 != 0) {
+    EXPECT_EQ(v->verify(respell(t, a - 1), kNow).reason, token_reason::kMalformed);
+  }
+}
+
+TEST_F(TaskTokenTest, AudienceAndIssuerWhenConfigured) {
+  auto loose = verifier();
+  ASSERT_TRUE(loose);
+  // Without tokens.audience / issuer both claims are ignored.
+  EXPECT_TRUE(
+      loose->verify(mint(claims(kNow + 600, R"(,"aud":"elsewhere","iss":"x")")), kNow).ok());
+  tokens.audience = "sandgate-prod";
+  tokens.issuer = "orchestrator";
+  auto v = verifier();
+  ASSERT_TRUE(v);
+  const std::string iss = R"(,"iss":"orchestrator")";
+  struct Case {
+    const char* name;
+    std::string extra;
+    std::string_view reason;
+  };
+  const std::vector<Case> cases = {
+      {"aud_string", R"(,"aud":"sandgate-prod")" + iss, {}},
+      {"aud_list", R"(,"aud":["other","sandgate-prod"])" + iss, {}},
+      {"no_aud", iss, token_reason::kWrongAudience},
+      {"another_aud", R"(,"aud":"sandgate-staging")" + iss, token_reason::kWrongAudience},
+      {"aud_list_without_it", R"(,"aud":["a","b"])" + iss, token_reason::kWrongAudience},
+      {"aud_case", R"(,"aud":"Sandgate-Prod")" + iss, token_reason::kWrongAudience},
+      {"aud_a_number", R"(,"aud":7)" + iss, token_reason::kMalformed},
+      {"aud_list_of_numbers", R"(,"aud":[7])" + iss, token_reason::kMalformed},
+      {"no_iss", R"(,"aud":"sandgate-prod")", token_reason::kWrongIssuer},
+      {"another_iss", R"(,"aud":"sandgate-prod","iss":"someone")", token_reason::kWrongIssuer},
+      {"iss_a_number", R"(,"aud":"sandgate-prod","iss":1)", token_reason::kMalformed},
+  };
+  for (const auto& c : cases) {
+    SCOPED_TRACE(c.name);
+    auto check = v->verify(mint(claims(kNow + 600, c.extra)), kNow);
+    EXPECT_EQ(check.reason, c.reason) << check.detail;
+  }
+}
+
+// Decided: an ES256 signature is accepted with a high S as with a low one (RFC 7518 does not
+// require low S, and common signers do not normalise); one token then has two valid
+// signatures, and nothing keys a decision on those bytes. Both spellings verify; any other
+// change of S does not.
+TEST_F(TaskTokenTest, Es256HighSIsAcceptedAndNothingElse) {
+  auto v = verifier();
+  ASSERT_TRUE(v);
+  const std::string t = mint(claims(), "s1", Algorithm::kES256);
+  const size_t dot = t.rfind('.');
+  auto sig = base64UrlDecode(t.substr(dot + 1));
+  ASSERT_TRUE(sig && sig->size() == 64);
+  EC_GROUP* group = EC_GROUP_new_by_curve_name(NID_X9_62_prime256v1);
+  BIGNUM* s = BN_bin2bn(reinterpret_cast<const unsigned char*>(sig->data()) + 32, 32, nullptr);
+  BIGNUM* flipped = BN_new();
+  ASSERT_EQ(BN_sub(flipped, EC_GROUP_get0_order(group), s), 1);
+  std::string other = *sig;
+  ASSERT_EQ(BN_bn2binpad(flipped, reinterpret_cast<unsigned char*>(other.data()) + 32, 32), 32);
+  BN_free(s);
+  BN_free(flipped);
+  EC_GROUP_free(group);
+  EXPECT_TRUE(v->verify(t.substr(0, dot + 1) + b64url(other), kNow).ok());
+  other[63] = static_cast<char>(other[63] ^ 1);
+  EXPECT_EQ(v->verify(t.substr(0, dot + 1) + b64url(other), kNow).reason,
+            token_reason::kBadSignature);
 }
 
 }  // namespace
