@@ -261,6 +261,7 @@ asio::awaitable<bool> InterceptSession::one() {
   if (reloaded) creds_.emplace(c_);
   const TaskEntry& task = *c_.task;
   RequestLog log;
+  identifyRequest(c_, log);
   auto& rec = log.record;
   rec.time = std::chrono::system_clock::now();
   rec.kind = audit_kind::kIntercept;
