@@ -43,7 +43,9 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
     return fail(kExitSetupFailed, "--proxy {}: {}", spec, connected.error().message);
   }
   auto& admin = *connected.value();
-  auto env = admin.taskEnvironment(task);
+  // The run's id goes with it: serve's audit lines of this sandbox's connections name the run,
+  // not only the task (every sandbox of a task would look the same to an incident responder).
+  auto env = admin.taskEnvironment(task, bundle ? bundle->dir().id : std::string());
   if (!env) {
     const Error& e = env.error();
     return fail(e.reason == proxy::admin_reason::kUnknownTask ? kExitUsage : kExitSetupFailed,

@@ -96,8 +96,11 @@ const char* envOpName(AdminOp op) { return op == AdminOp::kTaskEnv ? "task_env" 
 
 }  // namespace
 
-Expected<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string& task) {
-  auto r = exchange(AdminRequest{op, task}, {});
+Expected<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string& task,
+                                                   const std::string& run) {
+  AdminRequest req{op, task};
+  req.run = run;
+  auto r = exchange(req, {});
   if (!r) return r.error();
   if (!r->environment) {
     return failure(fmt::format("{}: {} reply without an environment", path_, envOpName(op)));
@@ -105,12 +108,13 @@ Expected<TaskEnvironment> AdminClient::environment(AdminOp op, const std::string
   return std::move(*r->environment);
 }
 
-Expected<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task) {
-  return environment(AdminOp::kTaskEnv, task);
+Expected<TaskEnvironment> AdminClient::taskEnvironment(const std::string& task,
+                                                       const std::string& run) {
+  return environment(AdminOp::kTaskEnv, task, run);
 }
 
 Expected<TaskEnvironment> AdminClient::tokenEnvironment(const std::string& task) {
-  return environment(AdminOp::kTokenEnv, task);
+  return environment(AdminOp::kTokenEnv, task, {});
 }
 
 Expected<void> AdminClient::adopt(const std::string& task, const std::vector<int>& fds) {

@@ -32,7 +32,8 @@ class AdminClient {
   AdminClient& operator=(const AdminClient&) = delete;
 
   // task_env: a new run's environment (its placeholders hold for what this connection adopts).
-  Expected<TaskEnvironment> taskEnvironment(const std::string& task);
+  // `run`: the run's id, named in serve's audit lines of what this connection adopts.
+  Expected<TaskEnvironment> taskEnvironment(const std::string& task, const std::string& run = {});
   // token_env: the environment of the task's token clients on serve's own listeners.
   Expected<TaskEnvironment> tokenEnvironment(const std::string& task);
   // Hands the listening sockets over (they stay open here: the caller closes its copies).
@@ -52,7 +53,8 @@ class AdminClient {
  private:
   AdminClient(int fd, std::string path) : fd_(fd), path_(std::move(path)) {}
   Expected<AdminReply> exchange(const AdminRequest& request, const std::vector<int>& fds);
-  Expected<TaskEnvironment> environment(AdminOp op, const std::string& task);
+  Expected<TaskEnvironment> environment(AdminOp op, const std::string& task,
+                                        const std::string& run);
 
   int fd_;
   std::string path_;

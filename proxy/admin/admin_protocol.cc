@@ -193,6 +193,7 @@ TrafficSummary trafficFromJson(const json::object& o) {
 std::string encodeRequest(const AdminRequest& request) {
   json::object o{{"v", kAdminProtocolVersion}, {"op", opName(request.op)}};
   if (request.op != AdminOp::kRelease) o["task"] = request.task;
+  if (request.op == AdminOp::kTaskEnv && !request.run.empty()) o["run"] = request.run;
   if (request.op == AdminOp::kAdoptCapture) {
     o["ports"] = portsToJson(request.ports);
     o["ipv6"] = request.ipv6;
@@ -229,6 +230,19 @@ Expected<AdminRequest> parseRequest(std::string_view message) {
     return refusal(
         admin_reason::kBadRequest,
         fmt::format("op {} needs \"task\": a task name (letters, digits, '.', '_', '-')", op));
+  }
+  if (out.op == AdminOp::kTaskEnv) {
+    if (const json::value* run = o.if_contains("run")) {
+      // A label for audit lines: bounded, and nothing a log reader's terminal would act on.
+      if (!run->is_string() || run->as_string().size() > kMaxRunIdBytes ||
+          !isTaskName(run->as_string())) {
+        return refusal(admin_reason::kBadRequest,
+                       fmt::format("task_env: \"run\" must be a run id (at most {} letters, "
+                                   "digits, '.', '_', '-')",
+                                   kMaxRunIdBytes));
+      }
+      out.run = std::string(run->as_string());
+    }
   }
   if (out.op != AdminOp::kAdoptCapture) return out;
   auto ports = portsFromJson(o.if_contains("ports"));

@@ -60,6 +60,7 @@ namespace sandgate::proxy {
 inline constexpr int kAdminProtocolVersion = 1;
 inline constexpr size_t kMaxAdminMessage = 256 * 1024;
 inline constexpr size_t kMaxCapturePorts = 15;  // as sandbox::run allows
+inline constexpr size_t kMaxRunIdBytes = 128;   // task_env's "run"
 // Descriptors per message: adopt hands over two listeners, adopt_capture two DNS sockets and
 // two listeners (IPv4, IPv6) per capture port.
 inline constexpr size_t kMaxAdminFds = 2 + 2 * kMaxCapturePorts;
@@ -96,6 +97,9 @@ struct AdminRequest {
 
   AdminOp op;
   std::string task;  // task_env, adopt, adopt_capture
+  // task_env, optional: the run's id (its directory's name). Every audit line of the
+  // connections this admin connection adopts names it (`run`); letters, digits, '.', '_', '-'.
+  std::string run;
   // adopt_capture: the capture ports (1 to kMaxCapturePorts, none 0, 53 or repeated) and
   // whether the sandbox listens on its IPv6 range (then AAAA queries are answered).
   std::vector<uint16_t> ports;

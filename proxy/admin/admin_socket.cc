@@ -134,6 +134,7 @@ struct Connection {
   // adopts for that task honours them, and nothing else does. Dropped with the connection.
   std::shared_ptr<const broker::PlaceholderSet> placeholders;
   std::string placeholdersTask;
+  std::string run;  // its last task_env's run id: the audit lines of what it adopts name it
   std::shared_ptr<CaptureContext> capture;  // adopted: its DNS counts go into release's reply
   // The network namespace of what this connection adopted first: the rest must come from it.
   std::optional<NetnsId> netns;
@@ -287,7 +288,7 @@ struct AdminSocket::Impl {
     if (!v4 || !v6) {  // serve wrote them itself: cannot happen
       return errorReply(admin_reason::kUnavailable, "this connection's capture ranges are invalid");
     }
-    if (!c.tally) c.tally = std::make_shared<ListenerTally>();
+    if (!c.tally) c.tally = std::make_shared<ListenerTally>(c.run);
     CaptureSockets sockets{fds[0], fds[1], std::vector<int>(fds.begin() + 2, fds.end())};
     size_t listeners = sockets.listeners.size();
     fds.clear();  // owned by adoptCapture now, closed by it on error
@@ -333,6 +334,7 @@ struct AdminSocket::Impl {
         c.offer = env->reply.capture;
         c.placeholders = std::move(env->placeholders);
         c.placeholdersTask = req.task;
+        c.run = req.run;
         r.environment = std::move(env->reply);
         return r;
       }
@@ -362,7 +364,7 @@ struct AdminSocket::Impl {
         if (auto bad = checkSandboxNetns(fds, serveNetns, c.netns)) {
           return refuse(c, *bad, "a listener");
         }
-        if (!c.tally) c.tally = std::make_shared<ListenerTally>();
+        if (!c.tally) c.tally = std::make_shared<ListenerTally>(c.run);
         size_t count = fds.size();
         auto handle =
             backend.adopt(std::move(fds), req.task, c.tally, runPlaceholders(c, req.task));

@@ -30,9 +30,13 @@ class TaskMetrics;
 class TlsChannel;
 class RequestCredentials;
 
+// 16 hex digits from a per-thread generator seeded by OpenSSL's RNG: unique enough to join
+// lines across replicas, cheap enough for every connection.
+std::string newConnectionId();
+
 struct ClientConnection {
   ClientConnection(Worker& w, ServerState& s, boost::asio::ip::tcp::socket sock)
-      : worker(w), state(s), stream(std::move(sock)) {}
+      : worker(w), state(s), stream(std::move(sock)), id(newConnectionId()) {}
 
   Worker& worker;
   ServerState& state;
@@ -68,6 +72,11 @@ struct ClientConnection {
   // first: its injector and compiled scrub set serve every request that follows.
   std::shared_ptr<RequestCredentials> forwardCredentials;
 
+  // The audit lines' connection_id (16 random hex digits) and how many request ids it has
+  // handed out (request_id is "<id>-<n>").
+  const std::string id;
+  uint64_t requestsSeen = 0;
+
   const config::EffectiveLimits& limits() const { return task ? task->limits : snap->defaults; }
 };
 
@@ -83,6 +92,10 @@ struct RequestLog {
 // The policy's decision for `req` on the connection's task, narrowed by its task token: a host
 // outside the token's `hosts` is refused (denied_by_token) whatever the policy says.
 policy::Decision decideRequest(const ClientConnection& c, const policy::Request& req);
+
+// Gives `log` its request id (the next of the connection's) and the connection's id and run,
+// unless it has them. Called where a request starts; finishRequest and refusals call it too.
+void identifyRequest(ClientConnection& c, RequestLog& log);
 
 // Writes the audit line and updates the metrics of a finished request or tunnel.
 void finishRequest(ClientConnection& c, RequestLog& log);

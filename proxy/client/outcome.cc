@@ -1,9 +1,11 @@
 // The end of every request: its audit line and metrics, and the refusal that ends it (see
 // client_connection.h).
 #include <fmt/format.h>
+#include <openssl/rand.h>
 
 #include <boost/asio/write.hpp>
 #include <boost/beast/core/stream_traits.hpp>
+#include <random>
 
 #include "policy/engine.h"
 #include "policy/host.h"
@@ -27,7 +29,27 @@ void noteCutHead(AuditRecord& rec, HeadStatus how, size_t bytes) {
                           timedOut ? "sent no more in time" : "closed the connection", bytes);
 }
 
+std::string newConnectionId() {
+  thread_local std::mt19937_64 gen = [] {
+    uint64_t seed = 0;
+    if (RAND_bytes(reinterpret_cast<unsigned char*>(&seed), sizeof seed) != 1) {
+      seed = std::random_device{}() ^ (uint64_t{std::random_device{}()} << 32);
+    }
+    return std::mt19937_64(seed);
+  }();
+  return fmt::format("{:016x}", gen());
+}
+
+void identifyRequest(ClientConnection& c, RequestLog& log) {
+  auto& r = log.record;
+  if (!r.requestId.empty()) return;
+  r.connectionId = c.id;
+  r.requestId = fmt::format("{}-{}", c.id, ++c.requestsSeen);
+  if (c.listener) r.run = c.listener->run;
+}
+
 void finishRequest(ClientConnection& c, RequestLog& log) {
+  identifyRequest(c, log);
   auto& r = log.record;
   r.durationSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
@@ -182,7 +204,9 @@ asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::str
 
 // Fills the audit record of a request that ends with `refusal`; returns the response for it.
 std::string recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
+  identifyRequest(c, log);
   Refusal r = refusal;
+  r.requestId = log.record.requestId;
   if (r.task.empty() && c.task) r.task = c.task->name;
   auto& rec = log.record;
   if (rec.task.empty()) rec.task = r.task;

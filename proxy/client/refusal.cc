@@ -42,12 +42,15 @@ std::string renderRefusal(const Refusal& r) {
   body["host"] = r.host;
   body["rule"] = r.rule;
   body["hint"] = r.hint;
+  if (!r.requestId.empty()) body["request_id"] = r.requestId;
   std::string json = boost::json::serialize(body);
   json += '\n';
   std::string out = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nX-Sandgate-Reason: {}\r\n"
       "Content-Length: {}\r\nConnection: close\r\n",
       r.status, statusText(r.status), r.reason, json.size());
+  // Made by sandgate from hex digits and a count: nothing a client sent.
+  if (!r.requestId.empty()) out += fmt::format("X-Request-Id: {}\r\n", r.requestId);
   if (r.status == 407) out += "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n";
   out += "\r\n";
   out += json;

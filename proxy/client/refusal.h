@@ -16,9 +16,10 @@ struct Refusal {
   std::string_view reason{};
   std::string task{};
   std::string host{};
-  std::string rule{};    // "file:line" of the deciding rule, when one decided
-  std::string detail{};  // one human sentence (the JSON "error" field)
-  std::string hint{};    // what to change, when we can tell
+  std::string rule{};       // "file:line" of the deciding rule, when one decided
+  std::string detail{};     // one human sentence (the JSON "error" field)
+  std::string hint{};       // what to change, when we can tell
+  std::string requestId{};  // the audit line's request_id: X-Request-Id and "request_id"
   // kDeny: the request was refused; kError: something it needed failed (an upstream, a
   // credential, TLS).
   Outcome outcome = Outcome::kDeny;

@@ -265,6 +265,7 @@ asio::awaitable<bool> InterceptSession::one() {
   if (!revoked) revoked = recheckToken(c_, 403);
   const TaskEntry& task = *c_.task;
   RequestLog log;
+  identifyRequest(c_, log);
   auto& rec = log.record;
   rec.time = std::chrono::system_clock::now();
   rec.kind = audit_kind::kIntercept;

@@ -239,6 +239,12 @@ std::string AuditLog::format(const AuditRecord& r) {
   appendTime(out, r.time);
   appendKey(out, field::kKind);
   appendOptional(out, r.kind);
+  appendKey(out, field::kRequestId);
+  appendOptional(out, r.requestId);
+  appendKey(out, field::kConnectionId);
+  appendOptional(out, r.connectionId);
+  appendKey(out, field::kRun);
+  appendOptional(out, r.run);
   appendKey(out, field::kTask);
   appendOptional(out, r.task);
   appendKey(out, field::kClient);

@@ -48,6 +48,7 @@ struct GitAudit {
 struct AuditRecord {
   std::chrono::system_clock::time_point time;  // start of the request/tunnel
   std::string kind;                            // a value of audit_kind
+  std::string requestId, connectionId, run;    // see audit_fields.h
   std::string task, client, listener;
   std::string mode = "proxy";  // or "transparent"
   std::string method, scheme, host;

@@ -9,6 +9,15 @@ namespace sandgate::proxy::field {
 inline constexpr std::string_view kTime = "time";  // RFC 3339 UTC, milliseconds
 // forward | tunnel | intercept | websocket | refusal | dns (proxy/observe/audit.h, audit_kind)
 inline constexpr std::string_view kKind = "kind";
+// "<connection_id>-<n>": the n-th request of its client connection (a tunnel's own line is
+// the CONNECT's); the `x-request-id` of a refusal.
+inline constexpr std::string_view kRequestId = "request_id";
+// 16 hex digits, random per client connection: every line of one connection carries it, so a
+// tunnel's line and the requests inside it join on it.
+inline constexpr std::string_view kConnectionId = "connection_id";
+// The run (`sandgate run`'s id) whose sandbox made the connection: null for serve's own
+// listeners' clients; set on listeners a run handed to serve (`run --proxy`).
+inline constexpr std::string_view kRun = "run";
 inline constexpr std::string_view kTask = "task";          // null when the client is unidentified
 inline constexpr std::string_view kClient = "client";      // peer "ip:port"
 inline constexpr std::string_view kListener = "listener";  // local "ip:port" or listener name

@@ -18,6 +18,10 @@ namespace sandgate::proxy {
 
 class ListenerTally {
  public:
+  // `run`: the id of the run whose listeners these are (task_env's "run"), or empty.
+  explicit ListenerTally(std::string run = {}) : run_(std::move(run)) {}
+  const std::string& run() const { return run_; }
+
   // One audit record of a connection accepted on the group's listeners. Thread-safe.
   void add(const AuditRecord& r);
   // Connections accepted and not yet finished: their records may still come.
@@ -30,6 +34,7 @@ class ListenerTally {
 
  private:
   using Key = std::tuple<std::string, uint16_t, std::string, std::string, std::string>;
+  const std::string run_;
   std::atomic<int64_t> active_{0};
   mutable std::mutex mu_;
   TrafficSummary totals_;                // guarded by mu_ (entries filled by summary())

@@ -201,7 +201,8 @@ Result<uint64_t> Server::adoptListeners(
     std::memcpy(local.data(), &addr, std::min<size_t>(addrLen, sizeof(addr)));
     local.resize(addrLen);
     auto info = std::make_shared<const ListenerInfo>(
-        ListenerInfo{endpointText(local), task, tally, capture, placeholders});
+        ListenerInfo{endpointText(local), task, tally, capture, placeholders,
+                     tally ? tally->run() : std::string()});
     // Every worker accepts on its own duplicate of the descriptor (one shared queue). The
     // acceptors are registered here (the reactor is thread-safe) and used only on their worker.
     for (auto& w : im.workers) {

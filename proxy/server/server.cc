@@ -241,8 +241,8 @@ void Server::start() {
   for (auto& w : im.workers) {
     im.guards.push_back(asio::make_work_guard(w->io));
     for (auto& acc : w->acceptors) {
-      auto info = std::make_shared<const ListenerInfo>(
-          ListenerInfo{endpointText(*im.proxyEndpoint), std::nullopt, nullptr, nullptr, nullptr});
+      auto info = std::make_shared<const ListenerInfo>(ListenerInfo{
+          endpointText(*im.proxyEndpoint), std::nullopt, nullptr, nullptr, nullptr, {}});
       asio::co_spawn(w->io, acceptLoop(*w, im.state, *acc, info), logException);
     }
   }

@@ -184,7 +184,7 @@ asio::awaitable<void> serve(ClientConnection& c) {
     // listener itself is a wildcard).
     c.listener = std::make_shared<const ListenerInfo>(
         ListenerInfo{captured->local, c.listener->task, c.listener->tally, c.listener->capture,
-                     c.listener->placeholders});
+                     c.listener->placeholders, c.listener->run});
     if (!captured->http) {
       c.silentRefusals = true;
       RequestLog log;
@@ -237,6 +237,9 @@ asio::awaitable<void> serve(ClientConnection& c) {
       }
         co_return;
     }
+    // Numbered as it comes: a CONNECT's own line, written when its tunnel ends, keeps the
+    // number before those of the requests inside it.
+    identifyRequest(c, log);
     // Each request is decided against the configuration current when it comes, not the one
     // the connection started with: a reload revokes what it no longer allows at once.
     bool reloaded = false;

@@ -49,6 +49,9 @@ struct ListenerInfo {
   // the run asked for none); null on serve's own listeners, whose token clients use their
   // task's (ServerState::tokenPlaceholders).
   std::shared_ptr<const broker::PlaceholderSet> placeholders;
+  // The run that handed this listener over (`run --proxy`): every audit line of its
+  // connections names it. Empty for serve's own listeners.
+  std::string run;
 };
 
 // An address sandgate itself listens on: dialling it would loop through the proxy.

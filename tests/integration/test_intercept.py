@@ -595,6 +595,15 @@ class InterceptTest(unittest.TestCase):
                                          kind="tunnel"), 0)
         self.assertGreaterEqual(self.metric_sum("sandgate_tunnel_duration_seconds_count",
                                                 task="demo2", mode="intercepted"), 1)
+        # The tunnel's line and the lines of the requests inside it join on connection_id;
+        # the CONNECT was the connection's first request.
+        inner = [self.sg.wait_audit(path="/echo/counted-%d" % i) for i in range(3)]
+        conn_id = inner[0]["connection_id"]
+        self.assertEqual({r["connection_id"] for r in inner}, {conn_id})
+        self.assertEqual([r["request_id"] for r in inner],
+                         ["%s-%d" % (conn_id, n) for n in (2, 3, 4)])
+        tunnel = self.sg.wait_audit(connection_id=conn_id, kind="tunnel")
+        self.assertEqual(tunnel["request_id"], conn_id + "-1")
 
     def leaf_cache(self, result):
         return self.sg.metric("sandgate_leaf_cache_lookups_total", result=result)

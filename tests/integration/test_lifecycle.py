@@ -3,6 +3,7 @@ flight, start-up config errors, and the metrics/audit a run leaves behind. The u
 on 127.0.0.1 (opened with cidrs on purpose).
 """
 
+import json
 import os
 import signal
 import subprocess
@@ -11,7 +12,7 @@ import time
 import unittest
 
 from clients import curl
-from sandgate_fixture import Sandgate, binary, wait_until
+from sandgate_fixture import Sandgate, binary, read_response, wait_until
 from upstreams import HttpUpstream
 
 TOKEN = "r3load"
@@ -103,10 +104,11 @@ class LifecycleTest(unittest.TestCase):
         self.assertEqual(self.status("c.test"), 403)
         self.sg.wait_audit(host="c.test", reason="no_matching_rule", task="t", kind="refusal")
         rec = self.sg.wait_audit(host="a.test", kind="forward")
-        for field in ("time", "client", "listener", "method", "scheme", "port", "path", "verdict",
-                      "reason", "rule", "status", "bytes_up", "bytes_down", "duration_ms",
-                      "upstream", "error"):
+        for field in ("time", "request_id", "connection_id", "run", "client", "listener", "method",
+                      "scheme", "port", "path", "verdict", "reason", "rule", "status", "bytes_up",
+                      "bytes_down", "duration_ms", "upstream", "error"):
             self.assertIn(field, rec)
+        self.assertIsNone(rec["run"])  # a token client of serve's own listener: no run
         self.assertEqual(rec["upstream"], "127.0.0.1:%d" % self.up.port)
         self.assertGreater(rec["bytes_down"], 0)
         self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="t",
@@ -114,6 +116,38 @@ class LifecycleTest(unittest.TestCase):
         self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="t",
                                                reason="no_matching_rule"), 1)
         self.assertGreater(self.sg.metric("sandgate_bytes_total", task="t", direction="down"), 0)
+
+
+    def test_lines_of_one_connection_share_its_id_and_number_its_requests(self):
+        # Two requests on one keep-alive connection, then one the policy refuses: one
+        # connection_id, request ids -1, -2, -3; the refusal says its id (X-Request-Id, and
+        # "request_id" in its body), which is the id of its audit line.
+        auth = self.sg.auth_header("t", TOKEN)
+        s = self.sg.connect()
+        try:
+            for host, path in (("a.test", "/echo/ids-1"), ("a.test", "/echo/ids-2"),
+                               ("c.test", "/ids-3")):
+                s.sendall(("GET http://%s%s HTTP/1.1\r\nHost: %s\r\n%s\r\n" %
+                           (host, path, host, auth)).encode())
+                status, headers, body = read_response(s)
+            self.assertEqual(status, 403)
+            refused_id = headers["x-request-id"]
+            self.assertEqual(json.loads(body)["request_id"], refused_id)
+        finally:
+            s.close()
+        first = self.sg.wait_audit(path="/echo/ids-1")
+        second = self.sg.wait_audit(path="/echo/ids-2")
+        third = self.sg.wait_audit(host="c.test", path="/ids-3")
+        conn = first["connection_id"]
+        self.assertRegex(conn, "^[0-9a-f]{16}$")
+        self.assertEqual([r["connection_id"] for r in (first, second, third)], [conn] * 3)
+        self.assertEqual([r["request_id"] for r in (first, second, third)],
+                         [conn + "-1", conn + "-2", conn + "-3"])
+        self.assertEqual(third["request_id"], refused_id)
+        # Another connection, another id.
+        self.assertEqual(self.status("a.test"), 200)
+        others = [r for r in self.sg.audit() if r.get("connection_id") not in (None, conn)]
+        self.assertTrue(others)
 
 
 class StartupTest(unittest.TestCase):

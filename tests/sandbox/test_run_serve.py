@@ -109,13 +109,22 @@ class RunServeTest(unittest.TestCase):
         self.assertEqual(rep["requests"]["allowed"], 1)
         self.assertEqual(rep["by_host"][0]["host"], "api.test")
         self.assertGreaterEqual(rep["by_host"][0]["bytes_down"], 11)
+        # serve's line names the run, so that two sandboxes of one task can be told apart.
+        self.assertEqual(line["run"], os.path.basename(rep["run"]["dir"]))
+        self.assertRegex(line["connection_id"], "^[0-9a-f]{16}$")
+        self.assertEqual(line["request_id"], line["connection_id"] + "-1")
 
     def test_denied_host_gets_403_from_serve(self):
         r = self.run_cmd("curl -sS -D - -o /dev/null http://denied.test/", task="t2")
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertIn(" 403", r.stdout.splitlines()[0])
         self.assertIn("x-sandgate-reason: no_matching_rule", r.stdout.lower())
-        self.serve.wait_audit(task="t2", host="denied.test", verdict="deny")
+        # The refusal's X-Request-Id is the audit line's request_id, and the line names its run.
+        (request_id,) = [l.split(":", 1)[1].strip() for l in r.stdout.splitlines()
+                         if l.lower().startswith("x-request-id:")]
+        line = self.serve.wait_audit(task="t2", host="denied.test", verdict="deny")
+        self.assertEqual(line["request_id"], request_id)
+        self.assertRegex(line["run"] or "", r"^[A-Za-z0-9._-]+$")
 
     def test_serve_releases_the_listeners_after_the_run(self):
         pid = self.serve.proc.pid

@@ -55,6 +55,34 @@ TEST(AdminProtocol, AdoptCaptureRoundTrips) {
   EXPECT_FALSE(noIpv6->ipv6);
 }
 
+// task_env may name the run (serve's audit lines carry it); only task_env carries it.
+TEST(AdminProtocol, TaskEnvCarriesTheRunId) {
+  AdminRequest req(AdminOp::kTaskEnv, "t1");
+  req.run = "20261204-221500-ab12";
+  const std::string wire = R"({"v":1,"op":"task_env","task":"t1","run":"20261204-221500-ab12"})";
+  EXPECT_EQ(encodeRequest(req), wire);
+  auto back = parseRequest(wire);
+  ASSERT_TRUE(back.ok()) << back.errorText();
+  EXPECT_EQ(back->run, "20261204-221500-ab12");
+  auto none = parseRequest(R"({"v":1,"op":"task_env","task":"t1"})");
+  ASSERT_TRUE(none.ok()) << none.errorText();
+  EXPECT_EQ(none->run, "");
+  AdminRequest adopt(AdminOp::kAdopt, "t1");
+  adopt.run = "r";
+  EXPECT_EQ(encodeRequest(adopt), R"({"v":1,"op":"adopt","task":"t1"})");
+  // A run id is a label for log lines: no control bytes, no separators, bounded.
+  for (std::string bad : {std::string(R"("a\u001b[2Jb")"), std::string(R"("a b")"),
+                          std::string(R"("a/b")"), std::string("7"), std::string(R"("")"),
+                          "\"" + std::string(kMaxRunIdBytes + 1, 'r') + "\""}) {
+    SCOPED_TRACE(bad);
+    auto r = parseRequest(R"({"v":1,"op":"task_env","task":"t1","run":)" + bad + "}");
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().reason, admin_reason::kBadRequest);
+    EXPECT_NE(r.error().message.find("\"run\" must be a run id"), std::string::npos)
+        << r.error().message;
+  }
+}
+
 TEST(AdminProtocol, BadRequestsNameTheirReason) {
   struct Case {
     const char* name;

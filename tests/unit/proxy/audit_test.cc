@@ -63,6 +63,9 @@ AuditRecord sample() {
   r.durationSeconds = 0.0123456;
   r.upstream = "127.0.0.1:8080";
   r.error = "";
+  r.requestId = "0123456789abcdef-2";
+  r.connectionId = "0123456789abcdef";
+  r.run = "20261204-211500-ab12";
   return r;
 }
 
@@ -89,17 +92,21 @@ std::vector<std::string> readLines(const fs::path& p) {
 TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   auto obj = parseLine(AuditLog::format(sample()));
   const std::vector<std::string_view> order = {
-      field::kTime,     field::kKind,    field::kTask,    field::kClient,    field::kListener,
-      field::kMode,     field::kMethod,  field::kScheme,  field::kHost,      field::kPort,
-      field::kPath,     field::kVerdict, field::kReason,  field::kRule,      field::kCredential,
-      field::kInjected, field::kStatus,  field::kBytesUp, field::kBytesDown, field::kDuration,
-      field::kUpstream, field::kError,   field::kGit};
+      field::kTime,    field::kKind,      field::kRequestId,  field::kConnectionId, field::kRun,
+      field::kTask,    field::kClient,    field::kListener,   field::kMode,         field::kMethod,
+      field::kScheme,  field::kHost,      field::kPort,       field::kPath,         field::kVerdict,
+      field::kReason,  field::kRule,      field::kCredential, field::kInjected,     field::kStatus,
+      field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,     field::kError,
+      field::kGit};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);
 
   EXPECT_EQ(obj.at(field::kTime), "2024-05-01T12:03:04.056Z");
   EXPECT_EQ(obj.at(field::kKind), "forward");
+  EXPECT_EQ(obj.at(field::kRequestId), "0123456789abcdef-2");
+  EXPECT_EQ(obj.at(field::kConnectionId), "0123456789abcdef");
+  EXPECT_EQ(obj.at(field::kRun), "20261204-211500-ab12");
   EXPECT_EQ(obj.at(field::kTask), "demo");
   EXPECT_EQ(obj.at(field::kClient), "127.0.0.1:50000");
   EXPECT_EQ(obj.at(field::kListener), "127.0.0.1:3128");
