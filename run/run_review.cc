@@ -9,6 +9,7 @@
 
 #include "common/terminal_text.h"
 #include "run/changes.h"
+#include "run/review_marks.h"
 #include "run/run_dir.h"
 #include "run/run_task.h"
 
@@ -79,9 +80,10 @@ uint64_t changedFiles(const boost::json::object& report) {
 void printChanges(const ChangeSet& set) {
   for (const auto& c : set.changes) {
     if (c.git && c.flagged) {
-      fmt::print("FLAGGED    {} {} (runs or is obeyed by git outside the sandbox; not shown, never "
-                 "applied)\n",
-                 kindName(c.kind), quoteName(c.path));
+      fmt::print(
+          "FLAGGED    {} {} (runs or is obeyed by git outside the sandbox; not shown, never "
+          "applied)\n",
+          kindName(c.kind), quoteName(c.path));
     }
   }
   for (const auto& c : set.changes) {
@@ -98,30 +100,48 @@ void printChanges(const ChangeSet& set) {
   }
 }
 
+// The command on one line of at most `width` bytes, cut at a character's start ("..." says it
+// was): every argument quoted already (no newline or control byte in it), a long one no longer
+// pushes the table apart.
+std::string oneLine(const std::string& command, size_t width = 60) {
+  if (command.size() <= width) return command;
+  size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(command[cut]) & 0xC0) == 0x80) --cut;
+  return command.substr(0, cut) + "...";
+}
+
 }  // namespace
 
 int listRuns() {
-  fmt::print("{:<24} {:<12} {:<20} {:>8} {:<14} {:>7}  {}\n", "ID", "TASK", "STARTED",
-             "SECONDS", "STATUS", "CHANGED", "COMMAND");
+  const char* row = "{:<24} {:<12} {:<20} {:>8} {:<16} {:>7} {:<15} {}\n";
+  fmt::print(fmt::runtime(row), "ID", "TASK", "STARTED", "SECONDS", "STATUS", "CHANGED", "REVIEW",
+             "COMMAND");
+  for (const auto& gone : discardedRuns()) {
+    fmt::print(fmt::runtime(row), quoteName(gone.id), escapeText(gone.task, true),
+               escapeText(gone.startedAt, true), "-", "-", "-", "discarded",
+               oneLine(escapeText(gone.command, true)));
+  }
   for (const auto& id : listRunIds()) {
     auto dir = openRunDir(id);
     if (!dir) continue;
     auto report = readReport(dir.value());
     if (!report) {
-      fmt::print("{:<24} (no report: still running, or it could not be written)\n",
+      fmt::print("{:<24} (no report: still running, or it ended before it could write one)\n",
                  quoteName(id));
       continue;
     }
     const auto* run = obj(*report, "run");
     std::string status = str(*report, "end");
     if (status == "exited") status += " " + str(*report, "exit_status");
+    if (status == "setup_failed") status = "setup failed";  // see `sandgate show` for why
     double secs = 0;
     if (const auto* d = report->if_contains("duration_seconds"); d && d->is_number()) {
       secs = d->to_number<double>();
     }
-    fmt::print("{:<24} {:<12} {:<20} {:>8.1f} {:<14} {:>7}  {}\n", quoteName(id),
-               shown(*report, "task"), run ? shown(*run, "started_at") : "-", secs,
-               escapeText(status, true), changedFiles(*report), commandOf(*report));
+    fmt::print(fmt::runtime("{:<24} {:<12} {:<20} {:>8.1f} {:<16} {:>7} {:<15} {}\n"),
+               quoteName(id), shown(*report, "task"), run ? shown(*run, "started_at") : "-", secs,
+               escapeText(status, true), changedFiles(*report), reviewState(dir.value()),
+               oneLine(commandOf(*report)));
   }
   return 0;
 }
@@ -190,9 +210,10 @@ int showRun(const std::string& runArg) {
   } else {
     printChanges(set.value());
   }
-  fmt::print("files      {}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
-             "changes.patch, overlay/upper/\n",
-             quoteName(dir.value().path));
+  fmt::print(
+      "files      {}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
+      "changes.patch, overlay/upper/\n",
+      quoteName(dir.value().path));
   return 0;
 }
 
@@ -258,6 +279,10 @@ int applyRun(const ApplyRequest& req) {
   for (const auto& d : out.value().done) fmt::print("{}{}\n", req.check ? "would: " : "", d);
   if (!req.check) {
     fmt::print("applied {} changes to {}\n", out.value().done.size(), quoteName(workspace));
+    // For `runs`: the changes are in the workspace now (a failure to say so is only a warning).
+    if (auto e = markApplied(dir.value(), req, out.value().done.size())) {
+      fmt::print(stderr, "sandgate apply: warning: {}\n", escapeText(*e, true));
+    }
   }
   return 0;
 }
@@ -265,6 +290,11 @@ int applyRun(const ApplyRequest& req) {
 int discardRun(const std::string& runArg) {
   auto dir = openRunDir(runArg);
   if (!dir) return complain("discard", dir.errors().front());
+  if (auto report = readReport(dir.value())) {
+    const auto* run = obj(*report, "run");
+    noteDiscarded(dir.value(), {dir.value().id, str(*report, "task"),
+                                run ? str(*run, "started_at") : "-", commandOf(*report)});
+  }
   if (auto e = removeRunDir(dir.value())) {
     fmt::print(stderr, "sandgate discard: {}\n", escapeText(*e, true));
     return kExitSetupFailed;

@@ -3,6 +3,7 @@
 `--check` runs the very plan apply carries out, `runs` lists one line per run. Runs as root (the
 workspace overlay)."""
 
+import json
 import os
 import shlex
 import shutil
@@ -128,6 +129,75 @@ class RunReviewTest(unittest.TestCase):
             p = self.cli(*c)
             self.assertEqual(p.returncode, 0, (c, p.stdout, p.stderr))
         self.assertEqual(self.cli(*cmds[3]).returncode, 0)
+
+    def runs_row(self, run_id):
+        listing = self.cli("runs")
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        rows = [l for l in listing.stdout.splitlines() if l.startswith(run_id + " ")]
+        self.assertEqual(len(rows), 1, listing.stdout)
+        return rows[0]
+
+    def test_runs_prints_a_command_on_one_escaped_line(self):
+        ws = self.new_workspace()
+        run = self.run_dir()
+        # A newline and an ESC in the command, and more than a line of it.
+        r = self.sandgate(["sh", "-c", "true\n: \x1b[2Jforged line " + "x" * 200], workspace=ws,
+                          run_dir=run)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listing = self.cli("runs", env=dict(os.environ, SANDGATE_RUNS_DIR=os.path.dirname(run)))
+        self.assertEqual(listing.returncode, 0, listing.stderr)
+        lines = listing.stdout.splitlines()
+        self.assertEqual(len(lines), 2, listing.stdout)  # the header and the run: one line
+        self.assertNotIn("\x1b", listing.stdout)
+        self.assertIn("\\n: \\033[2J", lines[1])
+        self.assertTrue(lines[1].endswith("..."), lines[1])
+        self.assertLess(len(lines[1]), 200)
+
+    def test_runs_says_applied_and_discarded(self):
+        base = os.environ["SANDGATE_RUNS_DIR"]
+        ids = []
+        for _ in range(3):
+            ws = self.new_workspace()
+            r = self.sandgate(["sh", "-c", "mkdir -p d && echo x > d/f && echo y > g"],
+                              workspace=ws)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            line = [l for l in r.stderr.splitlines() if "sandgate run: run " in l][-1]
+            ids.append(line.split("sandgate run: run ")[1].split()[0])
+        applied, part, discarded = ids
+        self.assertEqual(self.cli("apply", applied).returncode, 0)
+        self.assertEqual(self.cli("apply", "--paths", "g", part).returncode, 0)
+        self.assertEqual(self.cli("apply", "--check", discarded).returncode, 0)  # not applied
+        self.assertIn(" -  ", self.runs_row(discarded))
+        self.assertEqual(self.cli("discard", discarded).returncode, 0)
+        self.assertFalse(os.path.exists(os.path.join(base, discarded)))
+        self.assertIn(" applied ", self.runs_row(applied))
+        self.assertIn(" applied (paths) ", self.runs_row(part))
+        gone = self.runs_row(discarded)
+        self.assertIn(" discarded ", gone)
+        self.assertIn("mkdir -p d", gone)
+
+    def test_a_run_whose_setup_failed_says_so(self):
+        ws = self.new_workspace()
+        config = os.path.join(self.dir, "missing-secret.yaml")
+        with open(config, "w") as f:
+            json.dump({"policies": {"p": {"allow": [{"host": "api.test",
+                                                     "credential": "c"}]}},
+                       "credentials": {"c": {"source": {"file": os.path.join(self.dir, "nope")},
+                                             "hosts": ["api.test"],
+                                             "inject": {"header": "Authorization"}}},
+                       "tasks": [{"name": "t", "policy": "p"}]}, f)
+        run = self.run_dir()
+        r = self.sandgate(["true"], "--config", config, workspace=ws, run_dir=run)
+        self.assertNotEqual(r.returncode, 0, r.stderr)
+        with open(os.path.join(run, "report.json")) as f:
+            report = json.load(f)
+        self.assertEqual(report["end"], "setup_failed")
+        self.assertIn("nope", report["error"])
+        listing = self.cli("runs", env=dict(os.environ, SANDGATE_RUNS_DIR=os.path.dirname(run)))
+        self.assertIn("setup failed", listing.stdout)
+        shown = self.cli("show", run)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("setup_failed", shown.stdout)
 
 
 if __name__ == "__main__":
