@@ -100,6 +100,51 @@ void printChanges(const ChangeSet& set) {
   }
 }
 
+// What a denied request was, from its audit line: its method, its target (scheme, host, port
+// and path as far as the proxy saw them) and how it came (a CONNECT's tunnel, a request inside
+// intercepted TLS, or a plain forward request), every part escaped.
+std::string deniedRequest(const boost::json::object& line) {
+  const std::string method = str(line, "method");
+  const std::string kind = str(line, "kind");
+  std::string how = kind == "intercept" || kind == "websocket" ? kind
+                    : method == "CONNECT"                      ? "tunnel"
+                                                               : "forward";
+  std::string target;
+  if (const std::string scheme = str(line, "scheme"); scheme != "-") target = scheme + "://";
+  target += str(line, "host") + ":" + str(line, "port");
+  if (const std::string path = str(line, "path"); path != "-") target += path;
+  return fmt::format("{} {} ({}) {}", escapeText(method, true), escapeText(target, true), how,
+                     escapeText(str(line, "reason"), true));
+}
+
+// Every denied request of the run, one line each, from the run's audit copy (one audit line
+// per request: a request is listed once), the first kMaxDenied of them.
+void printDenied(const RunDir& dir) {
+  constexpr size_t kMaxDenied = 50;
+  auto text = dir.read(bundle::kAudit, size_t{64} << 20);
+  if (!text) return;
+  const std::string& t = text.value();
+  size_t listed = 0, more = 0;
+  for (size_t pos = 0; pos < t.size();) {
+    size_t nl = t.find('\n', pos);
+    size_t end = nl == std::string::npos ? t.size() : nl;
+    boost::system::error_code ec;
+    boost::json::parse_options options;
+    options.allow_invalid_utf8 = true;
+    auto v = boost::json::parse(std::string_view(t).substr(pos, end - pos), ec, {}, options);
+    pos = end + 1;
+    if (ec || !v.is_object() || str(v.as_object(), "verdict") != "deny") continue;
+    if (str(v.as_object(), "kind") == "dns") continue;  // a DNS answer is not a request
+    if (listed == kMaxDenied) {
+      ++more;
+      continue;
+    }
+    fmt::print("denied     {}\n", deniedRequest(v.as_object()));
+    ++listed;
+  }
+  if (more > 0) fmt::print("denied     and {} more ({})\n", more, bundle::kAudit);
+}
+
 // The command on one line of at most `width` bytes, cut at a character's start ("..." says it
 // was): every argument quoted already (no newline or control byte in it), a long one no longer
 // pushes the table apart.
@@ -188,6 +233,7 @@ int showRun(const std::string& runArg) {
                  shown(o, "port"), shown(o, "reason"), shown(o, "count"));
     }
   }
+  printDenied(dir.value());
   const auto* changes = obj(r, "changes");
   if (changes == nullptr) {
     fmt::print("changes    none recorded (bind mode writes the workspace itself)\n");

@@ -176,6 +176,22 @@ class RunReviewTest(unittest.TestCase):
         self.assertIn(" discarded ", gone)
         self.assertIn("mkdir -p d", gone)
 
+    def test_show_lists_each_denied_request_once(self):
+        ws = self.new_workspace()
+        run = self.run_dir()
+        # The built-in policy denies both: a plain request and a CONNECT (nothing leaves).
+        r = self.sandgate(["sh", "-c", "curl -s -o /dev/null -X POST 'http://denied.test/a/b?q=1'; "
+                           "curl -s -o /dev/null https://denied.test/x; true"],
+                          workspace=ws, run_dir=run)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        shown = self.cli("show", run)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        denied = [l for l in shown.stdout.splitlines() if l.startswith("denied ")]
+        self.assertEqual(denied, [
+            "denied     POST http://denied.test:80/a/b (forward) no_matching_rule",
+            "denied     CONNECT denied.test:443 (tunnel) no_matching_rule"], shown.stdout)
+        self.assertIn("0 allowed, 2 denied", shown.stdout)
+
     def test_a_run_whose_setup_failed_says_so(self):
         ws = self.new_workspace()
         config = os.path.join(self.dir, "missing-secret.yaml")
