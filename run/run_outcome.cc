@@ -103,6 +103,12 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
   rr.warnings.insert(rr.warnings.end(), bundleWarnings.begin(), bundleWarnings.end());
   // Said only when the stub was used: most runs that honour the proxy variables never ask.
   if (dns && dns->queries() > 0) fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
+  // A name the workload looked up is its bytes: escaped.
+  if (dns) {
+    for (const auto& h : dns->hints) {
+      fmt::print(stderr, "sandgate run: dns: nxdomain for {}\n", escapeText(h, true));
+    }
+  }
   // A warning may name the workload's files (a copy that failed, what --disk left out):
   // escaped, as everything the workload's bytes reach a terminal through.
   for (const auto& w : rr.warnings) {
