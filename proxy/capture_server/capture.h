@@ -53,7 +53,7 @@ struct CaptureCounts {
   // For names answered NXDOMAIN that the policy allows on a port the sandbox does not capture:
   // "NAME: the policy allows it on port P, which is not captured: add `--capture-port P`"
   // (the first kMaxHints names).
-  std::vector<std::string> hints;
+  std::vector<std::string> hints{};
   static constexpr size_t kMaxHints = 20;
   uint64_t queries() const;     // every query, whatever its result
   std::string summary() const;  // "3 answered, 1 nxdomain, ..." for the run's stderr
