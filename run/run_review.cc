@@ -6,6 +6,8 @@
 
 #include <boost/json.hpp>
 #include <cstdio>
+#include <set>
+#include <vector>
 
 #include "common/terminal_text.h"
 #include "run/changes.h"
@@ -117,29 +119,78 @@ std::string deniedRequest(const boost::json::object& line) {
                      escapeText(str(line, "reason"), true));
 }
 
-// Every denied request of the run, one line each, from the run's audit copy (one audit line
-// per request: a request is listed once), the first kMaxDenied of them.
-void printDenied(const RunDir& dir) {
-  constexpr size_t kMaxDenied = 50;
+// The run's audit copy, one object per line (lines that do not parse are left out).
+std::vector<boost::json::object> auditLines(const RunDir& dir) {
+  std::vector<boost::json::object> out;
   auto text = dir.read(bundle::kAudit, size_t{64} << 20);
-  if (!text) return;
+  if (!text) return out;
   const std::string& t = text.value();
-  size_t listed = 0, more = 0;
+  boost::json::parse_options options;
+  options.allow_invalid_utf8 = true;
   for (size_t pos = 0; pos < t.size();) {
     size_t nl = t.find('\n', pos);
     size_t end = nl == std::string::npos ? t.size() : nl;
     boost::system::error_code ec;
-    boost::json::parse_options options;
-    options.allow_invalid_utf8 = true;
     auto v = boost::json::parse(std::string_view(t).substr(pos, end - pos), ec, {}, options);
     pos = end + 1;
-    if (ec || !v.is_object() || str(v.as_object(), "verdict") != "deny") continue;
-    if (str(v.as_object(), "kind") == "dns") continue;  // a DNS answer is not a request
+    if (!ec && v.is_object()) out.push_back(std::move(v.as_object()));
+  }
+  return out;
+}
+
+// The requests of the run from its audit lines, each once: a DNS answer is not a request, and
+// the CONNECT of a tunnel whose requests were intercepted is their connection, not one more
+// request (its requests have their own lines; joined by the client's address and port).
+std::vector<const boost::json::object*> requestsOf(const std::vector<boost::json::object>& lines) {
+  std::set<std::string> intercepted;
+  for (const auto& l : lines) {
+    const std::string kind = str(l, "kind");
+    if (kind == "intercept" || kind == "websocket") intercepted.insert(str(l, "client"));
+  }
+  std::vector<const boost::json::object*> out;
+  for (const auto& l : lines) {
+    const std::string kind = str(l, "kind");
+    if (kind == "dns") continue;
+    if (kind == "tunnel" && intercepted.count(str(l, "client")) != 0) continue;
+    out.push_back(&l);
+  }
+  return out;
+}
+
+// The network summary: the report's per-host counts, then the requests counted once each and
+// every denied one on its own line (the first kMaxDenied), from the run's audit copy.
+void printNetwork(const RunDir& dir, const boost::json::object& r) {
+  constexpr size_t kMaxDenied = 50;
+  const auto lines = auditLines(dir);
+  const auto requests = requestsOf(lines);
+  if (!lines.empty()) {
+    size_t allowed = 0, denied = 0;
+    for (const auto* q : requests) {
+      const std::string v = str(*q, "verdict");
+      allowed += v == "allow" || v == "audit";
+      denied += v == "deny";
+    }
+    fmt::print("network    {} requests: {} allowed, {} denied, {} other\n", requests.size(),
+               allowed, denied, requests.size() - allowed - denied);
+  } else if (const auto* req = obj(r, "requests")) {
+    fmt::print("network    {} allowed, {} denied\n", shown(*req, "allowed"), shown(*req, "denied"));
+  }
+  if (const auto* hosts = r.if_contains("by_host"); hosts && hosts->is_array()) {
+    for (const auto& h : hosts->as_array()) {
+      if (!h.is_object()) continue;
+      const auto& o = h.as_object();
+      fmt::print("           {} {}:{} {} x{}\n", shown(o, "verdict"), shown(o, "host"),
+                 shown(o, "port"), shown(o, "reason"), shown(o, "count"));
+    }
+  }
+  size_t listed = 0, more = 0;
+  for (const auto* q : requests) {
+    if (str(*q, "verdict") != "deny") continue;
     if (listed == kMaxDenied) {
       ++more;
       continue;
     }
-    fmt::print("denied     {}\n", deniedRequest(v.as_object()));
+    fmt::print("denied     {}\n", deniedRequest(*q));
     ++listed;
   }
   if (more > 0) fmt::print("denied     and {} more ({})\n", more, bundle::kAudit);
@@ -222,18 +273,7 @@ int showRun(const std::string& runArg) {
       if (line.is_string()) fmt::print("warning    {}\n", escapeText(line.as_string(), true));
     }
   }
-  if (const auto* req = obj(r, "requests")) {
-    fmt::print("network    {} allowed, {} denied\n", shown(*req, "allowed"), shown(*req, "denied"));
-  }
-  if (const auto* hosts = r.if_contains("by_host"); hosts && hosts->is_array()) {
-    for (const auto& h : hosts->as_array()) {
-      if (!h.is_object()) continue;
-      const auto& o = h.as_object();
-      fmt::print("           {} {}:{} {} x{}\n", shown(o, "verdict"), shown(o, "host"),
-                 shown(o, "port"), shown(o, "reason"), shown(o, "count"));
-    }
-  }
-  printDenied(dir.value());
+  printNetwork(dir.value(), r);
   const auto* changes = obj(r, "changes");
   if (changes == nullptr) {
     fmt::print("changes    none recorded (bind mode writes the workspace itself)\n");

@@ -190,7 +190,29 @@ class RunReviewTest(unittest.TestCase):
         self.assertEqual(denied, [
             "denied     POST http://denied.test:80/a/b (forward) no_matching_rule",
             "denied     CONNECT denied.test:443 (tunnel) no_matching_rule"], shown.stdout)
-        self.assertIn("0 allowed, 2 denied", shown.stdout)
+        self.assertIn("network    2 requests: 0 allowed, 2 denied, 0 other", shown.stdout)
+
+    def test_show_counts_an_intercepted_request_once(self):
+        # A rule with `paths` intercepts: the CONNECT is the connection of the request inside
+        # it, not a second (allowed) request next to the denied one.
+        ws = self.new_workspace()
+        config = os.path.join(self.dir, "intercept.yaml")
+        with open(config, "w") as f:
+            json.dump({"policies": {"p": {"allow": [{"host": "api.test", "paths": ["/ok"],
+                                                     "cidrs": ["127.0.0.0/8"]}]}},
+                       "tasks": [{"name": "t", "policy": "p"}],
+                       "resolve": {"api.test": "127.0.0.1:9"}}, f)
+        run = self.run_dir()
+        r = self.sandgate(["sh", "-c", "curl -s -o /dev/null -w '%{http_code}' "
+                           "https://api.test/nope"], "--config", config,
+                          workspace=ws, run_dir=run)
+        self.assertEqual(r.stdout, "403", r.stderr)
+        shown = self.cli("show", run)
+        self.assertEqual(shown.returncode, 0, shown.stderr)
+        self.assertIn("network    1 requests: 0 allowed, 1 denied, 0 other", shown.stdout)
+        denied = [l for l in shown.stdout.splitlines() if l.startswith("denied ")]
+        self.assertEqual(denied, [
+            "denied     GET https://api.test:443/nope (intercept) path_not_allowed"])
 
     def test_a_run_whose_setup_failed_says_so(self):
         ws = self.new_workspace()
