@@ -14,4 +14,16 @@ bool nameMayBeAllowed(const policy::Engine& engine, std::string_view task, const
   return false;
 }
 
+std::vector<uint16_t> portsAllowingName(const policy::Engine& engine, std::string_view task,
+                                        const std::string& name,
+                                        std::span<const uint16_t> candidates) {
+  std::vector<uint16_t> out;
+  for (uint16_t port : candidates) {
+    if (nameMayBeAllowed(engine, task, name, std::span<const uint16_t>(&port, 1))) {
+      out.push_back(port);
+    }
+  }
+  return out;
+}
+
 }  // namespace sandgate::capture

@@ -5,6 +5,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "policy/engine.h"
 
@@ -15,5 +16,12 @@ namespace sandgate::capture {
 // carry. Rules with methods/paths/credentials count (they are decided again per request).
 bool nameMayBeAllowed(const policy::Engine& engine, std::string_view task, const std::string& name,
                       std::span<const uint16_t> capturePorts);
+
+// The ports among `candidates` on which decide() admits `name` for `task`, method and path
+// unknown: asked for a name answered NXDOMAIN, with the ports the policy's rules name that the
+// sandbox does not capture, it says which `--capture-port` the workload lacks.
+std::vector<uint16_t> portsAllowingName(const policy::Engine& engine, std::string_view task,
+                                        const std::string& name,
+                                        std::span<const uint16_t> candidates);
 
 }  // namespace sandgate::capture

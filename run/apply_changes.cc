@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <set>
 
 #include "common/safe_open.h"
 #include "common/terminal_text.h"
@@ -64,8 +65,7 @@ std::string conflict(int ws, const Change& c) {
 bool matches(const std::vector<std::string>& globs, const std::string& path) {
   if (globs.empty()) return true;
   return std::any_of(globs.begin(), globs.end(), [&](const std::string& g) {
-    return ::fnmatch(g.c_str(), path.c_str(), 0) == 0 ||
-           (g.back() == '/' && path.rfind(g, 0) == 0);
+    return ::fnmatch(g.c_str(), path.c_str(), 0) == 0 || (g.back() == '/' && path.rfind(g, 0) == 0);
   });
 }
 
@@ -96,19 +96,22 @@ struct Writer {
     if (!dir.valid()) return "open its directory: " + safe_open::describeError(errno);
     const std::string name = baseName(c.path);
     // Short (a long name plus a prefix could pass NAME_MAX) and new for every path.
-    const std::string tmp = ".sandgate-apply-" + std::to_string(::getpid()) + "-" +
-                            std::to_string(serial_++);
+    const std::string tmp =
+        ".sandgate-apply-" + std::to_string(::getpid()) + "-" + std::to_string(serial_++);
     const FileState& after = *c.after;
     if (after.type == "dir") {
       if (c.before && c.before->type == "dir") {
-        UniqueFd d(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+        UniqueFd d(
+            ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
         if (!d.valid() || ::fchmod(d.get(), safeMode(after.mode)) != 0) {
           return std::string("chmod: ") + std::strerror(errno);
         }
         return std::nullopt;
       }
-      if (::mkdirat(dir.get(), name.c_str(), 0700) != 0) return std::string("mkdir: ") + std::strerror(errno);
-      UniqueFd d(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+      if (::mkdirat(dir.get(), name.c_str(), 0700) != 0)
+        return std::string("mkdir: ") + std::strerror(errno);
+      UniqueFd d(
+          ::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
       own(d.get());
       if (!d.valid() || ::fchmod(d.get(), safeMode(after.mode)) != 0) {
         return std::string("chmod: ") + std::strerror(errno);
@@ -123,7 +126,8 @@ struct Writer {
       if (chown) (void)::fchownat(dir.get(), tmp.c_str(), owner, group, AT_SYMLINK_NOFOLLOW);
     } else {
       UniqueFd from(safe_open::openBeneath(upper, c.path, O_RDONLY | O_NONBLOCK));
-      if (!from.valid()) return "open it in the run's upper layer: " + safe_open::describeError(errno);
+      if (!from.valid())
+        return "open it in the run's upper layer: " + safe_open::describeError(errno);
       struct stat st {};
       if (::fstat(from.get(), &st) != 0 || !S_ISREG(st.st_mode)) {
         return std::string("it is no longer a regular file in the run's upper layer");
@@ -144,7 +148,8 @@ struct Writer {
         }
       }
       own(to.get());  // first: the mode below is the file's, whatever chown would clear
-      if (::fchmod(to.get(), safeMode(after.mode)) != 0) return std::string("chmod: ") + std::strerror(errno);
+      if (::fchmod(to.get(), safeMode(after.mode)) != 0)
+        return std::string("chmod: ") + std::strerror(errno);
     }
     // A directory in the way (a type change) was emptied and removed by the deletions before.
     if (::renameat(dir.get(), tmp.c_str(), dir.get(), name.c_str()) != 0) {
@@ -152,6 +157,23 @@ struct Writer {
       ::unlinkat(dir.get(), tmp.c_str(), 0);
       return std::string("rename into place: ") + std::strerror(err);
     }
+    return std::nullopt;
+  }
+
+  // A directory the plan creates because what goes in it is applied while it is not (--paths
+  // 'src/**' does not match `src`): made beneath the workspace like any other, never through a
+  // link, with the run's mode for it.
+  std::optional<std::string> makeDir(const std::string& path, uint32_t mode) const {
+    UniqueFd dir = parentOf(ws, path);
+    if (!dir.valid()) return "open its directory: " + safe_open::describeError(errno);
+    const std::string name = baseName(path);
+    if (::mkdirat(dir.get(), name.c_str(), 0700) != 0)
+      return std::string("mkdir: ") + std::strerror(errno);
+    UniqueFd d(::openat(dir.get(), name.c_str(), O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC));
+    if (!d.valid()) return std::string("open: ") + std::strerror(errno);
+    own(d.get());
+    if (::fchmod(d.get(), safeMode(mode)) != 0)
+      return std::string("chmod: ") + std::strerror(errno);
     return std::nullopt;
   }
 
@@ -179,11 +201,32 @@ struct Writer {
   }
 };
 
-}  // namespace
+// One step of the plan, in the order it is carried out.
+struct Step {
+  enum class Op { kRemove, kMakeParent, kPut, kChmod } op;
+  const Change* change = nullptr;  // kRemove, kPut, kChmod
+  std::string path{};              // kMakeParent
+  uint32_t mode = 0755;            // kMakeParent
+};
 
-Result<ApplyOutcome> applyChanges(const ChangeSet& set, int workspaceFd, int upperFd,
-                                  const ApplyRequest& req) {
-  ApplyOutcome out;
+struct Plan {
+  ApplyOutcome out;  // skipped and conflicts; done is filled by whoever carries it out
+  std::vector<Step> steps;
+};
+
+// Whether `path` is a directory in the workspace, reached with no link followed; errno says why
+// not.
+bool isDirectory(int ws, const std::string& path) {
+  return UniqueFd(safe_open::openBeneath(ws, path, O_PATH | O_DIRECTORY)).valid();
+}
+
+// The one plan both apply and --check run: what is skipped, the conflicts, then the steps
+// (deletions deepest first, then every directory a change needs that is not there and not
+// itself applied, each before what goes in it). --check only stops before carrying the steps
+// out, so it cannot promise what apply would not do.
+Plan makePlan(const ChangeSet& set, int ws, const ApplyRequest& req) {
+  Plan plan;
+  ApplyOutcome& out = plan.out;
   std::vector<const Change*> todo;
   for (const auto& c : set.changes) {
     const std::string name = quoteName(c.path);
@@ -203,21 +246,10 @@ Result<ApplyOutcome> applyChanges(const ChangeSet& set, int workspaceFd, int upp
     }
   }
   for (const Change* c : todo) {
-    if (auto why = conflict(workspaceFd, *c); !why.empty()) {
+    if (auto why = conflict(ws, *c); !why.empty()) {
       out.conflicts.push_back(quoteName(c->path) + ": " + why);
     }
   }
-  if (!out.conflicts.empty() || req.check) {
-    for (const Change* c : todo) {
-      out.done.push_back(fmt::format("{} {}", kindName(c->kind), quoteName(c->path)));
-    }
-    return out;
-  }
-  struct stat wst {};
-  if (::fstat(workspaceFd, &wst) != 0) return failed(std::string("fstat: ") + std::strerror(errno));
-  Writer w{workspaceFd, upperFd, wst.st_uid, wst.st_gid, ::geteuid() == 0};
-  // Deletions deepest first (a directory after what it held), then what is added or changed
-  // shallowest first (a directory before what goes in it).
   std::vector<const Change*> removals, puts;
   for (const Change* c : todo) {
     bool typeChange = c->before && c->after && c->before->type != c->after->type;
@@ -226,14 +258,86 @@ Result<ApplyOutcome> applyChanges(const ChangeSet& set, int workspaceFd, int upp
   }
   std::sort(removals.begin(), removals.end(),
             [](const Change* a, const Change* b) { return a->path > b->path; });
-  for (const Change* c : removals) {
-    if (auto e = w.remove(*c)) return failed(fmt::format("{}: {}", quoteName(c->path), *e));
-    if (c->kind == Change::Kind::kDeleted) out.done.push_back("deleted " + quoteName(c->path));
+  // A path sorts before every path beneath it: a directory comes before what goes in it.
+  std::sort(puts.begin(), puts.end(),
+            [](const Change* a, const Change* b) { return a->path < b->path; });
+  for (const Change* c : removals) plan.steps.push_back({.op = Step::Op::kRemove, .change = c});
+  std::set<std::string> made;  // directories some step makes
+  for (const Change* c : puts) {
+    if (c->after && c->after->type == "dir") made.insert(c->path);
   }
   for (const Change* c : puts) {
-    auto e = c->kind == Change::Kind::kMode ? w.chmodOnly(*c) : w.put(*c);
-    if (e) return failed(fmt::format("{}: {}", quoteName(c->path), *e));
-    out.done.push_back(fmt::format("{} {}", kindName(c->kind), quoteName(c->path)));
+    // Every missing ancestor, shallowest first. One that exists in a way that cannot be
+    // entered without following a link is a conflict already (conflict() above).
+    for (size_t slash = c->path.find('/'); slash != std::string::npos;
+         slash = c->path.find('/', slash + 1)) {
+      const std::string dir = c->path.substr(0, slash);
+      if (made.count(dir) != 0) continue;
+      if (isDirectory(ws, dir)) continue;
+      if (errno != ENOENT) break;  // a conflict, listed
+      Step s{.op = Step::Op::kMakeParent, .path = dir};
+      auto it = std::find_if(set.changes.begin(), set.changes.end(),
+                             [&](const Change& o) { return o.path == dir; });
+      if (it != set.changes.end() && it->after && it->after->type == "dir") {
+        s.mode = it->after->mode;
+      }
+      plan.steps.push_back(s);
+      made.insert(dir);
+    }
+    plan.steps.push_back(
+        {.op = c->kind == Change::Kind::kMode ? Step::Op::kChmod : Step::Op::kPut, .change = c});
+  }
+  return plan;
+}
+
+std::string describe(const Step& s) {
+  switch (s.op) {
+    case Step::Op::kMakeParent:
+      return fmt::format("created {} (the directory of what is applied)", quoteName(s.path));
+    case Step::Op::kRemove:
+      return "deleted " + quoteName(s.change->path);
+    default:
+      return fmt::format("{} {}", kindName(s.change->kind), quoteName(s.change->path));
+  }
+}
+
+}  // namespace
+
+Result<ApplyOutcome> applyChanges(const ChangeSet& set, int workspaceFd, int upperFd,
+                                  const ApplyRequest& req) {
+  Plan plan = makePlan(set, workspaceFd, req);
+  ApplyOutcome& out = plan.out;
+  // A removal that is half of a type change is said once, by the put that follows it.
+  auto said = [](const Step& s) {
+    return s.op != Step::Op::kRemove || s.change->kind == Change::Kind::kDeleted;
+  };
+  if (!out.conflicts.empty() || req.check) {
+    for (const Step& s : plan.steps) {
+      if (said(s)) out.done.push_back(describe(s));
+    }
+    return out;
+  }
+  struct stat wst {};
+  if (::fstat(workspaceFd, &wst) != 0) return failed(std::string("fstat: ") + std::strerror(errno));
+  Writer w{workspaceFd, upperFd, wst.st_uid, wst.st_gid, ::geteuid() == 0};
+  for (const Step& s : plan.steps) {
+    std::optional<std::string> e;
+    switch (s.op) {
+      case Step::Op::kRemove:
+        e = w.remove(*s.change);
+        break;
+      case Step::Op::kMakeParent:
+        e = w.makeDir(s.path, s.mode);
+        break;
+      case Step::Op::kPut:
+        e = w.put(*s.change);
+        break;
+      case Step::Op::kChmod:
+        e = w.chmodOnly(*s.change);
+        break;
+    }
+    if (e) return failed(fmt::format("{}: {}", quoteName(s.change ? s.change->path : s.path), *e));
+    if (said(s)) out.done.push_back(describe(s));
   }
   return out;
 }

@@ -6,20 +6,51 @@
 #include <algorithm>
 #include <boost/json.hpp>
 #include <cerrno>
+#include <climits>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string_view>
 
 #include "common/terminal_text.h"
+#include "run/run_dir.h"
 #include "run/run_report.h"
 
 namespace sandgate::run {
 namespace {
 
+// A word a shell reads back as `word`: as it is when every byte is plain, else in single
+// quotes. A name with a byte a terminal would obey is quoted for the terminal instead
+// (quoteName): what the workload named cannot rewrite the lines it is printed on.
+std::string shellWord(const std::string& word) {
+  if (needsEscape(word) || quoteName(word) != word) return quoteName(word);
+  if (!word.empty() && word.find_first_not_of("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                              "0123456789_./:@%+=,-") == std::string::npos) {
+    return word;
+  }
+  std::string out = "'";
+  for (char ch : word) out += ch == '\'' ? std::string("'\\''") : std::string(1, ch);
+  return out + "'";
+}
+
+// How the review commands name this run so that they work as printed, from any directory: its
+// id when it is in the default run directory (where an id is looked up), else its absolute
+// directory (a relative --run-dir, or an id, would not be found there).
+std::string reviewName(const std::string& id, const std::string& dir) {
+  const std::string base = defaultRunsDirectory();
+  char real[PATH_MAX];  // the run's directory was made below the resolved base
+  if (!base.empty() && ::realpath(base.c_str(), real) != nullptr &&
+      dir == std::string(real) + "/" + id) {
+    return shellWord(id);
+  }
+  return shellWord(dir);
+}
+
 // Where the run's files are and what changed: the last lines a user reads.
 void describeBundle(const boost::json::object& extra) {
   const auto& run = extra.at("run").as_object();
   const std::string id(run.at("id").as_string());
+  const std::string name = reviewName(id, std::string(run.at("dir").as_string()));
   fmt::print(stderr, "sandgate run: run {} ({} workspace): {}\n", quoteName(id),
              std::string(run.at("workspace_mode").as_string()),
              quoteName(run.at("dir").as_string()));
@@ -30,8 +61,7 @@ void describeBundle(const boost::json::object& extra) {
              "`sandgate show {}` and `sandgate diff {}`, then `sandgate apply {}` or "
              "`sandgate discard {}`\n",
              c.at("added").as_uint64(), c.at("modified").as_uint64(), c.at("deleted").as_uint64(),
-             c.at("mode").as_uint64(), quoteName(id), quoteName(id), quoteName(id),
-             quoteName(id));
+             c.at("mode").as_uint64(), name, name, name, name);
   // Every .git path git runs or obeys is flagged (a `git init` in the run flags its sample
   // hooks): the first 20 here, all of them in `sandgate show`.
   const auto& flagged = c.at("flagged").as_array();
@@ -43,7 +73,7 @@ void describeBundle(const boost::json::object& extra) {
   }
   if (flagged.size() > 20) {
     fmt::print(stderr, "sandgate run: WARNING: and {} more such paths (`sandgate show {}`)\n",
-               flagged.size() - 20, quoteName(id));
+               flagged.size() - 20, name);
   }
 }
 
@@ -57,16 +87,28 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
   std::vector<std::string> bundleWarnings;
   if (bundle != nullptr)
     extra = bundle->finish(&bundleWarnings, result ? result->workspaceCopy : "");
-  if (!result) {
+  sandbox::RunResult rr;
+  if (result) {
+    rr = result.value();
+  } else {
+    // The run's directory still gets its report: `runs` and `show` say the setup failed and
+    // why, instead of a directory with nothing to read.
+    rr.end = sandbox::RunResult::End::kSetupFailed;
+    rr.exitStatus = kExitSetupFailed;
     for (const auto& e : result.errors()) {
       fmt::print(stderr, "sandgate run: {}\n", escapeText(e.str(), true));
+      rr.error += (rr.error.empty() ? "" : "; ") + e.str();
     }
-    return kExitSetupFailed;
   }
-  sandbox::RunResult rr = result.value();
   rr.warnings.insert(rr.warnings.end(), bundleWarnings.begin(), bundleWarnings.end());
   // Said only when the stub was used: most runs that honour the proxy variables never ask.
   if (dns && dns->queries() > 0) fmt::print(stderr, "sandgate run: dns: {}\n", dns->summary());
+  // A name the workload looked up is its bytes: escaped.
+  if (dns) {
+    for (const auto& h : dns->hints) {
+      fmt::print(stderr, "sandgate run: dns: nxdomain for {}\n", escapeText(h, true));
+    }
+  }
   // A warning may name the workload's files (a copy that failed, what --disk left out):
   // escaped, as everything the workload's bytes reach a terminal through.
   for (const auto& w : rr.warnings) {
@@ -78,7 +120,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
                               [&](const std::string& w) { return w.find(u) != w.npos; });
     if (!warned) fmt::print(stderr, "sandgate run: not enforced: {}\n", escapeText(u, true));
   }
-  if (rr.end == sandbox::RunResult::End::kSetupFailed) {
+  if (rr.end == sandbox::RunResult::End::kSetupFailed && result) {
     fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n",
                escapeText(rr.error, true));
   } else if (rr.end == sandbox::RunResult::End::kTimeout) {

@@ -6,9 +6,12 @@
 
 #include <boost/json.hpp>
 #include <cstdio>
+#include <set>
+#include <vector>
 
 #include "common/terminal_text.h"
 #include "run/changes.h"
+#include "run/review_marks.h"
 #include "run/run_dir.h"
 #include "run/run_task.h"
 
@@ -79,9 +82,10 @@ uint64_t changedFiles(const boost::json::object& report) {
 void printChanges(const ChangeSet& set) {
   for (const auto& c : set.changes) {
     if (c.git && c.flagged) {
-      fmt::print("FLAGGED    {} {} (runs or is obeyed by git outside the sandbox; not shown, never "
-                 "applied)\n",
-                 kindName(c.kind), quoteName(c.path));
+      fmt::print(
+          "FLAGGED    {} {} (runs or is obeyed by git outside the sandbox; not shown, never "
+          "applied)\n",
+          kindName(c.kind), quoteName(c.path));
     }
   }
   for (const auto& c : set.changes) {
@@ -98,30 +102,142 @@ void printChanges(const ChangeSet& set) {
   }
 }
 
+// What a denied request was, from its audit line: its method, its target (scheme, host, port
+// and path as far as the proxy saw them) and how it came (a CONNECT's tunnel, a request inside
+// intercepted TLS, or a plain forward request), every part escaped.
+std::string deniedRequest(const boost::json::object& line) {
+  const std::string method = str(line, "method");
+  const std::string kind = str(line, "kind");
+  std::string how = kind == "intercept" || kind == "websocket" ? kind
+                    : method == "CONNECT"                      ? "tunnel"
+                                                               : "forward";
+  std::string target;
+  if (const std::string scheme = str(line, "scheme"); scheme != "-") target = scheme + "://";
+  target += str(line, "host") + ":" + str(line, "port");
+  if (const std::string path = str(line, "path"); path != "-") target += path;
+  return fmt::format("{} {} ({}) {}", escapeText(method, true), escapeText(target, true), how,
+                     escapeText(str(line, "reason"), true));
+}
+
+// The run's audit copy, one object per line (lines that do not parse are left out).
+std::vector<boost::json::object> auditLines(const RunDir& dir) {
+  std::vector<boost::json::object> out;
+  auto text = dir.read(bundle::kAudit, size_t{64} << 20);
+  if (!text) return out;
+  const std::string& t = text.value();
+  boost::json::parse_options options;
+  options.allow_invalid_utf8 = true;
+  for (size_t pos = 0; pos < t.size();) {
+    size_t nl = t.find('\n', pos);
+    size_t end = nl == std::string::npos ? t.size() : nl;
+    boost::system::error_code ec;
+    auto v = boost::json::parse(std::string_view(t).substr(pos, end - pos), ec, {}, options);
+    pos = end + 1;
+    if (!ec && v.is_object()) out.push_back(std::move(v.as_object()));
+  }
+  return out;
+}
+
+// The requests of the run from its audit lines, each once: a DNS answer is not a request, and
+// the CONNECT of a tunnel whose requests were intercepted is their connection, not one more
+// request (its requests have their own lines; joined by the client's address and port).
+std::vector<const boost::json::object*> requestsOf(const std::vector<boost::json::object>& lines) {
+  std::set<std::string> intercepted;
+  for (const auto& l : lines) {
+    const std::string kind = str(l, "kind");
+    if (kind == "intercept" || kind == "websocket") intercepted.insert(str(l, "client"));
+  }
+  std::vector<const boost::json::object*> out;
+  for (const auto& l : lines) {
+    const std::string kind = str(l, "kind");
+    if (kind == "dns") continue;
+    if (kind == "tunnel" && intercepted.count(str(l, "client")) != 0) continue;
+    out.push_back(&l);
+  }
+  return out;
+}
+
+// The network summary: the report's per-host counts, then the requests counted once each and
+// every denied one on its own line (the first kMaxDenied), from the run's audit copy.
+void printNetwork(const RunDir& dir, const boost::json::object& r) {
+  constexpr size_t kMaxDenied = 50;
+  const auto lines = auditLines(dir);
+  const auto requests = requestsOf(lines);
+  if (!lines.empty()) {
+    size_t allowed = 0, denied = 0;
+    for (const auto* q : requests) {
+      const std::string v = str(*q, "verdict");
+      allowed += v == "allow" || v == "audit";
+      denied += v == "deny";
+    }
+    fmt::print("network    {} requests: {} allowed, {} denied, {} other\n", requests.size(),
+               allowed, denied, requests.size() - allowed - denied);
+  } else if (const auto* req = obj(r, "requests")) {
+    fmt::print("network    {} allowed, {} denied\n", shown(*req, "allowed"), shown(*req, "denied"));
+  }
+  if (const auto* hosts = r.if_contains("by_host"); hosts && hosts->is_array()) {
+    for (const auto& h : hosts->as_array()) {
+      if (!h.is_object()) continue;
+      const auto& o = h.as_object();
+      fmt::print("           {} {}:{} {} x{}\n", shown(o, "verdict"), shown(o, "host"),
+                 shown(o, "port"), shown(o, "reason"), shown(o, "count"));
+    }
+  }
+  size_t listed = 0, more = 0;
+  for (const auto* q : requests) {
+    if (str(*q, "verdict") != "deny") continue;
+    if (listed == kMaxDenied) {
+      ++more;
+      continue;
+    }
+    fmt::print("denied     {}\n", deniedRequest(*q));
+    ++listed;
+  }
+  if (more > 0) fmt::print("denied     and {} more ({})\n", more, bundle::kAudit);
+}
+
+// The command on one line of at most `width` bytes, cut at a character's start ("..." says it
+// was): every argument quoted already (no newline or control byte in it), a long one no longer
+// pushes the table apart.
+std::string oneLine(const std::string& command, size_t width = 60) {
+  if (command.size() <= width) return command;
+  size_t cut = width - 3;
+  while (cut > 0 && (static_cast<unsigned char>(command[cut]) & 0xC0) == 0x80) --cut;
+  return command.substr(0, cut) + "...";
+}
+
 }  // namespace
 
 int listRuns() {
-  fmt::print("{:<24} {:<12} {:<20} {:>8} {:<14} {:>7}  {}\n", "ID", "TASK", "STARTED",
-             "SECONDS", "STATUS", "CHANGED", "COMMAND");
+  const char* row = "{:<24} {:<12} {:<20} {:>8} {:<16} {:>7} {:<15} {}\n";
+  fmt::print(fmt::runtime(row), "ID", "TASK", "STARTED", "SECONDS", "STATUS", "CHANGED", "REVIEW",
+             "COMMAND");
+  for (const auto& gone : discardedRuns()) {
+    fmt::print(fmt::runtime(row), quoteName(gone.id), escapeText(gone.task, true),
+               escapeText(gone.startedAt, true), "-", "-", "-", "discarded",
+               oneLine(escapeText(gone.command, true)));
+  }
   for (const auto& id : listRunIds()) {
     auto dir = openRunDir(id);
     if (!dir) continue;
     auto report = readReport(dir.value());
     if (!report) {
-      fmt::print("{:<24} (no report: still running, or it could not be written)\n",
+      fmt::print("{:<24} (no report: still running, or it ended before it could write one)\n",
                  quoteName(id));
       continue;
     }
     const auto* run = obj(*report, "run");
     std::string status = str(*report, "end");
     if (status == "exited") status += " " + str(*report, "exit_status");
+    if (status == "setup_failed") status = "setup failed";  // see `sandgate show` for why
     double secs = 0;
     if (const auto* d = report->if_contains("duration_seconds"); d && d->is_number()) {
       secs = d->to_number<double>();
     }
-    fmt::print("{:<24} {:<12} {:<20} {:>8.1f} {:<14} {:>7}  {}\n", quoteName(id),
-               shown(*report, "task"), run ? shown(*run, "started_at") : "-", secs,
-               escapeText(status, true), changedFiles(*report), commandOf(*report));
+    fmt::print(fmt::runtime("{:<24} {:<12} {:<20} {:>8.1f} {:<16} {:>7} {:<15} {}\n"),
+               quoteName(id), shown(*report, "task"), run ? shown(*run, "started_at") : "-", secs,
+               escapeText(status, true), changedFiles(*report), reviewState(dir.value()),
+               oneLine(commandOf(*report)));
   }
   return 0;
 }
@@ -157,17 +273,7 @@ int showRun(const std::string& runArg) {
       if (line.is_string()) fmt::print("warning    {}\n", escapeText(line.as_string(), true));
     }
   }
-  if (const auto* req = obj(r, "requests")) {
-    fmt::print("network    {} allowed, {} denied\n", shown(*req, "allowed"), shown(*req, "denied"));
-  }
-  if (const auto* hosts = r.if_contains("by_host"); hosts && hosts->is_array()) {
-    for (const auto& h : hosts->as_array()) {
-      if (!h.is_object()) continue;
-      const auto& o = h.as_object();
-      fmt::print("           {} {}:{} {} x{}\n", shown(o, "verdict"), shown(o, "host"),
-                 shown(o, "port"), shown(o, "reason"), shown(o, "count"));
-    }
-  }
+  printNetwork(dir.value(), r);
   const auto* changes = obj(r, "changes");
   if (changes == nullptr) {
     fmt::print("changes    none recorded (bind mode writes the workspace itself)\n");
@@ -190,9 +296,10 @@ int showRun(const std::string& runArg) {
   } else {
     printChanges(set.value());
   }
-  fmt::print("files      {}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
-             "changes.patch, overlay/upper/\n",
-             quoteName(dir.value().path));
+  fmt::print(
+      "files      {}/report.json, audit.jsonl, stdout.log, stderr.log, changes.json, "
+      "changes.patch, overlay/upper/\n",
+      quoteName(dir.value().path));
   return 0;
 }
 
@@ -258,6 +365,10 @@ int applyRun(const ApplyRequest& req) {
   for (const auto& d : out.value().done) fmt::print("{}{}\n", req.check ? "would: " : "", d);
   if (!req.check) {
     fmt::print("applied {} changes to {}\n", out.value().done.size(), quoteName(workspace));
+    // For `runs`: the changes are in the workspace now (a failure to say so is only a warning).
+    if (auto e = markApplied(dir.value(), req, out.value().done.size())) {
+      fmt::print(stderr, "sandgate apply: warning: {}\n", escapeText(*e, true));
+    }
   }
   return 0;
 }
@@ -265,6 +376,11 @@ int applyRun(const ApplyRequest& req) {
 int discardRun(const std::string& runArg) {
   auto dir = openRunDir(runArg);
   if (!dir) return complain("discard", dir.errors().front());
+  if (auto report = readReport(dir.value())) {
+    const auto* run = obj(*report, "run");
+    noteDiscarded(dir.value(), {dir.value().id, str(*report, "task"),
+                                run ? str(*run, "started_at") : "-", commandOf(*report)});
+  }
   if (auto e = removeRunDir(dir.value())) {
     fmt::print(stderr, "sandgate discard: {}\n", escapeText(*e, true));
     return kExitSetupFailed;

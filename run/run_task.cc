@@ -217,18 +217,21 @@ int runTask(const RunRequest& req) {
   }
   // Created now, started once the sandbox is forked: the launcher forks single-threaded.
   auto proxy = proxy::EmbeddedProxy::create(std::move(cfg), std::move(proxyOptions));
-  if (!proxy) {
-    for (const auto& e : proxy.errors()) fmt::print(stderr, "{}\n", e.str());
-    return kExitSetupFailed;
-  }
+  // A setup that fails from here on (a secret source that cannot be read) still leaves the
+  // run's directory a report saying so (finishRun).
+  auto setupFailed = [&](const Diagnostics& errors) {
+    return finishRun(req, taskName, policyName, Result<sandbox::RunResult>(errors),
+                     RunLimits::of(options), proxy::TrafficSummary{}, std::move(report),
+                     &runBundle);
+  };
+  if (!proxy) return setupFailed(proxy.errors());
   auto& embedded = *proxy.value();
   // The sandbox trusts sandgate's CA (intercepted hosts) and holds placeholders, never the
   // credentials themselves. An explicit --env of the same name wins: the user asked for it.
   auto sandboxEnv = embedded.sandboxEnvironment(taskName);
   if (!sandboxEnv) {
-    for (const auto& e : sandboxEnv.errors()) fmt::print(stderr, "sandgate run: {}\n", e.str());
     embedded.stop();
-    return kExitSetupFailed;
+    return setupFailed(sandboxEnv.errors());
   }
   options.extraCaPem = sandboxEnv.value().caPem;
   for (const auto& [name, value] : sandboxEnv.value().variables) options.env.emplace(name, value);

@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <set>
 
 #include "capture/answer_policy.h"
 #include "proxy/observe/audit.h"
@@ -83,6 +84,38 @@ void CaptureContext::count(std::string_view r) {
   c.fetch_add(1, std::memory_order_relaxed);
 }
 
+std::string CaptureContext::captureHint(const std::string& name) {
+  if (name.empty()) return "";
+  auto snap = state_.snapshot.load();
+  // Every port an allow rule of the configuration names, less those this sandbox captures:
+  // few, so a few more decisions per unknown name.
+  std::set<uint16_t> candidates;
+  for (const auto& [policyName, policy] : snap->config.policies) {
+    for (const auto& rule : policy.allow) {
+      for (const auto& port : rule.ports) candidates.insert(port.value);
+    }
+  }
+  for (uint16_t p : options_.ports) candidates.erase(p);
+  if (candidates.empty()) return "";
+  const std::vector<uint16_t> list(candidates.begin(), candidates.end());
+  auto ports = capture::portsAllowingName(*snap->engine, options_.task, name, list);
+  if (ports.empty()) return "";
+  std::string flags, numbers;
+  for (uint16_t p : ports) {
+    flags += fmt::format("{}--capture-port {}", flags.empty() ? "" : " ", p);
+    numbers += fmt::format("{}{}", numbers.empty() ? "" : ", ", p);
+  }
+  std::string hint = fmt::format(
+      "{}: the policy allows it on port {}, which this sandbox does not capture: add `{}`", name,
+      numbers, flags);
+  std::lock_guard lock(hintsMutex_);
+  if (hints_.size() < CaptureCounts::kMaxHints &&
+      std::find(hints_.begin(), hints_.end(), hint) == hints_.end()) {
+    hints_.push_back(hint);
+  }
+  return hint;
+}
+
 capture::DnsOutcome CaptureContext::answer(std::span<const uint8_t> message, bool tcp,
                                            const std::string& client, const std::string& listener) {
   namespace R = capture::dns_result;
@@ -114,6 +147,11 @@ capture::DnsOutcome CaptureContext::answer(std::span<const uint8_t> message, boo
   rec.verdict = verdict;
   rec.reason = out.result;
   rec.upstream = out.address;  // the synthetic address answered; nothing is ever dialled
+  // An NXDOMAIN for a name the policy allows on a port the sandbox lacks reads like a broken
+  // DNS to the workload: the audit line says which capture port would carry it.
+  if (out.result == R::kNxDomain) {
+    if (std::string hint = captureHint(out.name); !hint.empty()) rec.error = hint;
+  }
   rec.durationSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   if (state_.audit) state_.audit->write(rec);
@@ -131,6 +169,8 @@ CaptureCounts CaptureContext::counts() const {
   c.exhausted = exhausted_.load();
   c.malformed = malformed_.load();
   c.names = pool_->size();
+  std::lock_guard lock(hintsMutex_);
+  c.hints = hints_;
   return c;
 }
 

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -48,7 +49,12 @@ struct AdoptedCapture {
 struct CaptureCounts {
   uint64_t answered = 0, nodata = 0, nxdomain = 0, refused = 0, notimp = 0, exhausted = 0,
            malformed = 0;
-  uint64_t names = 0;           // synthetic addresses handed out
+  uint64_t names = 0;  // synthetic addresses handed out
+  // For names answered NXDOMAIN that the policy allows on a port the sandbox does not capture:
+  // "NAME: the policy allows it on port P, which is not captured: add `--capture-port P`"
+  // (the first kMaxHints names).
+  std::vector<std::string> hints{};
+  static constexpr size_t kMaxHints = 20;
   uint64_t queries() const;     // every query, whatever its result
   std::string summary() const;  // "3 answered, 1 nxdomain, ..." for the run's stderr
 };
@@ -70,6 +76,9 @@ class CaptureContext {
 
  private:
   void count(std::string_view result);
+  // The capture hint for `name`, answered NXDOMAIN: "" when no port of the policy would allow
+  // it either (see CaptureCounts::hints).
+  std::string captureHint(const std::string& name);
 
   CaptureOptions options_;
   ServerState& state_;
@@ -78,6 +87,8 @@ class CaptureContext {
   capture::DnsResponder responder_;
   std::atomic<uint64_t> answered_{0}, nodata_{0}, nxdomain_{0}, refused_{0}, notimp_{0},
       exhausted_{0}, malformed_{0};
+  mutable std::mutex hintsMutex_;
+  std::vector<std::string> hints_;  // guarded by hintsMutex_
 };
 
 }  // namespace sandgate::proxy

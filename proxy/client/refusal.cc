@@ -5,6 +5,8 @@
 
 #include <boost/json.hpp>
 
+#include "proxy/client/refusal_hints.h"
+
 namespace sandgate::proxy {
 
 std::string_view statusText(int status) {
@@ -41,7 +43,8 @@ std::string renderRefusal(const Refusal& r) {
   body["task"] = r.task;
   body["host"] = r.host;
   body["rule"] = r.rule;
-  body["hint"] = r.hint;
+  // A hint for every reason: the caller's, more precise, or the catalogue's.
+  body["hint"] = r.hint.empty() ? std::string(hintFor(r.reason)) : r.hint;
   if (!r.requestId.empty()) body["request_id"] = r.requestId;
   std::string json = boost::json::serialize(body);
   json += '\n';

@@ -331,6 +331,38 @@ class TransparentTest(unittest.TestCase):
         self.assertTrue(all(a.startswith("198.1") for a in addrs))
         self.assertEqual(r.stdout.splitlines()[-1], "rc=2")  # the deny rule wins in DNS too
 
+    def test_nxdomain_for_a_name_allowed_on_an_uncaptured_port_says_which(self):
+        # odd.test is allowed on 17443 only, which this run does not capture: the stub must
+        # answer NXDOMAIN (no listener would carry it), and say which --capture-port would.
+        with open(self.config) as f:
+            cfg = json.load(f)
+        cfg["policies"]["p"]["allow"].append({"host": "odd.test", "ports": [17443],
+                                              "cidrs": ["127.0.0.0/8"]})
+        path = os.path.join(self.dir, "odd-port.yaml")
+        with open(path, "w") as f:
+            json.dump(cfg, f)
+        cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--",
+               "sh", "-c", "getent hosts odd.test; echo rc=$?; getent hosts evil.test; echo rc=$?"]
+        r = run_recorded(cmd)
+        self.assertEqual(r.stdout.split(), ["rc=2", "rc=2"], r.stderr)
+        audit = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{")]
+        odd = [a for a in audit if a["kind"] == "dns" and a["host"] == "odd.test"]
+        self.assertTrue(odd, audit)
+        for a in odd:
+            self.assertEqual(a["reason"], "nxdomain")
+            self.assertIn("add `--capture-port 17443`", a["error"])
+        evil = [a for a in audit if a["kind"] == "dns" and a["host"] == "evil.test"]
+        self.assertTrue(evil and all(a["error"] is None for a in evil), evil)
+        self.assertIn("sandgate run: dns: nxdomain for odd.test: the policy allows it on port "
+                      "17443, which this sandbox does not capture: add `--capture-port 17443`",
+                      r.stderr)
+        self.assertNotIn("nxdomain for evil.test", r.stderr)
+        # With the port captured, the name resolves.
+        r = run_recorded(cmd[:-4] + ["--capture-port", "17443", "--", "getent", "hosts",
+                                     "odd.test"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("nxdomain for", r.stderr)
+
     def test_no_transparent_keeps_proxy_only(self):
         r, audit = self.sh("getent hosts api.test; echo rc=$?; "
                            f"{PY} connect_tool.py connect 198.18.0.1 443", "--no-transparent")

@@ -4,6 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <string_view>
+#include <vector>
+
+#include "broker/store.h"
+#include "policy/engine.h"
+#include "policy/git_rules.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -43,6 +49,34 @@ TEST(Refusal, ContentLengthMatchesBody) {
   ASSERT_NE(cl, std::string::npos);
   EXPECT_EQ(std::stoul(r.substr(cl + 16)), r.size() - sep - 4);
   EXPECT_EQ(body(r).at("error").as_string(), "a \"quoted\" detail");
+}
+
+// Every reason of every catalogue gets a non-empty hint in the body, even from a refusal that
+// brings none of its own (#39): a client always reads a next step. The proxy's and git's
+// catalogues are walked whole; the policy's and the broker's tokens have no catalogue array, so
+// they are listed here (a new one there must be added here).
+TEST(Refusal, EveryReasonHasAHint) {
+  std::vector<std::string_view> tokens;
+  for (const auto& info : requestReasons()) tokens.push_back(info.token);
+  for (const auto& info : policy::kGitReasons) tokens.push_back(info.token);
+  namespace p = policy::reason;
+  namespace b = broker::reason;
+  for (auto t : {p::kNoMatchingRule, p::kDeniedByRule, p::kGlobalDeny, p::kPortNotAllowed,
+                 p::kMethodNotAllowed, p::kPathNotAllowed, p::kPathAmbiguous, p::kOverrideHeader,
+                 p::kAddressDenied, p::kUnknownTask, p::kUnknownPolicy, p::kInvalidHost,
+                 p::kCredentialConflict, b::kCredentialUnavailable, b::kCredentialHostMismatch,
+                 b::kCredentialRequiresTls, b::kPlaceholderMisplaced}) {
+    tokens.push_back(t);
+  }
+  ASSERT_GT(tokens.size(), 60u);
+  for (auto token : tokens) {
+    auto b = body(renderRefusal({.status = 403, .reason = token}));
+    EXPECT_EQ(b.at("reason").as_string(), token);
+    EXPECT_FALSE(b.at("hint").as_string().empty()) << token;
+  }
+  // A refusal's own hint (more precise) is kept.
+  auto own = body(renderRefusal({.status = 429, .reason = reason::kTunnelLimit, .hint = "mine"}));
+  EXPECT_EQ(own.at("hint").as_string(), "mine");
 }
 
 }  // namespace
