@@ -140,18 +140,26 @@ std::vector<boost::json::object> auditLines(const RunDir& dir) {
 
 // The requests of the run from its audit lines, each once: a DNS answer is not a request, and
 // the CONNECT of a tunnel whose requests were intercepted is their connection, not one more
-// request (its requests have their own lines; joined by the client's address and port).
+// request (its requests have their own lines, joined to it by connection_id), unless the
+// tunnel itself ended as a refusal (as sandgate_requests_total counts them).
 std::vector<const boost::json::object*> requestsOf(const std::vector<boost::json::object>& lines) {
+  // Lines of an older sandgate have no connection_id: the client's address and port stand in.
+  auto connectionOf = [](const boost::json::object& l) {
+    std::string id = str(l, "connection_id");
+    return id == "-" ? str(l, "client") : id;
+  };
   std::set<std::string> intercepted;
   for (const auto& l : lines) {
     const std::string kind = str(l, "kind");
-    if (kind == "intercept" || kind == "websocket") intercepted.insert(str(l, "client"));
+    if (kind == "intercept" || kind == "websocket") intercepted.insert(connectionOf(l));
   }
   std::vector<const boost::json::object*> out;
   for (const auto& l : lines) {
     const std::string kind = str(l, "kind");
     if (kind == "dns") continue;
-    if (kind == "tunnel" && intercepted.count(str(l, "client")) != 0) continue;
+    const std::string verdict = str(l, "verdict");
+    const bool served = verdict == "allow" || verdict == "audit";
+    if (kind == "tunnel" && served && intercepted.count(connectionOf(l)) != 0) continue;
     out.push_back(&l);
   }
   return out;
