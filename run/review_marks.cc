@@ -11,17 +11,10 @@
 #include <ctime>
 #include <deque>
 
+#include "run/run_dir.h"
+
 namespace sandgate::run {
 namespace {
-
-std::string nowUtc() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 // The default run directory, resolved as createRunDir resolves it; "" when there is none.
 std::string defaultBase() {

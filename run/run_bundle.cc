@@ -13,21 +13,13 @@
 #include <cstring>
 #include <ctime>
 
+#include "run/run_dir.h"
 #include "sandbox/exec_watch.h"
 #include "sandbox/layer_copy.h"
 #include "sandbox/paths.h"
 
 namespace sandgate::run {
 namespace {
-
-std::string nowUtc() {
-  std::time_t now = std::time(nullptr);
-  std::tm tm{};
-  gmtime_r(&now, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 Diagnostic bundleError(const std::string& why) {
   return Diagnostic{"", 0, 0, "run directory", why};

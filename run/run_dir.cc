@@ -98,6 +98,15 @@ Result<std::string> RunDir::read(const std::string& name, size_t limit) const {
   return out;
 }
 
+std::string nowUtc() {
+  std::time_t now = std::time(nullptr);
+  std::tm tm{};
+  gmtime_r(&now, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
 std::string defaultRunsDirectory() {
   if (const char* s = std::getenv("SANDGATE_RUNS_DIR"); s != nullptr && s[0] == '/') return s;
   if (::geteuid() == 0) return "/var/lib/sandgate/runs";

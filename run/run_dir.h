@@ -30,13 +30,13 @@ inline constexpr const char* kPolicy = "policy.yaml";  // the config in force (n
 inline constexpr const char* kChanges = "changes.json";
 inline constexpr const char* kPatch = "changes.patch";
 inline constexpr const char* kExecs = "exec.jsonl";  // every program the sandbox executed
-inline constexpr const char* kOverlay = "overlay";  // upper/ and work/ of the workspace overlay
+inline constexpr const char* kOverlay = "overlay";   // upper/ and work/ of the workspace overlay
 }  // namespace bundle
 
 struct RunDir {
-  std::string id;            // the directory's name
-  std::string path;          // as the kernel names it
-  safe_open::UniqueFd fd;    // O_RDONLY|O_DIRECTORY
+  std::string id;          // the directory's name
+  std::string path;        // as the kernel names it
+  safe_open::UniqueFd fd;  // O_RDONLY|O_DIRECTORY
 
   // Creates `name` in the directory (O_EXCL: never an existing file, never through a link) and
   // returns it open for writing.
@@ -51,6 +51,9 @@ struct RunDir {
 // /var/lib/sandgate/runs for root, else $XDG_STATE_HOME/sandgate/runs
 // ($HOME/.local/state/sandgate/runs). "" when none is known.
 std::string defaultRunsDirectory();
+
+// Now, as the run's records write times: "2026-12-04T21:15:00Z".
+std::string nowUtc();
 
 // Makes the directory of a new run: `requested` (--run-dir: must not exist yet) or a new
 // <defaultRunsDirectory()>/<id>, created 0700 with no link followed, refused when it is or lies
