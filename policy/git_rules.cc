@@ -10,10 +10,6 @@ namespace sandgate::policy {
 
 namespace {
 
-constexpr std::string_view kInfoRefs = "/info/refs";
-constexpr std::string_view kUploadPack = "/git-upload-pack";
-constexpr std::string_view kReceivePack = "/git-receive-pack";
-
 std::string lower(std::string_view s) {
   std::string out(s);
   for (char& c : out) {
