@@ -146,6 +146,7 @@ class Compiler {
         error(r.host->mark, r.keyPath + ".host", *msg);
       } else {
         c.host = std::get<HostPattern>(std::move(p));
+        if (!deny) warnAllowAll(r, *c.host);
       }
     }
     for (size_t i = 0; i < r.cidrs.size(); ++i) {
@@ -306,6 +307,26 @@ class Compiler {
         }
       }
     });
+  }
+
+  // `sandgate policy lint`: a bare '*' is refused as a host because it would allow every host;
+  // an expression that matches names with nothing in common ("re:.*", "re:.+", "re:[^/]*")
+  // does the same and deserves the same word.
+  void warnAllowAll(const config::Rule& r, const HostPattern& host) {
+    if (host.kind != HostPattern::Kind::kRegex) return;
+    RE2::Options opts;
+    opts.set_log_errors(false);
+    RE2 re(host.text, opts);
+    if (!re.ok()) return;
+    for (std::string_view probe : {"example.com", "a", "sandgate-probe.invalid",
+                                   "x.y.z.example.org", "localhost", "169.254.169.254"}) {
+      if (!RE2::FullMatch(probe, re)) return;
+    }
+    impl_.warnings.push_back(Diagnostic{
+        cfg_.file, r.host->mark.line, r.host->mark.col, r.keyPath + ".host",
+        "\"" + r.host->value +
+            "\" allows every host (like a bare '*', which is refused): list the hosts, or use "
+            "'*.example.com' for the subdomains of one domain"});
   }
 
   // `sandgate policy lint`: what a path pattern covers is not always what its author reads in

@@ -125,6 +125,29 @@ TEST(PolicyPathSpelling, LintWarnsAboutWhatADenyPathCovers) {
             reason::kDeniedByRule);
 }
 
+// `sandgate policy lint`: an expression that allows every host gets the word a bare '*' gets;
+// one that names a set of hosts, or a deny rule, does not.
+TEST(PolicyLint, AnExpressionThatAllowsEveryHostIsNamed) {
+  Cfg c;
+  c.allow("p", R(2).host("re:.*"));
+  c.allow("p", R(3).host("re:[^/]+"));
+  c.allow("p", R(4).host("re:.*\\.example\\.org"));
+  c.allow("p", R(5).host("re:(api|www)\\.example\\.com"));
+  c.deny("p", R(6).host("re:.*"));
+  c.task("t", "p");
+  auto e = c.build();
+  ASSERT_TRUE(e);
+  std::string all;
+  for (const auto& w : e->warnings()) all += w.keyPath + ": " + w.message + "\n";
+  EXPECT_NE(all.find("policies.p.allow[0].host: \"re:.*\" allows every host"), std::string::npos)
+      << all;
+  EXPECT_NE(all.find("policies.p.allow[1].host: \"re:[^/]+\" allows every host"), std::string::npos)
+      << all;
+  EXPECT_EQ(all.find("allow[2].host"), std::string::npos) << all;
+  EXPECT_EQ(all.find("allow[3].host"), std::string::npos) << all;
+  EXPECT_EQ(all.find("deny[0].host"), std::string::npos) << all;
+}
+
 // Override headers and parameters are refused wherever any allow or deny rule of the host
 // restricts methods or paths, in any case and with '_' for '-'.
 TEST(PolicyOverride, RefusedWheneverARuleOfTheHostRestricts) {
