@@ -58,6 +58,7 @@ void addServeCommand(CLI::App& app, Action* action) {
       options.drainDelay = std::chrono::duration_cast<std::chrono::milliseconds>(
           *config::parseDuration(args->drainDelay));
       if (!args->readyFile.empty()) options.readyFile = args->readyFile;
+      options.requireClientListener = true;
       auto server = proxy::Server::create(std::move(options));
       if (!server) {
         for (const auto& e : server.errors()) fmt::print(stderr, "{}\n", e.str());

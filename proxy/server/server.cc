@@ -80,6 +80,11 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
   auto listenProxy = config.listen.proxy;
   auto listenMetrics = config.listen.metrics;
   auto listenAdmin = config.listen.admin;
+  if (impl->options.requireClientListener && !listenProxy && !listenAdmin) {
+    return Diagnostic{config.file, 0, 0, "listen",
+                      "nothing to serve: set listen.proxy (token clients) or listen.admin "
+                      "(sandgate run --proxy); listen.metrics alone takes no client"};
+  }
   auto listenAdminGroup = config.listen.adminGroup;
   auto configFile = config.file;
   auto auditPath = config.audit.path;

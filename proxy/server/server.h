@@ -38,6 +38,9 @@ struct ServerOptions {
   // the embedded proxy's pipe) and the config's audit.path is not opened.
   int auditFd = -1;
   bool handleSignals = true;  // SIGHUP reloads, SIGTERM/SIGINT shut down
+  // `sandgate serve`: a config with neither listen.proxy nor listen.admin is refused, since no
+  // client could ever reach the server (the embedded proxy adopts its listeners instead).
+  bool requireClientListener = false;
   bool watchConfigFile = true;
 };
 

@@ -162,6 +162,21 @@ class StartupTest(unittest.TestCase):
         finally:
             sg.cleanup()
 
+    def test_nothing_to_listen_on_exits_2_and_says_so(self):
+        # Only a metrics listener: no client could ever reach this serve, so it does not start.
+        sg = Sandgate({"p": {"allow": [{"host": "a.test"}]}}, [{"name": "t", "policy": "p"}])
+        try:
+            cfg = sg.make_config({"p": {"allow": [{"host": "a.test"}]}},
+                                 [{"name": "t", "policy": "p"}])
+            cfg["listen"] = {"metrics": "127.0.0.1:0"}
+            sg.write_config(cfg)
+            p = subprocess.run([binary(), "serve", "--config", sg.config_path],
+                               capture_output=True, timeout=20)
+            self.assertEqual(p.returncode, 2, p.stderr)
+            self.assertIn("nothing to serve: set listen.proxy", p.stderr.decode())
+        finally:
+            sg.cleanup()
+
     def test_idle_spin_off_serves_and_shuts_down(self):
         # `--idle-spin 0`: the workers sleep as soon as they are idle (io_context::run()); the
         # rest of the suite runs with the default spin.
