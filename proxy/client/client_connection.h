@@ -111,9 +111,9 @@ void noteCutHead(AuditRecord& rec, HeadStatus how, size_t bytes);
 std::optional<Refusal> refreshSnapshot(ClientConnection& c, bool* changed);
 
 // Checks the task token that identified c again, under c's snapshot now (its expiry with
-// tokens.leeway, its key, its revocation): the refusal, with `status` and the token's reason,
+// tokens.leeway, its key, its revocation): the refusal (407, the token's reason),
 // when the token no longer holds; nullopt when it does or c was not identified by a token.
-std::optional<Refusal> recheckToken(const ClientConnection& c, int status);
+std::optional<Refusal> recheckToken(const ClientConnection& c);
 
 // Registers c's tunnel to target:port (spliced or intercepted) with the server's LiveTunnels
 // for as long as it lives: a reload whose policy no longer allows it shuts it down.

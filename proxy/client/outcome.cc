@@ -135,12 +135,12 @@ void LiveTunnel::noteEnd(AuditRecord& rec) const {
   rec.error = why_;
 }
 
-std::optional<Refusal> recheckToken(const ClientConnection& c, int status) {
+std::optional<Refusal> recheckToken(const ClientConnection& c) {
   if (!c.token) return std::nullopt;
   const int64_t now = std::chrono::duration_cast<std::chrono::seconds>(
                           std::chrono::system_clock::now().time_since_epoch())
                           .count();
-  Refusal r{.status = status,
+  Refusal r{.status = 407,
             .task = c.task ? c.task->name : std::string(),
             .hint = "mint a new token for the task and open a new connection"};
   if (!c.snap->tokens) {
@@ -206,6 +206,8 @@ asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::str
 std::string recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
   identifyRequest(c, log);
   Refusal r = refusal;
+  // One status per reason, wherever the refusal was built: the catalogue's (README's table).
+  if (const int status = reasonStatus(r.reason); status > 0) r.status = status;
   r.requestId = log.record.requestId;
   if (r.task.empty() && c.task) r.task = c.task->name;
   auto& rec = log.record;

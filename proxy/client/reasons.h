@@ -2,7 +2,8 @@
 // refusal, the `reason` of an audit line and of sandgate_requests_total. Stable: clients,
 // alerts and tests match on them. The other layers keep their own: the policy's in
 // policy/engine.h, the broker's in broker/store.h, task tokens' in identity/task_token.h, the
-// admin socket's in admin/admin_protocol.h. README.md's "Refusal reasons" lists them all.
+// admin socket's in admin/admin_protocol.h; decision_reasons.h gives the first three their
+// status. Each token has one status (reasonStatus()). README.md's "Refusals" lists them all.
 #pragma once
 
 #include <span>
@@ -31,6 +32,7 @@ inline constexpr std::string_view kBadScheme = "bad_scheme";
 inline constexpr std::string_view kBadAuthority = "bad_authority";
 inline constexpr std::string_view kBadPort = "bad_port";
 inline constexpr std::string_view kHostMismatch = "host_mismatch";
+inline constexpr std::string_view kMisdirectedRequest = "misdirected_request";
 inline constexpr std::string_view kDuplicateHost = "duplicate_host";
 inline constexpr std::string_view kMissingHost = "missing_host";
 inline constexpr std::string_view kConnectWithBody = "connect_with_body";
@@ -38,7 +40,7 @@ inline constexpr std::string_view kDuplicateProxyAuthorization = "duplicate_prox
 inline constexpr std::string_view kNotProxyRequest = "not_a_proxy_request";
 inline constexpr std::string_view kHeaderTooLarge = "header_too_large";
 inline constexpr std::string_view kUpgradeNotSupported = "upgrade_not_supported";
-inline constexpr std::string_view kMethodNotAllowed = "method_not_allowed";
+inline constexpr std::string_view kTraceWithCredential = "trace_with_credential";
 inline constexpr std::string_view kNotSynthetic = "not_a_synthetic_address";
 // The request body (chunked_framing.h).
 inline constexpr std::string_view kBadChunkedBody = "bad_chunked_body";
@@ -92,8 +94,10 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kBadScheme, 400, "an absolute-form target with a scheme other than http"},
     {reason::kBadAuthority, 400, "a target or Host authority that does not parse"},
     {reason::kBadPort, 400, "a port that is not a number from 1 to 65535"},
-    {reason::kHostMismatch, 400,
-     "Host names another target than the request line (421 inside an intercepted tunnel)"},
+    {reason::kHostMismatch, 400, "Host names another target than the request line"},
+    {reason::kMisdirectedRequest, 421,
+     "inside an intercepted tunnel, a request for another host than the CONNECT's (its Host, or "
+     "a target not in origin-form)"},
     {reason::kDuplicateHost, 400, "more than one Host field"},
     {reason::kMissingHost, 400, "an HTTP/1.1 request (other than CONNECT) without Host"},
     {reason::kConnectWithBody, 400, "a CONNECT announcing a body"},
@@ -103,7 +107,7 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kUpgradeNotSupported, 400,
      "an intercepted request upgrading to another protocol "
      "than websocket"},
-    {reason::kMethodNotAllowed, 405,
+    {reason::kTraceWithCredential, 405,
      "TRACE or TRACK on a request that would carry a "
      "credential (they echo it back)"},
     {reason::kNotSynthetic, 0, "a captured connection to an address the DNS stub never gave"},
@@ -129,12 +133,20 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kBadClientHello, 0, "a ClientHello that does not parse"},
     {reason::kClientTlsFailed, 0, "the TLS handshake with the client failed"},
     {reason::kIdleTimeout, 0, "a tunnel idle for limits.idle_timeout"},
-    {reason::kClientTimeout, 0, "the client sent nothing in time"},
-    {reason::kClientClosed, 0, "the client went away mid-request"},
+    {reason::kClientTimeout, 0,
+     "the client sent nothing in time (inside a request head, a body or a ClientHello; an idle "
+     "keep-alive connection is closed without a line)"},
+    {reason::kClientClosed, 0,
+     "the client went away mid-request (inside a head, with the bytes it had sent in `error`, "
+     "or a body); a close between requests is no request"},
     {reason::kRevokedByReload, 403,
      "a reload removed the task, or no longer allows the tunnel's host (a tunnel is closed)"},
 };
 
 inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }
+
+// The one status of a catalogued refusal reason (this catalogue and decision_reasons.h's);
+// 0 for an audit-only token, -1 for a token in neither. Every refusal is sent with it.
+int reasonStatus(std::string_view token);
 
 }  // namespace sandgate::proxy

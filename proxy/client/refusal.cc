@@ -4,7 +4,9 @@
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
+#include <span>
 
+#include "proxy/client/decision_reasons.h"
 #include "proxy/client/refusal_hints.h"
 
 namespace sandgate::proxy {
@@ -23,6 +25,8 @@ std::string_view statusText(int status) {
       return "Proxy Authentication Required";
     case 429:
       return "Too Many Requests";
+    case 421:
+      return "Misdirected Request";
     case 431:
       return "Request Header Fields Too Large";
     case 502:
@@ -34,6 +38,16 @@ std::string_view statusText(int status) {
     default:
       return "Error";
   }
+}
+
+int reasonStatus(std::string_view token) {
+  for (const auto& catalogue : {std::span<const ReasonInfo>(kRequestReasons),
+                                std::span<const ReasonInfo>(kDecisionReasons)}) {
+    for (const auto& info : catalogue) {
+      if (info.token == token) return info.status;
+    }
+  }
+  return -1;
 }
 
 std::string renderRefusal(const Refusal& r) {

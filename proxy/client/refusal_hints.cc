@@ -7,6 +7,7 @@
 #include "policy/engine.h"
 #include "policy/git_rules.h"
 #include "proxy/client/reasons.h"
+#include "proxy/identity/task_token.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -15,6 +16,7 @@ namespace p = policy::reason;
 namespace g = policy::reason;
 namespace b = broker::reason;
 namespace r = reason;
+namespace t = token_reason;
 
 // Said to the client, so it names configuration keys and commands, never a secret.
 constexpr std::pair<std::string_view, std::string_view> kHints[] = {
@@ -45,6 +47,21 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {b::kCredentialRequiresTls, "use https:// for a request that carries a credential"},
     {b::kPlaceholderMisplaced,
      "send a placeholder only where its credential is injected, on a rule that names it"},
+    {t::kMalformed, "send the token sandgate token issue printed, whole"},
+    {t::kUnknownKey, "mint a new token with a key in the configuration's tokens.keys"},
+    {t::kWrongAlgorithm, "mint the token with its key's algorithm (sandgate token issue)"},
+    {t::kBadSignature, "mint a new token (sandgate token issue)"},
+    {t::kExpired, "mint a new token for the task and open a new connection"},
+    {t::kNotYetValid, "check the clocks of the minting host and this replica"},
+    {t::kTtlTooLong, "mint a token that lives at most tokens.max_ttl"},
+    {t::kRevoked, "mint a new token for the task and open a new connection"},
+    {t::kWrongAudience, "mint the token with the configured tokens.audience"},
+    {t::kWrongIssuer, "mint the token with the configured tokens.issuer"},
+    {t::kUnknownTask, "mint a token for a task that is in the configuration"},
+    {t::kTaskMismatch, "name the token's own task in Proxy-Authorization"},
+    {t::kUnknownPolicy, "mint a token naming a policy that is in the configuration"},
+    {t::kWidens, "mint a token whose claims stay within its task's policy and limits"},
+    {t::kSourceMismatch, "use the token from the client address in its src claim"},
     {r::kAuthRequired, "use HTTPS_PROXY=http://TASK:TOKEN@host:port"},
     {r::kAuthInvalid, "check the task name and token"},
     {r::kTaskMismatch, "open a new connection for another task"},
@@ -63,6 +80,8 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {r::kBadAuthority, "send a valid host[:port]"},
     {r::kBadPort, "send a port from 1 to 65535"},
     {r::kHostMismatch, "send a Host that names the request's target"},
+    {r::kMisdirectedRequest,
+     "send requests for another host through a CONNECT of their own, in origin-form (/path)"},
     {r::kDuplicateHost, "send one Host field"},
     {r::kMissingHost, "send a Host field"},
     {r::kConnectWithBody, "send CONNECT without a body"},
@@ -70,7 +89,7 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {r::kNotProxyRequest, "set HTTP_PROXY/HTTPS_PROXY"},
     {r::kHeaderTooLarge, "send a smaller request head, or raise limits.max_header_bytes"},
     {r::kUpgradeNotSupported, "send the request without Upgrade"},
-    {r::kMethodNotAllowed, "send it with another method"},
+    {r::kTraceWithCredential, "send TRACE without a credential, or use another method"},
     {r::kNotSynthetic, "connect to the address the sandbox's DNS gave for the name"},
     {r::kBadChunkedBody, "send a well-formed chunked body"},
     {r::kRequestTrailers, "send the chunked body without trailer fields"},

@@ -157,7 +157,7 @@ std::optional<Refusal> RequestCredentials::apply(http::request_header<>& req, st
     wipeAll(hs);
     broker::wipe(target);
     return Refusal{.status = 405,
-                   .reason = reason::kMethodNotAllowed,
+                   .reason = reason::kTraceWithCredential,
                    .task = task.name,
                    .host = rec.host,
                    .rule = decision.rule,

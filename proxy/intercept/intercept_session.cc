@@ -234,7 +234,7 @@ std::optional<Refusal> InterceptSession::checkRequest(Request& req, RequestLog& 
   }
   return Refusal{
       .status = 421,
-      .reason = reason::kHostMismatch,
+      .reason = reason::kMisdirectedRequest,
       .task = rec.task,
       .host = rec.host,
       .detail = fmt::format("the Host header must name the CONNECT host '{}'", target_.name),
@@ -262,7 +262,7 @@ asio::awaitable<bool> InterceptSession::one() {
   // No request in the tunnel carries the task token that opened it: it is checked again here
   // (expiry with leeway, its key, its jti), so that an expired or revoked token's tunnel gets
   // no credential injected (issue #38).
-  if (!revoked) revoked = recheckToken(c_, 403);
+  if (!revoked) revoked = recheckToken(c_);
   const TaskEntry& task = *c_.task;
   RequestLog log;
   identifyRequest(c_, log);
@@ -302,7 +302,7 @@ asio::awaitable<bool> InterceptSession::one() {
     rec.method = std::string(raw.substr(0, raw.find(' ')));
     Refusal r{
         .status = 421,
-        .reason = reason::kHostMismatch,
+        .reason = reason::kMisdirectedRequest,
         .task = task.name,
         .host = rec.host,
         .detail = fmt::format("requests inside the tunnel to '{}' must use origin-form (/path)",

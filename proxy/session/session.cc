@@ -109,7 +109,7 @@ std::optional<Refusal> identifyByToken(ClientConnection& c, const BasicCredentia
   // The same token again on a keep-alive connection: its binding stands, but the token is
   // checked again under the snapshot current now, so expiry, a reload that removed its key
   // and a revocation of its jti refuse it on the next request, not the next connection.
-  if (c.task && c.tokenHash && *c.tokenHash == hash) return recheckToken(c, 407);
+  if (c.task && c.tokenHash && *c.tokenHash == hash) return recheckToken(c);
   TokenCheck check = verifier.verify(creds.token, now);
   if (!check.ok()) return tokenRefusal(check.reason, std::move(check.detail));
   boost::system::error_code ec;

@@ -343,10 +343,10 @@ class InterceptTest(unittest.TestCase):
             r = curl("https://other.test" + path, "--cacert", self.ca_out, "-X", method,
                      proxy=self.proxy())
             self.assertEqual(r.status, 405, r)
-            self.assertIn(("x-sandgate-reason", "method_not_allowed"), r.headers)
+            self.assertIn(("x-sandgate-reason", "trace_with_credential"), r.headers)
             self.assertNotIn(EXEC_SECRET.encode(), r.body)
             self.assertEqual(self.https.requests_to(path), [], method)
-            self.sg.wait_audit(host="other.test", reason="method_not_allowed", status=405)
+            self.sg.wait_audit(host="other.test", reason="trace_with_credential", status=405)
 
     def test_sandgate_fields_are_sandgates_own_inside_a_tunnel(self):
         r = curl("https://api.test/echo/own", "--cacert", self.ca_out,
@@ -363,6 +363,7 @@ class InterceptTest(unittest.TestCase):
         r = curl("https://api.test/echo/host", "--cacert", self.ca_out,
                  "-H", "Host: other.test", proxy=self.proxy())
         self.assertEqual(r.status, 421, r)
+        self.assertIn(("x-sandgate-reason", "misdirected_request"), r.headers)
         self.assertEqual(self.https.requests_to("/echo/host"), [])
 
     def test_request_without_host_inside_a_tunnel_is_400(self):
@@ -509,13 +510,13 @@ class InterceptTest(unittest.TestCase):
 
     def test_absolute_form_refused_in_tunnel(self):
         # Inside the tunnel only origin-form is accepted: an absolute URI (another host, or even
-        # the tunnel's own) is a 421 host_mismatch, audited and counted under that reason, and
+        # the tunnel's own) is a 421 misdirected_request, audited and counted under that reason, and
         # nothing reaches the upstream.
         def refused():
             audited = [a for a in self.sg.audit()
-                       if a.get("reason") == "host_mismatch" and a.get("status") == 421]
+                       if a.get("reason") == "misdirected_request" and a.get("status") == 421]
             counted = self.sg.metric("sandgate_requests_total", task="demo",
-                                     reason="host_mismatch")
+                                     reason="misdirected_request")
             return len(audited), counted or 0
         before = refused()
         for target, path in ((b"https://other.test/echo/abs", "/echo/abs"),
@@ -529,11 +530,11 @@ class InterceptTest(unittest.TestCase):
                 t.close()
             self.assertEqual(status, 421, target)
             self.assertEqual([v for k, v in headers if k.lower() == "x-sandgate-reason"],
-                             ["host_mismatch"], target)
+                             ["misdirected_request"], target)
             self.assertEqual([r for r in self.https.requests if r["path"].endswith(path)], [],
                              target)
         wait_until(lambda: refused() == (before[0] + 2, before[1] + 2),
-                   what="two host_mismatch audit lines and requests counted")
+                   what="two misdirected_request audit lines and requests counted")
 
     def test_redirect_passed_not_followed(self):
         # A 302 from the upstream goes to the client as it is; sandgate does not follow it.

@@ -188,7 +188,7 @@ class TokenExpiryTest(unittest.TestCase):
                 break
             time.sleep(0.2)
         got = self.inside(tls, "/echo/after")
-        self.assertIn(got, (None, (403, "token_expired")), got)
+        self.assertIn(got, (None, (407, "token_expired")), got)
         self.assertEqual(self.https.requests_to("/echo/after"), [])
         self.assertTrue(self.ended_within(spliced, 2.5), "the spliced tunnel outlived its token")
         tls.close()
@@ -223,7 +223,7 @@ class TokenExpiryTest(unittest.TestCase):
         # (an admin revocation: at the housekeeping's next one-second tick).
         self.assertTrue(self.ended_within(spliced, 2.5), "the spliced tunnel outlived its token")
         got = self.inside(tls, "/echo/in-after")
-        self.assertIn(got, (None, (403, reason)), got)
+        self.assertIn(got, (None, (407, reason)), got)
         self.assertEqual(self.https.requests_to("/echo/in-after"), [])
         status, headers = self.forward(forward, "/echo/after", token)
         self.assertEqual((status, headers.get("x-sandgate-reason")), (407, reason))

@@ -95,6 +95,21 @@ class Libraries(unittest.TestCase):
                                     f"{path.relative_to(ROOT)}: {lib}/ does no I/O with Asio")
 
 
+def refusals_section():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    return readme[readme.index("## Refusals"):readme.index("## Metrics")]
+
+
+def catalogue_rows(catalogue, namespace):
+    """(constant, status, meaning) of each `{ns::kX, status, "..." "..."}` entry of `namespace`."""
+    out = []
+    pattern = r'\{' + re.escape(namespace) + r'::(k\w+),\s*(\d+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\}'
+    for const, status, literals in re.findall(pattern, catalogue):
+        meaning = "".join(re.findall(r'"((?:[^"\\]|\\.)*)"', literals)).replace("\\\\", "\\")
+        out.append((const, int(status), meaning))
+    return out
+
+
 class ReasonCatalogue(unittest.TestCase):
     """proxy/client/reasons.h: every token is in the catalogue, and README.md lists it."""
 
@@ -105,10 +120,39 @@ class ReasonCatalogue(unittest.TestCase):
         listed = re.findall(r"\{reason::(k\w+),", catalogue)
         self.assertEqual(sorted(listed), sorted(consts), "each reason:: token has one entry")
         self.assertEqual(len(set(consts.values())), len(consts), "tokens are unique")
-        readme = (ROOT / "README.md").read_text(encoding="utf-8")
-        table = readme[readme.index("## Refusals"):readme.index("## Running many sandboxes")]
-        missing = [t for t in consts.values() if f"| `{t}` |" not in table]
-        self.assertEqual(missing, [], "README.md's Refusals table lists every token")
+        table = refusals_section()
+        for const, status, meaning in catalogue_rows(catalogue, "reason"):
+            row = f"| `{consts[const]}` | {status or 'audit only'} | {meaning} |"
+            self.assertTrue(row in table, f"README.md's Refusals table lacks: {row}")
+
+    def test_every_other_layers_reason_has_one_status_and_is_documented(self):
+        # The policy's, the broker's and task tokens' tokens reach clients too: each is in
+        # decision_reasons.h with one status, and README.md lists exactly that row.
+        layers = {"policy::reason": ROOT / "policy" / "engine.h",
+                  "broker::reason": ROOT / "broker" / "store.h",
+                  "token_reason": ROOT / "proxy" / "identity" / "task_token.h"}
+        header = (ROOT / "proxy" / "client" / "decision_reasons.h").read_text(encoding="utf-8")
+        catalogue = header[header.index("kDecisionReasons[]"):]
+        table = refusals_section()
+        seen = {}
+        for ns, path in layers.items():
+            text = path.read_text(encoding="utf-8")
+            block = text[text.index("namespace " + ns.split("::")[-1] + " {"):]
+            block = block[:block.index("}  // namespace")]
+            consts = dict(re.findall(r'inline constexpr std::string_view (k\w+) = "([^"]+)";',
+                                     block))
+            consts.pop("kAllowed", None)  # not a refusal
+            rows = {c: (s, m) for c, s, m in catalogue_rows(catalogue, ns)}
+            self.assertEqual(sorted(rows), sorted(consts), f"every {ns} token has one entry")
+            for const, (status, meaning) in rows.items():
+                token = consts[const]
+                self.assertNotIn(token, seen, f"{token} is catalogued once")
+                seen[token] = status
+                row = f"| `{token}` | {status} | {meaning} |"
+                self.assertTrue(row in table, f"README.md's Refusals lacks: {row}")
+        request = (ROOT / "proxy" / "client" / "reasons.h").read_text(encoding="utf-8")
+        clash = sorted(set(seen) & set(re.findall(r'= "([a-z_]+)";', request)))
+        self.assertEqual(clash, [], "a token means one thing, with one status")
 
     def test_every_git_reason_is_catalogued_and_documented(self):
         header = (ROOT / "policy" / "git_rules.h").read_text(encoding="utf-8")

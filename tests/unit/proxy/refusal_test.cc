@@ -4,12 +4,15 @@
 #include <gtest/gtest.h>
 
 #include <boost/json.hpp>
+#include <map>
+#include <span>
 #include <string_view>
 #include <vector>
 
 #include "broker/store.h"
 #include "policy/engine.h"
 #include "policy/git_rules.h"
+#include "proxy/client/decision_reasons.h"
 
 namespace sandgate::proxy {
 namespace {
@@ -52,22 +55,12 @@ TEST(Refusal, ContentLengthMatchesBody) {
 }
 
 // Every reason of every catalogue gets a non-empty hint in the body, even from a refusal that
-// brings none of its own (#39): a client always reads a next step. The proxy's and git's
-// catalogues are walked whole; the policy's and the broker's tokens have no catalogue array, so
-// they are listed here (a new one there must be added here).
+// brings none of its own (#39): a client always reads a next step.
 TEST(Refusal, EveryReasonHasAHint) {
   std::vector<std::string_view> tokens;
   for (const auto& info : requestReasons()) tokens.push_back(info.token);
+  for (const auto& info : kDecisionReasons) tokens.push_back(info.token);
   for (const auto& info : policy::kGitReasons) tokens.push_back(info.token);
-  namespace p = policy::reason;
-  namespace b = broker::reason;
-  for (auto t : {p::kNoMatchingRule, p::kDeniedByRule, p::kGlobalDeny, p::kPortNotAllowed,
-                 p::kMethodNotAllowed, p::kPathNotAllowed, p::kPathAmbiguous, p::kOverrideHeader,
-                 p::kAddressDenied, p::kUnknownTask, p::kUnknownPolicy, p::kInvalidHost,
-                 p::kCredentialConflict, b::kCredentialUnavailable, b::kCredentialHostMismatch,
-                 b::kCredentialRequiresTls, b::kPlaceholderMisplaced}) {
-    tokens.push_back(t);
-  }
   ASSERT_GT(tokens.size(), 60u);
   for (auto token : tokens) {
     auto b = body(renderRefusal({.status = 403, .reason = token}));
@@ -77,6 +70,24 @@ TEST(Refusal, EveryReasonHasAHint) {
   // A refusal's own hint (more precise) is kept.
   auto own = body(renderRefusal({.status = 429, .reason = reason::kTunnelLimit, .hint = "mine"}));
   EXPECT_EQ(own.at("hint").as_string(), "mine");
+}
+
+// One status per token (#39): the request path's, the policy's, the broker's and task tokens'
+// tokens are each catalogued once, and reasonStatus() (which every refusal is sent with) gives
+// the catalogued status. method_not_allowed was 403 from the policy and 405 for TRACE.
+TEST(Refusal, EachReasonHasOneStatus) {
+  std::map<std::string_view, int> seen;
+  for (auto catalogue : {requestReasons(), std::span<const ReasonInfo>(kDecisionReasons)}) {
+    for (const auto& info : catalogue) {
+      EXPECT_TRUE(seen.emplace(info.token, info.status).second) << info.token;
+      EXPECT_EQ(reasonStatus(info.token), info.status) << info.token;
+    }
+  }
+  EXPECT_EQ(seen.at(policy::reason::kMethodNotAllowed), 403);
+  EXPECT_EQ(seen.at(reason::kTraceWithCredential), 405);
+  EXPECT_EQ(seen.at(token_reason::kExpired), 407);
+  EXPECT_EQ(reasonStatus("no_such_reason"), -1);
+  EXPECT_EQ(seen.count(policy::reason::kAllowed), 0u);  // not a refusal
 }
 
 }  // namespace
