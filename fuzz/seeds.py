@@ -139,3 +139,7 @@ for n, s in enumerate([b"dXNlcjpwYXNzd29yZA==", b"a%20b+c%2Fd", b"eyJhbGciOiJIUz
 
 write("scrubber_fuzz", "raw", b"sk-live-abcdef0123456789" + b"the body {\"token\":\"" + bytes([0, 1, 0, 2, 3, 1, 1]))
 write("scrubber_fuzz", "url", b"a secret with space " + b"?q=a%20secret%20with+space&x=1" + bytes([1, 0, 1, 1, 0, 3]))
+# path_rules_fuzz: a path, then the provider's choices (taken from the end: spelling bits).
+for name, path in (("admin", b"admin/users"), ("secret", b"v1/secretKeys"),
+                   ("internal", b"Internal/x"), ("repo", b"acme/widgets.git"), ("plain", b"v1/models")):
+    write("path_rules_fuzz", name, path + bytes([0x55, 0xAA, 0x0F, 0xF0, 1, 2, 3, 4]))
