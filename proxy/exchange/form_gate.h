@@ -47,20 +47,7 @@ boost::asio::awaitable<std::optional<std::string>> formBodyOverrideOn(
     boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser,
     bool& sentContinue) {
   const auto timeout = toDuration(c.limits().bodyTimeout);
-  GitReadSome readSome = [&client, timeout](boost::asio::mutable_buffer into)
-      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
-    boost::beast::get_lowest_layer(client).expires_after(timeout);
-    if constexpr (requires { client.readSome(into); }) {
-      co_return co_await client.readSome(into);
-    } else {
-      co_return co_await client.async_read_some(into, kUse);
-    }
-  };
-  GitWrite write = [&client, timeout](boost::asio::const_buffer out)
-      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
-    boost::beast::get_lowest_layer(client).expires_after(timeout);
-    co_return co_await writeBytes(client, out);
-  };
+  const auto [readSome, write] = clientBodyIo(client, timeout);
   const size_t limit = static_cast<size_t>(std::max<uint64_t>(c.limits().maxHeaderBytes, 1024));
   co_return co_await formBodyOverride(parser, in, limit, readSome, write, sentContinue);
 }

@@ -37,6 +37,33 @@ using GitWrite =
     std::function<boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>>(
         boost::asio::const_buffer)>;
 
+// The reads and writes a body gate (this one, form_gate.h's) makes on an exchange's client
+// stream, a DeadlineStream or a TlsChannel: each under `timeout`, so a client that stops
+// sending mid-body cannot hold the exchange.
+struct ClientBodyIo {
+  GitReadSome readSome;
+  GitWrite write;
+};
+template <class Client, class Duration>
+ClientBodyIo clientBodyIo(Client& client, Duration timeout) {
+  ClientBodyIo io;
+  io.readSome = [&client, timeout](boost::asio::mutable_buffer into)
+      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
+    boost::beast::get_lowest_layer(client).expires_after(timeout);
+    if constexpr (requires { client.readSome(into); }) {
+      co_return co_await client.readSome(into);
+    } else {
+      co_return co_await client.async_read_some(into, kUse);
+    }
+  };
+  io.write = [&client, timeout](boost::asio::const_buffer out)
+      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
+    boost::beast::get_lowest_layer(client).expires_after(timeout);
+    co_return co_await writeBytes(client, out);
+  };
+  return io;
+}
+
 struct GitGateResult {
   enum class Action {
     kForward,  // not a Git request, or one the block admits: carry on as usual
@@ -73,20 +100,7 @@ boost::asio::awaitable<GitGateResult> gateGitOn(
     const policy::Decision& decision, std::string_view path,
     boost::beast::http::request_parser<boost::beast::http::buffer_body>& parser, RequestLog& log) {
   const auto timeout = toDuration(c.limits().bodyTimeout);
-  GitReadSome readSome = [&client, timeout](boost::asio::mutable_buffer into)
-      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
-    boost::beast::get_lowest_layer(client).expires_after(timeout);
-    if constexpr (requires { client.readSome(into); }) {
-      co_return co_await client.readSome(into);
-    } else {
-      co_return co_await client.async_read_some(into, kUse);
-    }
-  };
-  GitWrite write = [&client, timeout](boost::asio::const_buffer out)
-      -> boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> {
-    boost::beast::get_lowest_layer(client).expires_after(timeout);
-    co_return co_await writeBytes(client, out);
-  };
+  const auto [readSome, write] = clientBodyIo(client, timeout);
   const std::string_view target = parser.get().target();
   const size_t q = target.find('?');
   const std::string_view query = q == std::string_view::npos ? "" : target.substr(q + 1);
