@@ -39,6 +39,16 @@ int main(int argc, char** argv) {
   report("clone_newnet", syscall(SYS_clone, CLONE_NEWNET | CLONE_THREAD, 0, 0, 0, 0));
   report("clone3", syscall(SYS_clone3, bad(), 0));
   report("setns", syscall(SYS_setns, -1, 0));
+  // The new mount API: bad descriptors and paths (EBADF/EFAULT/EINVAL unfiltered).
+  report("open_tree", syscall(SYS_open_tree, -1, bad(), 0));
+  report("move_mount", syscall(SYS_move_mount, -1, bad(), -1, bad(), 0));
+  report("fsopen", syscall(SYS_fsopen, bad(), 0));
+  report("fsmount", syscall(SYS_fsmount, -1, 0, 0));
+  report("fspick", syscall(SYS_fspick, -1, bad(), 0));
+  report("mount_setattr", syscall(SYS_mount_setattr, -1, bad(), 0, bad(), 0));
+  // 6.15, newer than the libseccomp the launcher is built with: refused by number (ENOSYS on
+  // an older kernel, unfiltered; EFAULT or EBADF on a newer one).
+  report("open_tree_attr", syscall(467, -1, bad(), 0, bad(), 0));
   report("ptrace", syscall(SYS_ptrace, 0x7fffffff, -1, nullptr, nullptr));
   report("bpf", syscall(SYS_bpf, -1, bad(), 0));
   report("perf_event_open", syscall(SYS_perf_event_open, bad(), 0, -1, -1, 0));
