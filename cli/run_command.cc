@@ -1,6 +1,4 @@
 // `sandgate run [flags] -- CMD [ARG...]`: argument parsing only; the work is in run/run_task.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <string>
@@ -80,8 +78,6 @@ void addRunCommand(CLI::App& app, Action* action) {
   cmd->add_option("command", req->argv, "CMD [ARG...] (after --)")->required();
   cmd->callback([req, action] {
     *action = [req]() -> int {
-      spdlog::set_default_logger(spdlog::stderr_color_mt("sandgate"));
-      spdlog::set_level(spdlog::level::warn);
       return run::runTask(*req);
     };
   });

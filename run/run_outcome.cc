@@ -109,16 +109,12 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
       fmt::print(stderr, "sandgate run: dns: nxdomain for {}\n", escapeText(h, true));
     }
   }
-  // A warning may name the workload's files (a copy that failed, what --disk left out):
-  // escaped, as everything the workload's bytes reach a terminal through.
-  for (const auto& w : rr.warnings) {
+  // The sandbox's warnings (and the limits it could not enforce) were logged once as they
+  // happened, before the command's output they explain: only the bundle's are new here. A
+  // warning may name the workload's files (what --disk left out): escaped, as everything the
+  // workload's bytes reach a terminal through.
+  for (const auto& w : bundleWarnings) {
     fmt::print(stderr, "sandgate run: warning: {}\n", escapeText(w, true));
-  }
-  for (const auto& u : rr.unenforced) {
-    // A default limit that was not enforced is already one of the warnings.
-    bool warned = std::any_of(rr.warnings.begin(), rr.warnings.end(),
-                              [&](const std::string& w) { return w.find(u) != w.npos; });
-    if (!warned) fmt::print(stderr, "sandgate run: not enforced: {}\n", escapeText(u, true));
   }
   if (rr.end == sandbox::RunResult::End::kSetupFailed && result) {
     fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n",

@@ -103,7 +103,7 @@ asio::awaitable<void> Server::Impl::signals() {
         if (auto err = state.audit->reopen()) spdlog::warn("audit log: {}", err->str());
       }
     } else {
-      spdlog::info("signal {}: shutting down", sig);
+      spdlog::info("{}: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
       beginShutdown();
     }
   }
