@@ -46,14 +46,34 @@ std::string reviewName(const std::string& id, const std::string& dir) {
   return shellWord(dir);
 }
 
-// Where the run's files are and what changed: the last lines a user reads.
-void describeBundle(const boost::json::object& extra) {
+// Where the run's files are, what it did on the network and what changed: the last lines a
+// user reads. The audit lines themselves are not on stderr by default (the command's output is
+// there: a line of it written in pieces would be cut by one of ours); this says where they are.
+void describeBundle(const boost::json::object& extra, const proxy::TrafficSummary& traffic,
+                    bool served) {
   const auto& run = extra.at("run").as_object();
   const std::string id(run.at("id").as_string());
-  const std::string name = reviewName(id, std::string(run.at("dir").as_string()));
+  const std::string dir(run.at("dir").as_string());
+  const std::string name = reviewName(id, dir);
   fmt::print(stderr, "sandgate run: run {} ({} workspace): {}\n", quoteName(id),
-             std::string(run.at("workspace_mode").as_string()),
-             quoteName(run.at("dir").as_string()));
+             std::string(run.at("workspace_mode").as_string()), quoteName(dir));
+  const uint64_t total = traffic.allowed + traffic.denied + traffic.other;
+  std::string where;
+  if (served) {
+    where = "in the audit log of sandgate serve (its lines name this run)";
+  } else {
+    where = "in " + quoteName(dir + "/" + bundle::kAudit);
+    const auto* left = run.if_contains("audit_lines_not_logged");
+    const int64_t n = left == nullptr     ? 0
+                      : left->is_int64()  ? left->as_int64()
+                      : left->is_uint64() ? static_cast<int64_t>(left->as_uint64())
+                                          : 0;
+    if (n > 0) where += fmt::format(" ({} more left out at its size limit)", n);
+  }
+  fmt::print(stderr,
+             "sandgate run: network: {} requests: {} allowed, {} denied{}; audit lines {}\n", total,
+             traffic.allowed, traffic.denied,
+             traffic.other ? fmt::format(", {} other", traffic.other) : "", where);
   if (!extra.at("changes").is_object()) return;
   const auto& c = extra.at("changes").as_object();
   fmt::print(stderr,
@@ -138,7 +158,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
       fmt::print(stderr, "sandgate run: {}\n", *e);
       if (rr.exitStatus == 0) return kExitSetupFailed;
     }
-    describeBundle(extra);
+    describeBundle(extra, traffic, req.proxy.has_value());
   }
   if (report.valid()) {
     // Through the descriptor opened before the sandbox started: whatever the workload did

@@ -24,7 +24,8 @@ PY = "/usr/bin/python3"  # the host's interpreter; /root (pyenv shims) is hidden
 
 
 def run_recorded(cmd, timeout=90):
-    """Runs `sandgate run ...`; its output (audit lines are on stderr) goes to the leak check."""
+    """Runs `sandgate run ...`; its output (audit lines on stderr with --audit-stderr) goes to
+    the leak check."""
     r = run_bounded(cmd, timeout)
     artifacts.record("run", "transparent-stdout", r.stdout)
     artifacts.record("log", "transparent-stderr", r.stderr)
@@ -173,13 +174,14 @@ class TransparentTest(unittest.TestCase):
 
     @classmethod
     def sandgate(cls, *args, timeout=90):
-        cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
+        cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace,
+               "--audit-stderr", *args]
         return run_recorded(cmd, timeout=timeout)
 
     def sh(self, script, *flags):
         r = self.sandgate(*flags, "--", "sh", "-c", script)
         audit = []
-        for line in r.stderr.splitlines():  # audit lines go to stderr (no audit.path)
+        for line in r.stderr.splitlines():  # audit lines on stderr (--audit-stderr)
             if line.startswith("{"):
                 audit.append(json.loads(line))
         return r, audit
@@ -341,8 +343,9 @@ class TransparentTest(unittest.TestCase):
         path = os.path.join(self.dir, "odd-port.yaml")
         with open(path, "w") as f:
             json.dump(cfg, f)
-        cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--",
-               "sh", "-c", "getent hosts odd.test; echo rc=$?; getent hosts evil.test; echo rc=$?"]
+        cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--audit-stderr",
+               "--", "sh", "-c", "getent hosts odd.test; echo rc=$?; getent hosts evil.test; "
+               "echo rc=$?"]
         r = run_recorded(cmd)
         self.assertEqual(r.stdout.split(), ["rc=2", "rc=2"], r.stderr)
         audit = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{")]
