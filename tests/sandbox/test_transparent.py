@@ -8,6 +8,7 @@ Every connection a test makes is to loopback or inside the sandbox's own network
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import textwrap
@@ -360,11 +361,24 @@ class TransparentTest(unittest.TestCase):
                       "17443, which this sandbox does not capture: add `--capture-port 17443`",
                       r.stderr)
         self.assertNotIn("nxdomain for evil.test", r.stderr)
+        # The run's report.json lists it under "hints" (for a harness that reads the report).
+        with open(self.report_of(r)) as f:
+            self.assertEqual(json.load(f)["hints"],
+                             ["odd.test: the policy allows it on port 17443, which this sandbox "
+                              "does not capture: add `--capture-port 17443`"])
         # With the port captured, the name resolves.
         r = run_recorded(cmd[:-4] + ["--capture-port", "17443", "--", "getent", "hosts",
                                      "odd.test"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("nxdomain for", r.stderr)
+        with open(self.report_of(r)) as f:
+            self.assertEqual(json.load(f)["hints"], [])
+
+    def report_of(self, r):
+        """The report.json in the run's directory, which sandgate run names on stderr."""
+        m = re.search(r"^sandgate run: run \S+ \(\w+ workspace\): (\S+)$", r.stderr, re.M)
+        self.assertTrue(m, r.stderr)
+        return os.path.join(m[1], "report.json")
 
     def test_no_transparent_keeps_proxy_only(self):
         r, audit = self.sh("getent hosts api.test; echo rc=$?; "
