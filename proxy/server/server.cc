@@ -75,7 +75,7 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
     n = budget.cpus;
     impl->workersWhy = budget.why;
   } else {
-    impl->workersWhy = "--threads";
+    impl->workersWhy = "set by --threads";
   }
   for (unsigned i = 0; i < n; ++i) impl->workers.push_back(std::make_unique<Worker>());
   if (!impl->options.configPath.empty()) impl->statChanged();
@@ -293,13 +293,18 @@ void Server::start() {
   const std::string proxyText = im.proxyEndpoint ? endpointText(*im.proxyEndpoint) : "off";
   const std::string metricsText = im.metricsEndpoint ? endpointText(*im.metricsEndpoint) : "off";
   const std::string adminText = im.admin ? im.admin->path() : "off";
-  logging::infoWith(
-      fmt::format("sandgate serving: proxy {}, metrics {}, admin {}; {} worker threads: {}",
-                  proxyText, metricsText, adminText, im.workers.size(), im.workersWhy),
-      {{"proxy", proxyText},
-       {"metrics", metricsText},
-       {"admin", adminText},
-       {"workers", std::to_string(im.workers.size())}});
+  if (!im.proxyEndpoint && !im.metricsEndpoint && !im.admin) {
+    // Embedded in sandgate run: it serves only the listeners the launcher hands over.
+    spdlog::info("proxy serving the sandbox's listeners; {} worker threads", im.workers.size());
+  } else {
+    logging::infoWith(
+        fmt::format("sandgate serving: proxy {}, metrics {}, admin {}; {} worker threads: {}",
+                    proxyText, metricsText, adminText, im.workers.size(), im.workersWhy),
+        {{"proxy", proxyText},
+         {"metrics", metricsText},
+         {"admin", adminText},
+         {"workers", std::to_string(im.workers.size())}});
+  }
   im.controlThread = std::thread([&im] {
     auto guard = asio::make_work_guard(im.control);
     im.control.run();
