@@ -70,10 +70,14 @@ void describeBundle(const boost::json::object& extra, const proxy::TrafficSummar
                                           : 0;
     if (n > 0) where += fmt::format(" ({} more left out at its size limit)", n);
   }
-  fmt::print(stderr,
-             "sandgate run: network: {} requests: {} allowed, {} denied{}; audit lines {}\n", total,
-             traffic.allowed, traffic.denied,
-             traffic.other ? fmt::format(", {} other", traffic.other) : "", where);
+  if (total == 0) {
+    fmt::print(stderr, "sandgate run: network: no requests\n");
+  } else {
+    fmt::print(stderr,
+               "sandgate run: network: {} requests: {} allowed, {} denied{}; audit lines {}\n",
+               total, traffic.allowed, traffic.denied,
+               traffic.other ? fmt::format(", {} other", traffic.other) : "", where);
+  }
   if (!extra.at("changes").is_object()) return;
   const auto& c = extra.at("changes").as_object();
   fmt::print(stderr,

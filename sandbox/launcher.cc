@@ -283,20 +283,21 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       return error(
           "sandbox: refusing to start: a requested limit cannot be enforced on this "
           "machine (" +
-          requested + "); allowUnenforced runs without it");
+          requested + "); --allow-unenforced runs without it");
     }
     for (const auto& u : result.unenforced) {
       if (!isDefault(u)) continue;
       result.warnings.push_back("default limit not enforced on this machine, running without it: " +
                                 u);
     }
-    if (!requested.empty()) {
-      result.warnings.push_back("running WITHOUT these limits (allowUnenforced): " + requested);
-    }
     // Each warning of the setup is logged once, here, before the command's first line (a
     // failed write it explains comes after it); the caller reads them from the result and does
     // not repeat them. Escaped: a warning may name a file the workload wrote in an earlier run.
     for (const auto& w : result.warnings) spdlog::warn("sandbox: {}", escapeText(w, true));
+    if (!requested.empty()) {  // in the result as `unenforced`
+      spdlog::warn("sandbox: running WITHOUT these limits (--allow-unenforced): {}",
+                   escapeText(requested, true));
+    }
     if (options.onLimits) options.onLimits(result.unenforced);
   }
 
