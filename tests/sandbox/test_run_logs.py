@@ -11,24 +11,28 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import tempfile
 import unittest
 
 import artifacts
 from run_support import TemporaryUser, namespaces_refused, run_bounded
-from sandgate_fixture import Sandgate, binary
+from sandgate_fixture import Sandgate, binary, wait_until
 
 LEVELS = "trace, debug, info, warn, error, off"
 
 
-def serve_fixture(testcase, env=None, serve_args=(), threads=2):
-    """serve's stderr from start to a SIGTERM."""
+def serve_fixture(testcase, env=None, serve_args=(), threads=2, reload=False):
+    """serve's stderr from start to a SIGTERM (after a SIGHUP reload when `reload`)."""
     sg = Sandgate({"p": {"allow": [{"host": "example.test"}]}},
                   [{"name": "t", "policy": "p", "token": "l0gs"}], serve_args=serve_args,
                   threads=threads)
     testcase.addCleanup(sg.cleanup)
     sg.start(env=env)
+    if reload:
+        sg.proc.send_signal(signal.SIGHUP)
+        wait_until(lambda: "configuration reloaded" in sg.stderr(), 10, what="the reload")
     sg.stop()
     return sg.stderr()
 
@@ -61,7 +65,7 @@ class LogSettingsTest(unittest.TestCase):
         self.assertIn("sandgate serving", loud)
 
     def test_json_format_is_one_object_per_line_with_fields(self):
-        out = serve_fixture(self, serve_args=["--log-format", "json"])
+        out = serve_fixture(self, serve_args=["--log-format", "json"], reload=True)
         lines = out.splitlines()
         self.assertTrue(lines, out)
         records = [json.loads(line) for line in lines]  # every line is one JSON object
@@ -73,6 +77,8 @@ class LogSettingsTest(unittest.TestCase):
         self.assertEqual(len(serving), 1, records)
         self.assertRegex(serving[0]["proxy"], r"^127\.0\.0\.1:\d+$")  # a field of its own
         self.assertEqual(serving[0]["workers"], "2")
+        reloaded = [r for r in records if r["message"].startswith("configuration reloaded")]
+        self.assertEqual([r["generation"] for r in reloaded], ["2"], records)
 
     def test_serve_start_up_says_each_thing_once(self):
         out = serve_fixture(self, threads=0)  # the default count
