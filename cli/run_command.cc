@@ -1,6 +1,4 @@
 // `sandgate run [flags] -- CMD [ARG...]`: argument parsing only; the work is in run/run_task.
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <memory>
 #include <string>
@@ -17,7 +15,7 @@ void addRunCommand(CLI::App& app, Action* action) {
       "Run a command in a sandbox whose only network is sandgate's proxy (embedded, or a "
       "running `sandgate serve` with --proxy). Exit "
       "status: the command's; 124 timeout, 125 setup failed, 2 usage or config error. Audit "
-      "lines go to audit.path, or stderr");
+      "lines go to the run's audit.jsonl and audit.path (stderr with --audit-stderr)");
   cmd->add_option("--config,-c", req->configPath,
                   "Configuration file (default: a built-in config allowing package registries)");
   auto* task =
@@ -77,14 +75,12 @@ void addRunCommand(CLI::App& app, Action* action) {
   cmd->add_option("--capture-port", req->capturePorts,
                   "Also capture direct connections to this port (repeatable; 80 and 443 always)")
       ->allow_extra_args(false);
+  cmd->add_flag("--audit-stderr", req->auditStderr,
+                "Also write the audit lines to stderr as they happen (whole lines, one write each; "
+                "a line the command writes in pieces may be split by one). Default: only the "
+                "run's audit.jsonl and audit.path, and a summary at the end");
   cmd->add_option("command", req->argv, "CMD [ARG...] (after --)")->required();
-  cmd->callback([req, action] {
-    *action = [req]() -> int {
-      spdlog::set_default_logger(spdlog::stderr_color_mt("sandgate"));
-      spdlog::set_level(spdlog::level::warn);
-      return run::runTask(*req);
-    };
-  });
+  cmd->callback([req, action] { *action = [req]() -> int { return run::runTask(*req); }; });
 }
 
 }  // namespace sandgate::cli

@@ -1,8 +1,6 @@
 // `sandgate serve --config F [--threads N] [--idle-spin US] [--drain-delay D] [--ready-file PATH]`:
 // argument parsing only.
 #include <fmt/format.h>
-#include <spdlog/sinks/stdout_color_sinks.h>
-#include <spdlog/spdlog.h>
 
 #include <cstdio>
 #include <memory>
@@ -50,7 +48,6 @@ void addServeCommand(CLI::App& app, Action* action) {
                   "Write {\"proxy\":ADDR,\"metrics\":ADDR} here once listening");
   cmd->callback([args, action] {
     *action = [args]() -> int {
-      spdlog::set_default_logger(spdlog::stderr_color_mt("sandgate"));
       proxy::ServerOptions options;
       options.configPath = args->config;
       options.threads = args->threads;

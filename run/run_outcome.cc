@@ -46,14 +46,38 @@ std::string reviewName(const std::string& id, const std::string& dir) {
   return shellWord(dir);
 }
 
-// Where the run's files are and what changed: the last lines a user reads.
-void describeBundle(const boost::json::object& extra) {
+// Where the run's files are, what it did on the network and what changed: the last lines a
+// user reads. The audit lines themselves are not on stderr by default (the command's output is
+// there: a line of it written in pieces would be cut by one of ours); this says where they are.
+void describeBundle(const boost::json::object& extra, const proxy::TrafficSummary& traffic,
+                    bool served) {
   const auto& run = extra.at("run").as_object();
   const std::string id(run.at("id").as_string());
-  const std::string name = reviewName(id, std::string(run.at("dir").as_string()));
+  const std::string dir(run.at("dir").as_string());
+  const std::string name = reviewName(id, dir);
   fmt::print(stderr, "sandgate run: run {} ({} workspace): {}\n", quoteName(id),
-             std::string(run.at("workspace_mode").as_string()),
-             quoteName(run.at("dir").as_string()));
+             std::string(run.at("workspace_mode").as_string()), quoteName(dir));
+  const uint64_t total = traffic.allowed + traffic.denied + traffic.other;
+  std::string where;
+  if (served) {
+    where = "in the audit log of sandgate serve (its lines name this run)";
+  } else {
+    where = "in " + quoteName(dir + "/" + bundle::kAudit);
+    const auto* left = run.if_contains("audit_lines_not_logged");
+    const int64_t n = left == nullptr     ? 0
+                      : left->is_int64()  ? left->as_int64()
+                      : left->is_uint64() ? static_cast<int64_t>(left->as_uint64())
+                                          : 0;
+    if (n > 0) where += fmt::format(" ({} more left out at its size limit)", n);
+  }
+  if (total == 0) {
+    fmt::print(stderr, "sandgate run: network: no requests\n");
+  } else {
+    fmt::print(stderr,
+               "sandgate run: network: {} requests: {} allowed, {} denied{}; audit lines {}\n",
+               total, traffic.allowed, traffic.denied,
+               traffic.other ? fmt::format(", {} other", traffic.other) : "", where);
+  }
   if (!extra.at("changes").is_object()) return;
   const auto& c = extra.at("changes").as_object();
   fmt::print(stderr,
@@ -109,16 +133,12 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
       fmt::print(stderr, "sandgate run: dns: nxdomain for {}\n", escapeText(h, true));
     }
   }
-  // A warning may name the workload's files (a copy that failed, what --disk left out):
-  // escaped, as everything the workload's bytes reach a terminal through.
-  for (const auto& w : rr.warnings) {
+  // The sandbox's warnings (and the limits it could not enforce) were logged once as they
+  // happened, before the command's output they explain: only the bundle's are new here. A
+  // warning may name the workload's files (what --disk left out): escaped, as everything the
+  // workload's bytes reach a terminal through.
+  for (const auto& w : bundleWarnings) {
     fmt::print(stderr, "sandgate run: warning: {}\n", escapeText(w, true));
-  }
-  for (const auto& u : rr.unenforced) {
-    // A default limit that was not enforced is already one of the warnings.
-    bool warned = std::any_of(rr.warnings.begin(), rr.warnings.end(),
-                              [&](const std::string& w) { return w.find(u) != w.npos; });
-    if (!warned) fmt::print(stderr, "sandgate run: not enforced: {}\n", escapeText(u, true));
   }
   if (rr.end == sandbox::RunResult::End::kSetupFailed && result) {
     fmt::print(stderr, "sandgate run: the sandbox could not be set up: {}\n",
@@ -142,7 +162,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
       fmt::print(stderr, "sandgate run: {}\n", *e);
       if (rr.exitStatus == 0) return kExitSetupFailed;
     }
-    describeBundle(extra);
+    describeBundle(extra, traffic, req.proxy.has_value());
   }
   if (report.valid()) {
     // Through the descriptor opened before the sandbox started: whatever the workload did

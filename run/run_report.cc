@@ -46,11 +46,19 @@ std::string formatReport(const ReportInput& in) {
                    {"bytes_down", t.bytesDown}};
   o["by_host"] = proxy::trafficEntriesToJson(t.entries);
   o["credentials_used"] = strings(t.credentials);
+  // What the run could do differently, for a person or a harness that reads the report: today
+  // the capture hints (a name the policy allows on a port this run did not capture; the first
+  // CaptureCounts::kMaxHints), each "NAME: ... add `--capture-port P`". Empty when none.
+  boost::json::array hints;
   if (in.dns) {
-    o["dns"] = proxy::captureCountsToJson(*in.dns);
+    auto dns = proxy::captureCountsToJson(*in.dns);
+    dns.erase("hints");  // said once, in "hints"
+    o["dns"] = std::move(dns);
+    for (const auto& h : in.dns->hints) hints.emplace_back(h);
   } else {
     o["dns"] = nullptr;
   }
+  o["hints"] = std::move(hints);
   o["limits"] = limitsToJson(in.limits, in.result.unenforced);
   o["warnings"] = strings(in.result.warnings);
   o["unenforced"] = strings(in.result.unenforced);

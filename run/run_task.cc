@@ -206,8 +206,11 @@ int runTask(const RunRequest& req) {
   auto bundle = beginBundle(policyText);
   if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
   RunBundle& runBundle = *bundle.value();
-  proxy::EmbeddedOptions proxyOptions;  // no audit.path: stderr, never the command's stdout
+  // The audit lines: the run's audit.jsonl, audit.path when set, and stderr only when asked:
+  // the command's stderr is there too, and one of its lines written in pieces would be cut.
+  proxy::EmbeddedOptions proxyOptions;
   proxyOptions.auditCopy = runBundle.auditCopy();
+  if (req.auditStderr) proxyOptions.streamFd = STDERR_FILENO;
   if (cfg.audit.path) {
     auto opened = outsideWorkspace("audit.path", *cfg.audit.path, O_APPEND, 0640);
     if (!opened) {

@@ -45,6 +45,10 @@ struct RunRequest {
   // programs that ignore HTTP_PROXY still go through sandgate. Off: --no-transparent.
   bool transparent = true;
   std::vector<uint16_t> capturePorts;  // in addition to 80 and 443
+  // The embedded proxy's audit lines on stderr too, as they happen (--audit-stderr). Off by
+  // default: stderr is the command's, and a line it writes in pieces would be cut by one of
+  // ours; the lines are in the run's audit.jsonl (and audit.path) either way.
+  bool auditStderr = false;
   std::vector<std::string> argv;
 };
 

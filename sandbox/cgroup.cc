@@ -291,6 +291,8 @@ std::unique_ptr<Cgroup> Cgroup::create(const CgroupLimits& limits, const std::st
       }
       if (err != 0) why = sysFailure("set " + w.controller + " limit in " + file, "write", err);
     }
+    // sysFailure's "sandbox: " dropped: the warning that carries `why` says it already.
+    for (size_t at; (at = why.find("sandbox: ")) != std::string::npos;) why.erase(at, 9);
     if ((dir == nullptr || err != 0) && w.required && unenforced) {
       unenforced->push_back(w.controller + ": " + why);
     } else if (dir == nullptr && warnings) {

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <fstream>
 
+#include "common/terminal_text.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/channel.h"
 #include "sandbox/environment.h"
@@ -173,8 +174,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
           ": a rootless run maps only its own group, so its files of another group cannot be "
           "changed in overlay mode (EOVERFLOW, \"Value too large\"); use --workspace-mode "
           "bind, or a workspace of your group, or run as root";
-      spdlog::warn("sandbox: {}", w);  // now, before the command's first failed write
-      result.warnings.push_back(std::move(w));
+      result.warnings.push_back(std::move(w));  // logged before the command starts
     }
     closer.fds.push_back(layers->fd);
     spec.fs.overlay = true;
@@ -283,16 +283,20 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
       return error(
           "sandbox: refusing to start: a requested limit cannot be enforced on this "
           "machine (" +
-          requested + "); allowUnenforced runs without it");
+          requested + "); --allow-unenforced runs without it");
     }
     for (const auto& u : result.unenforced) {
       if (!isDefault(u)) continue;
-      std::string w = "default limit not enforced on this machine, running without it: " + u;
-      spdlog::warn("sandbox: {}", w);
-      result.warnings.push_back(std::move(w));
+      result.warnings.push_back("default limit not enforced on this machine, running without it: " +
+                                u);
     }
-    if (!requested.empty()) {
-      spdlog::warn("sandbox: running WITHOUT these limits (allowUnenforced): {}", requested);
+    // Each warning of the setup is logged once, here, before the command's first line (a
+    // failed write it explains comes after it); the caller reads them from the result and does
+    // not repeat them. Escaped: a warning may name a file the workload wrote in an earlier run.
+    for (const auto& w : result.warnings) spdlog::warn("sandbox: {}", escapeText(w, true));
+    if (!requested.empty()) {  // in the result as `unenforced`
+      spdlog::warn("sandbox: running WITHOUT these limits (--allow-unenforced): {}",
+                   escapeText(requested, true));
     }
     if (options.onLimits) options.onLimits(result.unenforced);
   }
@@ -353,7 +357,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
     result.error = "sandbox: the sandbox ended without a report (outer child wait status " +
                    std::to_string(outerStatus) + ")";
   }
-  if (result.end == RunResult::End::kSetupFailed) spdlog::error("{}", result.error);
+  // A setup failure is the caller's to say (sandgate run prints it once, with its context).
   return result;
 }
 

@@ -133,6 +133,8 @@ struct RunResult {
   bool pidsLimitReached = false;            // fork/clone was refused by the pids limit
   std::string error;                        // kSetupFailed: step, system call and errno
   std::vector<std::string> warnings;        // degraded features (e.g. no /dev/pts, no IPv6)
+  // Every warning run() adds is logged (spdlog, warn) as it happens or before the command
+  // starts: a caller that lists them again at the end says each twice.
   std::vector<std::string> unenforced;      // limits requested but not enforced (allowUnenforced)
   // kOverlay that fell back to a copy of the workspace (see Options): why, and what the copy
   // took (files, bytes, reflinks); empty otherwise.

@@ -12,6 +12,7 @@
 #include <climits>
 #include <cstring>
 
+#include "common/terminal_text.h"
 #include "sandbox/cgroup.h"
 #include "sandbox/channel.h"
 #include "sandbox/exec_watch.h"
@@ -127,10 +128,10 @@ SupervisedOutcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgr
   ProcessHandle outerHandle(outer), init;
   constexpr auto kNever = Clock::time_point::max();
   Clock::time_point killAt = kNever;  // SIGKILL due then (after a SIGTERM)
-  std::vector<int> pendingCapture;  // kCapture descriptors, handed over with kListeners
+  std::vector<int> pendingCapture;    // kCapture descriptors, handed over with kListeners
   bool captureIpv6 = false;
   auto abort = [&](std::string why) {
-    spdlog::error("{}", why);
+    // Not logged here: it becomes the run's error, which the caller says once.
     if (out.setupError.empty()) out.setupError = std::move(why);
     init.signal(SIGKILL);
     outerHandle.signal(SIGKILL);  // its death kills PID 1 (PR_SET_PDEATHSIG) and the namespace
@@ -276,7 +277,7 @@ SupervisedOutcome supervise(int ch, pid_t outer, const Identity& id, Cgroup* cgr
         }
         break;
       case MsgType::kWarning:
-        spdlog::warn("{}", m.text);
+        spdlog::warn("{}", escapeText(m.text, true));  // the sandbox's words: escaped
         result->warnings.push_back(m.text);
         break;
       case MsgType::kSetupError:

@@ -38,6 +38,9 @@ json::array trafficEntriesToJson(const std::vector<TrafficEntry>& entries) {
 
 namespace {
 
+// A capture hint names one host (at most 253 bytes) and the ports that would carry it.
+constexpr size_t kMaxHintBytes = 1024;
+
 // The keys of CaptureCounts in its JSON form (one table for both directions).
 constexpr std::pair<const char*, uint64_t CaptureCounts::*> kCountKeys[] = {
     {"answered", &CaptureCounts::answered},   {"nodata", &CaptureCounts::nodata},
@@ -51,6 +54,11 @@ constexpr std::pair<const char*, uint64_t CaptureCounts::*> kCountKeys[] = {
 json::object captureCountsToJson(const CaptureCounts& counts) {
   json::object o;
   for (const auto& [key, member] : kCountKeys) o[key] = counts.*member;
+  // The capture hints travel with the counts: with run --proxy, serve's stub (which knows the
+  // policy) made them, and the launcher prints them and puts them in the run's report.
+  json::array hints;
+  for (const auto& h : counts.hints) hints.emplace_back(h);
+  o["hints"] = std::move(hints);
   return o;
 }
 
@@ -134,6 +142,16 @@ json::object trafficToJson(const TrafficSummary& t) {
 CaptureCounts captureCountsFromJson(const json::object& o) {
   CaptureCounts counts;
   for (const auto& [key, member] : kCountKeys) counts.*member = numberOf(o, key);
+  // Bounded as the stub bounds them (kMaxHints names, each a host name and a few ports): what
+  // the peer sends cannot grow the report or the terminal output without limit.
+  if (const json::value* v = o.if_contains("hints"); v && v->is_array()) {
+    for (const auto& h : v->as_array()) {
+      if (counts.hints.size() >= CaptureCounts::kMaxHints) break;
+      if (h.is_string() && h.as_string().size() <= kMaxHintBytes) {
+        counts.hints.emplace_back(h.as_string());
+      }
+    }
+  }
   return counts;
 }
 

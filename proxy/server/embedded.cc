@@ -46,6 +46,7 @@ struct EmbeddedProxy::Impl {
   std::unique_ptr<Server> server;
   int readFd = -1;
   int destFd = -1;
+  int streamFd = -1;                           // EmbeddedOptions::streamFd, not ours
   std::function<void(std::string_view)> copy;  // EmbeddedOptions::auditCopy
   bool ownsDest = false;
   std::thread reader;
@@ -106,14 +107,16 @@ struct EmbeddedProxy::Impl {
       size_t start = 0, nl;
       while ((nl = pending.find('\n', start)) != std::string::npos) {
         std::string_view line(pending.data() + start, nl - start + 1);
-        (void)safe_open::writeAll(destFd, line);  // the destination is gone: keep tallying
+        // A destination that is gone: keep tallying.
+        if (destFd >= 0) (void)safe_open::writeAll(destFd, line);
+        if (streamFd >= 0) (void)safe_open::writeAll(streamFd, line);  // one write(2) unless short
         if (copy) copy(line.substr(0, line.size() - 1));
         tallyLine(line.substr(0, line.size() - 1));
         start = nl + 1;
       }
       pending.erase(0, start);
     }
-    if (!pending.empty()) (void)safe_open::writeAll(destFd, pending);
+    if (!pending.empty() && destFd >= 0) (void)safe_open::writeAll(destFd, pending);
     if (!pending.empty() && copy) copy(pending);
   }
 
@@ -135,9 +138,8 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config conf
   if (options.auditFd >= 0) {
     impl->destFd = options.auditFd;
     impl->ownsDest = true;
-  } else {
-    impl->destFd = STDERR_FILENO;
   }
+  impl->streamFd = options.streamFd;
   int fds[2];
   if (::pipe2(fds, O_CLOEXEC) != 0) {
     impl->close();

@@ -21,10 +21,14 @@ namespace sandgate::proxy {
 
 struct EmbeddedOptions {
   unsigned threads = 2;
-  // Where the audit lines go: -1 = stderr (so that they never mix with the command's stdout);
-  // otherwise a descriptor open for appending, taken by create() (closed on error too). The
-  // caller opens audit.path, with no link followed and never in the workspace (run/).
+  // Where the audit lines go: -1 = nowhere but auditCopy; otherwise a descriptor open for
+  // appending, taken by create() (closed on error too). The caller opens audit.path, with no
+  // link followed and never in the workspace (run/).
   int auditFd = -1;
+  // Also each line, with one write(2), to this descriptor, not taken (stderr for
+  // --audit-stderr; never the command's stdout); -1: none. One write per line so that another
+  // writer of that stream (the command's output, copied) cannot land inside one of ours.
+  int streamFd = -1;
   // Given a second copy of every audit line, without its newline (the run's audit.jsonl in its
   // directory, which bounds it), on the audit reader's thread; unset: no copy.
   std::function<void(std::string_view line)> auditCopy;

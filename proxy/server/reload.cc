@@ -1,5 +1,6 @@
 // Reloading a server's configuration: SIGHUP, the config file watched once a second, and the
 // housekeeping that runs with it (metrics sweep, stale pooled connections).
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 
 #include <boost/asio/post.hpp>
@@ -7,6 +8,7 @@
 #include <csignal>
 
 #include "broker/store.h"
+#include "common/logging.h"
 #include "proxy/identity/task_token.h"
 #include "proxy/observe/audit.h"
 #include "proxy/observe/metrics.h"
@@ -86,7 +88,8 @@ asio::awaitable<void> Server::Impl::housekeeping() {
           false);
     }
     if (options.watchConfigFile && !options.configPath.empty() && statChanged()) {
-      spdlog::info("config file {} changed; reloading", options.configPath);
+      logging::infoWith(fmt::format("config file {} changed; reloading", options.configPath),
+                        {{"config", options.configPath}});
       reloadNow();
     }
   }
@@ -97,13 +100,14 @@ asio::awaitable<void> Server::Impl::signals() {
     auto [ec, sig] = co_await signalSet->async_wait(kUse);
     if (ec) co_return;
     if (sig == SIGHUP) {
-      spdlog::info("SIGHUP: reloading {}", options.configPath);
+      logging::infoWith(fmt::format("SIGHUP: reloading {}", options.configPath),
+                        {{"config", options.configPath}});
       reloadNow();
       if (state.audit) {
         if (auto err = state.audit->reopen()) spdlog::warn("audit log: {}", err->str());
       }
     } else {
-      spdlog::info("signal {}: shutting down", sig);
+      spdlog::info("{}: shutting down", sig == SIGINT ? "SIGINT" : "SIGTERM");
       beginShutdown();
     }
   }
@@ -138,7 +142,8 @@ bool Server::Impl::reloadNow() {
     state.metrics->configReload(true);
     state.metrics->configInfo(snap.value()->config.sha256);
   }
-  spdlog::info("configuration reloaded (generation {})", snap.value()->generation);
+  logging::infoWith(fmt::format("configuration reloaded (generation {})", snap.value()->generation),
+                    {{"generation", std::to_string(snap.value()->generation)}});
   // Keep-alive requests are decided against the new snapshot as they come; open tunnels
   // have no next request, so they are decided again here.
   logReview(

@@ -11,6 +11,7 @@
 #include <boost/json.hpp>
 #include <csignal>
 
+#include "common/logging.h"
 #include "common/safe_open.h"
 #include "proxy/admin/admin_api.h"
 #include "proxy/intercept/intercept.h"
@@ -72,7 +73,9 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
     // waits for the others' slices, which shows as tail latency.
     auto budget = currentCpuBudget();
     n = budget.cpus;
-    spdlog::info("{} worker threads: {}", n, budget.why);
+    impl->workersWhy = budget.why;
+  } else {
+    impl->workersWhy = "set by --threads";
   }
   for (unsigned i = 0; i < n; ++i) impl->workers.push_back(std::make_unique<Worker>());
   if (!impl->options.configPath.empty()) impl->statChanged();
@@ -285,10 +288,23 @@ void Server::start() {
   if (im.admin) im.admin->start();
   im.state.metrics->setReady(true);
   im.writeReadyFile();
-  spdlog::info("sandgate serving: proxy {} metrics {} admin {} ({} worker threads)",
-               im.proxyEndpoint ? endpointText(*im.proxyEndpoint) : "-",
-               im.metricsEndpoint ? endpointText(*im.metricsEndpoint) : "-",
-               im.admin ? im.admin->path() : "-", im.workers.size());
+  // One line says what serves where and why so many workers (said once: the count and its
+  // reason were two lines before); in JSON each is a field an operator can filter on.
+  const std::string proxyText = im.proxyEndpoint ? endpointText(*im.proxyEndpoint) : "off";
+  const std::string metricsText = im.metricsEndpoint ? endpointText(*im.metricsEndpoint) : "off";
+  const std::string adminText = im.admin ? im.admin->path() : "off";
+  if (!im.proxyEndpoint && !im.metricsEndpoint && !im.admin) {
+    // Embedded in sandgate run: it serves only the listeners the launcher hands over.
+    spdlog::info("proxy serving the sandbox's listeners; {} worker threads", im.workers.size());
+  } else {
+    logging::infoWith(
+        fmt::format("sandgate serving: proxy {}, metrics {}, admin {}; {} worker threads: {}",
+                    proxyText, metricsText, adminText, im.workers.size(), im.workersWhy),
+        {{"proxy", proxyText},
+         {"metrics", metricsText},
+         {"admin", adminText},
+         {"workers", std::to_string(im.workers.size())}});
+  }
   im.controlThread = std::thread([&im] {
     auto guard = asio::make_work_guard(im.control);
     im.control.run();

@@ -56,6 +56,7 @@ struct AdoptedGroup {
 struct Server::Impl {
   using tcp = boost::asio::ip::tcp;
   ServerOptions options;
+  std::string workersWhy;  // how the worker count was chosen, for the start-up line
   ServerState state;
   TaskRegistry registry;
   std::atomic<uint64_t> generation{1};

@@ -246,11 +246,12 @@ class RunCliTest(unittest.TestCase):
         self.assertEqual(self.sandgate("--", "true").returncode, 2)
 
     def test_builtin_config_denies_everything_else(self):
-        r = run_bounded([binary(), "run", "--workspace", self.workspace, "--", "sh", "-c",
-                         "curl -s -o /dev/null -w '%{http_code}' http://api.test/"], 60)
+        r = run_bounded([binary(), "run", "--workspace", self.workspace, "--audit-stderr", "--",
+                         "sh", "-c", "curl -s -o /dev/null -w '%{http_code}' http://api.test/"],
+                        60)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout, "403")
-        self.assertIn('"task":"default"', r.stderr)  # audit lines: stderr by default
+        self.assertIn('"task":"default"', r.stderr)  # audit lines: stderr when asked
 
 
 if __name__ == "__main__":

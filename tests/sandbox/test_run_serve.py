@@ -52,7 +52,10 @@ class RunServeTest(unittest.TestCase):
         # serve when it stops, and by tearDownClass if it did not.
         cls.sock = os.path.join(ADMIN_DIR, os.path.basename(cls.work) + ".sock")
         cls.serve = Sandgate(
+            # odd.test: allowed on a port no run here captures (the capture hint's case).
             policies={"api": {"allow": [{"host": "api.test", "ports": [80],
+                                         "cidrs": ["127.0.0.0/8"]},
+                                        {"host": "odd.test", "ports": [17443],
                                          "cidrs": ["127.0.0.0/8"]}]}},
             tasks=[{"name": "t1", "policy": "api"}, {"name": "t2", "policy": "api"}],
             resolve={"api.test": "127.0.0.1:%d" % cls.upstream.port},
@@ -283,6 +286,24 @@ class RunServeTest(unittest.TestCase):
         self.assertEqual([(e["host"], e["port"], e["verdict"]) for e in fwd],
                          [("api.test", 80, "allow")])
         self.assertTrue(any(e["kind"] == "dns" for e in rep["by_host"]), rep["by_host"])
+
+    def test_capture_hint_comes_back_from_serve(self):
+        # serve's stub answers NXDOMAIN for odd.test (allowed on 17443, which this run does not
+        # capture); the hint serve made must reach the run's stderr and its report.
+        hint = ("odd.test: the policy allows it on port 17443, which this sandbox does not "
+                "capture: add `--capture-port 17443`")
+        report = os.path.join(self.work, "hint-report.json")
+        r = self.run_cmd("getent hosts odd.test; echo rc=$?", "--report", report)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertEqual(r.stdout, "rc=2\n", r.stderr)
+        self.assertIn("sandgate run: dns: nxdomain for " + hint, r.stderr)
+        with open(report) as f:
+            self.assertEqual(json.load(f)["hints"], [hint])
+        r = self.run_cmd("getent hosts odd.test >/dev/null; echo rc=$?", "--report", report,
+                         "--capture-port", "17443")
+        self.assertEqual(r.stdout, "rc=0\n", r.stderr)
+        with open(report) as f:
+            self.assertEqual(json.load(f)["hints"], [])
 
     def test_serve_releases_the_capture_after_the_run(self):
         pid = self.serve.proc.pid

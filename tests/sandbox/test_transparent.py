@@ -8,6 +8,7 @@ Every connection a test makes is to loopback or inside the sandbox's own network
 
 import json
 import os
+import re
 import shutil
 import tempfile
 import textwrap
@@ -24,7 +25,8 @@ PY = "/usr/bin/python3"  # the host's interpreter; /root (pyenv shims) is hidden
 
 
 def run_recorded(cmd, timeout=90):
-    """Runs `sandgate run ...`; its output (audit lines are on stderr) goes to the leak check."""
+    """Runs `sandgate run ...`; its output (audit lines on stderr with --audit-stderr) goes to
+    the leak check."""
     r = run_bounded(cmd, timeout)
     artifacts.record("run", "transparent-stdout", r.stdout)
     artifacts.record("log", "transparent-stderr", r.stderr)
@@ -173,13 +175,14 @@ class TransparentTest(unittest.TestCase):
 
     @classmethod
     def sandgate(cls, *args, timeout=90):
-        cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
+        cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace,
+               "--audit-stderr", *args]
         return run_recorded(cmd, timeout=timeout)
 
     def sh(self, script, *flags):
         r = self.sandgate(*flags, "--", "sh", "-c", script)
         audit = []
-        for line in r.stderr.splitlines():  # audit lines go to stderr (no audit.path)
+        for line in r.stderr.splitlines():  # audit lines on stderr (--audit-stderr)
             if line.startswith("{"):
                 audit.append(json.loads(line))
         return r, audit
@@ -341,8 +344,9 @@ class TransparentTest(unittest.TestCase):
         path = os.path.join(self.dir, "odd-port.yaml")
         with open(path, "w") as f:
             json.dump(cfg, f)
-        cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--",
-               "sh", "-c", "getent hosts odd.test; echo rc=$?; getent hosts evil.test; echo rc=$?"]
+        cmd = [binary(), "run", "--config", path, "--workspace", self.workspace, "--audit-stderr",
+               "--", "sh", "-c", "getent hosts odd.test; echo rc=$?; getent hosts evil.test; "
+               "echo rc=$?"]
         r = run_recorded(cmd)
         self.assertEqual(r.stdout.split(), ["rc=2", "rc=2"], r.stderr)
         audit = [json.loads(l) for l in r.stderr.splitlines() if l.startswith("{")]
@@ -357,11 +361,24 @@ class TransparentTest(unittest.TestCase):
                       "17443, which this sandbox does not capture: add `--capture-port 17443`",
                       r.stderr)
         self.assertNotIn("nxdomain for evil.test", r.stderr)
+        # The run's report.json lists it under "hints" (for a harness that reads the report).
+        with open(self.report_of(r)) as f:
+            self.assertEqual(json.load(f)["hints"],
+                             ["odd.test: the policy allows it on port 17443, which this sandbox "
+                              "does not capture: add `--capture-port 17443`"])
         # With the port captured, the name resolves.
         r = run_recorded(cmd[:-4] + ["--capture-port", "17443", "--", "getent", "hosts",
                                      "odd.test"])
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertNotIn("nxdomain for", r.stderr)
+        with open(self.report_of(r)) as f:
+            self.assertEqual(json.load(f)["hints"], [])
+
+    def report_of(self, r):
+        """The report.json in the run's directory, which sandgate run names on stderr."""
+        m = re.search(r"^sandgate run: run \S+ \(\w+ workspace\): (\S+)$", r.stderr, re.M)
+        self.assertTrue(m, r.stderr)
+        return os.path.join(m[1], "report.json")
 
     def test_no_transparent_keeps_proxy_only(self):
         r, audit = self.sh("getent hosts api.test; echo rc=$?; "

@@ -183,6 +183,9 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   t.credentials = {"openai"};
   rel.traffic = t;
   rel.dns = CaptureCounts{3, 1, 2, 0, 0, 0, 4, 3};
+  rel.dns->hints = {
+      "odd.test: the policy allows it on port 17443, which this sandbox does not "
+      "capture: add `--capture-port 17443`"};
   auto r = parseReply(encodeReply(rel));
   ASSERT_TRUE(r.ok()) << r.errorText();
   ASSERT_TRUE(r->traffic.has_value());
@@ -199,7 +202,21 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   EXPECT_EQ(r->dns->summary(), rel.dns->summary());
   EXPECT_EQ(boost::json::serialize(captureCountsToJson(*r->dns)),
             R"({"answered":3,"nodata":1,"nxdomain":2,"refused":0,"notimp":0,)"
-            R"("pool_exhausted":0,"malformed":4,"names":3})");
+            R"("pool_exhausted":0,"malformed":4,"names":3,"hints":["odd.test: the policy )"
+            R"(allows it on port 17443, which this sandbox does not capture: add )"
+            R"(`--capture-port 17443`"]})");
+  EXPECT_EQ(r->dns->hints, rel.dns->hints);  // serve's hints reach run --proxy
+
+  // A peer's hints are bounded like the stub's own: kMaxHints, none oversized.
+  AdminReply many;
+  many.ok = true;
+  many.dns = CaptureCounts{};
+  many.dns->hints.push_back(std::string(5000, 'x'));
+  for (int i = 0; i < 30; ++i) many.dns->hints.push_back("h" + std::to_string(i));
+  auto bounded = parseReply(encodeReply(many));
+  ASSERT_TRUE(bounded.ok()) << bounded.errorText();
+  ASSERT_EQ(bounded->dns->hints.size(), CaptureCounts::kMaxHints);
+  EXPECT_EQ(bounded->dns->hints.front(), "h0");
 
   auto err = parseReply(encodeReply(errorReply(admin_reason::kUnknownTask, "no task 'x'")));
   ASSERT_TRUE(err.ok());
