@@ -1,12 +1,13 @@
 // Tests for policy/load_problems.cc (and reviewPartial in compiler.cc): a config with load
 // errors still gets the rule compiler's errors, each problem once, never one that only follows
 // from a part the loader already reported.
+#include "policy/load_problems.h"
+
 #include <gtest/gtest.h>
 
 #include <string>
 
 #include "config/load_report.h"
-#include "policy/load_problems.h"
 
 namespace sandgate::policy {
 namespace {
@@ -66,8 +67,8 @@ TEST(LoadProblems, NothingToReviewWithoutAConfig) {
 }
 
 TEST(LoadProblems, NoneForAConfigThatLoads) {
-  auto report = config::readString("policies:\n  p:\n    allow:\n      - host: \"*.com\"\n",
-                                   "f.yaml");
+  auto report =
+      config::readString("policies:\n  p:\n    allow:\n      - host: \"*.com\"\n", "f.yaml");
   ASSERT_TRUE(report.errors.empty());
   EXPECT_TRUE(loadProblems(report).empty());  // Engine::compile reports its own
 }
