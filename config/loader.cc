@@ -11,6 +11,7 @@
 #include <sstream>
 #include <utility>
 
+#include "config/load_report.h"
 #include "config/readers.h"
 
 namespace sandgate::config {
@@ -24,9 +25,8 @@ using detail::Reader;
 constexpr size_t kMaxConfigBytes = 16 * 1024 * 1024;
 
 const std::vector<std::string_view> kTopLevelKeys = {
-    "listen", "credentials", "policies", "tasks",       "global", "limits",      "resolve",
-    "audit",  "metrics",     "ca",       "ca_cert_out", "tls",    "transparent", "sandbox",
-    "tokens"};
+    "listen",  "credentials", "policies",    "tasks", "global",      "limits",  "resolve", "audit",
+    "metrics", "ca",          "ca_cert_out", "tls",   "transparent", "sandbox", "tokens"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -167,23 +167,25 @@ FirstDocument firstDocument(const std::string& text) {
 
 }  // namespace
 
-Result<Config> loadString(const std::string& text, const std::string& name) {
+LoadReport readString(const std::string& text, const std::string& name) {
+  auto only = [](Diagnostic d) { return LoadReport{std::nullopt, Diagnostics{std::move(d)}}; };
   FirstDocument doc;
   try {
     doc = firstDocument(text);
   } catch (const YAML::ParserException& e) {
-    return parseError(text, name, e);
+    return only(parseError(text, name, e));
   } catch (const YAML::Exception& e) {
-    return Diagnostic{name, 0, 0, "", fmt::format("invalid YAML: {}", e.what())};
+    return only(Diagnostic{name, 0, 0, "", fmt::format("invalid YAML: {}", e.what())});
   }
   if (doc.stuck) {
     const Mark at = detail::toMark(*doc.stuck);
-    return Diagnostic{name, at.line, at.col, "",
-                      "invalid YAML: no document can start here (a stray ',', ']' or '}'?)"};
+    return only(Diagnostic{name, at.line, at.col, "",
+                           "invalid YAML: no document can start here (a stray ',', ']' or '}'?)"});
   }
   if (doc.node.IsNull() && !doc.second) {
-    return Diagnostic{name, 1, 1, "",
-                      "the config is empty; expected a map with keys such as policies and tasks"};
+    return only(
+        Diagnostic{name, 1, 1, "",
+                   "the config is empty; expected a map with keys such as policies and tasks"});
   }
   Reader r(name);
   if (doc.second) {
@@ -191,11 +193,11 @@ Result<Config> loadString(const std::string& text, const std::string& name) {
     Mark at = detail::toMark(*doc.second);
     r.error({documentStartLine(text, at.line), 1}, "",
             "a second YAML document; the config must be a single document");
-    return r.take();
+    return {std::nullopt, r.take()};
   }
   Field root = r.root(doc.node);
   auto top = r.map(root, kTopLevelKeys, "a map of top-level keys (listen, policies, tasks, ...)");
-  if (!top) return r.take();
+  if (!top) return {std::nullopt, r.take()};
   Config cfg;
   cfg.file = name;
   unsigned char md[SHA256_DIGEST_LENGTH];
@@ -203,31 +205,45 @@ Result<Config> loadString(const std::string& text, const std::string& name) {
   for (unsigned char b : md) cfg.sha256 += fmt::format("{:02x}", b);
   readTop(r, *top, cfg);
   detail::checkReferences(r, cfg);
-  if (r.errorCount() > 0) return r.take();
-  return cfg;
+  return {std::move(cfg), r.take()};
 }
 
-Result<Config> loadFile(const std::string& path) {
-  auto fail = [&](int err) {
-    return Diagnostic{path, 0, 0, "", fmt::format("cannot read config: {}", std::strerror(err))};
+LoadReport readFile(const std::string& path) {
+  auto fail = [&](std::string message) {
+    return LoadReport{std::nullopt, {Diagnostic{path, 0, 0, "", std::move(message)}}};
   };
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) return fail(errno);
+  if (!f) return fail(fmt::format("cannot read config: {}", std::strerror(errno)));
   std::string text;
   char buf[65536];
   for (;;) {
     size_t n = std::fread(buf, 1, sizeof buf, f.get());
     text.append(buf, n);
     if (text.size() > kMaxConfigBytes) {
-      return Diagnostic{path, 0, 0, "",
-                        fmt::format("cannot read config: larger than {} bytes", kMaxConfigBytes)};
+      return fail(fmt::format("cannot read config: larger than {} bytes", kMaxConfigBytes));
     }
     if (n < sizeof buf) {
-      if (std::ferror(f.get())) return fail(errno);
+      if (std::ferror(f.get()))
+        return fail(fmt::format("cannot read config: {}", std::strerror(errno)));
       break;
     }
   }
-  return loadString(text, path);
+  return readString(text, path);
 }
+
+namespace {
+
+Result<Config> complete(LoadReport report) {
+  if (!report.errors.empty()) return std::move(report.errors);
+  return std::move(*report.config);
+}
+
+}  // namespace
+
+Result<Config> loadString(const std::string& text, const std::string& name) {
+  return complete(readString(text, name));
+}
+
+Result<Config> loadFile(const std::string& path) { return complete(readFile(path)); }
 
 }  // namespace sandgate::config

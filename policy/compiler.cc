@@ -10,6 +10,7 @@
 #include "policy/address_class.h"
 #include "policy/compiled_rule.h"
 #include "policy/engine_impl.h"
+#include "policy/load_problems.h"
 #include "policy/path_pattern.h"
 
 namespace sandgate::policy {
@@ -66,7 +67,9 @@ bool intersects(const std::vector<std::string>& a, const std::vector<std::string
 
 class Compiler {
  public:
-  Compiler(const config::Config& cfg, Engine::Impl& impl) : cfg_(cfg), impl_(impl) {}
+  // `partial`: the loader reported errors in `cfg` already (reviewPartial()).
+  Compiler(const config::Config& cfg, Engine::Impl& impl, bool partial = false)
+      : cfg_(cfg), impl_(impl), partial_(partial) {}
 
   Diagnostics run() {
     impl_.file = cfg_.file;
@@ -74,7 +77,7 @@ class Compiler {
     std::vector<CompiledRule*> globalAllow = compileList(cfg_.global.allow, false);
     for (const auto& [name, p] : cfg_.policies) {
       lists_[name] = {compileList(p.deny, true), compileList(p.allow, false)};
-      for (size_t i = 0; i < p.include.size(); ++i) {
+      for (size_t i = 0; i < p.include.size() && !partial_; ++i) {
         if (!cfg_.policies.count(p.include[i].value)) {
           error(p.include[i].mark, "policies." + name + ".include[" + std::to_string(i) + "]",
                 "unknown policy \"" + p.include[i].value + "\"");
@@ -92,6 +95,7 @@ class Compiler {
       const config::Task& task = cfg_.tasks[i];
       const std::string& root = task.policy.value;
       if (!cfg_.policies.count(root)) {
+        if (partial_) continue;  // the loader's references check said so
         error(task.policy.mark, "tasks[" + std::to_string(i) + "].policy",
               "unknown policy \"" + root + "\"");
         continue;
@@ -133,7 +137,10 @@ class Compiler {
     c.keyPath = r.keyPath;
     c.line = r.mark.line;
     c.where = cfg_.file + ":" + std::to_string(r.mark.line);
-    if (!r.host && r.cidrs.empty()) {
+    // With load errors, a rule without either is one whose host could not be read (or was
+    // misspelt): the loader named that already.
+    bool leaveOut = partial_ && !r.host && r.cidrs.empty();
+    if (!r.host && r.cidrs.empty() && !partial_) {
       error(r.mark, r.keyPath, "a rule needs a host, cidrs, or both");
     }
     if (deny && r.host && !r.cidrs.empty()) {
@@ -198,8 +205,14 @@ class Compiler {
       if (deny) {
         error(r.credential->mark, r.keyPath + ".credential", "deny rules take no credential");
       } else if (!cfg_.credentials.count(r.credential->value)) {
-        error(r.credential->mark, r.keyPath + ".credential",
-              "unknown credential \"" + r.credential->value + "\"");
+        // Left out with load errors: the loader named the unknown credential, and a rule
+        // without its credential would make ties that are not there.
+        if (partial_) {
+          leaveOut = true;
+        } else {
+          error(r.credential->mark, r.keyPath + ".credential",
+                "unknown credential \"" + r.credential->value + "\"");
+        }
       } else {
         c.credential = r.credential->value;
       }
@@ -218,7 +231,7 @@ class Compiler {
     }
     c.mark = r.mark;
     c.patternMark = r.host ? r.host->mark : (r.cidrs.empty() ? r.mark : r.cidrs[0].mark);
-    if (errors_.size() != before) return nullptr;
+    if (errors_.size() != before || leaveOut) return nullptr;
     impl_.rules.push_back(std::move(c));
     return &impl_.rules.back();
   }
@@ -384,6 +397,7 @@ class Compiler {
 
   const config::Config& cfg_;
   Engine::Impl& impl_;
+  const bool partial_;
   Diagnostics errors_;
   std::map<std::string, std::pair<std::vector<CompiledRule*>, std::vector<CompiledRule*>>> lists_;
   std::set<std::pair<int, int>> reportedTies_;
@@ -398,6 +412,14 @@ Result<std::shared_ptr<const Engine>> Engine::compile(const config::Config& cfg)
   Diagnostics errors = Compiler(cfg, *impl).run();
   if (!errors.empty()) return errors;
   return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
+}
+
+PartialReview reviewPartial(const config::Config& partial) {
+  Engine::Impl impl;
+  PartialReview out;
+  out.errors = Compiler(partial, impl, true).run();
+  out.warnings = std::move(impl.warnings);
+  return out;
 }
 
 Engine::Engine(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}

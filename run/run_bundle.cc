@@ -107,26 +107,41 @@ std::optional<std::string> mergeLayers(const RunDir& earlier, const RunDir& dir)
 
 }  // namespace
 
-Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
-                                                    const WorkspaceId& workspace,
-                                                    sandbox::CheckedWorkspace checked,
-                                                    const std::string& policyText,
-                                                    sandbox::Options* options) {
+Result<std::unique_ptr<RunBundle>> RunBundle::begin(
+    const RunRequest& req, const WorkspaceId& workspace, sandbox::CheckedWorkspace checked,
+    const std::string& policyText, sandbox::Options* options, Diagnostics* unprepared) {
   std::unique_ptr<RunBundle> b(new RunBundle);
   b->startedAt_ = nowUtc();
   b->mode_ =
       options->workspaceMode == sandbox::Options::WorkspaceMode::kOverlay ? "overlay" : "bind";
-  auto dir = createRunDir(req.runDir, workspace);
-  if (!dir) return dir.errors();
-  b->dir_ = std::move(dir.value());
   // The workspace as it was checked, by descriptor: the lower layer the changes are read
   // against.
   b->workspace_.reset(checked.fd);
   b->workspacePath_ = checked.path;
-  if (b->mode_ == "overlay") options->overlayDir = b->dir_.path + "/" + bundle::kOverlay;
-  b->diskBytes_ = options->diskBytes;
+  auto dir = createRunDir(req.runDir, workspace);
+  if (!dir) return dir.errors();
+  b->dir_ = std::move(dir.value());
+  // From here the directory exists: whatever fails still leaves the bundle, for its report.
+  if (auto prepared = b->prepare(req, policyText, options); !prepared) {
+    *unprepared = prepared.errors();
+  }
+  return b;
+}
+
+Result<void> RunBundle::prepare(const RunRequest& req, const std::string& policyText,
+                                sandbox::Options* options) {
+  // The logs first: with audit.jsonl (and overlay/) a directory is a run's to `runs`, `show`
+  // and `discard`, so that one whose setup fails below is listed with its report.
+  auto audit = dir_.create(bundle::kAudit);
+  if (!audit) return audit.errors();
+  audit_ = std::make_unique<CappedLog>(std::move(audit.value()), kDefaultEvidenceLogBytes);
+  auto execs = dir_.create(bundle::kExecs);
+  if (!execs) return execs.errors();
+  execs_ = std::make_unique<CappedLog>(std::move(execs.value()), kDefaultEvidenceLogBytes);
+  if (mode_ == "overlay") options->overlayDir = dir_.path + "/" + bundle::kOverlay;
+  diskBytes_ = options->diskBytes;
   if (req.resume || req.from) {
-    if (b->mode_ != "overlay") {
+    if (mode_ != "overlay") {
       return bundleError(
           "--resume and --from need --workspace-mode overlay (an earlier run's "
           "files are a layer of the overlay)");
@@ -144,16 +159,15 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
             ? &v.at("run").as_object()
             : nullptr;
     const auto* ws = run ? run->if_contains("workspace") : nullptr;
-    if (ws == nullptr || !ws->is_string() || std::string(ws->as_string()) != b->workspacePath_) {
+    if (ws == nullptr || !ws->is_string() || std::string(ws->as_string()) != workspacePath_) {
       return bundleError(fmt::format(
           "run {} did not run in the workspace {} (its report says {}): start from a run of this "
           "workspace",
-          which, b->workspacePath_,
-          ws && ws->is_string() ? std::string(ws->as_string()) : "nothing"));
+          which, workspacePath_, ws && ws->is_string() ? std::string(ws->as_string()) : "nothing"));
     }
     if (req.resume) {
       // A run is continued once (its `resumed_by` is made O_EXCL); branching is --from.
-      if (auto e = earlier.value().write("resumed_by", b->dir_.id + "\n")) {
+      if (auto e = earlier.value().write("resumed_by", dir_.id + "\n")) {
         return bundleError(
             fmt::format("run {} cannot be resumed: {} (resumed already? branch "
                         "from it with --from)",
@@ -161,16 +175,10 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
       }
     }
     options->earlierLayer = earlier.value().path + "/" + bundle::kOverlay + "/upper";
-    b->earlierHow_ = req.resume ? "resumed_from" : "branched_from";
-    b->earlier_ = std::move(earlier.value());
+    earlierHow_ = req.resume ? "resumed_from" : "branched_from";
+    earlier_ = std::move(earlier.value());
   }
-  auto audit = b->dir_.create(bundle::kAudit);
-  if (!audit) return audit.errors();
-  b->audit_ = std::make_unique<CappedLog>(std::move(audit.value()), kDefaultEvidenceLogBytes);
-  auto execs = b->dir_.create(bundle::kExecs);
-  if (!execs) return execs.errors();
-  b->execs_ = std::make_unique<CappedLog>(std::move(execs.value()), kDefaultEvidenceLogBytes);
-  RunBundle* self = b.get();
+  RunBundle* self = this;
   options->onExec = [self](const sandbox::ExecEvent& e) {
     boost::json::object o;
     o["time"] = e.time;
@@ -199,19 +207,18 @@ Result<std::unique_ptr<RunBundle>> RunBundle::begin(const RunRequest& req,
     self->execs_->append(line);
     ++self->execCount_;
   };
-  for (auto [stream, name, tee, fd] :
-       {std::tuple{1, bundle::kStdout, &b->out_, &options->stdoutFd},
-        std::tuple{2, bundle::kStderr, &b->err_, &options->stderrFd}}) {
-    auto log = b->dir_.create(name);
+  for (auto [stream, name, tee, fd] : {std::tuple{1, bundle::kStdout, &out_, &options->stdoutFd},
+                                       std::tuple{2, bundle::kStderr, &err_, &options->stderrFd}}) {
+    auto log = dir_.create(name);
     if (!log) return log.errors();
     *tee = OutputTee::create(stream, std::move(log.value()), kDefaultOutputLogBytes);
     if (*tee) *fd = (*tee)->writeEnd();
   }
   if (!policyText.empty()) {
-    b->policySha256_ = sha256Hex(policyText);
-    if (auto e = b->dir_.write(bundle::kPolicy, policyText)) return bundleError(*e);
+    policySha256_ = sha256Hex(policyText);
+    if (auto e = dir_.write(bundle::kPolicy, policyText)) return bundleError(*e);
   }
-  return b;
+  return {};
 }
 
 std::function<void(std::string_view)> RunBundle::auditCopy() {
@@ -226,6 +233,7 @@ std::function<void(std::string_view)> RunBundle::auditCopy() {
 }
 
 void RunBundle::started() {
+  ran_ = true;
   if (out_) out_->start();
   if (err_) err_->start();
 }
@@ -243,10 +251,11 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
   run["started_at"] = startedAt_;
   run["execs"] = execCount_;
   // exec.jsonl and audit.jsonl stop at their limit (capped_log.h); what they left out is counted.
-  run["exec_log_cut"] = execs_->cut();
-  run["execs_not_logged"] = execs_->linesLeftOut();
-  run["audit_log_cut"] = audit_->cut();
-  run["audit_lines_not_logged"] = audit_->linesLeftOut();
+  // A bundle whose setup failed part way may lack its logs (begin()'s `unprepared`).
+  run["exec_log_cut"] = execs_ && execs_->cut();
+  run["execs_not_logged"] = execs_ ? execs_->linesLeftOut() : 0;
+  run["audit_log_cut"] = audit_ && audit_->cut();
+  run["audit_lines_not_logged"] = audit_ ? audit_->linesLeftOut() : 0;
   run["disk_bytes"] = diskBytes_ ? boost::json::value(*diskBytes_) : boost::json::value(nullptr);
   run["policy_sha256"] =
       policySha256_.empty() ? boost::json::value(nullptr) : boost::json::value(policySha256_);
@@ -260,6 +269,9 @@ boost::json::object RunBundle::finish(std::vector<std::string>* warnings,
   boost::json::object out;
   out["run"] = std::move(run);
   out["changes"] = nullptr;
+  // A sandbox that never started changed nothing: there is nothing to read, and no warning
+  // that it could not be read.
+  if (!ran_) return out;
   if (mode_ != "overlay" && mode_ != "copy") return out;
   if (earlier_) {
     // The changes of a continued run count from the workspace: its upper layer becomes the

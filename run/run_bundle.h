@@ -41,18 +41,20 @@ class RunBundle {
   // against later, and points `options` at the overlay's layers (overlay mode) and at the
   // output pipes. `policyText`: the config in force ("" when it is serve's).
   // `checked`: the workspace as sandbox::openWorkspace checked it (its descriptor is taken).
-  // Every error is about the run's directory (reason::kRunDirectory).
-  static Result<std::unique_ptr<RunBundle>> begin(const RunRequest& req,
-                                                  const WorkspaceId& workspace,
-                                                  sandbox::CheckedWorkspace checked,
-                                                  const std::string& policyText,
-                                                  sandbox::Options* options);
+  // Every error is about the run's directory (reason::kRunDirectory). An error once the
+  // directory exists (an earlier run --resume or --from cannot use, a file that cannot be
+  // made) still returns the bundle, with the error in `unprepared`: the directory then gets
+  // its report saying the setup failed (finishSetupFailure), never nothing to read.
+  static Result<std::unique_ptr<RunBundle>> begin(
+      const RunRequest& req, const WorkspaceId& workspace, sandbox::CheckedWorkspace checked,
+      const std::string& policyText, sandbox::Options* options, Diagnostics* unprepared);
 
   const RunDir& dir() const { return dir_; }
   // Appends one audit line to the run's audit.jsonl, bounded (capped_log.h): for
   // EmbeddedOptions::auditCopy. Valid as long as the bundle.
   std::function<void(std::string_view line)> auditCopy();
   // Right after the sandbox is forked (sandbox::StartedCallback): starts the output copies.
+  // Without it (the setup failed), finish() reads no changes.
   void started();
   // After the sandbox is gone: waits for the output copies, reads the changes (overlay mode)
   // and writes changes.json and changes.patch. Returns the report's `run` and `changes`
@@ -62,15 +64,20 @@ class RunBundle {
                              const std::string& workspaceCopy = "");
 
  private:
+  // What begin() does once the directory exists.
+  Result<void> prepare(const RunRequest& req, const std::string& policyText,
+                       sandbox::Options* options);
+
   RunDir dir_;
+  bool ran_ = false;               // started() was called
   safe_open::UniqueFd workspace_;  // O_PATH of the workspace as it was before the run
   std::string workspacePath_;
   std::string mode_;
   std::string startedAt_;
   std::string policySha256_;
   std::optional<uint64_t> diskBytes_;
-  std::optional<RunDir> earlier_;  // --resume / --from
-  std::string earlierHow_;         // "resumed_from" or "branched_from"
+  std::optional<RunDir> earlier_;     // --resume / --from
+  std::string earlierHow_;            // "resumed_from" or "branched_from"
   std::unique_ptr<CappedLog> audit_;  // audit.jsonl
   std::unique_ptr<CappedLog> execs_;  // exec.jsonl
   uint64_t execCount_ = 0;

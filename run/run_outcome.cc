@@ -101,12 +101,11 @@ void describeBundle(const boost::json::object& extra, const proxy::TrafficSummar
   }
 }
 
-}  // namespace
-
-int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
-              const Result<sandbox::RunResult>& result, const RunLimits& limits,
-              const proxy::TrafficSummary& traffic, safe_open::UniqueFd report, RunBundle* bundle,
-              const std::optional<proxy::CaptureCounts>& dns) {
+// finishRun(), with the exit status of a setup that failed (`result` holds its errors).
+int finish(const RunRequest& req, const std::string& task, const std::string& policy,
+           const Result<sandbox::RunResult>& result, int setupStatus, const RunLimits& limits,
+           const proxy::TrafficSummary& traffic, safe_open::UniqueFd report, RunBundle* bundle,
+           const std::optional<proxy::CaptureCounts>& dns) {
   boost::json::object extra;
   std::vector<std::string> bundleWarnings;
   if (bundle != nullptr)
@@ -118,7 +117,7 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
     // The run's directory still gets its report: `runs` and `show` say the setup failed and
     // why, instead of a directory with nothing to read.
     rr.end = sandbox::RunResult::End::kSetupFailed;
-    rr.exitStatus = kExitSetupFailed;
+    rr.exitStatus = setupStatus;
     for (const auto& e : result.errors()) {
       fmt::print(stderr, "sandgate run: {}\n", escapeText(e.str(), true));
       rr.error += (rr.error.empty() ? "" : "; ") + e.str();
@@ -174,6 +173,23 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
     }
   }
   return rr.exitStatus;
+}
+
+}  // namespace
+
+int finishRun(const RunRequest& req, const std::string& task, const std::string& policy,
+              const Result<sandbox::RunResult>& result, const RunLimits& limits,
+              const proxy::TrafficSummary& traffic, safe_open::UniqueFd report, RunBundle* bundle,
+              const std::optional<proxy::CaptureCounts>& dns) {
+  return finish(req, task, policy, result, kExitSetupFailed, limits, traffic, std::move(report),
+                bundle, dns);
+}
+
+int finishSetupFailure(const RunRequest& req, const std::string& task, const std::string& policy,
+                       const Diagnostics& errors, int status, const RunLimits& limits,
+                       safe_open::UniqueFd report, RunBundle* bundle) {
+  return finish(req, task, policy, Result<sandbox::RunResult>(errors), status, limits,
+                proxy::TrafficSummary{}, std::move(report), bundle, std::nullopt);
 }
 
 }  // namespace sandgate::run

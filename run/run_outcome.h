@@ -36,4 +36,14 @@ int finishRun(const RunRequest& req, const std::string& task, const std::string&
               const proxy::TrafficSummary& traffic, safe_open::UniqueFd report, RunBundle* bundle,
               const std::optional<proxy::CaptureCounts>& dns = std::nullopt);
 
+// A run that failed before its command could start, once its directory exists: prints
+// `errors`, writes the report ("end": "setup_failed", the errors as its `error`, `status` as
+// its exit status) to the run's directory and to --report, and returns `status`: kExitUsage
+// for a config or usage problem (a secret source the config names that cannot be read, an
+// earlier run --resume cannot use), kExitSetupFailed when the sandbox or the proxy could not
+// start. `runs` and `show` then say why, instead of listing a directory with nothing in it.
+int finishSetupFailure(const RunRequest& req, const std::string& task, const std::string& policy,
+                       const Diagnostics& errors, int status, const RunLimits& limits,
+                       safe_open::UniqueFd report, RunBundle* bundle);
+
 }  // namespace sandgate::run

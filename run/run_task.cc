@@ -13,6 +13,8 @@
 
 #include "config/config.h"
 #include "config/default_config.h"
+#include "policy/engine.h"
+#include "policy/load_problems.h"
 #include "proxy/capture_server/capture.h"
 #include "proxy/server/embedded.h"
 #include "run/output_files.h"
@@ -141,7 +143,10 @@ int runTask(const RunRequest& req) {
   // never inside the workspace.
   // The workspace is checked first (the launcher checks it again): an unsafe one is refused
   // with its reason before anything is made for the run.
-  auto beginBundle = [&](const std::string& policyText) -> Expected<std::unique_ptr<RunBundle>> {
+  // `unprepared`: what failed once the directory was made (RunBundle::begin): the caller
+  // writes the directory's report with it.
+  auto beginBundle = [&](const std::string& policyText,
+                         Diagnostics* unprepared) -> Expected<std::unique_ptr<RunBundle>> {
     auto failed = [](std::string_view why, const Diagnostics& errors) {
       return Error{std::string(why), errors.front().str()};
     };
@@ -159,7 +164,8 @@ int runTask(const RunRequest& req) {
       }
       workspace = id.value();
     }
-    auto begun = RunBundle::begin(req, *workspace, checked.value(), policyText, &options);
+    auto begun =
+        RunBundle::begin(req, *workspace, checked.value(), policyText, &options, unprepared);
     if (!begun) return failed(reason::kRunDirectory, begun.errors());
     return std::move(begun.value());
   };
@@ -168,8 +174,15 @@ int runTask(const RunRequest& req) {
     if (auto e = applySandboxSettings(config::Sandbox{}, req, &options); !e.empty()) {
       return fail(kExitUsage, "{}", e);
     }
-    auto bundle = beginBundle("");  // the policy in force is serve's
+    // Usage errors before anything is made for the run.
+    if (auto e = serveRequestProblem(req)) return fail(kExitUsage, "{}", *e);
+    Diagnostics unprepared;
+    auto bundle = beginBundle("", &unprepared);  // the policy in force is serve's
     if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
+    if (!unprepared.empty()) {
+      return finishSetupFailure(req, *req.task, "", unprepared, kExitUsage, RunLimits::of(options),
+                                std::move(report), bundle.value().get());
+    }
     // run/serve_run.cc
     return runWithServe(req, std::move(options), std::move(report), bundle.value().get());
   }
@@ -182,12 +195,19 @@ int runTask(const RunRequest& req) {
   } else {
     policyText = config::defaultConfigText();
   }
-  auto loaded = req.configPath ? config::loadFile(*req.configPath) : config::defaultConfig();
-  if (!loaded) {
-    for (const auto& e : loaded.errors()) fmt::print(stderr, "{}\n", e.str());
+  // A config problem is a usage error found before anything is made for the run: every one of
+  // them at once, the rule compiler's too (as `sandgate policy lint` shows them).
+  auto loaded = req.configPath ? config::readFile(*req.configPath)
+                               : config::readString(policyText, "<embedded>");
+  Diagnostics problems = policy::loadProblems(loaded);
+  if (problems.empty()) {
+    if (auto engine = policy::Engine::compile(*loaded.config); !engine) problems = engine.errors();
+  }
+  if (!problems.empty()) {
+    for (const auto& e : problems) fmt::print(stderr, "{}\n", e.str());
     return kExitUsage;
   }
-  config::Config cfg = std::move(loaded.value());
+  config::Config cfg = std::move(*loaded.config);
   if (auto e = applySandboxSettings(cfg.sandbox, req, &options); !e.empty()) {
     return fail(kExitUsage, "{}", e);
   }
@@ -203,38 +223,47 @@ int runTask(const RunRequest& req) {
   options.capture.rangeV4 = capture->v4Text;
   options.capture.rangeV6 = capture->v6Text;
 
-  auto bundle = beginBundle(policyText);
-  if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
-  RunBundle& runBundle = *bundle.value();
-  // The audit lines: the run's audit.jsonl, audit.path when set, and stderr only when asked:
-  // the command's stderr is there too, and one of its lines written in pieces would be cut.
-  proxy::EmbeddedOptions proxyOptions;
-  proxyOptions.auditCopy = runBundle.auditCopy();
-  if (req.auditStderr) proxyOptions.streamFd = STDERR_FILENO;
+  // Checked (and opened) before the run's directory is made: a usage error makes nothing.
+  safe_open::UniqueFd auditFd;
   if (cfg.audit.path) {
     auto opened = outsideWorkspace("audit.path", *cfg.audit.path, O_APPEND, 0640);
     if (!opened) {
       return fail(kExitUsage, "{}: {}", cfg.file, opened.errors().front().str());
     }
-    proxyOptions.auditFd = opened.value().release();
+    auditFd = std::move(opened.value());
   }
+  Diagnostics unprepared;
+  auto bundle = beginBundle(policyText, &unprepared);
+  if (!bundle) return fail(bundleFailure(bundle.error()), "{}", bundle.error().message);
+  RunBundle& runBundle = *bundle.value();
+  if (!unprepared.empty()) {
+    return finishSetupFailure(req, taskName, policyName, unprepared, kExitUsage,
+                              RunLimits::of(options), std::move(report), &runBundle);
+  }
+  // The audit lines: the run's audit.jsonl, audit.path when set, and stderr only when asked:
+  // the command's stderr is there too, and one of its lines written in pieces would be cut.
+  proxy::EmbeddedOptions proxyOptions;
+  proxyOptions.auditCopy = runBundle.auditCopy();
+  if (req.auditStderr) proxyOptions.streamFd = STDERR_FILENO;
+  if (auditFd.valid()) proxyOptions.auditFd = auditFd.release();
   // Created now, started once the sandbox is forked: the launcher forks single-threaded.
   auto proxy = proxy::EmbeddedProxy::create(std::move(cfg), std::move(proxyOptions));
-  // A setup that fails from here on (a secret source that cannot be read) still leaves the
-  // run's directory a report saying so (finishRun).
-  auto setupFailed = [&](const Diagnostics& errors) {
-    return finishRun(req, taskName, policyName, Result<sandbox::RunResult>(errors),
-                     RunLimits::of(options), proxy::TrafficSummary{}, std::move(report),
-                     &runBundle);
+  // A setup that fails from here on still leaves the run's directory a report saying so.
+  // The embedded proxy's errors are the config's (file:line:col): a secret source it names
+  // that cannot be read, a CA it cannot load. A config error is exit 2, as when the config
+  // does not load; `sandgate policy lint --check-sources` finds the sources' problems first.
+  auto setupFailed = [&](const Diagnostics& errors, int status) {
+    return finishSetupFailure(req, taskName, policyName, errors, status, RunLimits::of(options),
+                              std::move(report), &runBundle);
   };
-  if (!proxy) return setupFailed(proxy.errors());
+  if (!proxy) return setupFailed(proxy.errors(), kExitUsage);
   auto& embedded = *proxy.value();
   // The sandbox trusts sandgate's CA (intercepted hosts) and holds placeholders, never the
   // credentials themselves. An explicit --env of the same name wins: the user asked for it.
   auto sandboxEnv = embedded.sandboxEnvironment(taskName);
   if (!sandboxEnv) {
     embedded.stop();
-    return setupFailed(sandboxEnv.errors());
+    return setupFailed(sandboxEnv.errors(), kExitSetupFailed);
   }
   options.extraCaPem = sandboxEnv.value().caPem;
   for (const auto& [name, value] : sandboxEnv.value().variables) options.env.emplace(name, value);

@@ -14,33 +14,47 @@
 
 namespace sandgate::run {
 
-int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report,
-                 RunBundle* bundle) {
+namespace {
+constexpr std::string_view kScheme = "unix:";
+}  // namespace
+
+std::optional<std::string> serveRequestProblem(const RunRequest& req) {
   const std::string& spec = *req.proxy;
-  constexpr std::string_view kScheme = "unix:";
   if (spec.rfind(kScheme, 0) != 0 || spec.size() == kScheme.size()) {
-    return fail(kExitUsage, "--proxy {}: expected unix:PATH (the admin socket of sandgate serve)",
-                spec);
+    return fmt::format("--proxy {}: expected unix:PATH (the admin socket of sandgate serve)", spec);
   }
-  const std::string path = spec.substr(kScheme.size());
   // The task, its policy and its credentials are serve's: a local config would only disagree.
   if (req.configPath) {
-    return fail(kExitUsage,
-                "--config and --proxy exclude each other: the task is defined in "
-                "the config of the sandgate serve at {}",
-                path);
+    return fmt::format(
+        "--config and --proxy exclude each other: the task is defined in the config of the "
+        "sandgate serve at {}",
+        spec.substr(kScheme.size()));
   }
   if (req.policy) {
-    return fail(kExitUsage,
-                "--policy cannot be used with --proxy: ad-hoc tasks exist only in an "
-                "embedded proxy; name a task of serve's config with --task");
+    return std::string(
+        "--policy cannot be used with --proxy: ad-hoc tasks exist only in an embedded proxy; "
+        "name a task of serve's config with --task");
   }
-  if (!req.task) return fail(kExitUsage, "--proxy needs --task (a task of serve's config)");
+  if (!req.task) return std::string("--proxy needs --task (a task of serve's config)");
+  return std::nullopt;
+}
+
+int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report,
+                 RunBundle* bundle) {
+  if (auto e = serveRequestProblem(req)) return fail(kExitUsage, "{}", *e);
+  const std::string& spec = *req.proxy;
+  const std::string path = spec.substr(kScheme.size());
   const std::string& task = *req.task;
+  // Before the command starts, once the run's directory exists: it gets its report.
+  auto setupFailed = [&](int status, std::string message) {
+    return finishSetupFailure(req, task, "", {Diagnostic{"", 0, 0, "", std::move(message)}}, status,
+                              RunLimits::of(options), std::move(report), bundle);
+  };
 
   auto connected = proxy::AdminClient::connect(path);
   if (!connected) {
-    return fail(kExitSetupFailed, "--proxy {}: {}", spec, connected.error().message);
+    return setupFailed(kExitSetupFailed,
+                       fmt::format("--proxy {}: {}", spec, connected.error().message));
   }
   auto& admin = *connected.value();
   // The run's id goes with it: serve's audit lines of this sandbox's connections name the run,
@@ -48,8 +62,9 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
   auto env = admin.taskEnvironment(task, bundle ? bundle->dir().id : std::string());
   if (!env) {
     const Error& e = env.error();
-    return fail(e.reason == proxy::admin_reason::kUnknownTask ? kExitUsage : kExitSetupFailed,
-                "sandgate serve at {} refused task {}: {}", path, task, e.str());
+    return setupFailed(
+        e.reason == proxy::admin_reason::kUnknownTask ? kExitUsage : kExitSetupFailed,
+        fmt::format("sandgate serve at {} refused task {}: {}", path, task, e.str()));
   }
   options.extraCaPem = env->caPem;
   for (const auto& [name, value] : env->env) options.env.emplace(name, value);  // --env wins

@@ -2,6 +2,9 @@
 // `sandgate serve`, reached over its admin socket (listen.admin), instead of an embedded proxy.
 #pragma once
 
+#include <optional>
+#include <string>
+
 #include "common/safe_open.h"
 #include "run/run_bundle.h"
 #include "run/run_task.h"
@@ -19,5 +22,9 @@ namespace sandgate::run {
 // `bundle`: the run's directory (RunBundle::begin), or nullptr.
 int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::UniqueFd report,
                  RunBundle* bundle);
+
+// The usage errors of a --proxy run (the PATH's form, flags that cannot go with it, no
+// --task), found before anything is made for the run; nullopt when there are none.
+std::optional<std::string> serveRequestProblem(const RunRequest& req);
 
 }  // namespace sandgate::run

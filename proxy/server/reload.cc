@@ -9,6 +9,7 @@
 
 #include "broker/store.h"
 #include "common/logging.h"
+#include "policy/load_problems.h"
 #include "proxy/identity/task_token.h"
 #include "proxy/observe/audit.h"
 #include "proxy/observe/metrics.h"
@@ -122,10 +123,10 @@ bool Server::Impl::reloadNow() {
     return false;
   };
   if (options.configPath.empty()) return false;
-  auto cfg = config::loadFile(options.configPath);
-  if (!cfg) return fail(cfg.errors());
+  auto report = config::readFile(options.configPath);
+  if (!report.errors.empty()) return fail(policy::loadProblems(report));
   auto current = state.snapshot.load();
-  auto snap = buildSnapshot(std::move(cfg.value()), registry, generation.fetch_add(1) + 1);
+  auto snap = buildSnapshot(std::move(*report.config), registry, generation.fetch_add(1) + 1);
   if (!snap) return fail(snap.errors());
   const auto& next = snap.value()->config;
   auto text = [](const auto& v) { return v ? v->value : std::string(); };

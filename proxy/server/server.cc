@@ -13,6 +13,7 @@
 
 #include "common/logging.h"
 #include "common/safe_open.h"
+#include "policy/load_problems.h"
 #include "proxy/admin/admin_api.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/net/endpoint.h"
@@ -54,9 +55,10 @@ Server::~Server() {
 }
 
 Result<std::unique_ptr<Server>> Server::create(ServerOptions options) {
-  auto cfg = config::loadFile(options.configPath);
-  if (!cfg) return cfg.errors();
-  return create(std::move(cfg.value()), std::move(options));
+  // Every problem at once (the rule compiler's too), as `sandgate policy lint` shows them.
+  auto report = config::readFile(options.configPath);
+  if (!report.errors.empty()) return policy::loadProblems(report);
+  return create(std::move(*report.config), std::move(options));
 }
 
 Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOptions options) {

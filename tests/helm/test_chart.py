@@ -524,13 +524,13 @@ class ChartTest(unittest.TestCase):
 
     def test_helm_test_pod_checks_readyz_and_a_refusal(self):
         docs = self.rendered["values-shared.yaml"]
-        (pod,) = cs.find(docs, "Pod")
+        (pod,) = cs.find(docs, "Pod", "rel-sandgate-test")
         self.assertEqual(pod["metadata"]["annotations"]["helm.sh/hook"], "test")
         script = pod["spec"]["containers"][0]["args"][0]
         self.assertIn("/readyz", script)
         self.assertIn("want=403", script)
         self.assertIn("agent-a:", script)
-        (default_pod,) = cs.find(self.rendered["default"], "Pod")
+        (default_pod,) = cs.find(self.rendered["default"], "Pod", "rel-sandgate-test")
         self.assertIn("want=407", default_pod["spec"]["containers"][0]["args"][0])
 
     def test_notes_render(self):
