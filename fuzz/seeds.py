@@ -139,3 +139,19 @@ for n, s in enumerate([b"dXNlcjpwYXNzd29yZA==", b"a%20b+c%2Fd", b"eyJhbGciOiJIUz
 
 write("scrubber_fuzz", "raw", b"sk-live-abcdef0123456789" + b"the body {\"token\":\"" + bytes([0, 1, 0, 2, 3, 1, 1]))
 write("scrubber_fuzz", "url", b"a secret with space " + b"?q=a%20secret%20with+space&x=1" + bytes([1, 0, 1, 1, 0, 3]))
+
+write("llm_body_fuzz", "openai_request",
+      '{"model":"gpt-mini","max_completion_tokens":512,"stream":true,'
+      '"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}')
+write("llm_body_fuzz", "anthropic_request",
+      '{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"hi"}]}')
+write("llm_body_fuzz", "duplicate_model", '{"model":"cheap","model":"big"}')
+write("llm_body_fuzz", "openai_usage", '{"usage":{"prompt_tokens":12,"completion_tokens":34}}')
+write("llm_body_fuzz", "openai_sse",
+      'data: {"choices":[],"usage":null}\n\n'
+      'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9}}\r\n\r\n'
+      'data: [DONE]\n\n')
+write("llm_body_fuzz", "anthropic_sse",
+      'event: message_start\ndata: {"type":"message_start","message":{"usage":'
+      '{"input_tokens":25,"cache_read_input_tokens":3,"output_tokens":1}}}\n\n'
+      'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":15}}\n\n')
