@@ -15,8 +15,8 @@ import time
 import unittest
 
 import artifacts
-from sandgate_fixture import Sandgate, read_response
-from upstreams import HttpUpstream
+from sandgate_fixture import Sandgate, read_response, read_response_head, wait_until
+from upstreams import HttpUpstream, TcpEcho
 
 TOKEN = "bud-get"
 HS_KEY = "budget-token-shared-key-0123456789abcdef"
@@ -155,6 +155,74 @@ class BudgetsTest(unittest.TestCase):
         status, headers, _ = self.send("own", "GET", "/echo/own")
         self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
         self.assertEqual(self.seen("/echo/own"), 1)
+
+
+class TunnelBudgetsTest(unittest.TestCase):
+    """A spliced CONNECT tunnel (no interception) is measured like a request: counted as one,
+    its bytes each way settled when it ends. Without that, a byte budget would hold for the
+    intercepted hosts and not for a tunnel to an allowed host that carries the same bytes."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.echo = TcpEcho()
+        rule = {"host": "echo.test", "ports": [cls.echo.port], "cidrs": ["127.0.0.0/8"]}
+        cls.sg = Sandgate(
+            {"one": {"allow": [rule], "budgets": [budget_cfg("one", "run", requests=1)]},
+             "bytes": {"allow": [rule],
+                       "budgets": [budget_cfg("out", "run", request_bytes=1000)]}},
+            [{"name": "one", "policy": "one", "token": TOKEN},
+             {"name": "bytes", "policy": "bytes", "token": TOKEN}],
+            resolve={"echo.test": "127.0.0.1:%d" % cls.echo.port}).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sg.cleanup()
+        cls.echo.close()
+
+    def tunnel(self, task, payload=b""):
+        """A CONNECT; with a 200, sends `payload` and reads its echo back, then closes.
+        Returns (status, headers, body of a refusal)."""
+        s = self.sg.connect()
+        try:
+            s.sendall(("CONNECT echo.test:%d HTTP/1.1\r\nHost: echo.test:%d\r\n%s\r\n" % (
+                self.echo.port, self.echo.port, Sandgate.auth_header(task, TOKEN))).encode())
+            status, headers, rest = read_response_head(s)
+            if status != 200:
+                n = int(headers.get("content-length", "0"))
+                while len(rest) < n:
+                    more = s.recv(65536)
+                    if not more:
+                        break
+                    rest += more
+                return status, headers, rest
+            got = b""
+            if payload:
+                s.sendall(payload)
+                while len(got) < len(payload):
+                    more = s.recv(65536)
+                    if not more:
+                        break
+                    got += more
+            self.assertEqual(got, payload)
+            return status, headers, b""
+        finally:
+            s.close()
+
+    def test_a_tunnel_counts_as_a_request(self):
+        self.assertEqual(self.tunnel("one")[0], 200)
+        status, headers, body = self.tunnel("one")
+        self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
+        self.assertEqual(json.loads(body)["budget"]["metric"], "requests")
+
+    def test_a_tunnels_bytes_count_when_it_ends(self):
+        self.assertEqual(self.tunnel("bytes", b"z" * 1500)[0], 200)
+        # Settled when the tunnel's audit line is written (its end, seen by sandgate).
+        self.sg.wait_audit(task="bytes", kind="tunnel")
+
+        def refused():
+            status, headers, body = self.tunnel("bytes")
+            return status == 429 and json.loads(body)["budget"]["used"] >= 1500
+        wait_until(refused, 10, interval=0.1, what="the tunnel's bytes counted")
 
 
 class TokenBudgetsTest(unittest.TestCase):
