@@ -7,10 +7,12 @@ refused request never reaches it).
 """
 
 import base64
+import concurrent.futures
 import hashlib
 import hmac
 import json
 import os
+import signal
 import time
 import unittest
 
@@ -56,6 +58,7 @@ class BudgetsTest(unittest.TestCase):
         }
         tasks = [{"name": "a", "policy": "counted", "token": TOKEN},
                  {"name": "b", "policy": "counted", "token": TOKEN},
+                 {"name": "race", "policy": "counted", "token": TOKEN},
                  {"name": "up", "policy": "egress", "token": TOKEN},
                  {"name": "dn", "policy": "down", "token": TOKEN},
                  # A task's own budget on top of its policy's (none here).
@@ -120,6 +123,15 @@ class BudgetsTest(unittest.TestCase):
         status, _, _ = self.send("b", "GET", "/echo/b")
         self.assertEqual(status, 200)
 
+    def test_concurrent_requests_race_for_the_last_ones_and_only_the_budget_gets_through(self):
+        # 12 connections at once against a budget of 3: exactly 3 reach the upstream, whatever
+        # the order in which sandgate's workers admit them.
+        with concurrent.futures.ThreadPoolExecutor(12) as pool:
+            results = list(pool.map(lambda _: self.send("race", "GET", "/echo/race")[0],
+                                    range(12)))
+        self.assertEqual(sorted(results), [200] * 3 + [429] * 9)
+        self.assertEqual(self.seen("/echo/race"), 3)
+
     def test_an_announced_body_larger_than_the_budget_is_refused_before_it_goes(self):
         status, headers, body = self.send("up", "POST", "/echo/big", announce=5000)
         self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
@@ -155,6 +167,35 @@ class BudgetsTest(unittest.TestCase):
         status, headers, _ = self.send("own", "GET", "/echo/own")
         self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
         self.assertEqual(self.seen("/echo/own"), 1)
+
+
+class ReloadTest(unittest.TestCase):
+    """A reload does not give a task its budget back: the counts live with the server, not
+    with the config snapshot (a client cannot wait for the next config push to start over)."""
+
+    def test_counts_survive_a_reload(self):
+        up = HttpUpstream()
+        rule = {"host": "api.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}
+        policies = {"p": {"allow": [rule], "budgets": [budget_cfg("two", "run", requests=2)]}}
+        tasks = [{"name": "t", "policy": "p", "token": TOKEN}]
+        resolve = {"api.test": "127.0.0.1:%d" % up.port}
+        sg = Sandgate(policies, tasks, resolve=resolve).start()
+        try:
+            self.sg = sg
+            for _ in range(2):
+                self.assertEqual(BudgetsTest.send(self, "t", "GET", "/echo/r")[0], 200)
+            sg.write_config(sg.make_config(
+                policies, tasks + [{"name": "u", "policy": "p", "token": TOKEN}],
+                resolve=resolve))
+            os.kill(sg.proc.pid, signal.SIGHUP)
+            wait_until(lambda: BudgetsTest.send(self, "u", "GET", "/echo/u")[0] == 200, 10,
+                       interval=0.1, what="the reload applied")
+            status, headers, _ = BudgetsTest.send(self, "t", "GET", "/echo/r")
+            self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
+            self.assertEqual(len(up.requests_to("/echo/r")), 2)
+        finally:
+            sg.cleanup()
+            up.close()
 
 
 class TunnelBudgetsTest(unittest.TestCase):
