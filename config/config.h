@@ -63,12 +63,33 @@ struct Rule {
   std::optional<GitRules> git;
 };
 
+// The window a budget counts in: a calendar minute, hour or day (UTC, aligned to the epoch, so
+// that every replica counts in the same window), or the life of the counters (`run`).
+enum class BudgetWindow { kMinute, kHour, kDay, kRun };
+
+// One `budgets:` entry of a policy or a task: what the task may use in one window. Every limit
+// set applies; at least one is set.
+struct Budget {
+  std::string name;
+  Mark mark;
+  std::string keyPath;  // "policies.agent.budgets[1]"
+  BudgetWindow window = BudgetWindow::kRun;
+  std::optional<uint64_t> requests;       // requests admitted
+  std::optional<uint64_t> requestBytes;   // body bytes sent upstream
+  std::optional<uint64_t> responseBytes;  // body bytes relayed back
+};
+
+// "minute", "hour", "day", "run".
+std::string_view windowName(BudgetWindow w);
+std::optional<BudgetWindow> parseWindow(std::string_view s);
+
 struct Policy {
   std::string name;
   Mark mark;
   std::vector<Located<std::string>> include;  // names of other policies
   std::vector<Rule> allow;
   std::vector<Rule> deny;
+  std::vector<Budget> budgets;  // apply to every task under this policy
 };
 
 struct GithubApp;
@@ -177,6 +198,7 @@ struct Task {
   // token, which reaches no other task's repositories.
   std::map<std::string, std::vector<Located<std::string>>, std::less<>> repositories;
   Mark repositoriesMark;
+  std::vector<Budget> budgets;  // in addition to its policy's
 };
 
 // The only directory listen.admin may name a socket in: every sandbox gets a private /run, so

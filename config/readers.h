@@ -18,6 +18,9 @@ namespace sandgate::config::detail {
 void readPolicies(Reader& r, const Field& f, Config& cfg);
 void readGlobal(Reader& r, const Field& f, Global& global);
 
+// budgets: of a policy or a task (budget_reader.cc).
+std::vector<Budget> readBudgets(Reader& r, const Field& f);
+
 // credentials: (credential_reader.cc).
 void readCredentials(Reader& r, const Field& f, Config& cfg);
 

@@ -151,6 +151,20 @@ void checkReferences(Reader& r, const Config& cfg) {
               "socket; admin_groups then narrows which of its members may use this task)");
     }
     checkTaskRepositories(r, cfg, i, t);
+    // A task's budget and its policy's are counted under their names: one name for both would
+    // count each request twice against two limits.
+    if (auto p = cfg.policies.find(t.policy.value); p != cfg.policies.end()) {
+      for (const auto& b : t.budgets) {
+        for (const auto& pb : p->second.budgets) {
+          if (!b.name.empty() && b.name == pb.name) {
+            r.error(b.mark, b.keyPath,
+                    fmt::format("budget `{}` is also a budget of policy `{}` (line {}): give it "
+                                "another name",
+                                b.name, p->first, pb.mark.line));
+          }
+        }
+      }
+    }
     // An empty value means the task's policy was missing or broken: already reported.
     if (t.policy.value.empty() || cfg.policies.contains(t.policy.value)) continue;
     r.error(t.policy.mark, fmt::format("tasks[{}].policy", i),

@@ -147,8 +147,8 @@ void readPolicies(Reader& r, const Field& f, Config& cfg) {
     Policy& p = cfg.policies[name];
     p.name = name;
     p.mark = body.keyMark;
-    auto m =
-        r.map(body, {"include", "allow", "deny"}, "a policy (a map with include, allow, deny)");
+    auto m = r.map(body, {"include", "allow", "deny", "budgets"},
+                   "a policy (a map with include, allow, deny, budgets)");
     if (!m) continue;
     if (const Field* inc = m->get("include")) {
       if (auto items = r.list(*inc, "a list of policy names, e.g. [npm, pypi]", true)) {
@@ -159,6 +159,7 @@ void readPolicies(Reader& r, const Field& f, Config& cfg) {
     }
     if (const Field* a = m->get("allow")) p.allow = readRules(r, *a, RuleList::kAllow);
     if (const Field* d = m->get("deny")) p.deny = readRules(r, *d, RuleList::kDeny);
+    if (const Field* b = m->get("budgets")) p.budgets = readBudgets(r, *b);
   }
 }
 

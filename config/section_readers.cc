@@ -230,10 +230,11 @@ void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
   if (!items) return;
   std::map<std::string, int, std::less<>> seen;  // name -> line of first definition
   for (const auto& item : *items) {
-    auto m =
-        r.map(item, {"name", "policy", "token_sha256", "limits", "admin_groups", "repositories"},
-              "a task (a map with name, policy, token_sha256, limits, admin_groups, "
-              "repositories)");
+    auto m = r.map(
+        item,
+        {"name", "policy", "token_sha256", "limits", "admin_groups", "repositories", "budgets"},
+        "a task (a map with name, policy, token_sha256, limits, admin_groups, "
+        "repositories, budgets)");
     if (!m) continue;
     Task t;
     t.mark = item.mark;
@@ -271,6 +272,7 @@ void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
       }
     }
     if (const Field* l = m->get("limits")) readLimits(r, *l, t.limits);
+    if (const Field* b = m->get("budgets")) t.budgets = readBudgets(r, *b);
     if (const Field* g = m->get("admin_groups")) {
       // Resolved to gids when serve starts (or reloads): config/ does no NSS lookups.
       if (auto groups = r.stringList(*g, "[sandgate-team-a] or [1001]")) {

@@ -143,3 +143,19 @@ write("scrubber_fuzz", "url", b"a secret with space " + b"?q=a%20secret%20with+s
 for name, path in (("admin", b"admin/users"), ("secret", b"v1/secretKeys"),
                    ("internal", b"Internal/x"), ("repo", b"acme/widgets.git"), ("plain", b"v1/models")):
     write("path_rules_fuzz", name, path + bytes([0x55, 0xAA, 0x0F, 0xF0, 1, 2, 3, 4]))
+
+write("llm_body_fuzz", "openai_request",
+      '{"model":"gpt-mini","max_completion_tokens":512,"stream":true,'
+      '"stream_options":{"include_usage":true},"messages":[{"role":"user","content":"hi"}]}')
+write("llm_body_fuzz", "anthropic_request",
+      '{"model":"claude-x","max_tokens":1024,"messages":[{"role":"user","content":"hi"}]}')
+write("llm_body_fuzz", "duplicate_model", '{"model":"cheap","model":"big"}')
+write("llm_body_fuzz", "openai_usage", '{"usage":{"prompt_tokens":12,"completion_tokens":34}}')
+write("llm_body_fuzz", "openai_sse",
+      'data: {"choices":[],"usage":null}\n\n'
+      'data: {"choices":[],"usage":{"prompt_tokens":7,"completion_tokens":9}}\r\n\r\n'
+      'data: [DONE]\n\n')
+write("llm_body_fuzz", "anthropic_sse",
+      'event: message_start\ndata: {"type":"message_start","message":{"usage":'
+      '{"input_tokens":25,"cache_read_input_tokens":3,"output_tokens":1}}}\n\n'
+      'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":15}}\n\n')

@@ -218,6 +218,7 @@ std::string recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& r
   rec.status = r.status;
   if (rec.rule.empty()) rec.rule = r.rule;
   if (rec.error.empty() && r.outcome == Outcome::kError) rec.error = r.detail;
+  if (r.budget) rec.budget = r.budget;
   return renderRefusal(r);
 }
 

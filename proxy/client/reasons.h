@@ -20,6 +20,9 @@ inline constexpr std::string_view kDeniedByToken = "denied_by_token";
 inline constexpr std::string_view kConnectionLimit = "connection_limit";
 inline constexpr std::string_view kTunnelLimit = "tunnel_limit";
 inline constexpr std::string_view kRateLimited = "rate_limited";
+// Budgets (budget/meter.h, exchange/budget_gate.h).
+inline constexpr std::string_view kBudgetExceeded = "budget_exceeded";
+inline constexpr std::string_view kBudgetUnavailable = "budget_unavailable";
 // The request head (http_validation.h).
 inline constexpr std::string_view kBadRequestLine = "bad_request_line";
 inline constexpr std::string_view kBadHeader = "bad_header";
@@ -83,6 +86,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kConnectionLimit, 429, "the task has limits.max_connections open"},
     {reason::kTunnelLimit, 429, "the task has limits.max_tunnels open"},
     {reason::kRateLimited, 429, "more new connections per second than the task may open"},
+    {reason::kBudgetExceeded, 429, "one of the task's `budgets` has no room left in its window"},
+    {reason::kBudgetUnavailable, 503, "the budget counters cannot answer (refused closed)"},
     {reason::kBadRequestLine, 400, "a malformed request line, or a bare CR or LF in the head"},
     {reason::kBadHeader, 400, "a malformed header field"},
     {reason::kObsFold, 400, "a folded (obs-fold) header line"},

@@ -60,7 +60,14 @@ std::string renderRefusal(const Refusal& r) {
   // A hint for every reason: the caller's, more precise, or the catalogue's.
   body["hint"] = r.hint.empty() ? std::string(hintFor(r.reason)) : r.hint;
   if (!r.requestId.empty()) body["request_id"] = r.requestId;
-  std::string json = boost::json::serialize(body);
+  if (r.budget) {
+    body["budget"] = {{"name", r.budget->name},
+                      {"window", r.budget->window},
+                      {"metric", r.budget->metric},
+                      {"used", r.budget->used},
+                      {"limit", r.budget->limit}};
+  }
+  std::string json = r.body.empty() ? boost::json::serialize(body) : r.body;
   json += '\n';
   std::string out = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nX-Sandgate-Reason: {}\r\n"
@@ -69,6 +76,7 @@ std::string renderRefusal(const Refusal& r) {
   // Made by sandgate from hex digits and a count: nothing a client sent.
   if (!r.requestId.empty()) out += fmt::format("X-Request-Id: {}\r\n", r.requestId);
   if (r.status == 407) out += "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n";
+  if (r.retryAfter > 0) out += fmt::format("Retry-After: {}\r\n", r.retryAfter);
   out += "\r\n";
   out += json;
   return out;

@@ -1,10 +1,12 @@
 // Refusals a program can read: status, X-Sandgate-Reason and a small JSON body.
 #pragma once
 
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "proxy/client/reasons.h"
+#include "proxy/observe/audit.h"
 #include "proxy/observe/outcome.h"
 
 namespace sandgate::proxy {
@@ -23,6 +25,14 @@ struct Refusal {
   // kDeny: the request was refused; kError: something it needed failed (an upstream, a
   // credential, TLS).
   Outcome outcome = Outcome::kDeny;
+  // Retry-After in seconds (a budget whose window refills); 0: none.
+  int64_t retryAfter = 0;
+  // The budget that refused (budget_exceeded, budget_unavailable): the body's "budget" object
+  // and the audit line's.
+  std::optional<BudgetAudit> budget{};
+  // A body of the refused API's own (an LLM provider's error shape, so its SDKs print the
+  // message), sent as application/json instead of sandgate's; empty: sandgate's.
+  std::string body{};
 };
 
 // The complete HTTP/1.1 response for `r`, always with "Connection: close" (a refused

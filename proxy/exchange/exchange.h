@@ -1,10 +1,10 @@
 // One HTTP request and its response, from the client through an upstream connection and back:
 // the exchange that forwarded requests (forward/, TCP both sides) and intercepted ones
 // (intercept/, TLS both sides) share. Its steps, in order: parse the head, the route's own
-// check of it, the policy, the header rewrite and the credential, the upstream connection (a
-// reused one first, a request without a body sent again once on a new one when a reused one
-// turns out closed), the request relayed, the response head, the scrubber and the framing, the
-// response relayed, the audit line, and the decision whether either connection carries
+// check of it, the policy, the budgets, the header rewrite and the credential, the upstream
+// connection (a reused one first, a request without a body sent again once on a new one when a
+// reused one turns out closed), the request relayed, the response head, the scrubber and the
+// framing, the response relayed, the audit line, and the decision whether either connection carries
 // another request. A fix to any of these is made here once, for both routes.
 //
 // What differs between the routes is a Route (the type parameter of runExchange):
@@ -47,6 +47,7 @@
 #include "broker/scrubber.h"
 #include "proxy/client/chunked_framing.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/budget_gate.h"
 #include "proxy/exchange/form_gate.h"
 #include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
@@ -162,6 +163,22 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
       co_return false;
     }
     sentContinue = gate.sentContinue;
+  }
+
+  // The task's budgets, before anything goes upstream: a request over one is answered here.
+  // What it moved is counted when the exchange ends, however it ends (the gate's destructor).
+  BudgetGate budgets(c, log);
+  {
+    std::optional<uint64_t> announced;
+    if (parser.is_done()) {
+      announced = 0;
+    } else if (auto n = parser.content_length()) {
+      announced = *n;
+    }
+    if (auto refusal = budgets.admit(announced)) {
+      co_await route.refuse(log, *refusal);
+      co_return false;
+    }
   }
 
   const bool expectContinue = prepareRequestHead(req);

@@ -358,6 +358,11 @@ TokenCheck decodeToken(std::string_view token) {
     c.limits = parseTokenLimits(*l, &why);
     if (!c.limits) return malformed("the token's limits " + why);
   }
+  if (const json::value* b = claims->if_contains("budgets")) {
+    std::string why;
+    c.budgets = parseTokenBudgets(*b, &why);
+    if (!c.budgets) return malformed("the token's budgets " + why);
+  }
   c.issuer = stringClaim(*claims, "iss", &bad);
   if (const json::value* a = claims->if_contains("aud")) {
     c.audience.emplace();

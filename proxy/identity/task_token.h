@@ -42,6 +42,7 @@
 
 #include "common/result.h"
 #include "config/config.h"
+#include "proxy/identity/token_budgets.h"
 
 namespace boost::json {
 class value;
@@ -95,11 +96,12 @@ struct TokenClaims {
   std::optional<std::string> jti;
   int64_t exp = 0;
   std::optional<int64_t> iat, nbf;
-  std::optional<std::vector<std::string>> hosts;     // narrowing: only these hosts
-  std::optional<std::string> src;                    // narrowing: the client address (IP or CIDR)
-  std::optional<TokenLimits> limits;                 // narrowing: lower admission limits
-  std::optional<std::vector<std::string>> audience;  // aud (a string is a list of one)
-  std::optional<std::string> issuer;                 // iss
+  std::optional<std::vector<std::string>> hosts;       // narrowing: only these hosts
+  std::optional<std::string> src;                      // narrowing: the client address (IP or CIDR)
+  std::optional<TokenLimits> limits;                   // narrowing: lower admission limits
+  std::optional<std::vector<config::Budget>> budgets;  // narrowing: token_budgets.h
+  std::optional<std::vector<std::string>> audience;    // aud (a string is a list of one)
+  std::optional<std::string> issuer;                   // iss
 };
 
 struct TokenCheck {

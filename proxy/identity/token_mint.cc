@@ -84,6 +84,7 @@ std::string describeClaims(const TokenClaims& c) {
   }
   if (c.src) o["src"] = *c.src;
   if (c.limits) o["limits"] = limitsJson(*c.limits);
+  if (c.budgets) o["budgets"] = budgetsJson(*c.budgets);
   if (c.audience) {
     json::array aud;
     for (const auto& a : *c.audience) aud.emplace_back(a);

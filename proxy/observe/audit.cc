@@ -320,6 +320,24 @@ std::string AuditLog::format(const AuditRecord& r) {
     }
     out += "]}";
   }
+  appendKey(out, field::kBudget);
+  if (!r.budget) {
+    out += "null";
+  } else {
+    // Names and windows come from the config, never from a client: still escaped like the rest.
+    out += '{';
+    appendKey(out, field::kBudgetName, true);
+    appendOptional(out, r.budget->name);
+    appendKey(out, field::kBudgetWindow);
+    appendOptional(out, r.budget->window);
+    appendKey(out, field::kBudgetMetric);
+    appendOptional(out, r.budget->metric);
+    appendKey(out, field::kBudgetUsed);
+    appendInt(out, r.budget->used);
+    appendKey(out, field::kBudgetLimit);
+    appendInt(out, r.budget->limit);
+    out += '}';
+  }
   out += "}\n";
   return out;
 }

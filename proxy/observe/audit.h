@@ -41,6 +41,13 @@ struct GitAudit {
   std::vector<GitRefAudit> refs;
 };
 
+// The budget a request was refused by (or measured against): its name, window, what it counts,
+// what the window had used and the limit.
+struct BudgetAudit {
+  std::string name, window, metric;
+  int64_t used = 0, limit = 0;
+};
+
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
 // credentials: a secret cannot reach the audit log because the record has nowhere to put it.
 // Callers must not put one in `error` or `path` either (a query string is excluded from
@@ -62,7 +69,8 @@ struct AuditRecord {
   uint64_t bytesUp = 0, bytesDown = 0;
   double durationSeconds = 0;
   std::string upstream, error;
-  std::optional<GitAudit> git;  // the "git" field: null unless a Git request under `git:`
+  std::optional<GitAudit> git;        // the "git" field: null unless a Git request under `git:`
+  std::optional<BudgetAudit> budget;  // the "budget" field: null unless a budget refused it
 };
 
 // Appends audit lines to a file (or stdout). Thread-safe.

@@ -52,5 +52,13 @@ inline constexpr std::string_view kGitRefs = "refs";
 inline constexpr std::string_view kGitRef = "ref";
 inline constexpr std::string_view kGitOld = "old";
 inline constexpr std::string_view kGitNew = "new";
+// null, or {"name", "window", "metric", "used", "limit"}: the budget that refused the request
+// (reason budget_exceeded or budget_unavailable; budget/meter.h).
+inline constexpr std::string_view kBudget = "budget";
+inline constexpr std::string_view kBudgetName = "name";
+inline constexpr std::string_view kBudgetWindow = "window";
+inline constexpr std::string_view kBudgetMetric = "metric";
+inline constexpr std::string_view kBudgetUsed = "used";
+inline constexpr std::string_view kBudgetLimit = "limit";
 
 }  // namespace sandgate::proxy::field

@@ -80,6 +80,14 @@ TokenTask taskForToken(const Snapshot& snap, const TokenClaims& claims, std::str
     out.own = std::move(own);
     out.task = out.own.get();
   }
+  if (claims.budgets) {
+    auto own = std::make_shared<TaskEntry>(*out.task);
+    if (auto widened = narrowBudgets(own->budgets, *claims.budgets)) {
+      return refused(token_reason::kWidens, std::move(*widened));
+    }
+    out.own = std::move(own);
+    out.task = out.own.get();
+  }
   if (claims.hosts) {
     out.hosts.emplace();
     for (const auto& h : *claims.hosts) {

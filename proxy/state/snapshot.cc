@@ -46,6 +46,7 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
   // What `policy lint` warns about, once per load or reload.
   for (const auto& w : snap->engine->warnings()) spdlog::warn("config: {}", w.str());
   snap->defaults = config::resolveLimits(cfgRef.limits, config::Limits{});
+  snap->budgetCounter = registry.budgetCounter();
   Diagnostics errors;
   for (const auto& t : cfgRef.tasks) {
     TaskEntry e;
@@ -76,6 +77,10 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     std::set<std::string> seen, names;
     policyCredentials(cfgRef, t.policy.value, seen, names);
     e.credentials.assign(names.begin(), names.end());
+    e.budgets = t.budgets;
+    if (auto p = cfgRef.policies.find(t.policy.value); p != cfgRef.policies.end()) {
+      e.budgets.insert(e.budgets.end(), p->second.budgets.begin(), p->second.budgets.end());
+    }
     e.state = registry.get(t.name);
     snap->tasks.emplace(t.name, std::move(e));
   }
@@ -88,6 +93,7 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
       std::set<std::string> seen, names;
       policyCredentials(cfgRef, policyName, seen, names);
       e.credentials.assign(names.begin(), names.end());
+      e.budgets = policy.budgets;
       snap->policyTasks.emplace(policyName, std::move(e));
     }
     snap->adhocStates = registry.adhoc();

@@ -21,6 +21,10 @@
 #include "proxy/state/capture_config.h"
 #include "proxy/state/task_limits.h"
 
+namespace sandgate::budget {
+class Counter;
+}
+
 namespace sandgate::broker {
 class SecretStore;
 class TaskSecrets;
@@ -51,6 +55,9 @@ struct TaskEntry {
   // Set for an ad-hoc task (a task token's `sub` that names no configured task, with the
   // policy its `pol` names; token_task.h): the engine decides under that policy.
   std::optional<std::string> adhocPolicy;
+  // The budgets every request of the task is measured against: the task's own, then its
+  // policy's (a task token may lower them or add more; token_task.h). Counted by task name.
+  std::vector<config::Budget> budgets;
 
   // The name of the task's metric series and of serve's placeholders for it: the task's name,
   // or "adhoc:<policy>" for an ad-hoc task, so that the number of series follows the config
@@ -83,6 +90,8 @@ struct Snapshot {
   std::shared_ptr<AdhocTaskStates> adhocStates;  // the registry's: they survive reloads
   // metrics.admin_api's token hash and mint key; null: the admin API is off (admin_api.h).
   std::shared_ptr<const AdminApiKeys> adminApi;
+  // Where budgets are counted: the registry's (in-process counts survive reloads).
+  std::shared_ptr<budget::Counter> budgetCounter;
 
   const TaskEntry* findTask(std::string_view name) const {
     auto it = tasks.find(std::string(name));

@@ -13,6 +13,8 @@
 #include <utility>
 #include <vector>
 
+#include "budget/local_counter.h"
+
 namespace sandgate::proxy {
 
 class TaskState {
@@ -94,11 +96,15 @@ class TaskRegistry {
   std::shared_ptr<TaskState> get(const std::string& task);
   // Ad-hoc tasks' states, shared by every snapshot of this registry (they survive reloads).
   const std::shared_ptr<AdhocTaskStates>& adhoc() const { return adhoc_; }
+  // Budget counters (in-process), shared by every snapshot of this registry: a reload does not
+  // give a task its budget back.
+  const std::shared_ptr<budget::Counter>& budgetCounter() const { return budgetCounter_; }
 
  private:
   std::mutex mu_;  // taken on reload only, never per request
   std::unordered_map<std::string, std::shared_ptr<TaskState>> tasks_;
   std::shared_ptr<AdhocTaskStates> adhoc_ = std::make_shared<AdhocTaskStates>();
+  std::shared_ptr<budget::Counter> budgetCounter_ = std::make_shared<budget::LocalCounter>();
 };
 
 }  // namespace sandgate::proxy

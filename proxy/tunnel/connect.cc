@@ -1,5 +1,6 @@
-// CONNECT: policy on host and port, resolve + vet + dial, 200, the ClientHello's SNI check
-// on port 443, then the tunnel. The bytes the client sent after the CONNECT head go first.
+// CONNECT: policy on host and port, the task's budgets, resolve + vet + dial, 200, the
+// ClientHello's SNI check on port 443, then the tunnel. The bytes the client sent after the CONNECT
+// head go first.
 #include "proxy/tunnel/connect.h"
 
 #include <fmt/format.h>
@@ -8,6 +9,7 @@
 
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/budget_gate.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/net/tunnel.h"
 #include "proxy/tunnel/tls_client_hello.h"
@@ -108,6 +110,14 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
     }
     // The stream and the bytes already read (c.buffer) go over together.
     co_await handleIntercept(c, target, head.port, decision, log);
+    co_return;
+  }
+  // A spliced tunnel is measured like a request: admitted against the task's budgets before it
+  // is dialled, and settled with the bytes it carried when it ends (the gate's destructor). A
+  // budget of bytes that tunnels escaped would let an allowed host carry what it refuses.
+  BudgetGate budgets(c, log);
+  if (auto refusal = budgets.admit(std::nullopt)) {
+    co_await refuse(c, log, *refusal);
     co_return;
   }
   TaskSlot tunnelSlot = co_await acquireTunnelSlot(c, log);

@@ -171,7 +171,8 @@ TEST(RuleReader, PolicyErrors) {
   const Case cases[] = {
       {"policy is a list",
        "policies:\n  p: [a]\n",
-       {2, 6, "policies.p", "expected a policy (a map with include, allow, deny), got a list"}},
+       {2, 6, "policies.p",
+        "expected a policy (a map with include, allow, deny, budgets), got a list"}},
       {"policy is empty",
        "policies:\n  p:\n",
        {2, 3, "policies.p", "empty value; expected a policy"}},

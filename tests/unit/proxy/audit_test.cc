@@ -97,7 +97,7 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
       field::kScheme,  field::kHost,      field::kPort,       field::kPath,         field::kVerdict,
       field::kReason,  field::kRule,      field::kCredential, field::kInjected,     field::kStatus,
       field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,     field::kError,
-      field::kGit};
+      field::kGit,     field::kBudget};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);
@@ -150,6 +150,18 @@ TEST(AuditFormat, GitRequestsCarryTheirRepositoryAndEachRef) {
   EXPECT_EQ(std::string(first.at(field::kGitOld).as_string()), std::string(40, 'a'));
   EXPECT_EQ(std::string(first.at(field::kGitNew).as_string()), std::string(40, '0'));
   EXPECT_EQ(first.at(field::kReason), "git_ref_delete_not_allowed");
+}
+
+TEST(AuditFormat, ABudgetRefusalNamesTheBudgetWindowUsedAndLimit) {
+  AuditRecord r = sample();
+  EXPECT_TRUE(parseLine(AuditLog::format(r)).at(field::kBudget).is_null());
+  r.budget = BudgetAudit{"per-minute", "minute", "requests", 600, 600};
+  auto b = parseLine(AuditLog::format(r)).at(field::kBudget).as_object();
+  EXPECT_EQ(b.at(field::kBudgetName), "per-minute");
+  EXPECT_EQ(b.at(field::kBudgetWindow), "minute");
+  EXPECT_EQ(b.at(field::kBudgetMetric), "requests");
+  EXPECT_EQ(b.at(field::kBudgetUsed).to_number<int64_t>(), 600);
+  EXPECT_EQ(b.at(field::kBudgetLimit).to_number<int64_t>(), 600);
 }
 
 TEST(AuditFormat, FieldNamesAreTheDocumentedOnes) {

@@ -54,6 +54,26 @@ TEST(Refusal, ContentLengthMatchesBody) {
   EXPECT_EQ(body(r).at("error").as_string(), "a \"quoted\" detail");
 }
 
+TEST(Refusal, ABudgetRefusalCarriesRetryAfterAndTheBudget) {
+  Refusal budget{.status = 429,
+                 .reason = reason::kBudgetExceeded,
+                 .retryAfter = 42,
+                 .budget = BudgetAudit{"daily", "day", "requests", 5, 5}};
+  auto r = renderRefusal(budget);
+  EXPECT_NE(r.find("\r\nRetry-After: 42\r\n"), std::string::npos);
+  auto b = body(r).at("budget").as_object();
+  EXPECT_EQ(b.at("name"), "daily");
+  EXPECT_EQ(b.at("used").to_number<int64_t>(), 5);
+  // No Retry-After for a budget that does not refill; a body of the API's own replaces ours.
+  budget.retryAfter = 0;
+  budget.body = R"({"error":{"message":"m"}})";
+  r = renderRefusal(budget);
+  EXPECT_EQ(r.find("Retry-After"), std::string::npos);
+  EXPECT_EQ(body(r).at("error").as_object().at("message"), "m");
+  auto cl = r.find("Content-Length: ");
+  EXPECT_EQ(std::stoul(r.substr(cl + 16)), r.size() - r.find("\r\n\r\n") - 4);
+}
+
 // Every reason of every catalogue gets a non-empty hint in the body, even from a refusal that
 // brings none of its own (#39): a client always reads a next step.
 TEST(Refusal, EveryReasonHasAHint) {

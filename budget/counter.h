@@ -1,0 +1,44 @@
+// The counter interface budgets are counted through: named 64-bit counters that expire, with
+// an atomic "add unless over the limit". LocalCounter (local_counter.h) keeps them in this
+// process; a shared store (Redis) implements the same calls so that replicas share a budget.
+// Nothing here does I/O: an implementation backed by a network store answers from its local
+// state and reconciles in the background.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+namespace sandgate::budget {
+
+// What a budget counts.
+enum class Metric { kRequests, kRequestBytes, kResponseBytes };
+// "requests", "request_bytes", "response_bytes": the config's keys, the audit's and metrics'.
+std::string_view metricName(Metric m);
+
+struct TakeResult {
+  enum class Status {
+    kTaken,        // added; `used` is the value after
+    kOver,         // not added: used + amount would pass the limit; `used` is the value found
+    kUnavailable,  // the store cannot answer (full, unreachable): the caller decides
+  };
+  Status status = Status::kTaken;
+  int64_t used = 0;
+};
+
+class Counter {
+ public:
+  virtual ~Counter() = default;
+  // Atomically adds `amount` (> 0) to `key` unless the sum would pass `limit`. A key not seen
+  // yet is 0. `expiresAt` (Unix seconds; 0: never) is when the key may be forgotten.
+  virtual TakeResult tryAdd(std::string_view key, int64_t amount, int64_t limit,
+                            int64_t expiresAt) = 0;
+  // Adds `amount` whatever the limit; negative gives back part of a reserve (a settle below
+  // it). The value never goes below 0. False when the store cannot take it.
+  virtual bool add(std::string_view key, int64_t amount, int64_t expiresAt) = 0;
+  // The value of `key` (0 when unknown); nullopt when the store cannot answer.
+  virtual std::optional<int64_t> get(std::string_view key) = 0;
+};
+
+}  // namespace sandgate::budget

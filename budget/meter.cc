@@ -1,0 +1,109 @@
+// Admitting and settling a request against a task's budgets (see meter.h).
+#include "budget/meter.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <limits>
+
+#include "budget/window.h"
+
+namespace sandgate::budget {
+
+namespace {
+
+constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+
+int64_t clamp(uint64_t v) {
+  return v > static_cast<uint64_t>(kMax) ? kMax : static_cast<int64_t>(v);
+}
+
+// A key lives one window past its end: a replica whose clock is a little behind still finds it.
+int64_t expiryOf(config::BudgetWindow w, const WindowSpan& span) {
+  return span.endsAt == 0 ? 0 : span.endsAt + windowSeconds(w);
+}
+
+struct Taken {
+  std::string key;
+  int64_t amount;
+  int64_t expiresAt;
+};
+
+}  // namespace
+
+std::string counterKey(std::string_view task, const config::Budget& b, int64_t index,
+                       Metric metric) {
+  return fmt::format("sandgate:budget:{}:{}:{}:{}:{}", task, b.name, config::windowName(b.window),
+                     index, metricName(metric));
+}
+
+std::optional<Exceeded> admit(Counter& counter, std::string_view task,
+                              std::span<const config::Budget> budgets, int64_t now,
+                              std::optional<uint64_t> bodyBytes, Admission& admission) {
+  admission = Admission{};
+  std::vector<Taken> taken;
+  auto giveBack = [&] {
+    for (const auto& t : taken) counter.add(t.key, -t.amount, t.expiresAt);
+  };
+  for (const auto& b : budgets) {
+    const WindowSpan span = windowAt(b.window, now);
+    const int64_t expiresAt = expiryOf(b.window, span);
+    auto refuse = [&](Metric m, int64_t used, int64_t limit, bool unavailable) {
+      giveBack();
+      admission = Admission{};
+      return Exceeded{&b,
+                      m,
+                      used,
+                      limit,
+                      span.endsAt == 0 ? 0 : std::max<int64_t>(1, span.endsAt - now),
+                      unavailable};
+    };
+    auto take = [&](Metric m, int64_t amount, int64_t limit) -> std::optional<Exceeded> {
+      std::string key = counterKey(task, b, span.index, m);
+      auto r = counter.tryAdd(key, amount, limit, expiresAt);
+      if (r.status == TakeResult::Status::kUnavailable) return refuse(m, 0, limit, true);
+      if (r.status == TakeResult::Status::kOver) return refuse(m, r.used, limit, false);
+      taken.push_back({key, amount, expiresAt});
+      return std::nullopt;
+    };
+    // A byte budget admits while it has room: the request that crosses the limit is the last
+    // one (its size is known only as it goes, unless announced, when it is reserved here).
+    auto room = [&](Metric m, int64_t limit, int64_t reserve) -> std::optional<Exceeded> {
+      std::string key = counterKey(task, b, span.index, m);
+      if (reserve > 0) {
+        if (auto over = take(m, reserve, limit)) return over;
+      } else {
+        auto used = counter.get(key);
+        if (!used) return refuse(m, 0, limit, true);
+        if (*used >= limit) return refuse(m, *used, limit, false);
+      }
+      admission.held.push_back({std::move(key), m, reserve, expiresAt});
+      return std::nullopt;
+    };
+    if (b.requests) {
+      if (auto over = take(Metric::kRequests, 1, clamp(*b.requests))) return over;
+    }
+    if (b.requestBytes) {
+      const int64_t reserve = bodyBytes ? clamp(*bodyBytes) : 0;
+      if (auto over = room(Metric::kRequestBytes, clamp(*b.requestBytes), reserve)) return over;
+    }
+    if (b.responseBytes) {
+      if (auto over = room(Metric::kResponseBytes, clamp(*b.responseBytes), 0)) return over;
+    }
+  }
+  return std::nullopt;
+}
+
+void settle(Counter& counter, Admission& admission, uint64_t up, uint64_t down) {
+  if (admission.settled) return;
+  admission.settled = true;
+  for (const auto& h : admission.held) {
+    const int64_t moved = clamp(h.metric == Metric::kRequestBytes ? up : down);
+    // The difference only: what was reserved is already counted (a client that announced more
+    // than it sent gets the rest back).
+    const int64_t delta = moved - h.reserved;
+    if (delta != 0) counter.add(h.key, delta, h.expiresAt);
+  }
+}
+
+}  // namespace sandgate::budget

@@ -1,0 +1,68 @@
+// An exchange measured against its task's budgets (see budget_gate.h).
+#include "proxy/exchange/budget_gate.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+
+#include "budget/counter.h"
+
+namespace sandgate::proxy {
+
+namespace {
+
+int64_t unixNow() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+}  // namespace
+
+Refusal budgetRefusal(const budget::Exceeded& over, const AuditRecord& rec) {
+  const auto& b = *over.budget;
+  BudgetAudit note{b.name, std::string(config::windowName(b.window)),
+                   std::string(budget::metricName(over.metric)), over.used, over.limit};
+  if (over.unavailable) {
+    return Refusal{.status = 503,
+                   .reason = reason::kBudgetUnavailable,
+                   .task = rec.task,
+                   .host = rec.host,
+                   .rule = b.keyPath,
+                   .detail = fmt::format("budget `{}` cannot be counted now, so the request is "
+                                         "refused",
+                                         b.name),
+                   .outcome = Outcome::kError,
+                   .budget = std::move(note)};
+  }
+  std::string when = over.retryAfter > 0 ? fmt::format("; it refills in {} s", over.retryAfter)
+                                         : std::string("; it lasts for the run");
+  return Refusal{
+      .status = 429,
+      .reason = reason::kBudgetExceeded,
+      .task = rec.task,
+      .host = rec.host,
+      .rule = b.keyPath,
+      .detail = fmt::format("budget `{}` of task {} is used up: {} {} of {} this {}{}", b.name,
+                            rec.task, over.used, note.metric, over.limit, note.window, when),
+      .retryAfter = over.retryAfter,
+      .budget = std::move(note)};
+}
+
+std::optional<Refusal> BudgetGate::admit(std::optional<uint64_t> bodyBytes) {
+  const TaskEntry* task = c_.task;
+  if (!task || task->budgets.empty() || !c_.snap->budgetCounter) return std::nullopt;
+  budget::Admission admission;
+  auto over = budget::admit(*c_.snap->budgetCounter, task->name, task->budgets, unixNow(),
+                            bodyBytes, admission);
+  if (over) return budgetRefusal(*over, log_.record);
+  admission_ = std::move(admission);
+  return std::nullopt;
+}
+
+BudgetGate::~BudgetGate() {
+  if (!admission_) return;
+  budget::settle(*c_.snap->budgetCounter, *admission_, log_.record.bytesUp, log_.record.bytesDown);
+}
+
+}  // namespace sandgate::proxy

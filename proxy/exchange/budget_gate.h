@@ -1,0 +1,37 @@
+// The budgets of one exchange: the request is admitted against its task's budgets before
+// anything goes upstream (budget/meter.h), refused with 429 budget_exceeded (Retry-After until
+// its window refills) or 503 budget_unavailable when the counters cannot answer (closed: a
+// budget that cannot be counted is not a budget that was met), and settled with the bytes it
+// moved when the exchange ends, however it ends.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+
+#include "budget/meter.h"
+#include "proxy/client/client_connection.h"
+
+namespace sandgate::proxy {
+
+class BudgetGate {
+ public:
+  BudgetGate(ClientConnection& c, RequestLog& log) : c_(c), log_(log) {}
+  BudgetGate(const BudgetGate&) = delete;
+  BudgetGate& operator=(const BudgetGate&) = delete;
+  // Settles what the audit record counted (bytes_up, bytes_down), once.
+  ~BudgetGate();
+
+  // Admits the request (announcing `bodyBytes` when its length is known); the refusal when a
+  // budget has no room. Nothing is counted for a refused request.
+  std::optional<Refusal> admit(std::optional<uint64_t> bodyBytes);
+
+ private:
+  ClientConnection& c_;
+  RequestLog& log_;
+  std::optional<budget::Admission> admission_;
+};
+
+// The refusal for `over` (task and host from `rec`).
+Refusal budgetRefusal(const budget::Exceeded& over, const AuditRecord& rec);
+
+}  // namespace sandgate::proxy
