@@ -15,7 +15,44 @@ namespace {
 
 using Key = std::tuple<std::string, std::string, std::string>;  // task, target, method
 
+}  // namespace
+
+std::string checkTargetOf(const Observation& o);
+
+namespace {
+
 Key keyOf(const Observation& o) { return {o.task, checkTargetOf(o), o.method.value_or("")}; }
+
+// A push's refs as `git_push` cases on the repository's URL (what `policy check --git-push`
+// takes): each expects what the draft decides, and one the audit allowed must be allowed.
+std::string gitPushCases(const Observation& o, const policy::Engine& engine,
+                         const config::Config& cfg, std::vector<std::string>* problems) {
+  constexpr std::string_view kEndpoint = "/git-receive-pack";
+  if (!o.git || !o.path || !o.path->ends_with(kEndpoint)) return "";
+  std::string repo = checkTargetOf(o);
+  repo.resize(repo.size() - kEndpoint.size());
+  auto parsed = policy::parseCheckTarget(repo);
+  if (!std::holds_alternative<policy::CheckTarget>(parsed)) return "";
+  std::string out;
+  for (const auto& ref : o.git->refs) {
+    const bool del = ref.newId.find_first_not_of('0') == std::string::npos;
+    std::string push = del ? ":" + ref.ref : ref.ref;
+    auto d = policy::checkGitPush(engine, cfg, o.task, std::get<policy::CheckTarget>(parsed), push)
+                 .decision;
+    if (o.allowed && !d.allowed()) {
+      problems->push_back(
+          fmt::format("{}:{}: push of {} allowed in the audit, but the draft "
+                      "decides {} ({})",
+                      o.file, o.line, push, policy::verdictName(d.verdict), d.reason));
+    }
+    out += fmt::format("  - name: {}\n    task: {}\n    target: {}\n    git_push: {}\n",
+                       quote(fmt::format("push {} to {} ({}:{})", push, repo, o.file, o.line)),
+                       quote(o.task), quote(repo), quote(push));
+    out += fmt::format("    expect: {}\n", d.allowed() ? "allow" : "deny");
+    if (!d.allowed()) out += fmt::format("    reason: {}\n", quote(std::string(d.reason)));
+  }
+  return out;
+}
 
 }  // namespace
 
@@ -80,6 +117,7 @@ std::string renderCases(const std::vector<Observation>& requests, const policy::
     if (o.method) out += fmt::format("    method: {}\n", quote(*o.method));
     out += fmt::format("    expect: {}\n", expectAllow ? "allow" : "deny");
     if (!expectAllow) out += fmt::format("    reason: {}\n", quote(std::string(d.reason)));
+    out += gitPushCases(o, engine, cfg, problems);
   }
   return out;
 }

@@ -202,10 +202,11 @@ Draft draftRules(const std::vector<Observation>& requests, int threshold) {
             auto& g = *r.git;
             g.repositories.push_back(o->git->repository);
             for (const auto& ref : o->git->refs) {
+              // A git block names branch refs one by one, tags only as a whole (tags: true);
+              // a deletion needs its ref listed and delete: true.
               g.pushed = true;
-              if (ref.newId.find_first_not_of('0') == std::string::npos) {
-                g.deleted = true;
-              } else if (ref.ref.starts_with("refs/tags/")) {
+              if (ref.newId.find_first_not_of('0') == std::string::npos) g.deleted = true;
+              if (ref.ref.starts_with("refs/tags/")) {
                 g.tags = true;
               } else {
                 g.pushRefs.push_back(ref.ref);
@@ -215,7 +216,22 @@ Draft draftRules(const std::vector<Observation>& requests, int threshold) {
           break;
         }
       }
+      // One host, one git block: git's discovery GET and its POST fall under different
+      // rules (methods differ), and a push needs both to carry the push refs.
+      std::optional<GitDraft> hostGit;
+      for (const auto& r : rules) {
+        if (!r.git) continue;
+        if (!hostGit) hostGit.emplace();
+        auto& g = *hostGit;
+        g.repositories.insert(g.repositories.end(), r.git->repositories.begin(),
+                              r.git->repositories.end());
+        g.pushRefs.insert(g.pushRefs.end(), r.git->pushRefs.begin(), r.git->pushRefs.end());
+        g.pushed |= r.git->pushed;
+        g.deleted |= r.git->deleted;
+        g.tags |= r.git->tags;
+      }
       for (auto& r : rules) {
+        if (r.git) r.git = hostGit;
         std::sort(r.cidrs.begin(), r.cidrs.end());
         if (r.git) {
           for (auto* v : {&r.git->repositories, &r.git->pushRefs}) {

@@ -113,6 +113,57 @@ TEST_F(LearnTest, TheDraftLintsPassesItsCasesAndRefusesWhatWasNeverSeen) {
   EXPECT_TRUE(check("http://new.test/x", "GET").allowed());  // refused, then learned
 }
 
+TEST_F(LearnTest, GitTrafficGivesOneGitBlockPerHostAndPushCases) {
+  std::string git =
+      "{\"repository\":\"acme/w\",\"service\":\"receive-pack\",\"refs\":["
+      "{\"ref\":\"refs/heads/agent/x\",\"old\":\"" +
+      std::string(40, '0') + "\",\"new\":\"" + std::string(40, '1') +
+      "\",\"reason\":\"allowed\"},"
+      "{\"ref\":\"refs/tags/v1\",\"old\":\"" +
+      std::string(40, '0') + "\",\"new\":\"" + std::string(40, '2') +
+      "\",\"reason\":\"allowed\"},"
+      "{\"ref\":\"refs/heads/old\",\"old\":\"" +
+      std::string(40, '3') + "\",\"new\":\"" + std::string(40, '0') +
+      "\",\"reason\":\"allowed\"}]}";
+  std::string refs = "{\"repository\":\"acme/w\",\"service\":\"receive-pack-refs\"}";
+  auto line = [](const std::string& method, const std::string& path, const std::string& g) {
+    return "{\"kind\":\"intercept\",\"task\":\"demo\",\"method\":\"" + method +
+           "\",\"scheme\":\"https\",\"host\":\"git.test\",\"port\":443,\"path\":\"" + path +
+           "\",\"verdict\":\"allow\",\"reason\":\"allowed\",\"rule\":\"c:1\","
+           "\"credential\":\"gh\",\"upstream\":null,\"git\":" +
+           g + "}\n";
+  };
+  auditPath_ = write("git.jsonl", line("GET", "/acme/w.git/info/refs", refs) +
+                                      line("POST", "/acme/w.git/git-receive-pack", git));
+  auto out = learn({});
+  ASSERT_EQ(out.exit, kExitOk) << joined(out.messages) << out.config;
+  // Both rules (GET discovery, POST push) carry the same block, with the push's refs.
+  const std::string block =
+      "        git:\n          repositories: [\"acme/w\"]\n"
+      "          push: {refs: [\"refs/heads/agent/x\", \"refs/heads/old\"], delete: true, "
+      "tags: true}\n";
+  auto first = out.config.find(block);
+  ASSERT_NE(first, std::string::npos) << out.config;
+  EXPECT_NE(out.config.find(block, first + 1), std::string::npos) << out.config;
+  EXPECT_NE(out.tests.find("git_push: \":refs/heads/old\""), std::string::npos) << out.tests;
+  auto cfg = config::loadFile(write("git.yaml", out.config));
+  ASSERT_TRUE(cfg);
+  auto engine = policy::Engine::compile(*cfg);
+  ASSERT_TRUE(engine);
+  auto suite = config::loadTestSuite(write("git.tests.yaml", out.tests));
+  ASSERT_TRUE(suite);
+  EXPECT_EQ(suite->cases.size(), 5u);  // two requests, three pushed refs
+  for (const auto& tc : suite->cases) {
+    auto r = policy::runCase(**engine, *cfg, tc);
+    EXPECT_TRUE(r.passed) << tc.name << ": " << r.message;
+  }
+  // A ref that was not pushed is refused.
+  auto repo =
+      std::get<policy::CheckTarget>(policy::parseCheckTarget("https://git.test/acme/w.git"));
+  EXPECT_EQ(policy::checkGitPush(**engine, *cfg, "demo", repo, "refs/heads/main").decision.reason,
+            "git_ref_not_allowed");
+}
+
 TEST_F(LearnTest, ExplainCountsTheRequestsOfEachRule) {
   LearnOptions o;
   o.explain = true;
