@@ -57,7 +57,9 @@ std::string gitPushCases(const Observation& o, const policy::Engine& engine,
 }  // namespace
 
 std::string checkTargetOf(const Observation& o) {
-  std::string host = o.host.find(':') != std::string::npos ? "[" + o.host + "]" : o.host;
+  std::string host = o.host.find(':') != std::string::npos && !o.host.starts_with('[')
+                         ? "[" + o.host + "]"
+                         : o.host;
   if (!o.path) return fmt::format("{}:{}", host, o.port);
   std::string scheme = o.scheme;
   if (scheme.empty()) scheme = o.kind == "forward" ? "http" : "https";

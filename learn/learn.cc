@@ -74,13 +74,18 @@ std::string mergeInto(const std::string& existing, const std::string& additions)
       if (!merged[section][key]) merged[section][key] = kv.second;
     }
   }
-  if (add["policies"]) {
-    for (const auto& kv : add["policies"])
-      merged["policies"][kv.first.as<std::string>()] = kv.second;
-  }
+  // A second merge must not replace the learned policy of the first: a name EXISTING already
+  // has gets a suffix (learned-demo-2), and the new policy includes the task's current one.
+  auto fresh = [&](const std::string& name) {
+    std::string out = name;
+    for (int n = 2; merged["policies"][out]; ++n) out = name + "-" + std::to_string(n);
+    return out;
+  };
   for (const auto& t : add["tasks"]) {
     std::string name = t["name"].as<std::string>();
-    std::string learned = t["policy"].as<std::string>();
+    std::string drafted = t["policy"].as<std::string>();
+    std::string learned = fresh(drafted);
+    merged["policies"][learned] = add["policies"][drafted];
     bool found = false;
     for (auto task : merged["tasks"]) {
       if (!task["name"] || task["name"].as<std::string>() != name) continue;
@@ -88,7 +93,12 @@ std::string mergeInto(const std::string& existing, const std::string& additions)
       merged["policies"][learned]["include"].push_back(task["policy"].as<std::string>());
       task["policy"] = learned;
     }
-    if (!found) merged["tasks"].push_back(t);
+    if (!found) {
+      YAML::Node task;
+      task["name"] = name;
+      task["policy"] = learned;
+      merged["tasks"].push_back(task);
+    }
   }
   YAML::Emitter out;
   out << merged;

@@ -246,6 +246,24 @@ TEST_F(LearnTest, MergeAddsOnlyWhatTheExistingConfigRefusesAndKeepsItsDenials) {
     auto r = policy::runCase(**engine, *cfg, tc);
     EXPECT_TRUE(r.passed) << tc.name << ": " << r.message;
   }
+
+  // Merging again, from a new audit, into the merged config keeps the first proposal.
+  auditPath_ = write("more.jsonl", req("forward", "deny", "no_matching_rule", "more.test", 80,
+                                       "\"GET\"", "\"/m\""));
+  o.merge = write("merged.yaml", out.config);
+  auto again = learn(o);
+  ASSERT_EQ(again.exit, kExitOk) << joined(again.messages) << again.config;
+  EXPECT_NE(again.config.find("learned-demo-2"), std::string::npos) << again.config;
+  auto cfg2 = config::loadFile(write("merged2.yaml", again.config));
+  ASSERT_TRUE(cfg2) << again.config;
+  auto engine2 = policy::Engine::compile(*cfg2);
+  ASSERT_TRUE(engine2);
+  for (const char* url : {"http://local.test/", "http://more.test/m"}) {
+    auto t = std::get<policy::CheckTarget>(policy::parseCheckTarget(url));
+    EXPECT_TRUE(policy::checkTarget(**engine2, *cfg2, "demo", t, std::nullopt).decision.allowed())
+        << url << "\n"
+        << again.config;
+  }
 }
 
 }  // namespace
