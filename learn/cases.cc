@@ -25,20 +25,33 @@ Key keyOf(const Observation& o) { return {o.task, checkTargetOf(o), o.method.val
 
 // A push's refs as `git_push` cases on the repository's URL (what `policy check --git-push`
 // takes): each expects what the draft decides, and one the audit allowed must be allowed.
-std::string gitPushCases(const Observation& o, const policy::Engine& engine,
-                         const config::Config& cfg, std::vector<std::string>* problems) {
+struct Push {
+  std::string repository;  // the repository's URL, as `policy check --git-push` takes it
+  policy::CheckTarget target;
+  std::string ref;  // ":ref" for a deletion
+};
+
+// The refs a receive-pack request pushed, each as `policy check --git-push` would decide it.
+std::vector<Push> pushesOf(const Observation& o) {
   constexpr std::string_view kEndpoint = "/git-receive-pack";
-  if (!o.git || !o.path || !o.path->ends_with(kEndpoint)) return "";
+  if (!o.git || !o.path || !o.path->ends_with(kEndpoint)) return {};
   std::string repo = checkTargetOf(o);
   repo.resize(repo.size() - kEndpoint.size());
   auto parsed = policy::parseCheckTarget(repo);
-  if (!std::holds_alternative<policy::CheckTarget>(parsed)) return "";
-  std::string out;
+  if (!std::holds_alternative<policy::CheckTarget>(parsed)) return {};
+  std::vector<Push> out;
   for (const auto& ref : o.git->refs) {
     const bool del = ref.newId.find_first_not_of('0') == std::string::npos;
-    std::string push = del ? ":" + ref.ref : ref.ref;
-    auto d = policy::checkGitPush(engine, cfg, o.task, std::get<policy::CheckTarget>(parsed), push)
-                 .decision;
+    out.push_back({repo, std::get<policy::CheckTarget>(parsed), del ? ":" + ref.ref : ref.ref});
+  }
+  return out;
+}
+
+std::string gitPushCases(const Observation& o, const policy::Engine& engine,
+                         const config::Config& cfg, std::vector<std::string>* problems) {
+  std::string out;
+  for (const auto& [repo, target, push] : pushesOf(o)) {
+    auto d = policy::checkGitPush(engine, cfg, o.task, target, push).decision;
     if (o.allowed && !d.allowed()) {
       problems->push_back(
           fmt::format("{}:{}: push of {} allowed in the audit, but the draft "
@@ -135,23 +148,32 @@ DiffResult diffDecisions(const std::vector<Observation>& requests, const policy:
       if (it->second != std::string::npos) ++out.changes[it->second].count;
       continue;
     }
-    ++out.decided;
-    auto a = decideObserved(before, beforeCfg, o).decision;
-    auto b = decideObserved(after, afterCfg, o).decision;
-    if (a.verdict == b.verdict && a.reason == b.reason) {
-      seen.emplace(k, std::string::npos);
-      continue;
+    auto compare = [&](const Key& key, policy::Decision a, policy::Decision b) {
+      ++out.decided;
+      if (a.verdict == b.verdict && a.reason == b.reason) {
+        seen.emplace(key, std::string::npos);
+        return;
+      }
+      seen.emplace(key, out.changes.size());
+      DecisionChange c;
+      c.first = &o;
+      c.count = 1;
+      c.target = std::get<1>(key);
+      c.method = std::get<2>(key);
+      c.before = std::move(a);
+      c.after = std::move(b);
+      // Decision's pointers are into the engines, which outlive the result.
+      out.changes.push_back(std::move(c));
+    };
+    compare(k, decideObserved(before, beforeCfg, o).decision,
+            decideObserved(after, afterCfg, o).decision);
+    // Each ref a push carried, under the rule's git: block (as `policy check --git-push`).
+    for (const auto& [repo, target, push] : pushesOf(o)) {
+      Key pk{o.task, repo, "git push " + push};
+      if (seen.contains(pk)) continue;
+      compare(pk, policy::checkGitPush(before, beforeCfg, o.task, target, push).decision,
+              policy::checkGitPush(after, afterCfg, o.task, target, push).decision);
     }
-    seen.emplace(k, out.changes.size());
-    DecisionChange c;
-    c.first = &o;
-    c.count = 1;
-    c.target = std::get<1>(k);
-    c.method = std::get<2>(k);
-    c.before = std::move(a);
-    c.after = std::move(b);
-    // Decision's pointers are into the engines, which outlive the result.
-    out.changes.push_back(std::move(c));
   }
   return out;
 }

@@ -157,6 +157,21 @@ TEST_F(LearnTest, GitTrafficGivesOneGitBlockPerHostAndPushCases) {
     auto r = policy::runCase(**engine, *cfg, tc);
     EXPECT_TRUE(r.passed) << tc.name << ": " << r.message;
   }
+  // policy diff decides each pushed ref too: narrowing git.push.refs changes one.
+  std::string narrowed = out.config;
+  for (size_t at; (at = narrowed.find("\"refs/heads/agent/x\", ")) != std::string::npos;) {
+    narrowed.erase(at, std::string("\"refs/heads/agent/x\", ").size());
+  }
+  std::stringstream none;
+  auto diff = diffPolicies(
+      {write("git-old.yaml", out.config), write("git-new.yaml", narrowed), {auditPath_}, "", false},
+      none);
+  EXPECT_EQ(diff.exit, kExitChanged) << diff.report << joined(diff.messages);
+  EXPECT_NE(diff.report.find("git push refs/heads/agent/x https://git.test:443/acme/w.git"),
+            std::string::npos)
+      << diff.report;
+  EXPECT_NE(diff.report.find("after:  deny (git_ref_not_allowed"), std::string::npos)
+      << diff.report;
   // A ref that was not pushed is refused.
   auto repo =
       std::get<policy::CheckTarget>(policy::parseCheckTarget("https://git.test/acme/w.git"));
