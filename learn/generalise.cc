@@ -107,6 +107,13 @@ Draft draftRules(const std::vector<Observation>& requests, int threshold) {
   for (const auto& [task, hosts] : byTask) {
     TaskDraft td{task, {}};
     for (const auto& [host, obs] : hosts) {
+      for (const auto* o : obs) {
+        if (o->reason != "address_denied" || o->allowed) continue;
+        draft.notes.push_back(fmt::format(
+            "{}:{}: {} was refused for its address (address_denied): the rule names the host, "
+            "but no cidrs are learned, so serve still refuses that address",
+            o->file, o->line, host));
+      }
       bool pathsUsable = true;
       std::set<uint16_t> visiblePorts;
       for (const auto* o : obs) {

@@ -122,6 +122,18 @@ TEST(Generalise, CidrsOnlyForAnUpstreamInADeniedRange) {
   EXPECT_FALSE(d.resolve.contains("pub.test"));
 }
 
+TEST(Generalise, AnAddressRefusalGetsNoCidrsAndANote) {
+  auto refused = visible(1, "GET", "/a", 80, "inside.test");
+  refused.allowed = false;
+  refused.reason = "address_denied";
+  Draft d = draftRules({refused}, 3);
+  ASSERT_EQ(d.tasks[0].rules.size(), 1u);
+  EXPECT_TRUE(d.tasks[0].rules[0].cidrs.empty());
+  EXPECT_TRUE(d.resolve.empty());
+  ASSERT_EQ(d.notes.size(), 1u);
+  EXPECT_NE(d.notes[0].find("address_denied"), std::string::npos);
+}
+
 TEST(Generalise, APathNotInNormalFormDropsPathRulesForItsHost) {
   Draft d = draftRules({visible(1, "GET", "/a/../b"), visible(2, "GET", "/c")}, 3);
   const auto& rules = d.tasks[0].rules;
