@@ -1,4 +1,5 @@
-// `sandgate policy lint | check | test`: argument parsing and output formatting only.
+// `sandgate policy lint | check | test` (learn and diff: learn_commands.cc): argument parsing and
+// output formatting only.
 #include <fmt/format.h>
 
 #include <boost/json.hpp>
@@ -304,6 +305,8 @@ void addPolicyCommands(CLI::App& app, Action* action) {
   testCmd->add_flag("-v,--verbose", test->verbose, "print passing cases too");
   testCmd->add_option("FILE", test->files, "test files")->required();
   testCmd->callback([action, test] { *action = [test] { return runTests(*test); }; });
+
+  addLearnCommands(*policy, action);
 }
 
 }  // namespace sandgate::cli
