@@ -36,7 +36,7 @@ std::string_view statusText(int status) {
   }
 }
 
-std::string renderRefusal(const Refusal& r) {
+std::string refusalJson(const Refusal& r) {
   boost::json::object body;
   body["error"] = r.detail.empty() ? std::string(statusText(r.status)) : r.detail;
   body["reason"] = r.reason;
@@ -48,6 +48,11 @@ std::string renderRefusal(const Refusal& r) {
   if (!r.requestId.empty()) body["request_id"] = r.requestId;
   std::string json = boost::json::serialize(body);
   json += '\n';
+  return json;
+}
+
+std::string renderRefusal(const Refusal& r) {
+  const std::string json = refusalJson(r);
   std::string out = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nX-Sandgate-Reason: {}\r\n"
       "Content-Length: {}\r\nConnection: close\r\n",

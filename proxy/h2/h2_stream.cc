@@ -1,0 +1,585 @@
+// The streams of one HTTP/2 interception (see h2_stream.h).
+#include "proxy/h2/h2_stream.h"
+
+#include <fmt/format.h>
+#include <openssl/crypto.h>
+
+#include <algorithm>
+#include <cstring>
+#include <optional>
+#include <vector>
+
+#include "broker/body_decoder.h"
+#include "broker/scrubber.h"
+#include "proxy/client/client_connection.h"
+#include "proxy/exchange/request_credentials.h"
+#include "proxy/h2/h2_request.h"
+
+namespace sandgate::proxy {
+
+namespace {
+
+constexpr size_t kDownHigh = 64 * 1024;  // bytes held for the client before decoding more
+constexpr size_t kDecodeStep = 16 * 1024;
+constexpr uint32_t kMaxConcurrentStreams = 100;
+
+nghttp2_nv nv(const std::string& name, const std::string& value, uint8_t flags) {
+  return nghttp2_nv{reinterpret_cast<uint8_t*>(const_cast<char*>(name.data())),
+                    reinterpret_cast<uint8_t*>(const_cast<char*>(value.data())), name.size(),
+                    value.size(), flags};
+}
+
+std::vector<nghttp2_nv> nvs(const H2Fields& fields, uint8_t flags) {
+  std::vector<nghttp2_nv> out;
+  out.reserve(fields.size());
+  for (const auto& [n, v] : fields) out.push_back(nv(n, v, n[0] == ':' ? 0 : flags));
+  return out;
+}
+
+}  // namespace
+
+struct H2Stream {
+  explicit H2Stream(int32_t i) : id(i) {}
+  int32_t id;
+  int32_t upId = 0;  // its stream on the upstream connection, while that is open
+  RequestLog log;
+  std::shared_ptr<RequestCredentials> creds;
+  H2Fields fields;  // the request head as it arrives
+  size_t headBytes = 0;
+  bool headTooLarge = false;
+  bool trailersSent = false;  // the client sent request trailers
+  std::unique_ptr<H2Request> req;
+  bool judged = false;   // the head arrived whole and was judged
+  bool holding = false;  // the body is read for the form gate before anything goes upstream
+  bool reqEnded = false;
+  bool discard = false;  // refused: the body is dropped (its window returned at once)
+  std::string upBody;    // client bytes not yet taken by the upstream (nor consumed)
+  H2Fields resFields;    // the response head, then its trailers
+  size_t resBytes = 0;
+  bool haveTrailers = false;
+  bool responded = false;  // a response (the upstream's or a refusal) went to the client
+  bool upEnded = false;    // the upstream's response ended
+  bool scrubDone = false;  // everything for the client is in downBody
+  bool grpc = false;
+  std::string rawDown;   // upstream body bytes not decoded and scrubbed yet (nor consumed)
+  std::string downBody;  // scrubbed bytes for the client
+  std::optional<broker::Scrubber> scrubber;
+  std::unique_ptr<broker::BodyDecoder> decoder;
+};
+
+// nghttp2's callbacks, into the H2Streams that user_data points at.
+struct H2Callbacks {
+  static H2Streams& self(void* p) { return *static_cast<H2Streams*>(p); }
+
+  // --- the client's session ---
+  static int beginHeaders(nghttp2_session*, const nghttp2_frame* f, void* p) {
+    if (f->hd.type != NGHTTP2_HEADERS || f->headers.cat != NGHTTP2_HCAT_REQUEST) return 0;
+    H2Streams& h = self(p);
+    auto s = std::make_unique<H2Stream>(f->hd.stream_id);
+    identifyRequest(h.c_, s->log);
+    auto& rec = s->log.record;
+    rec.time = std::chrono::system_clock::now();
+    rec.kind = audit_kind::kIntercept;
+    rec.client = h.c_.client;
+    rec.listener = h.c_.listener->name;
+    rec.task = h.c_.task->name;
+    rec.scheme = "https";
+    rec.host = h.target_.name;
+    rec.port = h.port_;
+    h.streams_[f->hd.stream_id] = std::move(s);
+    return 0;
+  }
+  static int clientHeader(nghttp2_session*, const nghttp2_frame* f, const uint8_t* name,
+                          size_t namelen, const uint8_t* value, size_t valuelen, uint8_t, void* p) {
+    H2Stream* s = self(p).find(f->hd.stream_id);
+    if (!s) return 0;
+    if (f->headers.cat != NGHTTP2_HCAT_REQUEST) {
+      s->trailersSent = true;
+      return 0;
+    }
+    // Counted as SETTINGS_MAX_HEADER_LIST_SIZE counts (RFC 9113 §6.5.2): an HPACK bomb
+    // stops being stored at the limit however much it decompresses to.
+    s->headBytes += namelen + valuelen + 32;
+    if (s->headBytes > self(p).c_.limits().maxHeaderBytes) {
+      s->headTooLarge = true;
+      return 0;
+    }
+    s->fields.emplace_back(std::string(reinterpret_cast<const char*>(name), namelen),
+                           std::string(reinterpret_cast<const char*>(value), valuelen));
+    return 0;
+  }
+  static int clientFrame(nghttp2_session*, const nghttp2_frame* f, void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.find(f->hd.stream_id);
+    if (!s) return 0;
+    const bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+    if (f->hd.type == NGHTTP2_HEADERS && f->headers.cat == NGHTTP2_HCAT_REQUEST) {
+      s->reqEnded = end;
+      h.onRequestHead(*s);
+      return 0;
+    }
+    if (f->hd.type == NGHTTP2_HEADERS && s->trailersSent && !s->discard) {
+      // Request trailers are not relayed (as in HTTP/1.1: request_trailers).
+      Refusal r{.status = 400,
+                .reason = reason::kRequestTrailers,
+                .detail = "a request with trailer fields (none are relayed)"};
+      if (s->responded) {
+        h.resetStream(*s, NGHTTP2_REFUSED_STREAM, r.detail);
+      } else {
+        h.refuseStream(*s, r);
+      }
+      return 0;
+    }
+    if ((f->hd.type == NGHTTP2_DATA || f->hd.type == NGHTTP2_HEADERS) && end) {
+      h.onRequestEnd(*s);
+    }
+    return 0;
+  }
+  static int clientData(nghttp2_session* session, uint8_t, int32_t id, const uint8_t* data,
+                        size_t len, void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.find(id);
+    if (!s || s->discard || !s->judged) {
+      nghttp2_session_consume(session, id, len);
+      return 0;
+    }
+    s->upBody.append(reinterpret_cast<const char*>(data), len);
+    if (s->holding) {
+      if (s->upBody.size() > s->req->formLimit()) h.releaseHold(*s, false);
+    } else if (s->upId) {
+      nghttp2_session_resume_data(h.upstreamSession(), s->upId);
+    }
+    return 0;
+  }
+  static int clientClose(nghttp2_session*, int32_t id, uint32_t code, void* p) {
+    self(p).closeStream(id, code);
+    return 0;
+  }
+  // The response body to the client (the upstream's, scrubbed, or a refusal's).
+  static ssize_t readDown(nghttp2_session* session, int32_t id, uint8_t* buf, size_t length,
+                          uint32_t* flags, nghttp2_data_source*, void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.find(id);
+    if (!s) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    h.produceDown(*s);
+    const size_t n = std::min(length, s->downBody.size());
+    if (n == 0 && !s->scrubDone) return NGHTTP2_ERR_DEFERRED;
+    std::memcpy(buf, s->downBody.data(), n);
+    s->downBody.erase(0, n);
+    s->log.record.bytesDown += n;
+    h.produceDown(*s);
+    if (s->downBody.empty() && s->scrubDone) {
+      *flags |= NGHTTP2_DATA_FLAG_EOF;
+      if (s->haveTrailers) {
+        h2ScrubTrailers(s->scrubber, s->resFields);
+        auto v = nvs(s->resFields, NGHTTP2_NV_FLAG_NONE);
+        if (nghttp2_submit_trailer(session, id, v.data(), v.size()) == 0) {
+          *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+        }
+      }
+    }
+    return static_cast<ssize_t>(n);
+  }
+
+  // --- the upstream's session ---
+  static int upHeader(nghttp2_session*, const nghttp2_frame* f, const uint8_t* name, size_t namelen,
+                      const uint8_t* value, size_t valuelen, uint8_t, void* p) {
+    H2Stream* s = self(p).findUp(f->hd.stream_id);
+    if (!s || f->hd.type != NGHTTP2_HEADERS) return 0;
+    if (f->headers.cat == NGHTTP2_HCAT_HEADERS && !s->haveTrailers && s->responded) {
+      s->resFields.clear();  // the head went out: these are its trailers
+      s->resBytes = 0;
+      s->haveTrailers = true;
+    }
+    s->resBytes += namelen + valuelen + 32;
+    if (s->resBytes > self(p).c_.limits().maxHeaderBytes) {
+      return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;  // resets the upstream's stream
+    }
+    s->resFields.emplace_back(std::string(reinterpret_cast<const char*>(name), namelen),
+                              std::string(reinterpret_cast<const char*>(value), valuelen));
+    return 0;
+  }
+  static int upFrame(nghttp2_session*, const nghttp2_frame* f, void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.findUp(f->hd.stream_id);
+    if (!s) return 0;
+    const bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
+    if (f->hd.type == NGHTTP2_HEADERS && !s->responded) {
+      h.onResponseHead(*s, end);
+    } else if (f->hd.type == NGHTTP2_HEADERS || (f->hd.type == NGHTTP2_DATA && end)) {
+      if (end) h.onUpstreamEnd(*s);
+    }
+    return 0;
+  }
+  static int upData(nghttp2_session*, uint8_t, int32_t upId, const uint8_t* data, size_t len,
+                    void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.findUp(upId);
+    if (!s || !s->responded || s->discard) {
+      nghttp2_session_consume(h.upstreamSession(), upId, len);
+      return 0;
+    }
+    s->rawDown.append(reinterpret_cast<const char*>(data), len);
+    h.produceDown(*s);
+    nghttp2_session_resume_data(h.clientSession(), s->id);
+    return 0;
+  }
+  static int upClose(nghttp2_session*, int32_t upId, uint32_t code, void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.findUp(upId);
+    h.byUp_.erase(upId);
+    if (!s) return 0;
+    s->upId = 0;
+    if (s->upEnded || s->discard) return 0;
+    const std::string why =
+        fmt::format("the upstream reset the stream: {}", nghttp2_http2_strerror(code));
+    if (!s->responded) {
+      UpstreamResponseFailure failure{.closed = true, .error = nghttp2_http2_strerror(code)};
+      Refusal r = upstreamResponseRefusal(failure, s->log.record.task, s->log.record.host,
+                                          s->log.record.rule, h.upstreamAddress());
+      h.refuseStream(*s, r);
+    } else {
+      h.resetStream(*s, code == NGHTTP2_NO_ERROR ? uint32_t{NGHTTP2_INTERNAL_ERROR} : code, why);
+    }
+    return 0;
+  }
+  // The request body to the upstream.
+  static ssize_t readUp(nghttp2_session*, int32_t upId, uint8_t* buf, size_t length,
+                        uint32_t* flags, nghttp2_data_source*, void* p) {
+    H2Streams& h = self(p);
+    H2Stream* s = h.findUp(upId);
+    if (!s) return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
+    const size_t n = std::min(length, s->upBody.size());
+    if (n == 0 && !s->reqEnded) return NGHTTP2_ERR_DEFERRED;
+    std::memcpy(buf, s->upBody.data(), n);
+    s->upBody.erase(0, n);
+    s->log.record.bytesUp += n;
+    nghttp2_session_consume(h.clientSession(), s->id, n);
+    if (s->upBody.empty() && s->reqEnded) *flags |= NGHTTP2_DATA_FLAG_EOF;
+    return static_cast<ssize_t>(n);
+  }
+};
+
+H2Streams::H2Streams(ClientConnection& c, const policy::Target& target, uint16_t port)
+    : c_(c), target_(target), port_(port), creds_(std::make_shared<RequestCredentials>(c)) {}
+
+H2Streams::~H2Streams() = default;
+
+void H2Streams::installClientCallbacks(nghttp2_session_callbacks* cbs) {
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, &H2Callbacks::beginHeaders);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, &H2Callbacks::clientHeader);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &H2Callbacks::clientFrame);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &H2Callbacks::clientData);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &H2Callbacks::clientClose);
+}
+
+void H2Streams::installUpstreamCallbacks(nghttp2_session_callbacks* cbs) {
+  nghttp2_session_callbacks_set_on_begin_headers_callback(cbs, nullptr);
+  nghttp2_session_callbacks_set_on_header_callback(cbs, &H2Callbacks::upHeader);
+  nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &H2Callbacks::upFrame);
+  nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &H2Callbacks::upData);
+  nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &H2Callbacks::upClose);
+}
+
+uint32_t H2Streams::maxStreams() const { return kMaxConcurrentStreams; }
+
+void H2Streams::applyClientLimits(nghttp2_option* opt, const config::EffectiveLimits&) {
+  // Streams beyond SETTINGS_MAX_CONCURRENT_STREAMS are refused before the client has
+  // acknowledged the setting, not only after.
+  nghttp2_option_set_max_settings(opt, 32);
+  nghttp2_option_set_max_outbound_ack(opt, 1000);
+  nghttp2_option_set_max_continuations(opt, 8);
+  // Rapid reset: a burst of 1000 streams the client resets, then 33 a second; past that the
+  // connection ends with GOAWAY (the tunnel's audit line says h2_protocol_error).
+  nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
+}
+
+H2Stream* H2Streams::find(int32_t id) {
+  auto it = streams_.find(id);
+  return it == streams_.end() ? nullptr : it->second.get();
+}
+
+H2Stream* H2Streams::findUp(int32_t upId) {
+  auto it = byUp_.find(upId);
+  return it == byUp_.end() ? nullptr : find(it->second);
+}
+
+void H2Streams::onRequestHead(H2Stream& s) {
+  // Decided against the configuration current now, and the task token checked again, as
+  // each HTTP/1.1 request in a tunnel is (intercept_session.cc).
+  bool reloaded = false;
+  auto revoked = refreshSnapshot(c_, &reloaded);
+  if (reloaded) creds_ = std::make_shared<RequestCredentials>(c_);
+  if (!revoked) revoked = recheckToken(c_, 403);
+  s.creds = creds_;
+  s.judged = true;
+  if (s.headTooLarge) {
+    Refusal r{.status = 431,
+              .reason = reason::kHeaderTooLarge,
+              .detail = "request head over limits.max_header_bytes"};
+    refuseStream(s, r);
+    return;
+  }
+  if (revoked) {
+    refuseStream(s, *revoked);
+    return;
+  }
+  if (upstreamGone()) {
+    UpstreamResponseFailure failure{.closed = true, .error = "the connection has ended"};
+    Refusal r = upstreamResponseRefusal(failure, s.log.record.task, s.log.record.host, "",
+                                        upstreamAddress());
+    refuseStream(s, r);
+    return;
+  }
+  s.req = std::make_unique<H2Request>(c_, *s.creds, target_, port_);
+  if (auto r = s.req->judge(s.fields, s.log)) {
+    refuseStream(s, *r);
+    return;
+  }
+  s.fields.clear();
+  if (s.req->needsFormBody() && !s.reqEnded) {
+    s.holding = true;
+    return;
+  }
+  submitUpstream(s);
+}
+
+void H2Streams::onRequestEnd(H2Stream& s) {
+  s.reqEnded = true;
+  if (s.holding) {
+    releaseHold(s, true);
+  } else if (s.upId) {
+    nghttp2_session_resume_data(upstreamSession(), s.upId);
+  }
+}
+
+void H2Streams::releaseHold(H2Stream& s, bool complete) {
+  s.holding = false;
+  if (auto r = s.req->judgeFormBody(s.upBody, complete, s.log)) {
+    refuseStream(s, *r);
+    return;
+  }
+  submitUpstream(s);
+}
+
+void H2Streams::submitUpstream(H2Stream& s) {
+  H2Fields out;
+  bool expectContinue = false;
+  if (auto r = s.req->forUpstream(s.log, out, expectContinue)) {
+    refuseStream(s, *r);
+    return;
+  }
+  // Never indexed: no credential enters either HPACK table, where a later header's
+  // compression could reveal it.
+  auto v = nvs(out, NGHTTP2_NV_FLAG_NO_INDEX);
+  nghttp2_data_provider body{};
+  body.read_callback = &H2Callbacks::readUp;
+  const bool hasBody = !s.reqEnded || !s.upBody.empty();
+  const int32_t upId = nghttp2_submit_request(upstreamSession(), nullptr, v.data(), v.size(),
+                                              hasBody ? &body : nullptr, nullptr);
+  for (auto& [n, value] : out) OPENSSL_cleanse(value.data(), value.size());
+  auto& rec = s.log.record;
+  rec.upstream = upstreamAddress();
+  if (upId < 0) {
+    UpstreamResponseFailure failure{.closed = true, .error = nghttp2_strerror(upId)};
+    Refusal r = upstreamResponseRefusal(failure, rec.task, rec.host, rec.rule, rec.upstream);
+    refuseStream(s, r);
+    return;
+  }
+  s.upId = upId;
+  byUp_[upId] = s.id;
+  if (expectContinue && !s.reqEnded) {
+    // sandgate answers 100-continue itself, as on HTTP/1.1 (the upstream never sees Expect).
+    static const std::string kStatus = ":status", k100 = "100";
+    nghttp2_nv cont = nv(kStatus, k100, NGHTTP2_NV_FLAG_NONE);
+    nghttp2_submit_headers(clientSession(), NGHTTP2_FLAG_NONE, s.id, nullptr, &cont, 1, nullptr);
+  }
+}
+
+void H2Streams::onResponseHead(H2Stream& s, bool endStream) {
+  int status = 0;
+  for (const auto& [n, v] : s.resFields) {
+    if (n == ":status") status = std::atoi(v.c_str());
+    if (n == "content-type") s.grpc = v.starts_with("application/grpc");
+  }
+  if (status >= 100 && status < 200) {  // informational: the final head follows
+    s.resFields.clear();
+    s.resBytes = 0;
+    return;
+  }
+  H2Fields out;
+  auto refusal = h2ResponseHead(*s.creds, status, s.resFields, !endStream, s.grpc, s.log,
+                                s.scrubber, s.decoder, out);
+  s.resFields.clear();
+  s.resBytes = 0;
+  if (refusal) {
+    cancelUpstream(s);
+    refuseStream(s, *refusal);
+    return;
+  }
+  s.log.record.status = status;
+  auto v = nvs(out, NGHTTP2_NV_FLAG_NONE);
+  nghttp2_data_provider body{};
+  body.read_callback = &H2Callbacks::readDown;
+  s.responded = true;
+  if (endStream) {
+    s.upEnded = s.scrubDone = true;
+    nghttp2_submit_response(clientSession(), s.id, v.data(), v.size(), nullptr);
+  } else {
+    nghttp2_submit_response(clientSession(), s.id, v.data(), v.size(), &body);
+  }
+}
+
+void H2Streams::onUpstreamEnd(H2Stream& s) {
+  s.upEnded = true;
+  produceDown(s);
+  nghttp2_session_resume_data(clientSession(), s.id);
+}
+
+void H2Streams::consumeUp(H2Stream& s, size_t n) {
+  if (s.upId) {
+    nghttp2_session_consume(upstreamSession(), s.upId, n);
+  } else {
+    nghttp2_session_consume_connection(upstreamSession(), n);
+  }
+}
+
+void H2Streams::produceDown(H2Stream& s) {
+  std::string plain;
+  while (!s.scrubDone && s.downBody.size() < kDownHigh) {
+    plain.clear();
+    if (s.decoder && s.decoder->pending()) {
+      if (!s.decoder->decode({}, plain)) break;
+    } else if (!s.rawDown.empty()) {
+      const size_t n = std::min(s.rawDown.size(), kDecodeStep);
+      const std::string_view piece(s.rawDown.data(), n);
+      if (s.decoder) {
+        if (!s.decoder->decode(piece, plain)) {
+          resetStream(s, NGHTTP2_INTERNAL_ERROR,
+                      fmt::format("the response body does not decode: {}", s.decoder->error()));
+          return;
+        }
+      } else {
+        plain.assign(piece);
+      }
+      s.rawDown.erase(0, n);
+      consumeUp(s, n);
+    } else {
+      if (s.upEnded) {
+        // The whole body has been read: what the scrubber held back for a secret that might
+        // continue in the next DATA frame is released (scrubbed).
+        if (s.decoder && !s.decoder->complete()) {
+          resetStream(s, NGHTTP2_INTERNAL_ERROR, "the response body ends inside its coding");
+          return;
+        }
+        if (s.scrubber) s.scrubber->finish(s.downBody);
+        s.scrubDone = true;
+      }
+      break;
+    }
+    if (s.scrubber) {
+      s.scrubber->feed(plain, s.downBody);
+    } else {
+      s.downBody += plain;
+    }
+  }
+}
+
+void H2Streams::refuseStream(H2Stream& s, const Refusal& refusal) {
+  if (s.responded) {
+    resetStream(s, NGHTTP2_REFUSED_STREAM, refusal.detail);
+    return;
+  }
+  Refusal r = recordRefusal(c_, s.log, refusal);
+  cancelUpstream(s);
+  s.discard = true;
+  nghttp2_session_consume(clientSession(), s.id, s.upBody.size());
+  s.upBody.clear();
+  s.holding = false;
+  s.downBody = refusalJson(r);
+  s.scrubDone = s.upEnded = s.responded = true;
+  const H2Fields head = {{":status", std::to_string(r.status)},
+                         {"content-type", "application/json"},
+                         {"x-sandgate-reason", std::string(r.reason)},
+                         {"x-request-id", r.requestId},
+                         {"content-length", std::to_string(s.downBody.size())}};
+  auto v = nvs(head, NGHTTP2_NV_FLAG_NONE);
+  nghttp2_data_provider body{};
+  body.read_callback = &H2Callbacks::readDown;
+  nghttp2_submit_response(clientSession(), s.id, v.data(), v.size(), &body);
+}
+
+void H2Streams::resetStream(H2Stream& s, uint32_t code, std::string_view why) {
+  auto& rec = s.log.record;
+  if (rec.error.empty()) rec.error = std::string(why);
+  cancelUpstream(s);
+  s.discard = true;
+  nghttp2_submit_rst_stream(clientSession(), NGHTTP2_FLAG_NONE, s.id, code);
+}
+
+void H2Streams::cancelUpstream(H2Stream& s) {
+  if (!s.upId) return;
+  nghttp2_submit_rst_stream(upstreamSession(), NGHTTP2_FLAG_NONE, s.upId, NGHTTP2_CANCEL);
+  byUp_.erase(s.upId);
+  s.upId = 0;
+  nghttp2_session_consume_connection(upstreamSession(), s.rawDown.size());
+  s.rawDown.clear();
+}
+
+void H2Streams::closeStream(int32_t id, uint32_t code) {
+  auto it = streams_.find(id);
+  if (it == streams_.end()) return;
+  H2Stream& s = *it->second;
+  cancelUpstream(s);
+  auto& rec = s.log.record;
+  if (!s.judged) {
+    // nghttp2 refused the stream before its head was whole: a malformed request (RFC 9113
+    // §8.1.1), reset with PROTOCOL_ERROR; nothing of it went upstream.
+    rec.verdict = Outcome::kDeny;
+    rec.reason = reason::kH2ProtocolError;
+  }
+  if (code != NGHTTP2_NO_ERROR && rec.error.empty()) {
+    rec.error = fmt::format("stream reset: {}", nghttp2_http2_strerror(code));
+  }
+  if (s.creds) s.creds->countScrubs(s.scrubber);
+  finishRequest(c_, s.log);
+  streams_.erase(it);
+}
+
+void H2Streams::finishAll(std::string_view why) {
+  for (auto& [id, s] : streams_) {
+    auto& rec = s->log.record;
+    if (rec.error.empty()) rec.error = std::string(why);
+    if (!s->judged) {
+      rec.verdict = Outcome::kDeny;
+      rec.reason = reason::kH2ProtocolError;
+    }
+    if (s->creds) s->creds->countScrubs(s->scrubber);
+    finishRequest(c_, s->log);
+  }
+  streams_.clear();
+  byUp_.clear();
+}
+
+void H2Streams::failUpstreamStreams(const std::string& why) {
+  std::vector<int32_t> ids;
+  for (auto& [id, s] : streams_) {
+    if (s->upId || (s->judged && !s->responded && !s->discard)) ids.push_back(id);
+  }
+  for (int32_t id : ids) {
+    H2Stream& s = *streams_[id];
+    byUp_.erase(s.upId);
+    s.upId = 0;
+    if (s.upEnded && s.responded) continue;  // its whole response is here
+    if (!s.responded) {
+      UpstreamResponseFailure failure{.closed = true, .error = why};
+      Refusal r = upstreamResponseRefusal(failure, s.log.record.task, s.log.record.host,
+                                          s.log.record.rule, upstreamAddress());
+      refuseStream(s, r);
+    } else {
+      resetStream(s, NGHTTP2_INTERNAL_ERROR, why);
+    }
+  }
+}
+
+}  // namespace sandgate::proxy
