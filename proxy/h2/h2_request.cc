@@ -199,14 +199,15 @@ std::optional<Refusal> h2ResponseHead(RequestCredentials& creds, int status, con
     // another length would corrupt them, and a compressed message hides what it carries.
     auto enc = f.find("grpc-encoding");
     const bool compressed = enc != f.end() && !iequals(enc->value(), "identity");
-    if (!scrubber->preservesLength() || decoder || compressed) {
+    // A replacement of another length is caught in the body itself (h2_stream.cc resets the
+    // stream when one is made), so that responses that carry no secret pass.
+    if (decoder || compressed) {
       return Refusal{.status = 502,
                      .reason = reason::kGrpcNotScrubbable,
                      .task = rec.task,
                      .host = rec.host,
                      .rule = rec.rule,
-                     .detail = compressed ? "a compressed gRPC response cannot be scrubbed"
-                                          : "a gRPC response needs same-length scrubbing",
+                     .detail = "a compressed gRPC response cannot be scrubbed",
                      .outcome = Outcome::kError};
     }
   }

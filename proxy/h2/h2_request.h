@@ -68,8 +68,9 @@ class H2Request {
 // hop-by-hop and X-Sandgate-* fields removed, secrets scrubbed (RequestCredentials::scrubHeaders
 // makes the scrubber and the decoder the body needs), names in lower case, :status first, no
 // Content-Length when the body's length may change. The refusal when the body cannot be
-// scrubbed. `grpc`: the body is gRPC's length-prefixed messages; a scrubber whose replacements
-// change lengths would corrupt them, and the response is refused (grpc_not_scrubbable).
+// scrubbed. `grpc`: the body is gRPC's length-prefixed messages; a compressed one (a coding, or
+// grpc-encoding other than identity) of a task with secrets to scrub is refused
+// (grpc_not_scrubbable): a secret inside it could not be found.
 std::optional<Refusal> h2ResponseHead(RequestCredentials& creds, int status, const H2Fields& fields,
                                       bool hasBody, bool grpc, const RequestLog& log,
                                       std::optional<broker::Scrubber>& scrubber,

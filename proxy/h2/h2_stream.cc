@@ -472,13 +472,37 @@ void H2Streams::produceDown(H2Stream& s) {
           resetStream(s, NGHTTP2_INTERNAL_ERROR, "the response body ends inside its coding");
           return;
         }
-        if (s.scrubber) s.scrubber->finish(s.downBody);
+        if (s.scrubber) {
+          const uint64_t before = s.scrubber->count();
+          const size_t kept = s.downBody.size();
+          s.scrubber->finish(s.downBody);
+          if (s.grpc && s.scrubber->count() != before && !s.scrubber->preservesLength()) {
+            s.downBody.resize(kept);
+            s.log.record.verdict = Outcome::kError;
+            s.log.record.reason = reason::kGrpcNotScrubbable;
+            resetStream(s, NGHTTP2_INTERNAL_ERROR,
+                        "a secret in a gRPC message could not be replaced by one of its length");
+            return;
+          }
+        }
         s.scrubDone = true;
       }
       break;
     }
     if (s.scrubber) {
+      const uint64_t before = s.scrubber->count();
       s.scrubber->feed(plain, s.downBody);
+      // gRPC frames each message with its length (and protobuf each field): a replacement of
+      // another length would corrupt the stream silently. The stream is reset instead, before
+      // the bytes with the replacement go out; what went before carried no secret.
+      if (s.grpc && s.scrubber->count() != before && !s.scrubber->preservesLength()) {
+        s.downBody.clear();
+        s.log.record.verdict = Outcome::kError;
+        s.log.record.reason = reason::kGrpcNotScrubbable;
+        resetStream(s, NGHTTP2_INTERNAL_ERROR,
+                    "a secret in a gRPC message could not be replaced by one of its length");
+        return;
+      }
     } else {
       s.downBody += plain;
     }
