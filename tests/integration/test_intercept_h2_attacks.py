@@ -14,7 +14,7 @@ import unittest
 
 import h2_upstream  # noqa: F401  (makes python3-h2, hpack and hyperframe importable)
 import hpack
-from hyperframe.frame import (ContinuationFrame, Frame, GoAwayFrame, HeadersFrame,
+from hyperframe.frame import (ContinuationFrame, Frame, GoAwayFrame, HeadersFrame, PingFrame,
                               RstStreamFrame, SettingsFrame, DataFrame)
 from pki import test_pki
 from sandgate_fixture import Sandgate, wait_until
@@ -230,6 +230,58 @@ class InterceptH2AttacksTest(unittest.TestCase):
         resets = [f for f in c.frames() if isinstance(f, RstStreamFrame)]
         c.tls.close()
         self.assertGreaterEqual(len(resets), 10)
+
+    def test_hpack_bomb_past_the_header_limit_is_431_and_nothing_goes_upstream(self):
+        # One 4000-byte field, then 40 one-byte references to it: ~160 KiB decoded from ~4 KiB,
+        # past limits.max_header_bytes (64 KiB).
+        c = self.client()
+        big = ("x-bomb", "b" * 4000)
+        block = c.enc.encode(req("/bomb") + [big])
+        for _ in range(40):
+            block += c.enc.encode([big])
+        f = HeadersFrame(1)
+        f.data = block
+        f.flags.add("END_HEADERS")
+        f.flags.add("END_STREAM")
+        c.send(f.serialize())
+        out = c.outcome(1)
+        c.tls.close()
+        self.assertEqual(out, ("status", "431"))
+        self.sg.wait_audit(path=None, reason="header_too_large", kind="intercept")
+        self.assertEqual(self.upstream_saw("/bomb"), [])
+        self.assert_still_serving()
+
+    def test_ping_flood_without_reading_is_bounded(self):
+        c = self.client()
+        ping = b"".join(PingFrame(0, opaque_data=b"12345678").serialize() for _ in range(1000))
+        ended = False
+        c.tls.settimeout(5)
+        try:
+            for _ in range(100):  # bounded: 100,000 PINGs, none of their ACKs read
+                c.send(ping)
+        except (OSError, ssl.SSLError):
+            ended = True  # sandgate ended the connection (flooded)
+        if not ended:
+            ended = any(isinstance(f, GoAwayFrame) for f in c.frames(limit=200000))
+        c.tls.close()
+        self.assertTrue(ended, "100,000 unread PING ACKs did not end the connection")
+        self.assert_still_serving()
+
+    def test_proxy_and_sandgate_fields_in_a_stream_do_not_reach_the_upstream(self):
+        c = self.client()
+        c.send(c.headers(1, req("/idfields", [("proxy-authorization", "Basic b3RoZXI6dG9r"),
+                                               ("x-sandgate-task", "other"),
+                                               ("authorization", "Bearer mine")])))
+        self.assertEqual(c.outcome(1), ("status", "200"))
+        c.tls.close()
+        (seen,) = self.upstream_saw("/idfields")
+        names = [k for k, _ in seen["headers"]]
+        self.assertNotIn("proxy-authorization", names)
+        self.assertNotIn("x-sandgate-task", names)
+        self.assertEqual([v for k, v in seen["headers"] if k == "authorization"],
+                         ["Bearer " + SECRET])
+        line = self.sg.wait_audit(path="/idfields")
+        self.assertEqual(line["task"], "demo")
 
 
 if __name__ == "__main__":
