@@ -90,7 +90,10 @@ int H2Callbacks::clientData(nghttp2_session* session, uint8_t, int32_t id, const
   }
   s->upBody.append(reinterpret_cast<const char*>(data), len);
   if (s->holding) {
-    if (s->upBody.size() > s->req->formLimit()) h.releaseHold(*s, false);
+    // Judged as a form over the limit once it fills the stream's window: the client cannot
+    // send more until sandgate returns window, which it does only once the body goes upstream.
+    const size_t limit = std::min<size_t>(s->req->formLimit(), kH2StreamWindow);
+    if (s->upBody.size() >= limit) h.releaseHold(*s, false);
   } else if (s->upId) {
     nghttp2_session_resume_data(h.upstreamSession(), s->upId);
   }

@@ -7,7 +7,7 @@
 // Flow control is passed through, not absorbed: automatic WINDOW_UPDATEs are off on both
 // sessions, and a byte is consumed (its window credit returned to the sender) only once it has
 // been handed to the other leg. What either side can make sandgate hold per stream is therefore
-// one window (kStreamWindow) and the scrubber's hold-back, and per connection kConnectionWindow.
+// one window (kH2StreamWindow) and the scrubber's hold-back, and per connection kConnectionWindow.
 #include "proxy/h2/h2_proxy.h"
 
 #include <fmt/format.h>
@@ -33,7 +33,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kReadChunk = 16 * 1024;
-constexpr int32_t kStreamWindow = 64 * 1024;
 constexpr int32_t kConnectionWindow = 1024 * 1024;
 
 // One leg: its TLS channel, its session, and its writer's wake-up.
@@ -126,11 +125,11 @@ bool H2Proxy::start() {
       static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX));
   const nghttp2_settings_entry toClient[] = {
       {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, maxStreams()},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
   const nghttp2_settings_entry toUpstream[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kStreamWindow},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
   return nghttp2_submit_settings(client_.session, NGHTTP2_FLAG_NONE, toClient, 3) == 0 &&
          nghttp2_submit_settings(upstream_.session, NGHTTP2_FLAG_NONE, toUpstream, 3) == 0 &&

@@ -20,6 +20,10 @@ namespace sandgate::proxy {
 
 struct ClientConnection;
 class RequestCredentials;
+
+// The window each stream gets on either leg (SETTINGS_INITIAL_WINDOW_SIZE): what a peer can make
+// sandgate hold for one stream.
+inline constexpr int32_t kH2StreamWindow = NGHTTP2_INITIAL_WINDOW_SIZE;  // 65535
 struct H2Callbacks;
 struct H2Stream;
 

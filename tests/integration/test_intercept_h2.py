@@ -38,6 +38,36 @@ def h2_client(tls, validate=True):
     return conn
 
 
+def post(tls, conn, headers, body, limit=400):
+    """One request with `body` (sent as the windows allow); its status and the audit-visible
+    outcome: ("status", value) or ("reset", code)."""
+    sid = conn.get_next_available_stream_id()
+    conn.send_headers(sid, headers)
+    pending = body
+    ended = False
+    for _ in range(limit):  # bounded: a few windows of body and the answer
+        while pending:  # everything the windows allow, before waiting for an answer
+            n = min(len(pending), conn.local_flow_control_window(sid), 16384)
+            if not n:
+                break
+            conn.send_data(sid, pending[:n])
+            pending = pending[n:]
+        if not pending and not ended:
+            conn.end_stream(sid)
+            ended = True
+        tls.sendall(conn.data_to_send())
+        data = tls.recv(65536)
+        if not data:
+            return ("closed", None)
+        for ev in conn.receive_data(data):
+            if isinstance(ev, h2.events.ResponseReceived) and ev.stream_id == sid:
+                return ("status", dict(ev.headers)[":status"])
+            if isinstance(ev, h2.events.StreamReset) and ev.stream_id == sid:
+                return ("reset", ev.error_code)
+        tls.sendall(conn.data_to_send())
+    return ("none", None)
+
+
 def exchange(tls, conn, requests, limit=200):
     """Sends `requests` (a list of header lists, each ended with END_STREAM) as streams of one
     connection and reads until each has ended or been reset. Returns {stream_id: result} with
@@ -72,7 +102,7 @@ def exchange(tls, conn, requests, limit=200):
     return results
 
 
-def req(path, method="GET", authority="api.test", extra=()):
+def req(path, method="GET", authority="api.test", extra=()):  # noqa: D103
     return [(":method", method), (":scheme", "https"), (":authority", authority),
             (":path", path)] + list(extra)
 
@@ -198,6 +228,23 @@ class InterceptH2Test(unittest.TestCase):
         self.assertEqual(dict(res[1]["headers"])["x-sandgate-reason"], "host_mismatch")
         self.assertEqual(dict(res[3]["headers"])[":status"], "200")  # the connection goes on
         self.assertEqual(self.upstream_requests("/allowed/x"), [])
+
+    def test_a_form_body_is_judged_before_the_upstream_sees_it(self):
+        form = [("content-type", "application/x-www-form-urlencoded")]
+        tls = self.tunnel()
+        conn = h2_client(tls)
+        ok = post(tls, conn, req("/allowed/form", "POST", extra=form), b"a=b&c=d")
+        override = post(tls, conn, req("/allowed/override", "POST", extra=form),
+                        b"a=b&_method=DELETE")
+        # Past the stream's window: judged unchecked (refused on this host), never a stall.
+        big = post(tls, conn, req("/allowed/big", "POST", extra=form), b"a=" + b"x" * 100000)
+        tls.close()
+        self.assertEqual(ok, ("status", "200"))
+        self.assertEqual(override, ("status", "403"))
+        self.assertEqual(big, ("status", "403"))
+        self.assertEqual(len(self.upstream_requests("/allowed/form")), 1)
+        self.assertEqual(self.upstream_requests("/allowed/override"), [])
+        self.assertEqual(self.upstream_requests("/allowed/big"), [])
 
     def test_h2_client_to_an_h1_only_upstream_stays_on_http11(self):
         rc, out, err = self.curl("https://other.test/echo/h1")
