@@ -229,6 +229,23 @@ class InterceptH2Test(unittest.TestCase):
         self.assertEqual(dict(res[3]["headers"])[":status"], "200")  # the connection goes on
         self.assertEqual(self.upstream_requests("/allowed/x"), [])
 
+    def test_a_mebibyte_each_way_passes_the_windows_and_the_scrubber(self):
+        upload = os.path.join(self.sg.dir, "upload.bin")
+        with open(upload, "wb") as f:
+            f.write(b"u" * (1024 * 1024))
+        rc, out, err = self.curl("https://api.test/allowed/upload", "--data-binary", "@" + upload,
+                                 "-H", "content-type: application/octet-stream")
+        self.assertEqual(rc, 0, err)
+        self.assertIn('"received": 1048576', out)
+        rc, out, err = self.curl("https://api.test/allowed/big")
+        self.assertEqual(rc, 0, err)
+        self.assertTrue(out.startswith("HTTP/2 200"), out[:200])
+        self.assertNotIn(SECRET, out)
+        self.assertIn("Bearer [REDACTED:api]", out)
+        body = out.split("\r\n\r\n", 1)[1]
+        self.assertGreater(len(body), 1024 * 1024 - 64)  # all of it, the marker for the secret
+        self.assertNotIn("content-length", out.split("\r\n\r\n", 1)[0].lower())
+
     def test_a_form_body_is_judged_before_the_upstream_sees_it(self):
         form = [("content-type", "application/x-www-form-urlencoded")]
         tls = self.tunnel()

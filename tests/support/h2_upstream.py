@@ -5,7 +5,9 @@ path:
   /echo...      200, the request's Authorization echoed back in a header (x-echo-auth), in the
                 body (split across two DATA frames in the middle of the value) and in a trailer
                 (x-trailer-auth): a secret the upstream saw comes back everywhere it can.
-  anything else 200 with a short JSON body naming the path.
+  .../big       200, 1 MiB of body sent as the windows allow, with the Authorization it got
+                in the middle of it (astride two DATA frames).
+  anything else 200 with a short JSON body naming the path and the size of the body it got.
 """
 
 import json
@@ -78,6 +80,7 @@ class H2Upstream:
         conn.initiate_connection()
         conn_sock.sendall(conn.data_to_send())
         streams = {}
+        self._pending = {}  # stream -> body bytes waiting for window
         try:
             for _ in range(100000):  # bounded: one connection's frames
                 data = conn_sock.recv(65536)
@@ -97,6 +100,7 @@ class H2Upstream:
                         self._respond(conn, req)
                     elif isinstance(ev, h2.events.ConnectionTerminated):
                         break
+                self._flush(conn)
                 conn_sock.sendall(conn.data_to_send())
         except (OSError, ssl.SSLError, h2.exceptions.ProtocolError):
             pass
@@ -112,6 +116,22 @@ class H2Upstream:
             pass
         s.close()
 
+    def _flush(self, conn):
+        """Sends pending bodies as far as the flow-control windows allow."""
+        for sid in list(self._pending):
+            body = self._pending[sid]
+            while body:
+                n = min(len(body), conn.local_flow_control_window(sid), 16384)
+                if n <= 0:
+                    break
+                conn.send_data(sid, body[:n])
+                body = body[n:]
+            if body:
+                self._pending[sid] = body
+            else:
+                del self._pending[sid]
+                conn.end_stream(sid)
+
     def _respond(self, conn, req):
         headers = dict(req["headers"])
         path = headers.get(":path", "")
@@ -126,7 +146,15 @@ class H2Upstream:
             conn.send_data(sid, body[cut:])
             conn.send_headers(sid, [("x-trailer-auth", auth)], end_stream=True)
             return
-        body = json.dumps({"path": path}).encode()
+        if path.endswith("/big"):
+            auth = headers.get("authorization", "").encode()
+            half = 512 * 1024 - len(auth) // 2 - 3  # the secret straddles a 16 KiB boundary
+            body = b"a" * half + auth + b"b" * (1024 * 1024 - half - len(auth))
+            conn.send_headers(sid, [(":status", "200"), ("content-type", "text/plain"),
+                                    ("content-length", str(len(body)))])
+            self._pending[sid] = body
+            return
+        body = json.dumps({"path": path, "received": len(req["body"])}).encode()
         conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"),
                                 ("content-length", str(len(body)))])
         conn.send_data(sid, body, end_stream=True)
