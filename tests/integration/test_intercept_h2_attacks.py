@@ -15,7 +15,8 @@ import unittest
 import h2_upstream  # noqa: F401  (makes python3-h2, hpack and hyperframe importable)
 import hpack
 from hyperframe.frame import (ContinuationFrame, Frame, GoAwayFrame, HeadersFrame, PingFrame,
-                              RstStreamFrame, SettingsFrame, DataFrame)
+                              RstStreamFrame, SettingsFrame, DataFrame,
+                              WindowUpdateFrame)
 from pki import test_pki
 from sandgate_fixture import Sandgate, wait_until
 
@@ -64,7 +65,10 @@ class RawH2:
             f.parse_body(memoryview(self.buf[9:9 + length]))
             self.buf = self.buf[9 + length:]
             if isinstance(f, SettingsFrame) and "ACK" not in f.flags:
-                self.send(SettingsFrame(0, flags=["ACK"]).serialize())
+                try:
+                    self.send(SettingsFrame(0, flags=["ACK"]).serialize())
+                except (OSError, ssl.SSLError):
+                    pass  # sandgate has closed: the frames it sent are still read
             yield f
 
     def outcome(self, sid):
@@ -265,6 +269,31 @@ class InterceptH2AttacksTest(unittest.TestCase):
             ended = any(isinstance(f, GoAwayFrame) for f in c.frames(limit=200000))
         c.tls.close()
         self.assertTrue(ended, "100,000 unread PING ACKs did not end the connection")
+        self.assert_still_serving()
+
+    def test_settings_flood_without_reading_is_bounded(self):
+        c = self.client()
+        frame = SettingsFrame(0, settings={SettingsFrame.ENABLE_PUSH: 0}).serialize()
+        ended = False
+        c.tls.settimeout(5)
+        try:
+            for _ in range(100):  # bounded: 100,000 SETTINGS, none of their ACKs read
+                c.send(frame * 1000)
+        except (OSError, ssl.SSLError):
+            ended = True
+        if not ended:
+            ended = any(isinstance(f, GoAwayFrame) for f in c.frames(limit=200000))
+        c.tls.close()
+        self.assertTrue(ended, "100,000 unread SETTINGS ACKs did not end the connection")
+        self.assert_still_serving()
+
+    def test_window_update_past_the_maximum_is_a_flow_control_error(self):
+        c = self.client()
+        c.send(WindowUpdateFrame(0, window_increment=2 ** 31 - 1).serialize() * 2)
+        goaway = [f for f in c.frames() if isinstance(f, GoAwayFrame)]
+        c.tls.close()
+        self.assertTrue(goaway)
+        self.assertEqual(goaway[0].error_code, 3)  # FLOW_CONTROL_ERROR
         self.assert_still_serving()
 
     def test_proxy_and_sandgate_fields_in_a_stream_do_not_reach_the_upstream(self):
