@@ -203,6 +203,17 @@ class InterceptH2Test(unittest.TestCase):
         auths = [v for k, v in seen["headers"] if k == "authorization"]
         self.assertEqual(auths, ["Bearer " + SECRET])  # the client's value was overwritten
 
+    def test_a_secret_split_across_padded_data_frames_is_still_scrubbed(self):
+        tls = self.tunnel()
+        conn = h2_client(tls)
+        res = exchange(tls, conn, [req("/echo/padded")])
+        tls.close()
+        (r,) = res.values()
+        self.assertTrue(r["ended"], r)
+        body = b"".join(r["data"])
+        self.assertNotIn(SECRET.encode(), body)
+        self.assertIn(b"auth=Bearer [REDACTED:api];", body)
+
     def test_two_streams_on_one_connection_get_their_own_decisions(self):
         tls = self.tunnel()
         conn = h2_client(tls)

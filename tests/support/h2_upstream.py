@@ -3,8 +3,9 @@
 Every request is recorded (its header list as received, its body). The answer depends on the
 path:
   /echo...      200, the request's Authorization echoed back in a header (x-echo-auth), in the
-                body (split across two DATA frames in the middle of the value) and in a trailer
-                (x-trailer-auth): a secret the upstream saw comes back everywhere it can.
+                body (split across two DATA frames in the middle of the value, each padded when
+                the path has "padded") and in a trailer (x-trailer-auth): a secret the upstream
+                saw comes back everywhere it can.
   .../big       200, 1 MiB of body sent as the windows allow, with the Authorization it got
                 in the middle of it (astride two DATA frames).
   anything else 200 with a short JSON body naming the path and the size of the body it got.
@@ -142,8 +143,9 @@ class H2Upstream:
             cut = len("auth=") + len(auth) // 2  # inside the secret
             conn.send_headers(sid, [(":status", "200"), ("content-type", "text/plain"),
                                     ("x-echo-auth", auth)])
-            conn.send_data(sid, body[:cut])
-            conn.send_data(sid, body[cut:])
+            pad = 200 if "padded" in path else None  # padding around each half
+            conn.send_data(sid, body[:cut], pad_length=pad)
+            conn.send_data(sid, body[cut:], pad_length=pad)
             conn.send_headers(sid, [("x-trailer-auth", auth)], end_stream=True)
             return
         if path.endswith("/big"):
