@@ -86,6 +86,7 @@ std::optional<Refusal> H2Request::judge(const H2Fields& fields, RequestLog& log)
   }
   authority_ = *named;
   if (const std::string* te = find(fields, "te")) trailersAsked_ = *te == "trailers";
+  if (const std::string* e = find(fields, "expect")) asksContinue_ = iequals(*e, "100-continue");
   // The HTTP/1.1 head this request stands for.
   std::string head = fmt::format("{} {} HTTP/1.1\r\nHost: {}\r\n", *method, *path, *named);
   for (const auto& [name, value] : fields) {

@@ -42,6 +42,8 @@ class H2Request {
   // The request's body must be read before it goes upstream (a form on a host whose rules
   // restrict methods, paths or git: form_gate.h), up to formLimit() bytes.
   bool needsFormBody() const { return needsForm_; }
+  // The client sent `expect: 100-continue` (and waits for the 100 before its body).
+  bool asksContinue() const { return asksContinue_; }
   size_t formLimit() const;
   // Judges that body (`complete`: it ended within the limit).
   std::optional<Refusal> judgeFormBody(std::string_view body, bool complete, RequestLog& log);
@@ -61,6 +63,7 @@ class H2Request {
   std::string authority_;
   bool trailersAsked_ = false;  // te: trailers (gRPC)
   bool needsForm_ = false;
+  bool asksContinue_ = false;
   bool applied_ = false;  // the head may carry a credential: cleansed when done
 };
 

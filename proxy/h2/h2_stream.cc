@@ -89,6 +89,9 @@ void H2Streams::onRequestHead(H2Stream& s) {
   s.fields.clear();
   if (s.req->needsFormBody() && !s.reqEnded) {
     s.holding = true;
+    // The body to be judged comes only after the 100 its client waits for (as on HTTP/1.1,
+    // form_gate.h).
+    if (s.req->asksContinue()) sendContinue(s);
     return;
   }
   submitUpstream(s);
@@ -138,12 +141,16 @@ void H2Streams::submitUpstream(H2Stream& s) {
   }
   s.upId = upId;
   byUp_[upId] = s.id;
-  if (expectContinue && !s.reqEnded) {
-    // sandgate answers 100-continue itself, as on HTTP/1.1 (the upstream never sees Expect).
-    static const std::string kStatus = ":status", k100 = "100";
-    nghttp2_nv cont = nv(kStatus, k100, NGHTTP2_NV_FLAG_NONE);
-    nghttp2_submit_headers(clientSession(), NGHTTP2_FLAG_NONE, s.id, nullptr, &cont, 1, nullptr);
-  }
+  // sandgate answers 100-continue itself, as on HTTP/1.1 (the upstream never sees Expect).
+  if (expectContinue && !s.reqEnded) sendContinue(s);
+}
+
+void H2Streams::sendContinue(H2Stream& s) {
+  if (s.sentContinue) return;
+  s.sentContinue = true;
+  static const std::string kStatus = ":status", k100 = "100";
+  nghttp2_nv cont = nv(kStatus, k100, NGHTTP2_NV_FLAG_NONE);
+  nghttp2_submit_headers(clientSession(), NGHTTP2_FLAG_NONE, s.id, nullptr, &cont, 1, nullptr);
 }
 
 void H2Streams::onResponseHead(H2Stream& s, bool endStream) {

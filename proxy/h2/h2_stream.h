@@ -66,6 +66,7 @@ class H2Streams {
   void onRequestEnd(H2Stream& s);
   void releaseHold(H2Stream& s, bool complete);
   void submitUpstream(H2Stream& s);
+  void sendContinue(H2Stream& s);  // a 100 to a client that asked for it, once
   void onResponseHead(H2Stream& s, bool endStream);
   void onUpstreamEnd(H2Stream& s);
   // Decodes and scrubs what the upstream sent into what the client gets, up to a bound.

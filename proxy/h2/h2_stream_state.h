@@ -47,6 +47,7 @@ struct H2Stream {
   bool judged = false;   // the head arrived whole and was judged
   bool holding = false;  // the body is read for the form gate before anything goes upstream
   bool reqEnded = false;
+  bool sentContinue = false;
   bool discard = false;  // refused: the body is dropped (its window returned at once)
   std::string upBody;    // client bytes not yet taken by the upstream (nor consumed)
   H2Fields resFields;    // the response head, then its trailers

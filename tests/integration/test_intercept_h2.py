@@ -214,6 +214,37 @@ class InterceptH2Test(unittest.TestCase):
         self.assertNotIn(SECRET.encode(), body)
         self.assertIn(b"auth=Bearer [REDACTED:api];", body)
 
+    def test_expect_100_continue_is_answered_by_sandgate(self):
+        tls = self.tunnel()
+        conn = h2_client(tls)
+        sid = conn.get_next_available_stream_id()
+        conn.send_headers(sid, req("/allowed/expect", "POST", extra=[("expect", "100-continue")]))
+        tls.sendall(conn.data_to_send())
+        informational = None
+        for _ in range(50):  # bounded: SETTINGS, its ACK, the 100
+            for ev in conn.receive_data(tls.recv(65536)):
+                if isinstance(ev, h2.events.InformationalResponseReceived):
+                    informational = dict(ev.headers)[":status"]
+            tls.sendall(conn.data_to_send())
+            if informational:
+                break
+        self.assertEqual(informational, "100")
+        conn.send_data(sid, b"body", end_stream=True)
+        tls.sendall(conn.data_to_send())
+        status = None
+        for _ in range(50):  # bounded: the answer's frames
+            for ev in conn.receive_data(tls.recv(65536)):
+                if isinstance(ev, h2.events.ResponseReceived):
+                    status = dict(ev.headers)[":status"]
+            tls.sendall(conn.data_to_send())
+            if status:
+                break
+        tls.close()
+        self.assertEqual(status, "200")
+        (seen,) = self.upstream_requests("/allowed/expect")
+        self.assertEqual(seen["body"], b"body")
+        self.assertNotIn("expect", dict(seen["headers"]))
+
     def test_two_streams_on_one_connection_get_their_own_decisions(self):
         tls = self.tunnel()
         conn = h2_client(tls)
