@@ -14,6 +14,7 @@
 #include <nghttp2/nghttp2.h>
 #include <openssl/crypto.h>
 
+#include <algorithm>
 #include <boost/asio/experimental/awaitable_operators.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
@@ -89,6 +90,7 @@ class H2Proxy : public H2Streams {
   Clock::time_point last_ = Clock::now();
   bool ended_ = false;
   bool upDead_ = false;
+  bool drainGoaway_ = false;  // the server is shutting down: GOAWAY sent, no new stream
 };
 
 H2Proxy::~H2Proxy() {
@@ -231,9 +233,11 @@ asio::awaitable<void> H2Proxy::writeLoop(Leg& leg) {
       kick();  // what was sent may have freed room (a window) for the other leg
       continue;
     }
-    // The client's session is done (GOAWAY both ways, no stream left): so is the connection.
-    if (!nghttp2_session_want_read(client_.session) &&
-        !nghttp2_session_want_write(client_.session)) {
+    // The client's session is done (GOAWAY both ways, no stream left), or the server drains
+    // and the last stream has ended: so is the connection.
+    if ((!nghttp2_session_want_read(client_.session) &&
+         !nghttp2_session_want_write(client_.session)) ||
+        (drainGoaway_ && noStreams() && !nghttp2_session_want_write(client_.session))) {
       end();
       break;
     }
@@ -245,10 +249,21 @@ asio::awaitable<void> H2Proxy::writeLoop(Leg& leg) {
 
 asio::awaitable<void> H2Proxy::watchIdle() {
   const auto idle = toDuration(c_.limits().idleTimeout);
+  // A connection with nothing to do has no event to notice a shutdown by: it looks once a
+  // second, so that serve's drain does not wait its whole grace for an idle gRPC channel.
+  constexpr auto kDrainLook = std::chrono::seconds(1);
   while (!ended_) {
-    idle_.expires_at(last_ + idle);
+    idle_.expires_at(std::min(last_ + idle, Clock::now() + kDrainLook));
     auto [ec] = co_await idle_.async_wait(kUse);
     if (ended_) break;
+    if (!drainGoaway_ && c_.state.draining.load(std::memory_order_relaxed)) {
+      // Graceful: the streams open go on, no new one is taken (RFC 9113 §6.8).
+      drainGoaway_ = true;
+      nghttp2_submit_goaway(client_.session, NGHTTP2_FLAG_NONE,
+                            nghttp2_session_get_last_proc_stream_id(client_.session),
+                            NGHTTP2_NO_ERROR, nullptr, 0);
+      kick();
+    }
     if (!ec && Clock::now() >= last_ + idle) {
       finishAll("idle timeout");
       end();

@@ -47,6 +47,8 @@ class H2Streams {
   // CVE-2023-44487), CONTINUATION frames per header block, SETTINGS entries, queued ACKs.
   void applyClientLimits(nghttp2_option* opt, const config::EffectiveLimits& limits);
   uint32_t maxStreams() const;
+  // No stream is open.
+  bool noStreams() const { return streams_.empty(); }
   // Writes the audit line of every stream still open, with `why` as its error.
   void finishAll(std::string_view why);
   // The upstream connection ended: a stream not answered yet gets a 502, one whose response

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import subprocess
+import time
 import unittest
 
 import h2_upstream  # noqa: F401  (makes python3-h2 importable)
@@ -310,6 +311,60 @@ class InterceptH2Test(unittest.TestCase):
         self.assertEqual(rc, 0, err)
         self.assertTrue(out.rstrip().endswith("\n1.1"), out)
         self.assertTrue(out.startswith("HTTP/1.1 200"), out)
+
+
+class DrainH2Test(unittest.TestCase):
+    """SIGTERM with an HTTP/2 connection open and idle (a gRPC channel between calls): the
+    client gets a graceful GOAWAY and serve exits well before its shutdown grace."""
+
+    def test_an_idle_h2_connection_gets_goaway_and_does_not_hold_the_drain(self):
+        pki = test_pki()
+        up = h2_upstream.H2Upstream(pki)
+        sg = Sandgate({}, [], limits={"shutdown_grace": "30s"})
+        try:
+            ca_out = os.path.join(sg.dir, "sandgate-ca.pem")
+            policies = {"agent": {"allow": [
+                {"host": "api.test", "cidrs": ["127.0.0.0/8"], "paths": ["/**"]}]}}
+            sg.config = sg.make_config(
+                policies, [{"name": "demo", "policy": "agent", "token": TOKEN}],
+                limits={"shutdown_grace": "30s"},
+                resolve={"api.test": "127.0.0.1:%d" % up.port},
+                extra={"ca_cert_out": ca_out, "tls": {"upstream_ca": pki.ca_cert}})
+            sg.write_config(sg.config)
+            sg.start()
+            s = sg.connect(timeout=10)
+            s.sendall(("CONNECT api.test:443 HTTP/1.1\r\nHost: api.test:443\r\n%s\r\n" %
+                       sg.auth_header("demo", TOKEN)).encode())
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 4096:
+                head += s.recv(1)
+            import ssl
+            ctx = ssl.create_default_context(cafile=ca_out)
+            ctx.set_alpn_protocols(["h2"])
+            tls = ctx.wrap_socket(s, server_hostname="api.test")
+            conn = h2_client(tls)
+            res = exchange(tls, conn, [req("/one")])
+            self.assertEqual(dict(res[1]["headers"])[":status"], "200")
+            started = time.monotonic()
+            self.assertEqual(sg.stop(timeout=25), 0)
+            took = time.monotonic() - started
+            goaway = False
+            tls.settimeout(5)
+            for _ in range(20):  # bounded: what sandgate sent before it closed
+                try:
+                    data = tls.recv(65536)
+                except OSError:
+                    break
+                if not data:
+                    break
+                goaway = goaway or any(isinstance(ev, h2.events.ConnectionTerminated)
+                                       for ev in conn.receive_data(data))
+            tls.close()
+            self.assertTrue(goaway, "no GOAWAY before the close")
+            self.assertLess(took, 10, "the drain waited %.1f s for an idle h2 connection" % took)
+        finally:
+            sg.cleanup()
+            up.close()
 
 
 if __name__ == "__main__":
