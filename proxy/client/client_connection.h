@@ -151,6 +151,11 @@ boost::asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const 
 boost::asio::awaitable<void> refuse(ClientConnection& c, TlsChannel& tls, RequestLog& log,
                                     const Refusal& r);
 
+// Fills the audit record of a request that ends with `refusal` (its status, reason, outcome,
+// request id) without sending anything: the refusal to send, with its request id. An HTTP/2
+// stream sends it as its own response (proxy/h2/).
+Refusal recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& refusal);
+
 // The 403 for what the policy denied (`d`): its reason, rule and detail, and `hint`.
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,
                       std::string_view hint);

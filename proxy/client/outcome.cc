@@ -202,8 +202,9 @@ asio::awaitable<void> sendRefusal(ClientConnection& c, RequestLog& log, std::str
   finishRequest(c, log);
 }
 
-// Fills the audit record of a request that ends with `refusal`; returns the response for it.
-std::string recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
+}  // namespace
+
+Refusal recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
   identifyRequest(c, log);
   Refusal r = refusal;
   // One status per reason, wherever the refusal was built: the catalogue's (README's table).
@@ -219,8 +220,10 @@ std::string recordRefusal(ClientConnection& c, RequestLog& log, const Refusal& r
   if (rec.rule.empty()) rec.rule = r.rule;
   if (rec.error.empty() && r.outcome == Outcome::kError) rec.error = r.detail;
   if (r.budget) rec.budget = r.budget;
-  return renderRefusal(r);
+  return r;
 }
+
+namespace {
 
 // Inside TLS the client always gets the page: it spoke HTTP to sandgate's certificate.
 asio::awaitable<void> sendRefusalInside(ClientConnection& c, TlsChannel& tls, RequestLog& log,
@@ -236,12 +239,12 @@ asio::awaitable<void> sendRefusalInside(ClientConnection& c, TlsChannel& tls, Re
 // class-type temporary (or by-value argument) of a co_await full-expression twice
 // ("free(): invalid pointer"). Call sites therefore name their Refusal before co_await.
 asio::awaitable<void> refuse(ClientConnection& c, RequestLog& log, const Refusal& refusal) {
-  return sendRefusal(c, log, recordRefusal(c, log, refusal));
+  return sendRefusal(c, log, renderRefusal(recordRefusal(c, log, refusal)));
 }
 
 asio::awaitable<void> refuse(ClientConnection& c, TlsChannel& tls, RequestLog& log,
                              const Refusal& refusal) {
-  return sendRefusalInside(c, tls, log, recordRefusal(c, log, refusal));
+  return sendRefusalInside(c, tls, log, renderRefusal(recordRefusal(c, log, refusal)));
 }
 
 Refusal policyRefusal(const policy::Decision& d, const std::string& task, const std::string& host,

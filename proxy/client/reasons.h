@@ -69,6 +69,10 @@ inline constexpr std::string_view kIdleTimeout = "idle_timeout";
 inline constexpr std::string_view kClientTimeout = "client_timeout";
 inline constexpr std::string_view kClientClosed = "client_closed";
 inline constexpr std::string_view kRevokedByReload = "revoked_by_reload";
+// HTTP/2 (proxy/h2/).
+inline constexpr std::string_view kGitNeedsHttp1 = "git_needs_http1";
+inline constexpr std::string_view kGrpcNotScrubbable = "grpc_not_scrubbable";
+inline constexpr std::string_view kH2ProtocolError = "h2_protocol_error";
 }  // namespace reason
 
 struct ReasonInfo {
@@ -146,6 +150,11 @@ inline constexpr ReasonInfo kRequestReasons[] = {
      "or a body); a close between requests is no request"},
     {reason::kRevokedByReload, 403,
      "a reload removed the task, or no longer allows the tunnel's host (a tunnel is closed)"},
+    {reason::kGitNeedsHttp1, 421, "an HTTP/2 request under a git: rule (Git is gated on HTTP/1.1)"},
+    {reason::kGrpcNotScrubbable, 502,
+     "a gRPC response whose secrets could not be scrubbed without changing its lengths"},
+    {reason::kH2ProtocolError, 0,
+     "an HTTP/2 connection ended by GOAWAY: a frame or flood HTTP/2 or limits forbid"},
 };
 
 inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }

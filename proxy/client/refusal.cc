@@ -50,7 +50,7 @@ int reasonStatus(std::string_view token) {
   return -1;
 }
 
-std::string renderRefusal(const Refusal& r) {
+std::string refusalJson(const Refusal& r) {
   boost::json::object body;
   body["error"] = r.detail.empty() ? std::string(statusText(r.status)) : r.detail;
   body["reason"] = r.reason;
@@ -69,6 +69,11 @@ std::string renderRefusal(const Refusal& r) {
   }
   std::string json = r.body.empty() ? boost::json::serialize(body) : r.body;
   json += '\n';
+  return json;
+}
+
+std::string renderRefusal(const Refusal& r) {
+  const std::string json = refusalJson(r);
   std::string out = fmt::format(
       "HTTP/1.1 {} {}\r\nContent-Type: application/json\r\nX-Sandgate-Reason: {}\r\n"
       "Content-Length: {}\r\nConnection: close\r\n",

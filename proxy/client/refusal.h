@@ -39,6 +39,8 @@ struct Refusal {
 // connection is never reused: what follows the refused head is not read). A 407 carries
 // Proxy-Authenticate: Basic realm="sandgate".
 std::string renderRefusal(const Refusal& r);
+// The JSON body of that response, alone (an HTTP/2 refusal carries it in its DATA).
+std::string refusalJson(const Refusal& r);
 
 // How reading an upstream's response head failed, as the forward and intercept paths see it.
 struct UpstreamResponseFailure {

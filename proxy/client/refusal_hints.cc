@@ -116,6 +116,11 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {r::kClientTimeout, "send the request sooner"},
     {r::kClientClosed, "keep the connection open until the response"},
     {r::kRevokedByReload, "the policy no longer allows this: open a new connection"},
+    {r::kGitNeedsHttp1, "use HTTP/1.1 for Git (git -c http.version=HTTP/1.1)"},
+    {r::kGrpcNotScrubbable,
+     "give the credential a placeholder (same-length redaction), or keep the secret out of the "
+     "response"},
+    {r::kH2ProtocolError, "send well-formed HTTP/2 (RFC 9113 section 8) within the limits"},
 };
 
 }  // namespace

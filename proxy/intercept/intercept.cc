@@ -16,6 +16,7 @@
 
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/h2/h2_proxy.h"
 #include "proxy/intercept/intercept_session.h"
 #include "proxy/net/tls_channel.h"
 #include "proxy/observe/metrics.h"
@@ -25,6 +26,53 @@ namespace sandgate::proxy {
 namespace asio = boost::asio;
 namespace beast = boost::beast;
 namespace ssl = asio::ssl;
+
+namespace {
+
+// What a connection's handshake knows about HTTP/2, for the callbacks below (ex_data).
+struct AlpnChoice {
+  bool decided = false;  // the upstream has been asked: the handshake may go on
+  bool offersH2 = false;
+  bool useH2 = false;  // the upstream selected h2: so may the client
+};
+
+int alpnIndex() {
+  static const int index = SSL_get_ex_new_index(0, nullptr, nullptr, nullptr, nullptr);
+  return index;
+}
+
+// Does an ALPN extension's body (RFC 7301: a 2-byte length, then length-prefixed names) list h2?
+bool listsH2(const unsigned char* p, size_t len) {
+  if (len < 2) return false;
+  size_t total = (size_t{p[0]} << 8) | p[1];
+  if (total + 2 != len) return false;
+  for (size_t i = 2; i < len;) {
+    const size_t n = p[i];
+    if (n == 0 || i + 1 + n > len) return false;
+    if (n == 2 && p[i + 1] == 'h' && p[i + 2] == '2') return true;
+    i += 1 + n;
+  }
+  return false;
+}
+
+// Pauses the handshake of a client that offers h2 (SSL_CLIENT_HELLO_RETRY) on a connection that
+// may use it, so that the upstream is asked before the client's ALPN is answered.
+int clientHello(SSL* ssl, int*, void*) {
+  auto* choice = static_cast<AlpnChoice*>(SSL_get_ex_data(ssl, alpnIndex()));
+  if (!choice || choice->decided) return SSL_CLIENT_HELLO_SUCCESS;
+  const unsigned char* ext = nullptr;
+  size_t len = 0;
+  if (SSL_client_hello_get0_ext(ssl, TLSEXT_TYPE_application_layer_protocol_negotiation, &ext,
+                                &len) == 1 &&
+      listsH2(ext, len)) {
+    choice->offersH2 = true;
+    return SSL_CLIENT_HELLO_RETRY;
+  }
+  choice->decided = true;
+  return SSL_CLIENT_HELLO_SUCCESS;
+}
+
+}  // namespace
 
 Result<std::shared_ptr<Interception>> Interception::create(const config::Config& cfg) {
   auto out = std::make_shared<Interception>();
@@ -46,16 +94,23 @@ Result<std::shared_ptr<Interception>> Interception::create(const config::Config&
   SSL_CTX* ctx = out->server_->native_handle();
   SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
   SSL_CTX_set_options(ctx, SSL_OP_NO_COMPRESSION | SSL_OP_NO_RENEGOTIATION);
-  // Only HTTP/1.1 is spoken inside the tunnel: a client offering h2 and http/1.1 gets
-  // http/1.1; one offering only h2 gets no ALPN and must fall back.
+  // A client offering h2 pauses the handshake at its ClientHello (clientHello) until the
+  // upstream has said whether it speaks h2; the answer then selects h2 or http/1.1. A client
+  // offering only h2 to an upstream that does not gets no ALPN and must fall back.
+  SSL_CTX_set_client_hello_cb(ctx, &clientHello, nullptr);
   SSL_CTX_set_alpn_select_cb(
       ctx,
-      [](SSL*, const unsigned char** outp, unsigned char* outlen, const unsigned char* in,
+      [](SSL* ssl, const unsigned char** outp, unsigned char* outlen, const unsigned char* in,
          unsigned int inlen, void*) -> int {
         static constexpr unsigned char kHttp11[] = {8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
+        static constexpr unsigned char kBoth[] = {2,   'h', '2', 8,   'h', 't',
+                                                  't', 'p', '/', '1', '.', '1'};
+        const auto* choice = static_cast<const AlpnChoice*>(SSL_get_ex_data(ssl, alpnIndex()));
+        const bool h2 = choice && choice->useH2;
         unsigned char* sel = nullptr;
-        if (SSL_select_next_proto(&sel, outlen, kHttp11, sizeof(kHttp11), in, inlen) ==
-            OPENSSL_NPN_NEGOTIATED) {
+        if (SSL_select_next_proto(&sel, outlen, h2 ? kBoth : kHttp11,
+                                  h2 ? sizeof(kBoth) : sizeof(kHttp11), in,
+                                  inlen) == OPENSSL_NPN_NEGOTIATED) {
           *outp = sel;
           return SSL_TLSEXT_ERR_OK;
         }
@@ -108,8 +163,21 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
     finishRequest(c, log);
     co_return;
   }
+  // HTTP/2 where both ends speak it. A rule's git: block gates requests on HTTP/1.1 (it reads
+  // a push's commands from the body before dialling), so its host is never offered h2.
+  AlpnChoice alpn;
+  if (!decision.git) SSL_set_ex_data(tls.native_handle(), alpnIndex(), &alpn);
   c.stream.expires_after(toDuration(limits.headerTimeout));
   auto hec = co_await tls.handshake();
+  std::unique_ptr<H2Upstream> h2up;
+  if (hec == asio::error::in_progress && alpn.offersH2) {
+    h2up = co_await dialH2Upstream(c, decision, target, port, log);
+    alpn.useH2 = h2up != nullptr;
+    alpn.decided = true;
+    c.stream.expires_after(toDuration(limits.headerTimeout));
+    hec = co_await tls.handshake();
+  }
+  SSL_set_ex_data(tls.native_handle(), alpnIndex(), nullptr);
   if (hec) {
     // Plaintext (or anything else) sent into an intercepted tunnel ends it. A TLS stream
     // starts with a handshake record (0x16); the client may have sent its first bytes with
@@ -136,7 +204,15 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   }
   if (c.metrics) c.metrics->tlsIntercepted();
   LiveTunnel live(c, target, port);
-  co_await serveIntercepted(c, tls, target, port);
+  const unsigned char* proto = nullptr;
+  unsigned int protoLen = 0;
+  SSL_get0_alpn_selected(tls.native_handle(), &proto, &protoLen);
+  if (h2up && protoLen == 2 && proto[0] == 'h' && proto[1] == '2') {
+    co_await serveH2(c, tls, std::move(h2up), target, port, log);
+  } else {
+    h2up.reset();  // the client chose http/1.1 after all: its requests dial their own
+    co_await serveIntercepted(c, tls, target, port);
+  }
   live.noteEnd(rec);
   if (!c.abortive) {
     c.stream.expires_after(std::chrono::seconds(1));

@@ -214,7 +214,10 @@ asio::awaitable<error_code> TlsChannel::handshake() {
       if (fec) co_return fec;
     }
     if (r == 1) co_return error_code{};
-    if (SSL_get_error(ssl_, r) != SSL_ERROR_WANT_READ) co_return sslError(r);
+    const int err = SSL_get_error(ssl_, r);
+    // The server's ClientHello callback paused the handshake (see handshake() in the header).
+    if (err == SSL_ERROR_WANT_CLIENT_HELLO_CB) co_return error_code(asio::error::in_progress);
+    if (err != SSL_ERROR_WANT_READ) co_return sslError(r);
     error_code ec = co_await fill();
     if (ec) co_return ec;
   }

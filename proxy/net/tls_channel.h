@@ -49,6 +49,8 @@ class TlsChannel {
   // ClientHello that arrived with the CONNECT head). False if they could not be stored.
   bool feed(boost::asio::const_buffer bytes);
 
+  // asio::error::in_progress when a server context's ClientHello callback paused the handshake
+  // (SSL_CLIENT_HELLO_RETRY): the caller does what the callback asked for, then calls again.
   boost::asio::awaitable<boost::system::error_code> handshake();
   // Decrypted bytes into `into`: at least one, or an error.
   boost::asio::awaitable<std::tuple<boost::system::error_code, size_t>> readSome(

@@ -1,0 +1,90 @@
+// The streams of one HTTP/2 interception: each client stream's request judged and sent upstream
+// as a stream of the upstream connection, its response scrubbed on the way back, and its audit
+// line written when it closes. The nghttp2 callbacks of both sessions land here; the connection
+// driver (h2_proxy.cc) owns the sessions and the sockets. Internal to proxy/h2.
+#pragma once
+
+#include <nghttp2/nghttp2.h>
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "config/config.h"
+#include "policy/engine.h"
+#include "proxy/client/refusal.h"
+
+namespace sandgate::proxy {
+
+struct ClientConnection;
+class RequestCredentials;
+
+// The window each stream gets on either leg (SETTINGS_INITIAL_WINDOW_SIZE): what a peer can make
+// sandgate hold for one stream.
+inline constexpr int32_t kH2StreamWindow = NGHTTP2_INITIAL_WINDOW_SIZE;  // 65535
+struct H2Callbacks;
+struct H2Stream;
+
+class H2Streams {
+ public:
+  H2Streams(ClientConnection& c, const policy::Target& target, uint16_t port);
+  virtual ~H2Streams();
+  H2Streams(const H2Streams&) = delete;
+  H2Streams& operator=(const H2Streams&) = delete;
+
+ protected:
+  virtual nghttp2_session* clientSession() = 0;
+  virtual nghttp2_session* upstreamSession() = 0;
+  virtual const std::string& upstreamAddress() const = 0;
+  // The upstream connection has ended: new streams are refused (upstream_reset).
+  virtual bool upstreamGone() const = 0;
+
+  void installClientCallbacks(nghttp2_session_callbacks* cbs);
+  void installUpstreamCallbacks(nghttp2_session_callbacks* cbs);
+  // The client session's bounds: concurrent streams, RST_STREAM rate (rapid reset,
+  // CVE-2023-44487), CONTINUATION frames per header block, SETTINGS entries, queued ACKs.
+  void applyClientLimits(nghttp2_option* opt, const config::EffectiveLimits& limits);
+  uint32_t maxStreams() const;
+  // No stream is open.
+  bool noStreams() const { return streams_.empty(); }
+  // Writes the audit line of every stream still open, with `why` as its error.
+  void finishAll(std::string_view why);
+  // The upstream connection ended: a stream not answered yet gets a 502, one whose response
+  // had begun is reset (a cut response must not look whole).
+  void failUpstreamStreams(const std::string& why);
+
+  ClientConnection& c_;
+  const policy::Target& target_;
+  uint16_t port_;
+
+ private:
+  friend struct H2Callbacks;
+
+  H2Stream* find(int32_t id);
+  H2Stream* findUp(int32_t upId);
+  void onRequestHead(H2Stream& s);
+  void onRequestEnd(H2Stream& s);
+  void releaseHold(H2Stream& s, bool complete);
+  void submitUpstream(H2Stream& s);
+  void sendContinue(H2Stream& s);  // a 100 to a client that asked for it, once
+  void onResponseHead(H2Stream& s, bool endStream);
+  void onUpstreamEnd(H2Stream& s);
+  // Decodes and scrubs what the upstream sent into what the client gets, up to a bound.
+  void produceDown(H2Stream& s);
+  // Returns `n` received bytes' window to the upstream.
+  void consumeUp(H2Stream& s, size_t n);
+  // Answers the stream with sandgate's refusal (status, x-sandgate-reason, JSON body).
+  void refuseStream(H2Stream& s, const Refusal& r);
+  // Ends the stream towards the client with RST_STREAM (its response had begun).
+  void resetStream(H2Stream& s, uint32_t code, std::string_view why);
+  void cancelUpstream(H2Stream& s);
+  void closeStream(int32_t id, uint32_t code);
+
+  std::shared_ptr<RequestCredentials> creds_;  // made again when a reload changes the snapshot
+  std::map<int32_t, std::unique_ptr<H2Stream>> streams_;  // by the client's stream id
+  std::map<int32_t, int32_t> byUp_;                       // upstream stream id -> client's
+};
+
+}  // namespace sandgate::proxy
