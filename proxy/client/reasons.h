@@ -154,7 +154,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kGrpcNotScrubbable, 502,
      "a gRPC response whose secrets could not be scrubbed without changing its lengths"},
     {reason::kH2ProtocolError, 0,
-     "an HTTP/2 connection ended by GOAWAY: a frame or flood HTTP/2 or limits forbid"},
+     "an HTTP/2 stream reset, or connection ended by GOAWAY: a frame, header block or flood "
+     "HTTP/2 or the limits forbid"},
 };
 
 inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }

@@ -60,7 +60,7 @@ void H2Streams::onRequestHead(H2Stream& s) {
   bool reloaded = false;
   auto revoked = refreshSnapshot(c_, &reloaded);
   if (reloaded) creds_ = std::make_shared<RequestCredentials>(c_);
-  if (!revoked) revoked = recheckToken(c_, 403);
+  if (!revoked) revoked = recheckToken(c_);
   s.creds = creds_;
   s.judged = true;
   if (s.headTooLarge) {
@@ -116,6 +116,16 @@ void H2Streams::releaseHold(H2Stream& s, bool complete) {
 }
 
 void H2Streams::submitUpstream(H2Stream& s) {
+  // The task's budgets, as for an HTTP/1.1 request (exchange.h): after the policy and the form
+  // gate, before the credential and the upstream; what the stream moved is settled when it
+  // ends (the gate's destructor, with the stream).
+  s.budget = std::make_unique<BudgetGate>(c_, s.log);
+  const std::optional<uint64_t> announced =
+      s.reqEnded ? std::optional<uint64_t>(s.upBody.size()) : std::nullopt;
+  if (auto r = s.budget->admit(announced)) {
+    refuseStream(s, *r);
+    return;
+  }
   H2Fields out;
   bool expectContinue = false;
   if (auto r = s.req->forUpstream(s.log, out, expectContinue)) {
@@ -279,11 +289,12 @@ void H2Streams::refuseStream(H2Stream& s, const Refusal& refusal) {
   s.holding = false;
   s.downBody = refusalJson(r);
   s.scrubDone = s.upEnded = s.responded = true;
-  const H2Fields head = {{":status", std::to_string(r.status)},
-                         {"content-type", "application/json"},
-                         {"x-sandgate-reason", std::string(r.reason)},
-                         {"x-request-id", r.requestId},
-                         {"content-length", std::to_string(s.downBody.size())}};
+  H2Fields head = {{":status", std::to_string(r.status)},
+                   {"content-type", "application/json"},
+                   {"x-sandgate-reason", std::string(r.reason)},
+                   {"x-request-id", r.requestId},
+                   {"content-length", std::to_string(s.downBody.size())}};
+  if (r.retryAfter > 0) head.emplace_back("retry-after", std::to_string(r.retryAfter));
   auto v = nvs(head, NGHTTP2_NV_FLAG_NONE);
   nghttp2_data_provider body{};
   body.read_callback = &H2Callbacks::readDown;

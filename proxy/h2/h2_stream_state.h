@@ -13,6 +13,7 @@
 #include "broker/body_decoder.h"
 #include "broker/scrubber.h"
 #include "proxy/client/client_connection.h"
+#include "proxy/exchange/budget_gate.h"
 #include "proxy/exchange/request_credentials.h"
 #include "proxy/h2/h2_request.h"
 #include "proxy/h2/h2_stream.h"
@@ -61,6 +62,8 @@ struct H2Stream {
   std::string downBody;  // scrubbed bytes for the client
   std::optional<broker::Scrubber> scrubber;
   std::unique_ptr<broker::BodyDecoder> decoder;
+  // Last, so that it is destroyed first, while `log` (whose byte counts it settles) lives.
+  std::unique_ptr<BudgetGate> budget;
 };
 
 // nghttp2's callbacks, into the H2Streams that user_data points at (h2_callbacks.cc).

@@ -117,8 +117,10 @@ class BudgetsTest(unittest.TestCase):
         self.assertEqual(rec["status"], 429)
         self.assertEqual(rec["budget"], {"name": "hourly", "window": "hour",
                                          "metric": "requests", "used": 3, "limit": 3})
-        self.assertGreaterEqual(self.sg.metric("sandgate_requests_total", task="a",
-                                               reason="budget_exceeded"), 3)
+        # Counted when the request is finished, just after its answer is sent.
+        wait_until(lambda: (self.sg.metric("sandgate_requests_total", task="a",
+                                           reason="budget_exceeded") or 0) >= 3,
+                   what="three budget_exceeded requests counted")
         # Another task under the same policy has a budget of its own.
         status, _, _ = self.send("b", "GET", "/echo/b")
         self.assertEqual(status, 200)

@@ -121,13 +121,15 @@ class InterceptH2Test(unittest.TestCase):
         policies = {"agent": {"allow": [
             dict(rule, host="api.test", paths=["/echo/**", "/allowed/**"], credential="api"),
             dict(rule, host="other.test", credential="api"),
-        ]}}
+        ]}, "counted": {"allow": [dict(rule, host="api.test", paths=["/echo/**"])],
+                        "budgets": [{"name": "two", "window": "run", "requests": 2}]}}
         creds = {"api": {"source": {"file": key}, "hosts": ["api.test", "other.test"],
                          "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
         resolve = {"api.test": "127.0.0.1:%d" % cls.up.port,
                    "other.test": "127.0.0.1:%d" % cls.h1.port}
         cls.sg.config = cls.sg.make_config(
-            policies, [{"name": "demo", "policy": "agent", "token": TOKEN}], resolve=resolve,
+            policies, [{"name": "demo", "policy": "agent", "token": TOKEN},
+                       {"name": "counted", "policy": "counted", "token": TOKEN}], resolve=resolve,
             extra={"credentials": creds, "ca_cert_out": cls.ca_out,
                    "tls": {"upstream_ca": cls.pki.ca_cert}})
         cls.sg.write_config(cls.sg.config)
@@ -140,10 +142,10 @@ class InterceptH2Test(unittest.TestCase):
         cls.up.close()
         cls.h1.close()
 
-    def tunnel(self, host="api.test"):
+    def tunnel(self, host="api.test", task="demo"):
         s = self.sg.connect(timeout=10)
         s.sendall(("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n%s\r\n" %
-                   (host, host, self.sg.auth_header("demo", TOKEN))).encode())
+                   (host, host, self.sg.auth_header(task, TOKEN))).encode())
         head = b""
         while b"\r\n\r\n" not in head and len(head) < 4096:
             chunk = s.recv(1)
@@ -184,6 +186,27 @@ class InterceptH2Test(unittest.TestCase):
         self.assertEqual(line["verdict"], "allow")
         self.assertEqual(line["status"], 200)
         self.assertEqual(line["kind"], "intercept")
+
+    def test_streams_count_against_the_tasks_budgets(self):
+        # Each stream is a request of the task's budgets as an HTTP/1.1 request is (#41): over
+        # one h2 connection, the third stream of a 2-request budget is 429 budget_exceeded and
+        # never reaches the upstream. (Streams once bypassed the budgets: h2 had its own path.)
+        tls = self.tunnel(task="counted")
+        self.assertEqual(tls.selected_alpn_protocol(), "h2")
+        conn = h2_client(tls)
+        paths = ["/echo/budget-%d" % i for i in range(3)]
+        results = {}
+        for path in paths:  # one after another, so that which one is refused is known
+            (r,) = exchange(tls, conn, [req(path)]).values()
+            results[path] = r
+        tls.close()
+        statuses = [dict(results[p]["headers"] or [])[":status"] for p in paths]
+        self.assertEqual(statuses, ["200", "200", "429"], results)
+        refused = dict(results[paths[2]]["headers"])
+        self.assertEqual(refused["x-sandgate-reason"], "budget_exceeded")
+        self.assertEqual(self.upstream_requests(paths[2]), [])
+        line = self.sg.wait_audit(path=paths[2])
+        self.assertEqual((line["reason"], line["status"]), ("budget_exceeded", 429))
 
     def test_secret_never_in_header_data_or_trailer_and_client_value_overwritten(self):
         tls = self.tunnel()
