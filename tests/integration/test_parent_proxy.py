@@ -47,6 +47,9 @@ class ParentProxyTest(unittest.TestCase):
         cls.sg = Sandgate({}, [])
         cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
         artifacts.register_secret("fake407", FAKE_SECRET)
+        # The whole "user:password" is registered by secret_file; the password alone too, so
+        # that the leak check finds it in any form a parent's credential could leak in.
+        artifacts.register_secret("corp-password", PARENT_PASSWORD)
         creds = {
             "corp": {"source": {"file": cls.sg.secret_file(
                 "corp", "%s:%s" % (PARENT_USER, PARENT_PASSWORD))}},

@@ -11,6 +11,35 @@
 namespace sandgate::proxy::parent {
 namespace {
 
+TunnelTarget named(std::string host, uint16_t port) {
+  TunnelTarget t;
+  t.host = std::move(host);
+  t.port = port;
+  return t;
+}
+
+TunnelTarget address(std::string host, bool v6, std::vector<uint8_t> bytes, uint16_t port) {
+  TunnelTarget t = named(std::move(host), port);
+  t.isAddress = true;
+  t.v6 = v6;
+  t.addressBytes = std::move(bytes);
+  return t;
+}
+
+config::Located<std::string> loc(std::string v) {
+  config::Located<std::string> l;
+  l.value = std::move(v);
+  return l;
+}
+
+config::UpstreamProxy proxyNamed(std::string name) {
+  config::UpstreamProxy p;
+  p.name = std::move(name);
+  p.host = "h";
+  p.port = 9;
+  return p;
+}
+
 TEST(ParentHandshake, StatusLine) {
   EXPECT_EQ(parseStatusLine("HTTP/1.1 200 Connection established\r\n\r\n"), 200);
   EXPECT_EQ(parseStatusLine("HTTP/1.0 407 Proxy Authentication Required\r\n"), 407);
@@ -23,33 +52,27 @@ TEST(ParentHandshake, StatusLine) {
 }
 
 TEST(ParentHandshake, ConnectRequestNamesTheVettedAddress) {
-  TunnelTarget v4{.host = "127.0.0.1", .isAddress = true, .v6 = false,
-                  .addressBytes = {127, 0, 0, 1}, .port = 8443};
+  TunnelTarget v4 = address("127.0.0.1", false, {127, 0, 0, 1}, 8443);
   EXPECT_EQ(connectRequest(v4, ""),
             "CONNECT 127.0.0.1:8443 HTTP/1.1\r\nHost: 127.0.0.1:8443\r\n\r\n");
-  TunnelTarget v6{.host = "::1", .isAddress = true, .v6 = true,
-                  .addressBytes = std::vector<uint8_t>(16, 0), .port = 443};
+  TunnelTarget v6 = address("::1", true, std::vector<uint8_t>(16, 0), 443);
   EXPECT_EQ(connectRequest(v6, "Basic dTpw"),
             "CONNECT [::1]:443 HTTP/1.1\r\nHost: [::1]:443\r\nProxy-Authorization: Basic "
             "dTpw\r\n\r\n");
 }
 
 TEST(ParentHandshake, Socks5RequestAddressTypes) {
-  TunnelTarget name{.host = "api.example", .port = 443};
+  TunnelTarget name = named("api.example", 443);
   auto r = socks5Request(name);
   ASSERT_TRUE(r);
-  std::vector<uint8_t> want = {5, 1, 0, 3, 11};
-  want.insert(want.end(), name.host.begin(), name.host.end());
-  want.push_back(1);
-  want.push_back(0xbb);
+  const std::vector<uint8_t> want = {5,   1,   0,   3,   11,  'a', 'p', 'i', '.', 'e',
+                                    'x', 'a', 'm', 'p', 'l', 'e', 1,   0xbb};
   EXPECT_EQ(*r, want);
-  TunnelTarget v4{.host = "10.1.2.3", .isAddress = true, .addressBytes = {10, 1, 2, 3},
-                  .port = 80};
+  TunnelTarget v4 = address("10.1.2.3", false, {10, 1, 2, 3}, 80);
   EXPECT_EQ(*socks5Request(v4), (std::vector<uint8_t>{5, 1, 0, 1, 10, 1, 2, 3, 0, 80}));
-  TunnelTarget tooLong{.host = std::string(256, 'a'), .port = 1};
+  TunnelTarget tooLong = named(std::string(256, 'a'), 1);
   EXPECT_FALSE(socks5Request(tooLong));
-  TunnelTarget badBytes{.host = "x", .isAddress = true, .v6 = true, .addressBytes = {1, 2},
-                        .port = 1};
+  TunnelTarget badBytes = address("x", true, {1, 2}, 1);
   EXPECT_FALSE(socks5Request(badBytes));
 }
 
@@ -61,8 +84,8 @@ policy::Target target(std::string_view host) {
 
 TEST(ParentChoice, DirectEntries) {
   std::vector<config::Located<std::string>> direct = {
-      {"*.internal.example"}, {".corp.example"}, {"exact.example"}, {"10.0.0.0/8"},
-      {"192.0.2.7"}};
+      loc("*.internal.example"), loc(".corp.example"), loc("exact.example"), loc("10.0.0.0/8"),
+      loc("192.0.2.7")};
   EXPECT_TRUE(isDirect(direct, target("a.internal.example")));
   EXPECT_FALSE(isDirect(direct, target("internal.example")));  // *. is subdomains only
   EXPECT_TRUE(isDirect(direct, target("corp.example")));
@@ -78,10 +101,10 @@ TEST(ParentChoice, DirectEntries) {
 
 TEST(ParentChoice, ViaThenDirectThenDefault) {
   config::Config cfg;
-  cfg.upstream.proxies.push_back({.name = "a", .host = "p", .port = 1});
-  cfg.upstream.proxies.push_back({.name = "b", .host = "q", .port = 1});
-  cfg.upstream.defaults = {{"b"}, {"a"}};
-  cfg.upstream.direct = {{"*.internal.example"}};
+  cfg.upstream.proxies.push_back(proxyNamed("a"));
+  cfg.upstream.proxies.push_back(proxyNamed("b"));
+  cfg.upstream.defaults = {loc("b"), loc("a")};
+  cfg.upstream.direct = {loc("*.internal.example")};
   policy::Decision d;
   auto names = [](const std::vector<const config::UpstreamProxy*>& v) {
     std::vector<std::string> out;
@@ -102,7 +125,7 @@ TEST(ParentChoice, ViaThenDirectThenDefault) {
 }
 
 TEST(ParentHealth, BackoffDoublesAndResets) {
-  config::UpstreamProxy p{.name = "health-test", .host = "h", .port = 9};
+  config::UpstreamProxy p = proxyNamed("health-test");
   auto& h = Health::of(p);
   const auto t0 = std::chrono::steady_clock::now();
   EXPECT_TRUE(h.up(t0));
