@@ -312,7 +312,11 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
                    {"source", "hosts", "inject", "placeholder", "optional", "allow_plaintext",
                     "upstream_ca", "scrub"},
                    "a credential (a map with source, hosts, inject)");
-    if (!m) continue;
+    if (!m) {
+      // Already reported: no second error for the keys a broken body could not hold.
+      c.hostsWritten = c.injectWritten = true;
+      continue;
+    }
     if (const Field* s = m->get("source")) {
       readSource(r, *s, c.source, true);
     } else {

@@ -15,7 +15,9 @@
 #include "policy/ip.h"
 #include "proxy/client/reasons.h"
 #include "proxy/net/completion.h"
+#include "proxy/net/upstream_tls.h"
 #include "proxy/observe/metrics.h"
+#include "proxy/parent/tls_parent.h"
 
 namespace sandgate::proxy::parent {
 
@@ -169,12 +171,6 @@ asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::Upst
   asio::steady_timer deadline(ex, budget);
   const std::string name = fmt::format("parent `{}`", p.name);
 
-  if (p.scheme == config::UpstreamProxy::Scheme::kHttps) {
-    co_return failure(reason::kParentUnreachable,
-                      fmt::format("{}: TLS to a parent (https://) is not supported yet", name),
-                      true);
-  }
-
   // The secret first: a parent whose credential is unavailable is not tried without it.
   std::shared_ptr<const broker::Secret> secret;
   if (p.credential) {
@@ -255,6 +251,18 @@ asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::Upst
       password = colon == std::string_view::npos ? std::string_view() : up.substr(colon + 1);
     }
     hs = co_await socks5Connect(*sock, deadline, target, user, password);
+  } else if (p.scheme == config::UpstreamProxy::Scheme::kHttps) {
+    if (!snap.upstreamTls) {
+      co_return failure(reason::kParentUnreachable, fmt::format("{}: no TLS context", name), true);
+    }
+    std::string auth;
+    // Proxy-Authorization to this parent only, inside TLS; wiped once written.
+    if (secret) auth = basicAuth(secret->reveal());
+    auto t = co_await connectOverTls(std::move(*sock), snap.upstreamTls->contextFor(""), p.host,
+                                     deadline, target, auth);
+    broker::wipe(auth);
+    hs = std::move(t.hs);
+    sock = std::move(t.socket);
   } else {
     std::string auth;
     // Proxy-Authorization to this parent only; wiped when the request has been written.

@@ -14,7 +14,7 @@ import unittest
 
 import artifacts
 from clients import curl
-from parents import HostileParent, Socks5Server, Squid
+from parents import HostileParent, Socks5Server, Squid, TlsConnectParent
 from pki import test_pki
 from sandgate_fixture import Sandgate, read_response, wait_until
 from upstreams import HttpUpstream, free_closed_port
@@ -43,6 +43,8 @@ class ParentProxyTest(unittest.TestCase):
             b"HTTP/1.1 407 Proxy Authentication Required\r\nProxy-Authenticate: Basic\r\n"
             b"Content-Length: %d\r\n\r\n" % (len(FAKE_SECRET) + 8) + b"secret: " +
             FAKE_SECRET.encode())
+        cls.tls_parent = TlsConnectParent((cls.pki.leaf_cert, cls.pki.leaf_key), PARENT_USER,
+                                          PARENT_PASSWORD)
         cls.dead_port = free_closed_port()
         cls.sg = Sandgate({}, [])
         cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
@@ -56,7 +58,7 @@ class ParentProxyTest(unittest.TestCase):
             "wrong": {"source": {"file": cls.sg.secret_file(
                 "wrong", "%s:not-the-password-4242" % PARENT_USER)}},
             "api": {"source": {"file": cls.sg.secret_file("api", API_SECRET)},
-                    "hosts": ["api.test", "garbage.test"],
+                    "hosts": ["api.test", "garbage.test", "other.test"],
                     "inject": {"header": "Authorization", "value": "Bearer {secret}"}},
         }
         parents = [
@@ -72,6 +74,8 @@ class ParentProxyTest(unittest.TestCase):
             {"name": "socks-remote", "url": "socks5://127.0.0.1:%d" % cls.socks.port,
              "credential": "corp", "resolve": "parent"},
             {"name": "dead", "url": "http://127.0.0.1:%d" % cls.dead_port},
+            {"name": "tls", "url": "https://127.0.0.1:%d" % cls.tls_parent.port,
+             "credential": "corp"},
             {"name": "garbage", "url": "http://127.0.0.1:%d" % cls.garbage.port},
             {"name": "huge", "url": "http://127.0.0.1:%d" % cls.huge.port},
             {"name": "fake407", "url": "http://127.0.0.1:%d" % cls.fake407.port},
@@ -95,6 +99,8 @@ class ParentProxyTest(unittest.TestCase):
             host("huge.test", ["huge"], **lo),
             host("fake407.test", ["fake407"], **lo),
             host("direct.test", "direct", **lo),
+            host("tlsparent.test", ["tls"], **lo),
+            dict(lo, host="other.test", credential="api", via=["tls"]),
             # No cidrs: the loopback address it resolves to is in a denied range.
             {"host": "denied.test", "via": ["squid"]},
             {"host": "named.test", "via": ["socks-remote"]},
@@ -103,6 +109,7 @@ class ParentProxyTest(unittest.TestCase):
         resolve = {n: up for n in ("tunnel.test", "api.test", "wrongpw.test", "noauth.test",
                                    "socks.test", "failover.test", "alldead.test",
                                    "garbage.test", "huge.test", "fake407.test", "direct.test",
+                                   "tlsparent.test", "other.test",
                                    "denied.test")}
         resolve.update({"plain.test": "127.0.0.1:%d" % cls.http.port,
                         "refused.test": "127.0.0.1:%d" % cls.http.port})
@@ -119,7 +126,7 @@ class ParentProxyTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.sg.cleanup()
         for s in (cls.squid, cls.squid_auth, cls.squid_deny, cls.socks, cls.garbage, cls.huge,
-                  cls.fake407, cls.http, cls.https):
+                  cls.fake407, cls.tls_parent, cls.http, cls.https):
             s.close()
 
     def https_get(self, host, path, *args):
@@ -208,6 +215,21 @@ class ParentProxyTest(unittest.TestCase):
         # The SOCKS5 server resolved named.test to 127.0.0.1 but nothing listens on 443 there.
         self.assertIn((3, "named.test", 443), self.socks.requests)
         self.assertTrue(head.startswith(b"HTTP/1.1 502"), head)
+
+    def test_tls_parent_carries_a_tunnel_and_an_intercepted_request(self):
+        # https:// parent: TLS to the parent (its certificate verified with tls.upstream_ca),
+        # CONNECT with Basic inside it, and the upstream's own TLS inside that tunnel.
+        r = self.https_get("tlsparent.test", "/echo/tls-parent")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.sg.wait_audit(host="tlsparent.test")["parent"], "tls")
+        r = curl("https://other.test/echo/tls-parent-intercept", "--cacert", self.ca_out,
+                 proxy=self.proxy)
+        self.assertEqual(r.status, 200, r)
+        got = dict((k.lower(), v) for k, v in
+                   self.https.requests_to("/echo/tls-parent-intercept")[0]["headers"])
+        self.assertEqual(got["authorization"], "Bearer " + API_SECRET)
+        self.assertIn("127.0.0.1:%d" % self.https.port, self.tls_parent.connects)
+        self.assertTrue(self.tls_parent.auths)
 
     def test_direct_rule_skips_the_parents(self):
         r = self.https_get("direct.test", "/echo/direct")

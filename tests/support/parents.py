@@ -230,6 +230,75 @@ class Socks5Server:
         self.sock.close()
 
 
+class TlsConnectParent:
+    """An HTTP CONNECT parent spoken to over TLS (`cert`: (certificate, key) files), on
+    127.0.0.1:<ephemeral>. With `user`/`password` it requires Basic Proxy-Authorization (407
+    otherwise). It connects only to loopback addresses; `connects` records the authorities and
+    `auths` the Proxy-Authorization values received."""
+
+    def __init__(self, cert, user=None, password=None):
+        import base64
+        import ssl
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(*cert)
+        self.want = ("Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
+                     if user else None)
+        self.connects, self.auths = [], []
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, raw):
+        up = None
+        c = None
+        try:
+            raw.settimeout(30)
+            c = self.ctx.wrap_socket(raw, server_side=True)
+            data = b""
+            while b"\r\n\r\n" not in data and len(data) < 65536:
+                d = c.recv(65536)
+                if not d:
+                    return
+                data += d
+            head = data.split(b"\r\n\r\n")[0].decode("latin-1").split("\r\n")
+            authority = head[0].split(" ")[1]
+            auth = [l.split(":", 1)[1].strip() for l in head[1:]
+                    if l.lower().startswith("proxy-authorization:")]
+            self.connects.append(authority)
+            self.auths += auth
+            if self.want and auth != [self.want]:
+                c.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
+                          b"Content-Length: 0\r\n\r\n")
+                return
+            host, _, port = authority.rpartition(":")
+            host = host.strip("[]")
+            if not (host.startswith("127.") or host == "::1"):
+                c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
+                return
+            up = socket.create_connection((host, int(port)), timeout=10)
+            c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            Socks5Server._pipe(c, up)
+        except (OSError, ValueError, IndexError):
+            pass
+        finally:
+            for s in (c or raw, up):
+                if s:
+                    s.close()
+
+    def close(self):
+        self.sock.close()
+
+
 class HostileParent:
     """An HTTP 'parent' that answers every CONNECT with `answer` (bytes) and then closes, or
     keeps the connection open when `keep_open`. `heads` records what sandgate sent it."""
