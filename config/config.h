@@ -134,8 +134,8 @@ struct Credential {
   // (upstream_proxies[].credential) needs neither; any other does (references.cc).
   bool hostsWritten = false;
   bool injectWritten = false;
-  bool scrub = true;                       // its secrets are replaced in responses
-  std::optional<std::string> upstreamCa;   // extra CA bundle for this credential's hosts
+  bool scrub = true;                      // its secrets are replaced in responses
+  std::optional<std::string> upstreamCa;  // extra CA bundle for this credential's hosts
 };
 
 // Credentials by name; looked up by string_view without a copy of the name.

@@ -24,9 +24,10 @@ using detail::Reader;
 constexpr size_t kMaxConfigBytes = 16 * 1024 * 1024;
 
 const std::vector<std::string_view> kTopLevelKeys = {
-    "listen", "credentials", "policies", "tasks",       "global", "limits",      "resolve",
-    "audit",  "metrics",     "ca",       "ca_cert_out", "tls",    "transparent", "sandbox",
-    "tokens", "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct"};
+    "listen", "credentials", "policies", "tasks", "global", "limits", "resolve", "audit", "metrics",
+    "ca", "ca_cert_out", "tls", "transparent", "sandbox", "tokens",
+    // Parent proxies (upstream_reader.cc).
+    "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or

@@ -9,8 +9,7 @@ namespace {
 enum class RuleList { kAllow, kDeny };
 
 const std::vector<std::string_view> kRuleKeys = {
-    "host", "cidrs", "ports",   "methods", "paths",
-    "credential", "mode",  "inspect", "git",     "via"};
+    "host", "cidrs", "ports", "methods", "paths", "credential", "mode", "inspect", "git", "via"};
 
 // Whether `node` (a map) has a key that is a near miss for one of `keys`.
 bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& keys) {

@@ -49,8 +49,9 @@ bool readUrl(Reader& r, const Field& f, UpstreamProxy& p) {
     return bad(fmt::format("unsupported scheme `{}`", scheme));
   }
   if (u->has_userinfo()) {
-    return bad("the URL carries a user or password; name a `credential:` instead (the config is "
-               "no place for a secret)");
+    return bad(
+        "the URL carries a user or password; name a `credential:` instead (the config is "
+        "no place for a secret)");
   }
   if (!u->encoded_path().empty() && u->encoded_path() != "/") {
     return bad("a parent proxy URL has no path");
@@ -122,7 +123,8 @@ void readUpstreamProxies(Reader& r, const Field& f, Config& cfg) {
         } else if (s->value == "parent") {
           p.resolve = UpstreamProxy::Resolve::kParent;
         } else {
-          r.error(v->mark, v->path, fmt::format("expected local or parent, got {}", quoted(s->value)));
+          r.error(v->mark, v->path,
+                  fmt::format("expected local or parent, got {}", quoted(s->value)));
         }
       }
     }
@@ -207,9 +209,9 @@ void checkVia(Reader& r, const Config& cfg, const std::vector<Rule>& rules) {
     for (size_t i = 0; i < rule.via->size(); ++i) {
       const auto& name = (*rule.via)[i];
       if (cfg.upstream.find(name.value)) continue;
-      r.error(name.mark, fmt::format("{}.via[{}]", rule.keyPath, i),
-              fmt::format("unknown upstream proxy `{}`; {}", name.value,
-                          definedParents(cfg.upstream)));
+      r.error(
+          name.mark, fmt::format("{}.via[{}]", rule.keyPath, i),
+          fmt::format("unknown upstream proxy `{}`; {}", name.value, definedParents(cfg.upstream)));
     }
   }
 }
@@ -243,8 +245,7 @@ void checkUpstreamReferences(Reader& r, const Config& cfg) {
     });
     const std::string path = childPath("credentials", name);
     if (!c.hostsWritten && !parentOnly) {
-      r.error(c.mark, path,
-              "missing required key `hosts` (the hosts this secret may be sent to)");
+      r.error(c.mark, path, "missing required key `hosts` (the hosts this secret may be sent to)");
     }
     if (!c.injectWritten && !parentOnly) {
       r.error(c.mark, path,

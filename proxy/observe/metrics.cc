@@ -358,17 +358,19 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
            .Add({});
   state_->connect = &prometheus::BuildHistogram()
                          .Name("sandgate_upstream_connect_seconds")
-                         .Help("Time to establish upstream connections, by parent proxy "
-                               "(direct: none); through a parent, until its tunnel is open")
+                         .Help(
+                             "Time to establish upstream connections, by parent proxy "
+                             "(direct: none); through a parent, until its tunnel is open")
                          .Register(*registry);
   state_->parentConnect = &prometheus::BuildHistogram()
                                .Name("sandgate_parent_connect_seconds")
                                .Help("Time to connect to a parent proxy (TCP only), by parent")
                                .Register(*registry);
-  state_->parentFailures = &prometheus::BuildCounter()
-                                .Name("sandgate_parent_failures_total")
-                                .Help("Failed attempts through a parent proxy, by parent and reason")
-                                .Register(*registry);
+  state_->parentFailures =
+      &prometheus::BuildCounter()
+           .Name("sandgate_parent_failures_total")
+           .Help("Failed attempts through a parent proxy, by parent and reason")
+           .Register(*registry);
   state_->connect->Add({{"parent", "direct"}}, kConnectBuckets);
   state_->configInfo = &prometheus::BuildGauge()
                             .Name("sandgate_config_info")

@@ -109,7 +109,8 @@ asio::awaitable<HandshakeResult> httpConnect(tcp::socket& s, asio::steady_timer&
       head.resize(end + 4);
     }
     if (head.size() > kMaxParentHead) {
-      co_return broken(fmt::format("the parent's answer to CONNECT is over {} bytes", kMaxParentHead));
+      co_return broken(
+          fmt::format("the parent's answer to CONNECT is over {} bytes", kMaxParentHead));
     }
     std::array<char, 4096> sink;
     if (auto e = co_await readExact(s, deadline, asio::buffer(sink.data(), take))) {
@@ -118,7 +119,8 @@ asio::awaitable<HandshakeResult> httpConnect(tcp::socket& s, asio::steady_timer&
   }
   auto status = parseStatusLine(head);
   if (!status) co_return broken("the parent's answer to CONNECT is not an HTTP status line");
-  if (*status >= 200 && *status < 300) co_return HandshakeResult{HandshakeOutcome::kOk, *status, {}};
+  if (*status >= 200 && *status < 300)
+    co_return HandshakeResult{HandshakeOutcome::kOk, *status, {}};
   // The parent's reason phrase and body are its own words: only the status is repeated.
   if (*status == 407) {
     co_return HandshakeResult{
@@ -155,15 +157,24 @@ namespace {
 
 std::string_view socksReplyText(uint8_t code) {
   switch (code) {
-    case 1: return "general failure";
-    case 2: return "not allowed by its ruleset";
-    case 3: return "network unreachable";
-    case 4: return "host unreachable";
-    case 5: return "connection refused";
-    case 6: return "TTL expired";
-    case 7: return "command not supported";
-    case 8: return "address type not supported";
-    default: return "an unassigned code";
+    case 1:
+      return "general failure";
+    case 2:
+      return "not allowed by its ruleset";
+    case 3:
+      return "network unreachable";
+    case 4:
+      return "host unreachable";
+    case 5:
+      return "connection refused";
+    case 6:
+      return "TTL expired";
+    case 7:
+      return "command not supported";
+    case 8:
+      return "address type not supported";
+    default:
+      return "an unassigned code";
   }
 }
 

@@ -176,10 +176,9 @@ asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::Upst
   if (p.credential) {
     auto fetch = snap.secrets ? snap.secrets->get(p.credential->value) : broker::Fetch{};
     if (!fetch.ok()) {
-      co_return failure(reason::kParentAuthFailed,
-                        fmt::format("{}: its credential `{}` is unavailable", name,
-                                    p.credential->value),
-                        true);
+      co_return failure(
+          reason::kParentAuthFailed,
+          fmt::format("{}: its credential `{}` is unavailable", name, p.credential->value), true);
     }
     secret = fetch.secret;
   }
@@ -227,10 +226,9 @@ asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::Upst
     lastError = ec.message();
   }
   if (!sock) {
-    co_return failure(reason::kParentUnreachable,
-                      fmt::format("{} ({}:{}) could not be reached: {}", name, p.host, port,
-                                  lastError),
-                      true);
+    co_return failure(
+        reason::kParentUnreachable,
+        fmt::format("{} ({}:{}) could not be reached: {}", name, p.host, port, lastError), true);
   }
   if (metrics) {
     metrics->parentConnectSeconds(p.name,

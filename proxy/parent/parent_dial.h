@@ -63,9 +63,8 @@ struct ParentDial {
 
 // Connects to `p` (resolve: overrides first; the parent's own address is the operator's
 // choice and is not vetted like an upstream's) and asks it for a tunnel to `target`.
-boost::asio::awaitable<ParentDial> dialThrough(const Snapshot& snap,
-                                               const config::UpstreamProxy& p,
-                                               const TunnelTarget& target,
-                                               config::Seconds timeout, Metrics* metrics);
+boost::asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::UpstreamProxy& p,
+                                               const TunnelTarget& target, config::Seconds timeout,
+                                               Metrics* metrics);
 
 }  // namespace sandgate::proxy::parent

@@ -57,9 +57,9 @@ asio::awaitable<void> bridge(std::shared_ptr<TlsStream> tls, std::shared_ptr<Loc
     if (ec) co_return;
   }
   boost::system::error_code ignored;
-  co_await (pump(*tls, *local, [&] { local->shutdown(Local::shutdown_send, ignored); }) &&
-            pump(*local, *tls, [&] { tls->next_layer().shutdown(tcp::socket::shutdown_send,
-                                                                 ignored); }));
+  co_await (
+      pump(*tls, *local, [&] { local->shutdown(Local::shutdown_send, ignored); }) &&
+      pump(*local, *tls, [&] { tls->next_layer().shutdown(tcp::socket::shutdown_send, ignored); }));
   tls->next_layer().close(ignored);
   local->close(ignored);
 }
@@ -68,8 +68,7 @@ asio::awaitable<void> bridge(std::shared_ptr<TlsStream> tls, std::shared_ptr<Loc
 
 asio::awaitable<TlsTunnel> connectOverTls(tcp::socket sock, asio::ssl::context& ctx,
                                           const std::string& parentHost,
-                                          asio::steady_timer& deadline,
-                                          const TunnelTarget& target,
+                                          asio::steady_timer& deadline, const TunnelTarget& target,
                                           std::string_view proxyAuthorization) {
   auto ex = co_await asio::this_coro::executor;
   TlsTunnel out;
@@ -91,8 +90,8 @@ asio::awaitable<TlsTunnel> connectOverTls(tcp::socket sock, asio::ssl::context& 
     co_return out;
   }
   std::string request = connectRequest(target, proxyAuthorization);
-  auto wr = co_await (asio::async_write(*tls, asio::buffer(request), kUse) ||
-                      deadline.async_wait(kUse));
+  auto wr =
+      co_await (asio::async_write(*tls, asio::buffer(request), kUse) || deadline.async_wait(kUse));
   std::fill(request.begin(), request.end(), '\0');  // held the parent's credential
   if (wr.index() == 1 || std::get<0>(std::get<0>(wr))) {
     out.hs = broken("the parent did not take the CONNECT");
@@ -101,20 +100,19 @@ asio::awaitable<TlsTunnel> connectOverTls(tcp::socket sock, asio::ssl::context& 
   // Over TLS nothing can be peeked: read up to the blank line and hand whatever came after it
   // to the bridge, ahead of everything else.
   std::string head;
-  auto rr = co_await (asio::async_read_until(*tls, asio::dynamic_buffer(head, kMaxParentHead),
-                                             "\r\n\r\n", kUse) ||
-                      deadline.async_wait(kUse));
+  auto rr = co_await (
+      asio::async_read_until(*tls, asio::dynamic_buffer(head, kMaxParentHead), "\r\n\r\n", kUse) ||
+      deadline.async_wait(kUse));
   if (rr.index() == 1) {
     out.hs = broken("the parent did not answer the CONNECT in time");
     co_return out;
   }
   auto [rec, n] = std::get<0>(rr);
   if (rec) {
-    out.hs = broken(rec == asio::error::not_found
-                        ? fmt::format("the parent's answer to CONNECT is over {} bytes",
-                                      kMaxParentHead)
-                        : fmt::format("the parent's answer to CONNECT could not be read: {}",
-                                      rec.message()));
+    out.hs = broken(
+        rec == asio::error::not_found
+            ? fmt::format("the parent's answer to CONNECT is over {} bytes", kMaxParentHead)
+            : fmt::format("the parent's answer to CONNECT could not be read: {}", rec.message()));
     co_return out;
   }
   std::string early = head.substr(n);

@@ -146,8 +146,8 @@ asio::awaitable<Vetted> resolveAndVet(const Snapshot& snap, const policy::Decisi
   }
   out.port = dialPort;
   if (addresses.empty()) {
-    out.failure = failure(502, reason::kDnsFailed, fmt::format("{} has no addresses", target.name),
-                          allowed);
+    out.failure =
+        failure(502, reason::kDnsFailed, fmt::format("{} has no addresses", target.name), allowed);
     co_return out;
   }
 
@@ -190,11 +190,11 @@ parent::TunnelTarget tunnelTo(const policy::IpAddress& a, uint16_t port) {
 // The upstream leg through the chain's parents, in order; a parent that cannot be reached
 // (and only that) passes the request to the next one. Parents marked down are tried after the
 // healthy ones, so a chain whose parents are all down still gets an attempt.
-asio::awaitable<DialResult> dialViaParents(
-    const Snapshot& snap, const policy::Decision& allowed, const policy::Target& target,
-    uint16_t port, const std::vector<OwnEndpoint>& own,
-    const std::vector<const config::UpstreamProxy*>& chain, config::Seconds connectTimeout,
-    Metrics* metrics) {
+asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::Decision& allowed,
+                                           const policy::Target& target, uint16_t port,
+                                           const std::vector<OwnEndpoint>& own,
+                                           const std::vector<const config::UpstreamProxy*>& chain,
+                                           config::Seconds connectTimeout, Metrics* metrics) {
   const auto timeout =
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
   const auto now = std::chrono::steady_clock::now();

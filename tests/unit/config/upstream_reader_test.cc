@@ -89,7 +89,8 @@ TEST(UpstreamProxies, Mistakes) {
        "upstream_proxies:\n  - {name: direct, url: \"http://p:1\"}\n",
        {2, 12, "upstream_proxies[0].name", "`direct` means no parent"}},
       {"duplicate name",
-       "upstream_proxies:\n  - {name: a, url: \"http://p:1\"}\n  - {name: a, url: \"http://q:1\"}\n",
+       "upstream_proxies:\n  - {name: a, url: \"http://p:1\"}\n  - {name: a, url: "
+       "\"http://q:1\"}\n",
        {3, 12, "upstream_proxies[1].name", "already defined at line 2"}},
       {"unknown default",
        "upstream_proxies:\n  - {name: corp, url: \"http://p:1\"}\n"

@@ -151,10 +151,17 @@ TEST(Metrics, ConfigReloadsAndConnectTimes) {
   m.upstreamConnectSeconds(0.003);
   m.upstreamConnectSeconds(0.2);
   EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {{"parent", "direct"}}), 2);
-  EXPECT_DOUBLE_EQ(*value(m, "sandgate_upstream_connect_seconds_sum", {{"parent", "direct"}}), 0.203);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "0.0025"}}), 0);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "0.005"}}), 1);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "+Inf"}}), 2);
+  EXPECT_DOUBLE_EQ(*value(m, "sandgate_upstream_connect_seconds_sum", {{"parent", "direct"}}),
+                   0.203);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket",
+                  {{"parent", "direct"}, {"le", "0.0025"}}),
+            0);
+  EXPECT_EQ(
+      value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "0.005"}}),
+      1);
+  EXPECT_EQ(
+      value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "+Inf"}}),
+      2);
 }
 
 TEST(Metrics, TaskSeriesValuesAndLabels) {

@@ -65,8 +65,8 @@ TEST(ParentHandshake, Socks5RequestAddressTypes) {
   TunnelTarget name = named("api.example", 443);
   auto r = socks5Request(name);
   ASSERT_TRUE(r);
-  const std::vector<uint8_t> want = {5,   1,   0,   3,   11,  'a', 'p', 'i', '.', 'e',
-                                    'x', 'a', 'm', 'p', 'l', 'e', 1,   0xbb};
+  const std::vector<uint8_t> want = {5,   1,   0,   3,   11,  'a', 'p', 'i', '.',
+                                     'e', 'x', 'a', 'm', 'p', 'l', 'e', 1,   0xbb};
   EXPECT_EQ(*r, want);
   TunnelTarget v4 = address("10.1.2.3", false, {10, 1, 2, 3}, 80);
   EXPECT_EQ(*socks5Request(v4), (std::vector<uint8_t>{5, 1, 0, 1, 10, 1, 2, 3, 0, 80}));
@@ -83,9 +83,9 @@ policy::Target target(std::string_view host) {
 }
 
 TEST(ParentChoice, DirectEntries) {
-  std::vector<config::Located<std::string>> direct = {
-      loc("*.internal.example"), loc(".corp.example"), loc("exact.example"), loc("10.0.0.0/8"),
-      loc("192.0.2.7")};
+  std::vector<config::Located<std::string>> direct = {loc("*.internal.example"),
+                                                      loc(".corp.example"), loc("exact.example"),
+                                                      loc("10.0.0.0/8"), loc("192.0.2.7")};
   EXPECT_TRUE(isDirect(direct, target("a.internal.example")));
   EXPECT_FALSE(isDirect(direct, target("internal.example")));  // *. is subdomains only
   EXPECT_TRUE(isDirect(direct, target("corp.example")));
@@ -115,8 +115,7 @@ TEST(ParentChoice, ViaThenDirectThenDefault) {
   EXPECT_TRUE(chainFor(cfg, d, target("x.internal.example")).empty());
   const std::vector<std::string> viaA = {"a"};
   d.via = &viaA;
-  EXPECT_EQ(names(chainFor(cfg, d, target("x.internal.example"))),
-            (std::vector<std::string>{"a"}));
+  EXPECT_EQ(names(chainFor(cfg, d, target("x.internal.example"))), (std::vector<std::string>{"a"}));
   const std::vector<std::string> direct;
   d.via = &direct;
   EXPECT_TRUE(chainFor(cfg, d, target("api.example")).empty());
