@@ -45,6 +45,8 @@ class ParentProxyTest(unittest.TestCase):
             FAKE_SECRET.encode())
         cls.tls_parent = TlsConnectParent((cls.pki.leaf_cert, cls.pki.leaf_key), PARENT_USER,
                                           PARENT_PASSWORD)
+        cls.redirect = HostileParent(b"HTTP/1.1 302 Found\r\nLocation: http://evil.example/\r\n"
+                                     b"Content-Length: 0\r\n\r\n")
         cls.dead_port = free_closed_port()
         cls.sg = Sandgate({}, [])
         cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
@@ -79,6 +81,7 @@ class ParentProxyTest(unittest.TestCase):
             {"name": "garbage", "url": "http://127.0.0.1:%d" % cls.garbage.port},
             {"name": "huge", "url": "http://127.0.0.1:%d" % cls.huge.port},
             {"name": "fake407", "url": "http://127.0.0.1:%d" % cls.fake407.port},
+            {"name": "redirect", "url": "http://127.0.0.1:%d" % cls.redirect.port},
         ]
         lo = {"cidrs": ["127.0.0.0/8"]}
         http80 = dict(lo, ports=[80])
@@ -98,6 +101,7 @@ class ParentProxyTest(unittest.TestCase):
             dict(lo, host="garbage.test", credential="api", via=["garbage"]),
             host("huge.test", ["huge"], **lo),
             host("fake407.test", ["fake407"], **lo),
+            host("redirect.test", ["redirect"], **lo),
             host("direct.test", "direct", **lo),
             host("tlsparent.test", ["tls"], **lo),
             dict(lo, host="other.test", credential="api", via=["tls"]),
@@ -108,7 +112,7 @@ class ParentProxyTest(unittest.TestCase):
         up = "127.0.0.1:%d" % cls.https.port
         resolve = {n: up for n in ("tunnel.test", "api.test", "wrongpw.test", "noauth.test",
                                    "socks.test", "failover.test", "alldead.test",
-                                   "garbage.test", "huge.test", "fake407.test", "direct.test",
+                                   "garbage.test", "huge.test", "fake407.test", "direct.test", "redirect.test",
                                    "tlsparent.test", "other.test",
                                    "denied.test")}
         resolve.update({"plain.test": "127.0.0.1:%d" % cls.http.port,
@@ -126,7 +130,7 @@ class ParentProxyTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.sg.cleanup()
         for s in (cls.squid, cls.squid_auth, cls.squid_deny, cls.socks, cls.garbage, cls.huge,
-                  cls.fake407, cls.tls_parent, cls.http, cls.https):
+                  cls.fake407, cls.redirect, cls.tls_parent, cls.http, cls.https):
             s.close()
 
     def https_get(self, host, path, *args):
@@ -274,6 +278,12 @@ class ParentProxyTest(unittest.TestCase):
         self.assert_refused((status, headers, body), "parent_auth_failed")
         self.assertNotIn(FAKE_SECRET.encode(), body)
         self.assertNotIn("proxy-authenticate", headers)  # the parent's challenge stays there
+
+    def test_a_redirect_from_the_parent_is_refused_not_followed(self):
+        status, headers, body = self.raw_connect("redirect.test")
+        self.assert_refused((status, headers, body), "parent_refused")
+        self.assertNotIn("location", headers)
+        self.assertNotIn(b"evil.example", body)
 
     def test_a_huge_status_line_is_cut_and_refused(self):
         self.assert_refused(self.raw_connect("huge.test"), "parent_unreachable")
