@@ -61,6 +61,10 @@ struct Rule {
   RuleMode mode = RuleMode::kEnforce;
   bool inspect = false;  // intercept TLS even without credential/methods/paths
   std::optional<GitRules> git;
+  // `via:` the parent proxies (names of Config::upstreamProxies, tried in order) what this rule
+  // admits goes through; an empty list is `via: direct`. Absent: upstream_proxy_default.
+  std::optional<std::vector<Located<std::string>>> via;
+  Mark viaMark;
 };
 
 // The window a budget counts in: a calendar minute, hour or day (UTC, aligned to the epoch, so
@@ -147,8 +151,12 @@ struct Credential {
   std::optional<std::string> placeholder;  // env variable name given to the sandbox
   bool optional = false;                   // a missing source is not a start-up error
   bool allowPlaintext = false;             // may be injected into plain http:// requests
-  bool scrub = true;                       // its secrets are replaced in responses
-  std::optional<std::string> upstreamCa;   // extra CA bundle for this credential's hosts
+  // Whether `hosts`/`inject` were written: a credential only a parent proxy uses
+  // (upstream_proxies[].credential) needs neither; any other does (references.cc).
+  bool hostsWritten = false;
+  bool injectWritten = false;
+  bool scrub = true;                      // its secrets are replaced in responses
+  std::optional<std::string> upstreamCa;  // extra CA bundle for this credential's hosts
 };
 
 // Credentials by name; looked up by string_view without a copy of the name.
@@ -218,6 +226,34 @@ struct Listen {
 struct Global {
   std::vector<Rule> allow;
   std::vector<Rule> deny;
+};
+
+// upstream_proxies[]: a parent proxy the upstream leg goes through (issue #44).
+struct UpstreamProxy {
+  enum class Scheme { kHttp, kHttps, kSocks5 };
+  enum class Resolve { kLocal, kParent };
+  std::string name;
+  Mark mark;
+  Scheme scheme = Scheme::kHttp;
+  std::string host;  // a name or an IP address (no brackets)
+  uint16_t port = 0;
+  // A credential of `credentials:` whose secret is "user:password": Basic Proxy-Authorization
+  // to an HTTP parent, RFC 1929 to a SOCKS5 one.
+  std::optional<Located<std::string>> credential;
+  // local: sandgate resolves the target and vets every address before asking the parent for
+  // one of them; parent: the parent gets the name and resolves it (the deny ranges then apply
+  // only to names the resolve: section maps and to literal addresses).
+  Resolve resolve = Resolve::kLocal;
+};
+
+// How the upstream leg is routed: parents, the default chain and what always goes direct.
+struct UpstreamRouting {
+  std::vector<UpstreamProxy> proxies;
+  std::vector<Located<std::string>> defaults;  // upstream_proxy_default: names, in order
+  // upstream_proxy_direct: "host", "*.suffix" or ".suffix" patterns and CIDRs.
+  std::vector<Located<std::string>> direct;
+
+  const UpstreamProxy* find(std::string_view name) const;
 };
 
 // A static name override: `name: address` or `name: address:port`.
@@ -354,6 +390,7 @@ struct Config {
   Transparent transparent;
   Sandbox sandbox;
   std::optional<Tokens> tokens;
+  UpstreamRouting upstream;  // upstream_proxies, upstream_proxy_default, upstream_proxy_direct
 
   const Task* findTask(std::string_view name) const;
   // Paths a sandbox must not see: the credentials' `file:` sources and the files their `exec:`

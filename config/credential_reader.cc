@@ -312,25 +312,27 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
                    {"source", "hosts", "inject", "placeholder", "optional", "allow_plaintext",
                     "upstream_ca", "scrub"},
                    "a credential (a map with source, hosts, inject)");
-    if (!m) continue;
+    if (!m) {
+      // Already reported: no second error for the keys a broken body could not hold.
+      c.hostsWritten = c.injectWritten = true;
+      continue;
+    }
     if (const Field* s = m->get("source")) {
       readSource(r, *s, c.source, true);
     } else {
       r.missing(body, "source", "where the secret comes from: file, env, exec or github_app");
     }
     if (const Field* h = m->get("hosts")) {
+      c.hostsWritten = true;
       if (auto hosts = r.stringList(*h, "[api.example.com]")) c.hosts = std::move(*hosts);
-    } else {
-      r.missing(body, "hosts", "the hosts this secret may be sent to");
     }
     if (const Field* i = m->get("inject")) {
+      c.injectWritten = true;
       readInject(r, *i, c.inject, &c.injectPerHost);
       checkPerHost(r, *i, c);
-    } else {
-      r.missing(body, "inject",
-                "how the secret is added: header, bearer, basic, query or "
-                "per_host");
     }
+    // Missing `hosts`/`inject` are reported by checkReferences(): a credential that only a
+    // parent proxy uses needs neither, and upstream_proxies may come later in the file.
     if (const Field* p = m->get("placeholder")) {
       if (auto s = r.string(*p, "an environment variable name")) {
         if (!isValidEnvName(s->value)) {

@@ -26,7 +26,9 @@ constexpr size_t kMaxConfigBytes = 16 * 1024 * 1024;
 
 const std::vector<std::string_view> kTopLevelKeys = {
     "listen",  "credentials", "policies",    "tasks", "global",      "limits",  "resolve", "audit",
-    "metrics", "ca",          "ca_cert_out", "tls",   "transparent", "sandbox", "tokens"};
+    "metrics", "ca",          "ca_cert_out", "tls",   "transparent", "sandbox", "tokens",
+    // Parent proxies (upstream_reader.cc).
+    "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -113,6 +115,12 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
       readSandbox(r, f, cfg.sandbox);
     } else if (key == "tokens") {
       readTokens(r, f, cfg.tokens);
+    } else if (key == "upstream_proxies") {
+      readUpstreamProxies(r, f, cfg);
+    } else if (key == "upstream_proxy_default") {
+      readUpstreamDefault(r, f, cfg);
+    } else if (key == "upstream_proxy_direct") {
+      readUpstreamDirect(r, f, cfg);
     }
   }
 }
@@ -205,6 +213,7 @@ LoadReport readString(const std::string& text, const std::string& name) {
   for (unsigned char b : md) cfg.sha256 += fmt::format("{:02x}", b);
   readTop(r, *top, cfg);
   detail::checkReferences(r, cfg);
+  detail::checkUpstreamReferences(r, cfg);
   return {std::move(cfg), r.take()};
 }
 

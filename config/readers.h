@@ -36,6 +36,13 @@ void readTls(Reader& r, const Field& f, Tls& tls);
 void readTransparent(Reader& r, const Field& f, Transparent& t);
 void readSandbox(Reader& r, const Field& f, Sandbox& sandbox);
 void readTokens(Reader& r, const Field& f, std::optional<Tokens>& tokens);
+// upstream_proxies:, upstream_proxy_default:, upstream_proxy_direct: (upstream_reader.cc).
+void readUpstreamProxies(Reader& r, const Field& f, Config& cfg);
+void readUpstreamDefault(Reader& r, const Field& f, Config& cfg);
+void readUpstreamDirect(Reader& r, const Field& f, Config& cfg);
+// Names in upstream_proxy_default and rules' `via:`, parents' credentials, and the `hosts` /
+// `inject` every credential but a parent-only one needs. After every section has been read.
+void checkUpstreamReferences(Reader& r, const Config& cfg);
 void readIdRange(Reader& r, const Field& f, Sandbox& sandbox);  // sandbox.id_range
 
 // References between sections: includes (unknown names, cycles), task policies and rule

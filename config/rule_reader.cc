@@ -9,7 +9,7 @@ namespace {
 enum class RuleList { kAllow, kDeny };
 
 const std::vector<std::string_view> kRuleKeys = {
-    "host", "cidrs", "ports", "methods", "paths", "credential", "mode", "inspect", "git"};
+    "host", "cidrs", "ports", "methods", "paths", "credential", "mode", "inspect", "git", "via"};
 
 // Whether `node` (a map) has a key that is a near miss for one of `keys`.
 bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& keys) {
@@ -118,6 +118,25 @@ std::optional<Rule> readRule(Reader& r, const Field& f, RuleList kind) {
     } else {
       rule.git = readGit(r, *g);
     }
+  }
+  if (const Field* v = m->get("via")) {
+    if (kind == RuleList::kDeny) {
+      r.error(v->keyMark, v->path, "a deny rule forwards nothing; `via` belongs on an allow rule");
+    } else if (v->node.IsScalar()) {
+      // `via: direct` (a parent's name alone must be written as a list: [corp]).
+      if (auto s = r.string(*v, "direct or a list of upstream proxy names")) {
+        if (s->value == "direct") {
+          rule.via.emplace();
+        } else {
+          r.error(v->mark, v->path,
+                  fmt::format("expected direct or a list of upstream proxy names such as [{}]",
+                              s->value));
+        }
+      }
+    } else if (auto list = r.stringList(*v, "[corp, corp-backup]")) {
+      rule.via = std::move(*list);
+    }
+    rule.viaMark = v->mark;
   }
   // Presence, not validity: a present but broken `host` already has its own error, and so
   // has a misspelt one (`hots:`), which must not also read as "no host".

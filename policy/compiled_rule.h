@@ -37,6 +37,8 @@ struct CompiledRule {
   std::string credential;
   bool inspect = false;
   std::shared_ptr<const GitRules> git;  // the rule's `git:` block, compiled
+  // `via:` parent proxy names in order; empty: direct; absent: upstream_proxy_default.
+  std::optional<std::vector<std::string>> via;
 
   bool allowsPort(uint16_t p) const;
   bool allowsMethod(std::string_view m) const;

@@ -221,6 +221,10 @@ class Compiler {
       error(r.mark, r.keyPath + ".inspect", "inspect only applies to allow rules");
     }
     c.inspect = r.inspect;
+    if (r.via) {
+      c.via.emplace();
+      for (const auto& v : *r.via) c.via->push_back(v.value);
+    }
     if (r.git) {
       auto git = GitRules::compile(*r.git, cfg_.file, r.keyPath);
       if (!git) {
@@ -411,6 +415,25 @@ Result<std::shared_ptr<const Engine>> Engine::compile(const config::Config& cfg)
   auto impl = std::make_unique<Impl>();
   Diagnostics errors = Compiler(cfg, *impl).run();
   if (!errors.empty()) return errors;
+  // `sandgate policy lint` on parent proxies: what they do to the checks above.
+  for (size_t i = 0; i < cfg.upstream.proxies.size(); ++i) {
+    const auto& p = cfg.upstream.proxies[i];
+    const std::string path = "upstream_proxies[" + std::to_string(i) + "]";
+    if (p.resolve == config::UpstreamProxy::Resolve::kParent) {
+      impl->warnings.push_back(Diagnostic{
+          cfg.file, p.mark.line, p.mark.col, path + ".resolve",
+          "parent `" + p.name +
+              "` resolves names itself: sandgate never sees the addresses, so the deny ranges "
+              "(private, loopback, metadata) do not apply to names sent through it; use "
+              "resolve: local where sandgate can resolve"});
+    }
+    if (p.credential && p.scheme == config::UpstreamProxy::Scheme::kHttp) {
+      impl->warnings.push_back(Diagnostic{
+          cfg.file, p.credential->mark.line, p.credential->mark.col, path + ".credential",
+          "parent `" + p.name + "` is http://: its credential `" + p.credential->value +
+              "` travels in clear (Basic) on the way to it"});
+    }
+  }
   return std::shared_ptr<const Engine>(new Engine(std::move(impl)));
 }
 

@@ -97,6 +97,7 @@ Decision refuse(Decision d, std::string_view reason, const CompiledRule* rule, s
   d.keyPath = rule ? rule->keyPath : std::string();
   d.detail = std::move(detail);
   d.matched = nullptr;
+  d.via = nullptr;
   d.credential.clear();
   d.intercept = false;
   return d;
@@ -422,6 +423,7 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
   d.verdict = Verdict::kAllow;
   d.reason = reason::kAllowed;
   d.matched = admit;
+  d.via = admit->via ? &*admit->via : nullptr;
   d.rule = admit->where;
   d.keyPath = admit->keyPath;
   d.credential = conflict ? std::string() : admit->credential;

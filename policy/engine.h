@@ -82,6 +82,9 @@ struct Decision {
   // The `git:` block of an admitting rule (policy/git_rules.h), if one has it: Git requests
   // are then also decided by it. Valid as long as the Engine.
   const GitRules* git = nullptr;
+  // The admitting rule's `via:` (parent proxy names in order, empty: direct); null when the
+  // rule has none and upstream_proxy_default applies. Valid as long as the Engine.
+  const std::vector<std::string>* via = nullptr;
   // Context for checkAddress(): the request port and the task's compiled policy. Like
   // `matched`, valid as long as the Engine that made the decision.
   uint16_t port = 0;

@@ -60,6 +60,10 @@ inline constexpr std::string_view kResponseNotScrubbable = "response_not_scrubba
 inline constexpr std::string_view kWebsocketExtensionSelected = "websocket_extension_selected";
 inline constexpr std::string_view kProxyLoop = "proxy_loop";
 inline constexpr std::string_view kInterceptionUnavailable = "interception_unavailable";
+// Parent proxies (upstream_proxies): what the parent said about the upstream leg, never its body.
+inline constexpr std::string_view kParentRefused = "parent_refused";
+inline constexpr std::string_view kParentAuthFailed = "parent_auth_failed";
+inline constexpr std::string_view kParentUnreachable = "parent_unreachable";
 // Ends of tunnels and connections (audit only: the 200 has been sent, or nobody is left).
 inline constexpr std::string_view kSniMismatch = "sni_mismatch";
 inline constexpr std::string_view kNotTls = "not_tls";
@@ -137,6 +141,11 @@ inline constexpr ReasonInfo kRequestReasons[] = {
      "a WebSocket 101 selecting an extension sandgate did not offer"},
     {reason::kProxyLoop, 403, "the target is sandgate itself"},
     {reason::kInterceptionUnavailable, 502, "the rule needs interception, which is unavailable"},
+    {reason::kParentRefused, 502,
+     "the parent proxy refused the upstream leg (403, an error status, or a SOCKS5 failure)"},
+    {reason::kParentAuthFailed, 502, "the parent proxy refused sandgate's credential (407)"},
+    {reason::kParentUnreachable, 502,
+     "no parent proxy of the chain could be reached, or it answered with something unreadable"},
     {reason::kSniMismatch, 0, "the TLS server name is not the CONNECT host"},
     {reason::kNotTls, 0, "a TLS tunnel that did not start with TLS"},
     {reason::kBadClientHello, 0, "a ClientHello that does not parse"},

@@ -108,6 +108,11 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
      "the upstream must not select an extension the request did not offer"},
     {r::kProxyLoop, "send the request to its real host, not to the proxy"},
     {r::kInterceptionUnavailable, "the proxy has no interception CA: see serve's log"},
+    {r::kParentRefused,
+     "the parent proxy (upstream_proxies) refused it: ask its operator, or route the rule "
+     "`via: direct`"},
+    {r::kParentAuthFailed, "the parent proxy's credential is wrong or expired: see serve's config"},
+    {r::kParentUnreachable, "the parent proxy is down or unreachable: see upstream_proxies"},
     {r::kSniMismatch, "send the CONNECT host as the TLS server name"},
     {r::kNotTls, "speak TLS in a tunnel to a TLS port"},
     {r::kBadClientHello, "send a valid TLS ClientHello"},

@@ -288,6 +288,8 @@ std::string AuditLog::format(const AuditRecord& r) {
   out.append(buf, ec == std::errc() ? end : buf);
   appendKey(out, field::kUpstream);
   appendOptional(out, r.upstream);
+  appendKey(out, field::kParent);
+  appendOptional(out, r.parent);
   appendKey(out, field::kError);
   appendOptional(out, capped(r.error));
   appendKey(out, field::kGit);

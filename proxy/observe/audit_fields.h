@@ -42,6 +42,9 @@ inline constexpr std::string_view kBytesDown = "bytes_down";  // upstream → cl
 inline constexpr std::string_view kDuration = "duration_ms";
 // The address dialled, "ip:port"; kind dns: the synthetic address answered (nothing is dialled).
 inline constexpr std::string_view kUpstream = "upstream";
+// The parent proxy (upstream_proxies[].name) the upstream leg went through, or was last tried
+// when it failed; null: direct. Its address and credential are never written.
+inline constexpr std::string_view kParent = "parent";
 inline constexpr std::string_view kError = "error";  // null when none
 // null, or {"repository", "service", "refs": [{"ref", "old", "new", "reason"}]} for a Git
 // smart-HTTP request under a rule's `git:` block (proxy/exchange/git_gate.h).

@@ -241,7 +241,12 @@ struct Metrics::State {
   prometheus::Counter* leafHits;
   prometheus::Counter* leafMisses;
   std::atomic<uint64_t> leafHitsSeen{0}, leafMissesSeen{0};
-  prometheus::Histogram* connect;
+  prometheus::Family<prometheus::Histogram>* connect;
+  prometheus::Family<prometheus::Histogram>* parentConnect;
+  prometheus::Family<prometheus::Counter>* parentFailures;
+  // Parent names are config keys, but reloads can bring new ones: kMaxParents series at most,
+  // then "other" (under mu).
+  std::set<std::string, std::less<>> parents;
   prometheus::Gauge* unwatched;
   prometheus::Family<prometheus::Gauge>* configInfo;
   prometheus::Gauge* configInfoSeries = nullptr;  // under mu
@@ -353,9 +358,20 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
            .Add({});
   state_->connect = &prometheus::BuildHistogram()
                          .Name("sandgate_upstream_connect_seconds")
-                         .Help("Time to establish upstream TCP connections")
-                         .Register(*registry)
-                         .Add({}, kConnectBuckets);
+                         .Help(
+                             "Time to establish upstream connections, by parent proxy "
+                             "(direct: none); through a parent, until its tunnel is open")
+                         .Register(*registry);
+  state_->parentConnect = &prometheus::BuildHistogram()
+                               .Name("sandgate_parent_connect_seconds")
+                               .Help("Time to connect to a parent proxy (TCP only), by parent")
+                               .Register(*registry);
+  state_->parentFailures =
+      &prometheus::BuildCounter()
+           .Name("sandgate_parent_failures_total")
+           .Help("Failed attempts through a parent proxy, by parent and reason")
+           .Register(*registry);
+  state_->connect->Add({{"parent", "direct"}}, kConnectBuckets);
   state_->configInfo = &prometheus::BuildGauge()
                             .Name("sandgate_config_info")
                             .Help(
@@ -461,7 +477,31 @@ void Metrics::leafCache(uint64_t hits, uint64_t misses) {
 
 void Metrics::unwatchedCredentialFiles(size_t n) { state_->unwatched->Set(static_cast<double>(n)); }
 
-void Metrics::upstreamConnectSeconds(double s) { state_->connect->Observe(s > 0 ? s : 0); }
+namespace {
+constexpr size_t kMaxParents = 32;
+}  // namespace
+
+std::string Metrics::parentLabel(std::string_view parent) {
+  std::lock_guard lock(state_->mu);
+  if (state_->parents.contains(parent)) return std::string(parent);
+  if (state_->parents.size() >= kMaxParents) return std::string(kOther);
+  return *state_->parents.emplace(parent).first;
+}
+
+void Metrics::upstreamConnectSeconds(double s, std::string_view parent) {
+  const std::string label = parent.empty() ? std::string("direct") : parentLabel(parent);
+  state_->connect->Add({{"parent", label}}, kConnectBuckets).Observe(s > 0 ? s : 0);
+}
+
+void Metrics::parentConnectSeconds(std::string_view parent, double s) {
+  state_->parentConnect->Add({{"parent", parentLabel(parent)}}, kConnectBuckets)
+      .Observe(s > 0 ? s : 0);
+}
+
+void Metrics::parentFailure(std::string_view parent, std::string_view reason) {
+  const std::string r = isToken(reason) ? std::string(reason) : std::string(kOther);
+  state_->parentFailures->Add({{"parent", parentLabel(parent)}, {"reason", r}}).Increment();
+}
 
 std::string Metrics::render() {
   auto families = state_->families->registry->Collect();

@@ -123,7 +123,12 @@ class Metrics {
   void configLoaded();
   // sandgate_config_info{sha256="…"} 1 for the config now in use (replaces the previous one).
   void configInfo(const std::string& sha256);
-  void upstreamConnectSeconds(double s);
+  // sandgate_upstream_connect_seconds{parent}: "direct", or the parent proxy it went through.
+  void upstreamConnectSeconds(double s, std::string_view parent = {});
+  // sandgate_parent_connect_seconds{parent} (TCP to the parent) and
+  // sandgate_parent_failures_total{parent,reason} (parent_unreachable, parent_refused, ...).
+  void parentConnectSeconds(std::string_view parent, double s);
+  void parentFailure(std::string_view parent, std::string_view reason);
   // The leaf cache's running totals (the cache counts itself): the counters
   // sandgate_leaf_cache_lookups_total{result} advance by what is new since the last call.
   void leafCache(uint64_t hits, uint64_t misses);
@@ -149,6 +154,7 @@ class Metrics {
   std::shared_ptr<prometheus::Registry> registry() const;
 
  private:
+  std::string parentLabel(std::string_view parent);
   struct State;
   std::shared_ptr<State> state_;
   std::atomic<bool> ready_{false};

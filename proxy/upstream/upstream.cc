@@ -14,6 +14,7 @@
 #include "policy/address_class.h"
 #include "proxy/client/refusal.h"
 #include "proxy/observe/metrics.h"
+#include "proxy/parent/parent_dial.h"
 
 namespace sandgate::proxy {
 
@@ -94,13 +95,23 @@ DialResult failure(int status, std::string_view reason, std::string detail,
 
 }  // namespace
 
-asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Decision& allowed,
-                                         const policy::Target& target, uint16_t port,
-                                         const std::vector<OwnEndpoint>& own,
-                                         config::Seconds connectTimeout, Metrics* metrics) {
+namespace {
+
+// The target's addresses, each vetted (deny ranges, deny rules, sandgate's own listeners), or
+// the refusal or failure that ends the request. Only vetted addresses are ever dialled or asked
+// of a parent.
+struct Vetted {
+  std::vector<std::pair<policy::IpAddress, policy::Decision>> addresses;
+  uint16_t port = 0;  // a resolve: override may change it
+  std::optional<DialResult> failure;
+};
+
+asio::awaitable<Vetted> resolveAndVet(const Snapshot& snap, const policy::Decision& allowed,
+                                      const policy::Target& target, uint16_t port,
+                                      const std::vector<OwnEndpoint>& own,
+                                      std::chrono::steady_clock::duration timeout) {
   auto ex = co_await asio::this_coro::executor;
-  const auto timeout =
-      std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
+  Vetted out;
   std::vector<policy::IpAddress> addresses;
   uint16_t dialPort = port;
   if (target.isAddress) {
@@ -115,13 +126,16 @@ asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Dec
     auto result =
         co_await (resolver.async_resolve(target.name, service, kUse) || timer.async_wait(kUse));
     if (result.index() == 1) {
-      co_return failure(504, reason::kUpstreamTimeout,
-                        fmt::format("resolving {} timed out", target.name), allowed);
+      out.failure = failure(504, reason::kUpstreamTimeout,
+                            fmt::format("resolving {} timed out", target.name), allowed);
+      co_return out;
     }
     auto [ec, results] = std::get<0>(std::move(result));
     if (ec) {
-      co_return failure(502, reason::kDnsFailed,
-                        fmt::format("resolving {} failed: {}", target.name, ec.message()), allowed);
+      out.failure =
+          failure(502, reason::kDnsFailed,
+                  fmt::format("resolving {} failed: {}", target.name, ec.message()), allowed);
+      co_return out;
     }
     for (const auto& entry : results) {
       auto a = toIpAddress(entry.endpoint().address());
@@ -130,13 +144,14 @@ asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Dec
       }
     }
   }
+  out.port = dialPort;
   if (addresses.empty()) {
-    co_return failure(502, reason::kDnsFailed, fmt::format("{} has no addresses", target.name),
-                      allowed);
+    out.failure =
+        failure(502, reason::kDnsFailed, fmt::format("{} has no addresses", target.name), allowed);
+    co_return out;
   }
 
   // Vet every address before dialling any: only these are ever connected to.
-  std::vector<std::pair<policy::IpAddress, policy::Decision>> vetted;
   std::optional<DialResult> refusal;
   for (const auto& a : addresses) {
     auto d = snap.engine->checkAddress(allowed, a);
@@ -156,12 +171,105 @@ asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Dec
       }
       continue;
     }
-    vetted.emplace_back(a, std::move(d));
+    out.addresses.emplace_back(a, std::move(d));
   }
-  if (vetted.empty()) co_return std::move(*refusal);
+  if (out.addresses.empty()) out.failure = std::move(refusal);
+  co_return out;
+}
+
+parent::TunnelTarget tunnelTo(const policy::IpAddress& a, uint16_t port) {
+  parent::TunnelTarget t;
+  t.isAddress = true;
+  t.v6 = a.v6;
+  t.host = a.str();
+  t.addressBytes.assign(a.bytes.begin(), a.bytes.begin() + (a.v6 ? 16 : 4));
+  t.port = port;
+  return t;
+}
+
+// The upstream leg through the chain's parents, in order; a parent that cannot be reached
+// (and only that) passes the request to the next one. Parents marked down are tried after the
+// healthy ones, so a chain whose parents are all down still gets an attempt.
+asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::Decision& allowed,
+                                           const policy::Target& target, uint16_t port,
+                                           const std::vector<OwnEndpoint>& own,
+                                           const std::vector<const config::UpstreamProxy*>& chain,
+                                           config::Seconds connectTimeout, Metrics* metrics) {
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<const config::UpstreamProxy*> order;
+  for (const auto* p : chain) {
+    if (parent::Health::of(*p).up(now)) order.push_back(p);
+  }
+  for (const auto* p : chain) {
+    if (!parent::Health::of(*p).up(now)) order.push_back(p);
+  }
+  // A name the parent resolves is asked for by name; anything sandgate resolves (resolve:
+  // local, a resolve: override, a literal address) is vetted here and asked for by address.
+  const bool overridden = !target.isAddress && snap.resolve.contains(target.name);
+  std::optional<Vetted> vetted;
+  DialResult last = failure(502, reason::kParentUnreachable, "no parent to try", allowed);
+  for (const auto* p : order) {
+    parent::TunnelTarget tt;
+    policy::Decision decision = allowed;
+    if (target.isAddress || overridden || p->resolve == config::UpstreamProxy::Resolve::kLocal) {
+      if (!vetted) vetted = co_await resolveAndVet(snap, allowed, target, port, own, timeout);
+      if (vetted->failure) co_return std::move(*vetted->failure);
+      tt = tunnelTo(vetted->addresses.front().first, vetted->port);
+      decision = vetted->addresses.front().second;
+    } else {
+      tt.host = target.name;
+      tt.port = port;
+    }
+    const std::string text = tt.isAddress ? addrText(vetted->addresses.front().first, tt.port)
+                                          : fmt::format("{}:{}", tt.host, tt.port);
+    const auto started = std::chrono::steady_clock::now();
+    auto r = co_await parent::dialThrough(snap, *p, tt, connectTimeout, metrics);
+    if (r.ok()) {
+      parent::Health::of(*p).succeeded();
+      if (metrics) {
+        metrics->upstreamConnectSeconds(
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+            p->name);
+      }
+      DialResult ok;
+      ok.decision = std::move(decision);
+      ok.upstream = text;
+      ok.parent = p->name;
+      ok.socket = std::move(r.socket);
+      co_return ok;
+    }
+    if (metrics) metrics->parentFailure(p->name, r.reason);
+    if (r.tryNext) parent::Health::of(*p).failed(std::chrono::steady_clock::now());
+    last = failure(502, r.reason, std::move(r.detail), decision);
+    last.upstream = text;
+    last.parent = p->name;
+    if (!r.tryNext) break;
+  }
+  (void)timeout;
+  co_return last;
+}
+
+}  // namespace
+
+asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Decision& allowed,
+                                         const policy::Target& target, uint16_t port,
+                                         const std::vector<OwnEndpoint>& own,
+                                         config::Seconds connectTimeout, Metrics* metrics) {
+  auto ex = co_await asio::this_coro::executor;
+  const auto timeout =
+      std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
+  if (auto chain = parent::chainFor(snap.config, allowed, target); !chain.empty()) {
+    co_return co_await dialViaParents(snap, allowed, target, port, own, chain, connectTimeout,
+                                      metrics);
+  }
+  auto vetted = co_await resolveAndVet(snap, allowed, target, port, own, timeout);
+  if (vetted.failure) co_return std::move(*vetted.failure);
+  const uint16_t dialPort = vetted.port;
 
   DialResult last = failure(502, reason::kUpstreamUnreachable, "no address to dial", allowed);
-  for (auto& [addr, decision] : vetted) {
+  for (auto& [addr, decision] : vetted.addresses) {
     boost::beast::tcp_stream stream(ex);
     stream.expires_after(timeout);
     auto started = std::chrono::steady_clock::now();
@@ -208,6 +316,7 @@ asio::awaitable<std::optional<tcp::socket>> dialForClient(ClientConnection& c,
   auto dial = co_await dialUpstream(*c.snap, allowed, target, port, *own, c.limits().connectTimeout,
                                     c.state.metrics.get());
   rec.upstream = dial.upstream;
+  rec.parent = dial.parent;
   if (dial.ok()) co_return std::move(dial.socket);
   rec.rule = dial.decision.rule;
   *refusal = Refusal{.status = dial.status,

@@ -25,7 +25,8 @@ struct DialResult {
   int status = 0;             // on failure: 403, 502 or 504
   std::string_view reason;    // on failure: a reason token
   std::string detail;         // on failure: one human sentence
-  std::string upstream;       // "ip:port" dialled (or last tried)
+  std::string upstream;       // "ip:port" dialled (or last tried); "name:port" a parent resolves
+  std::string parent;         // the parent proxy it went through (or last tried); empty: direct
   bool ok() const { return socket.has_value(); }
 };
 

@@ -129,7 +129,7 @@ TEST(Metrics, GlobalSeriesExistFromTheStart) {
   EXPECT_TRUE(buildInfo);
   EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "ok"}}), 0);
   EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "error"}}), 0);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {}), 0);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {{"parent", "direct"}}), 0);
   EXPECT_EQ(value(m, "sandgate_credential_files_unwatched", {}), 0);
 }
 
@@ -150,11 +150,18 @@ TEST(Metrics, ConfigReloadsAndConnectTimes) {
   EXPECT_EQ(value(m, "sandgate_config_reloads_total", {{"result", "error"}}), 1);
   m.upstreamConnectSeconds(0.003);
   m.upstreamConnectSeconds(0.2);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {}), 2);
-  EXPECT_DOUBLE_EQ(*value(m, "sandgate_upstream_connect_seconds_sum", {}), 0.203);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"le", "0.0025"}}), 0);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"le", "0.005"}}), 1);
-  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket", {{"le", "+Inf"}}), 2);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_count", {{"parent", "direct"}}), 2);
+  EXPECT_DOUBLE_EQ(*value(m, "sandgate_upstream_connect_seconds_sum", {{"parent", "direct"}}),
+                   0.203);
+  EXPECT_EQ(value(m, "sandgate_upstream_connect_seconds_bucket",
+                  {{"parent", "direct"}, {"le", "0.0025"}}),
+            0);
+  EXPECT_EQ(
+      value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "0.005"}}),
+      1);
+  EXPECT_EQ(
+      value(m, "sandgate_upstream_connect_seconds_bucket", {{"parent", "direct"}, {"le", "+Inf"}}),
+      2);
 }
 
 TEST(Metrics, TaskSeriesValuesAndLabels) {
