@@ -13,10 +13,10 @@ namespace sandgate::proxy {
 
 namespace asio = boost::asio;
 
-asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(ClientConnection& c,
-                                                            const policy::Decision& allowed,
-                                                            const policy::Target& target,
-                                                            uint16_t port, RequestLog& log) {
+asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(
+    ClientConnection& c, const policy::Decision& allowed, const policy::Target& target,
+    uint16_t port, RequestLog& log, bool* h1Only) {
+  *h1Only = false;
   if (!c.snap->upstreamTls) co_return nullptr;
   Refusal refusal;
   auto dialed = co_await dialForClient(c, allowed, target, port, log, &refusal);
@@ -34,7 +34,10 @@ asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(ClientConnection& c,
   const unsigned char* proto = nullptr;
   unsigned int len = 0;
   SSL_get0_alpn_selected(ssl, &proto, &len);
-  if (len != 2 || std::memcmp(proto, "h2", 2) != 0) co_return nullptr;
+  if (len != 2 || std::memcmp(proto, "h2", 2) != 0) {
+    *h1Only = true;
+    co_return nullptr;
+  }
   co_return up;
 }
 

@@ -29,9 +29,9 @@ struct H2Upstream {
 // TLS context of that decision's credential (verifyPeerAs), and offers `h2, http/1.1`. The
 // connection when the upstream selected h2; null when it did not, or when any step failed (the
 // client then gets HTTP/1.1, whose requests dial and report failures as they always do).
-boost::asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(ClientConnection& c,
-                                                                   const policy::Decision& allowed,
-                                                                   const policy::Target& target,
-                                                                   uint16_t port, RequestLog& log);
+// `h1Only` is set when the handshake succeeded and the upstream selected another protocol.
+boost::asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(
+    ClientConnection& c, const policy::Decision& allowed, const policy::Target& target,
+    uint16_t port, RequestLog& log, bool* h1Only);
 
 }  // namespace sandgate::proxy

@@ -120,6 +120,21 @@ Result<std::shared_ptr<Interception>> Interception::create(const config::Config&
   return out;
 }
 
+bool Interception::knownH1Only(const std::string& hostPort) {
+  std::lock_guard lock(h1OnlyMutex_);
+  auto it = h1Only_.find(hostPort);
+  if (it == h1Only_.end()) return false;
+  if (std::chrono::steady_clock::now() < it->second) return true;
+  h1Only_.erase(it);  // it may speak h2 by now: ask again
+  return false;
+}
+
+void Interception::rememberH1Only(const std::string& hostPort) {
+  std::lock_guard lock(h1OnlyMutex_);
+  if (h1Only_.size() >= kH1OnlyMemoSize) h1Only_.clear();  // bounded; a probe is all it costs
+  h1Only_[hostPort] = std::chrono::steady_clock::now() + kH1OnlyMemo;
+}
+
 asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target& target,
                                       uint16_t port, const policy::Decision& decision,
                                       RequestLog& log) {
@@ -165,13 +180,20 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   }
   // HTTP/2 where both ends speak it. A rule's git: block gates requests on HTTP/1.1 (it reads
   // a push's commands from the body before dialling), so its host is never offered h2.
+  // An upstream known to answer h2 with HTTP/1.1 is not asked again: the client gets http/1.1
+  // at once (Interception::knownH1Only).
   AlpnChoice alpn;
-  if (!decision.git) SSL_set_ex_data(tls.native_handle(), alpnIndex(), &alpn);
+  const std::string hostPort = fmt::format("{}:{}", target.name, port);
+  if (!decision.git && !icpt.knownH1Only(hostPort)) {
+    SSL_set_ex_data(tls.native_handle(), alpnIndex(), &alpn);
+  }
   c.stream.expires_after(toDuration(limits.headerTimeout));
   auto hec = co_await tls.handshake();
   std::unique_ptr<H2Upstream> h2up;
   if (hec == asio::error::in_progress && alpn.offersH2) {
-    h2up = co_await dialH2Upstream(c, decision, target, port, log);
+    bool h1Only = false;
+    h2up = co_await dialH2Upstream(c, decision, target, port, log, &h1Only);
+    if (h1Only) icpt.rememberH1Only(hostPort);
     alpn.useH2 = h2up != nullptr;
     alpn.decided = true;
     c.stream.expires_after(toDuration(limits.headerTimeout));

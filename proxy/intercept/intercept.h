@@ -2,6 +2,11 @@
 // leaf cache, server TLS context) and the intercepted session itself.
 #pragma once
 
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/ssl/context.hpp>
 #include <memory>
@@ -31,7 +36,17 @@ class Interception {
   std::string caCertificatePem() const { return ca_->certificatePem(); }
   boost::asio::ssl::context& serverContext() { return *server_; }
 
+  // Upstreams that answered an h2 offer with HTTP/1.1, remembered for kH1OnlyMemo so that an h2
+  // client to them is not made to wait, each time, for a probe connection that is thrown away
+  // (curl and browsers offer h2 to every host). Keyed by host:port; at most kH1OnlyMemoSize.
+  static constexpr std::chrono::minutes kH1OnlyMemo{10};
+  static constexpr size_t kH1OnlyMemoSize = 4096;
+  bool knownH1Only(const std::string& hostPort);
+  void rememberH1Only(const std::string& hostPort);
+
  private:
+  std::mutex h1OnlyMutex_;
+  std::unordered_map<std::string, std::chrono::steady_clock::time_point> h1Only_;
   std::shared_ptr<const CertificateAuthority> ca_;
   std::unique_ptr<LeafCache> leaves_;
   std::unique_ptr<boost::asio::ssl::context> server_;

@@ -10,7 +10,9 @@ Python h2 client over a CONNECT tunnel (for trailers, frames and multiplexing).
 import json
 import os
 import socket
+import ssl
 import subprocess
+import threading
 import time
 import unittest
 
@@ -108,12 +110,66 @@ def req(path, method="GET", authority="api.test", extra=()):  # noqa: D103
             (":path", path)] + list(extra)
 
 
+class ProbeCountingUpstream:
+    """An HTTPS upstream that speaks only HTTP/1.1 (its ALPN), answers each request with
+    `Connection: close`, and counts the TLS connections that carried no request: sandgate's h2
+    probes (a handshake offering h2, then nothing)."""
+
+    def __init__(self, pki):
+        self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+        self.ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
+        self.ctx.set_alpn_protocols(["http/1.1"])
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(16)
+        self.port = self.sock.getsockname()[1]
+        self.probes = self.requests = 0
+        self.lock = threading.Lock()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while True:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+
+    def _serve(self, c):
+        c.settimeout(10)
+        try:
+            tls = self.ctx.wrap_socket(c, server_side=True)
+            head = b""
+            while b"\r\n\r\n" not in head and len(head) < 65536:
+                chunk = tls.recv(4096)
+                if not chunk:
+                    break
+                head += chunk
+            with self.lock:
+                if b"\r\n\r\n" in head:
+                    self.requests += 1
+                else:
+                    self.probes += 1
+            if b"\r\n\r\n" in head:
+                tls.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            tls.close()
+        except OSError:
+            with self.lock:
+                self.probes += 1
+        finally:
+            c.close()
+
+    def close(self):
+        self.sock.close()
+
+
 class InterceptH2Test(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.up = h2_upstream.H2Upstream(cls.pki)
         cls.h1 = HttpUpstream(cls.pki)
+        cls.probed = ProbeCountingUpstream(cls.pki)
         cls.sg = Sandgate({}, [])
         key = cls.sg.secret_file("api", SECRET)
         cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
@@ -121,12 +177,14 @@ class InterceptH2Test(unittest.TestCase):
         policies = {"agent": {"allow": [
             dict(rule, host="api.test", paths=["/echo/**", "/allowed/**"], credential="api"),
             dict(rule, host="other.test", credential="api"),
+            dict(rule, host="ws.test", inspect=True),
         ]}, "counted": {"allow": [dict(rule, host="api.test", paths=["/echo/**"])],
                         "budgets": [{"name": "two", "window": "run", "requests": 2}]}}
         creds = {"api": {"source": {"file": key}, "hosts": ["api.test", "other.test"],
                          "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
         resolve = {"api.test": "127.0.0.1:%d" % cls.up.port,
-                   "other.test": "127.0.0.1:%d" % cls.h1.port}
+                   "other.test": "127.0.0.1:%d" % cls.h1.port,
+                   "ws.test": "127.0.0.1:%d" % cls.probed.port}
         cls.sg.config = cls.sg.make_config(
             policies, [{"name": "demo", "policy": "agent", "token": TOKEN},
                        {"name": "counted", "policy": "counted", "token": TOKEN}], resolve=resolve,
@@ -141,6 +199,7 @@ class InterceptH2Test(unittest.TestCase):
         cls.sg.cleanup()
         cls.up.close()
         cls.h1.close()
+        cls.probed.close()
 
     def tunnel(self, host="api.test", task="demo"):
         s = self.sg.connect(timeout=10)
@@ -328,6 +387,17 @@ class InterceptH2Test(unittest.TestCase):
         self.assertEqual(len(self.upstream_requests("/allowed/form")), 1)
         self.assertEqual(self.upstream_requests("/allowed/override"), [])
         self.assertEqual(self.upstream_requests("/allowed/big"), [])
+
+    def test_an_h1_only_upstream_is_probed_for_h2_once(self):
+        # curl offers h2 to every host: an upstream that answered the offer with HTTP/1.1 is
+        # remembered, so the next clients get http/1.1 at once, with no probe connection
+        # dialled and thrown away before each of them.
+        for i in range(3):
+            rc, out, err = self.curl("https://ws.test/probe-%d" % i)
+            self.assertEqual(rc, 0, err)
+            self.assertTrue(out.rstrip().endswith("\n1.1"), out)
+        with self.probed.lock:
+            self.assertEqual((self.probed.probes, self.probed.requests), (1, 3))
 
     def test_h2_client_to_an_h1_only_upstream_stays_on_http11(self):
         rc, out, err = self.curl("https://other.test/echo/h1")

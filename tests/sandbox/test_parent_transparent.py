@@ -83,7 +83,8 @@ class ParentTransparentTest(unittest.TestCase):
 
     @classmethod
     def sandgate(cls, *args, timeout=90):
-        cmd = [binary(), "run", "--config", cls.config, "--workspace", cls.workspace, *args]
+        cmd = [binary(), "run", "--audit-stderr", "--config", cls.config, "--workspace",
+               cls.workspace, *args]
         r = run_bounded(cmd, timeout)
         artifacts.record("run", "parent-transparent-stdout", r.stdout)
         artifacts.record("log", "parent-transparent-stderr", r.stderr)
