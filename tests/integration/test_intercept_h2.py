@@ -23,7 +23,7 @@ import h2.events
 from clients import clean_env
 from pki import test_pki
 from sandgate_fixture import Sandgate
-from upstreams import HttpUpstream
+from upstreams import HttpUpstream, TcpServer
 
 TOKEN = "h2tok3n"
 SECRET = "sk-h2secretvalue-0123456789abcdef"
@@ -110,7 +110,7 @@ def req(path, method="GET", authority="api.test", extra=()):  # noqa: D103
             (":path", path)] + list(extra)
 
 
-class ProbeCountingUpstream:
+class ProbeCountingUpstream(TcpServer):
     """An HTTPS upstream that speaks only HTTP/1.1 (its ALPN), answers each request with
     `Connection: close`, and counts the TLS connections that carried no request: sandgate's h2
     probes (a handshake offering h2, then nothing)."""
@@ -119,21 +119,9 @@ class ProbeCountingUpstream:
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(pki.leaf_cert, pki.leaf_key)
         self.ctx.set_alpn_protocols(["http/1.1"])
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
-        self.port = self.sock.getsockname()[1]
         self.probes = self.requests = 0
         self.lock = threading.Lock()
-        threading.Thread(target=self._accept, daemon=True).start()
-
-    def _accept(self):
-        while True:
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                return
-            threading.Thread(target=self._serve, args=(c,), daemon=True).start()
+        super().__init__()
 
     def _serve(self, c):
         c.settimeout(10)
@@ -158,9 +146,6 @@ class ProbeCountingUpstream:
                 self.probes += 1
         finally:
             c.close()
-
-    def close(self):
-        self.sock.close()
 
 
 class InterceptH2Test(unittest.TestCase):
