@@ -239,7 +239,9 @@ void checkUpstreamReferences(Reader& r, const Config& cfg) {
   checkVia(r, cfg, cfg.global.allow);
   // A credential needs `hosts` and `inject` unless a parent proxy is all that uses it: then
   // it only ever goes to that parent, as its Proxy-Authorization or SOCKS5 password.
-  for (const auto& [name, c] : cfg.credentials) {
+  for (const auto& [credentialName, c] : cfg.credentials) {
+    // (clang 14 cannot capture a structured binding; a reference declared from it, it can.)
+    const std::string& name = credentialName;
     const bool parentOnly = std::any_of(u.proxies.begin(), u.proxies.end(), [&](const auto& p) {
       return p.credential && p.credential->value == name;
     });
