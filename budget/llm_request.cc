@@ -5,6 +5,7 @@
 
 #include <boost/json.hpp>
 #include <boost/json/basic_parser_impl.hpp>
+#include <cmath>
 #include <set>
 #include <vector>
 
@@ -36,6 +37,7 @@ struct ShapeHandler {
   std::vector<std::set<std::string>> objects;  // keys seen in each open object
   std::string key;                             // the key being read
   std::string duplicate;
+  bool nonFinite = false;  // a number read as NaN or infinity
   int depth = 0;
 
   bool open(json::error_code& ec) {
@@ -80,7 +82,12 @@ struct ShapeHandler {
   bool on_number_part(json::string_view, json::error_code&) { return true; }
   bool on_int64(std::int64_t, json::string_view, json::error_code&) { return true; }
   bool on_uint64(std::uint64_t, json::string_view, json::error_code&) { return true; }
-  bool on_double(double, json::string_view, json::error_code&) { return true; }
+  bool on_double(double d, json::string_view, json::error_code& ec) {
+    if (std::isfinite(d)) return true;
+    nonFinite = true;
+    ec = json::error::syntax;  // stop here; `nonFinite` says why
+    return false;
+  }
   bool on_bool(bool, json::error_code&) { return true; }
   bool on_null(json::error_code&) { return true; }
   bool on_comment_part(json::string_view, json::error_code&) { return true; }
@@ -114,6 +121,12 @@ LlmRequestRead readLlmRequest(LlmApi api, std::string_view body) {
     if (!shape.handler().duplicate.empty()) {
       out.problem = fmt::format("the request body names the key `{}` twice in one object",
                                 shape.handler().duplicate);
+      return out;
+    }
+    if (shape.handler().nonFinite) {
+      // Readers disagree on such a number (Boost.JSON: 0e7512 is NaN, Python: 0.0), so the
+      // body could be read two ways: refused, as a duplicate key is.
+      out.problem = "the request body holds a number out of range (read as NaN or infinity)";
       return out;
     }
     if (ec) {

@@ -46,6 +46,10 @@ TEST(LlmRequest, RefusesWhatCouldBeReadTwoWays) {
       {"two limits", LlmApi::kOpenai, R"({"model":"m","max_tokens":1,"max_completion_tokens":9})",
        "more than one"},
       {"not json", LlmApi::kOpenai, "model=gpt", "not JSON"},
+      // Boost.JSON reads 0e7512 as NaN and 1e400 as infinity, Python and Node as 0 and inf or
+      // an error: a number whose reading differs is refused (llm_body_fuzz found the first).
+      {"zero with a huge exponent", LlmApi::kOpenai, R"({"model":"m","x":0e7512})", "range"},
+      {"infinite", LlmApi::kOpenai, R"({"model":"m","temperature":1e400})", "range"},
       {"array", LlmApi::kOpenai, "[1]", "not a JSON object"},
       {"trailing garbage", LlmApi::kOpenai, R"({"model":"m"} {"model":"n"})", "not JSON"},
       {"no model", LlmApi::kOpenai, R"({"max_tokens":5})", "no model"},
