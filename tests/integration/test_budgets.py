@@ -147,6 +147,10 @@ class BudgetsTest(unittest.TestCase):
         # 900 used of 1000: admitted (its size is not known before it goes), then counted.
         status, _, _ = self.send("up", "POST", "/echo/up2", body=b"v" * 200, chunked=True)
         self.assertEqual(status, 200)
+        # Settled when each exchange ends, just after its last response byte is written (and
+        # its audit line): a request sent in that instant can still be admitted (README).
+        self.sg.wait_audit(path="/echo/up1")
+        self.sg.wait_audit(path="/echo/up2")
         status, headers, body = self.send("up", "POST", "/echo/up3", body=b"w" * 10)
         self.assertEqual(status, 429)
         doc = json.loads(body)
