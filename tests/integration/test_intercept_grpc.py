@@ -7,7 +7,6 @@ or with its message lengths corrupted, since this task's redaction marker is not
 the secret.
 """
 
-import os
 import sys
 import unittest
 from concurrent import futures
@@ -18,8 +17,8 @@ except ImportError:  # the interpreter on PATH may not see Debian's python3-grpc
     sys.path.append("/usr/lib/python3/dist-packages")
     import grpc
 
+import h2_upstream
 from pki import test_pki
-from sandgate_fixture import Sandgate
 
 TOKEN = "grpct0ken"
 SECRET = "sk-grpcsecretvalue-0123456789abcdef"
@@ -61,20 +60,8 @@ class InterceptGrpcTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.echo = EchoServer(cls.pki)
-        cls.sg = Sandgate({}, [])
-        key = cls.sg.secret_file("api", SECRET)
-        cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
-        policies = {"agent": {"allow": [
-            {"host": "api.test", "cidrs": ["127.0.0.0/8"], "credential": "api"}]}}
-        creds = {"api": {"source": {"file": key}, "hosts": ["api.test"],
-                         "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
-        cls.sg.config = cls.sg.make_config(
-            policies, [{"name": "demo", "policy": "agent", "token": TOKEN}],
-            resolve={"api.test": "127.0.0.1:%d" % cls.echo.port},
-            extra={"credentials": creds, "ca_cert_out": cls.ca_out,
-                   "tls": {"upstream_ca": cls.pki.ca_cert}})
-        cls.sg.write_config(cls.sg.config)
-        cls.sg.start()
+        cls.sg, cls.ca_out = h2_upstream.intercepting_sandgate(cls.pki, cls.echo.port, TOKEN,
+                                                               SECRET)
         with open(cls.ca_out, "rb") as f:
             roots = f.read()
         cls.channel = grpc.secure_channel(

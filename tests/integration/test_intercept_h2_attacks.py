@@ -7,7 +7,6 @@ reaches the upstream, its audit line says so, and the proxy serves the next requ
 (rapid reset, CONTINUATION, too many streams) are bounded.
 """
 
-import os
 import socket
 import ssl
 import unittest
@@ -18,7 +17,7 @@ from hyperframe.frame import (ContinuationFrame, Frame, GoAwayFrame, HeadersFram
                               RstStreamFrame, SettingsFrame, DataFrame,
                               WindowUpdateFrame)
 from pki import test_pki
-from sandgate_fixture import Sandgate, wait_until
+from sandgate_fixture import wait_until
 
 TOKEN = "h2att4ck"
 SECRET = "sk-h2attacksecret-0123456789abcdef"
@@ -96,20 +95,7 @@ class InterceptH2AttacksTest(unittest.TestCase):
     def setUpClass(cls):
         cls.pki = test_pki()
         cls.up = h2_upstream.H2Upstream(cls.pki)
-        cls.sg = Sandgate({}, [])
-        key = cls.sg.secret_file("api", SECRET)
-        cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
-        policies = {"agent": {"allow": [
-            {"host": "api.test", "cidrs": ["127.0.0.0/8"], "credential": "api"}]}}
-        creds = {"api": {"source": {"file": key}, "hosts": ["api.test"],
-                         "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
-        cls.sg.config = cls.sg.make_config(
-            policies, [{"name": "demo", "policy": "agent", "token": TOKEN}],
-            resolve={"api.test": "127.0.0.1:%d" % cls.up.port},
-            extra={"credentials": creds, "ca_cert_out": cls.ca_out,
-                   "tls": {"upstream_ca": cls.pki.ca_cert}})
-        cls.sg.write_config(cls.sg.config)
-        cls.sg.start()
+        cls.sg, cls.ca_out = h2_upstream.intercepting_sandgate(cls.pki, cls.up.port, TOKEN, SECRET)
 
     @classmethod
     def tearDownClass(cls):

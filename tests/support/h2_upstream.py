@@ -12,6 +12,7 @@ path:
 """
 
 import json
+import os
 import socket
 import ssl
 import sys
@@ -26,6 +27,28 @@ except ImportError:  # the interpreter on PATH may not see Debian's python3-h2
     import h2.config
     import h2.connection
     import h2.events
+
+
+def intercepting_sandgate(pki, upstream_port, token, secret):
+    """A started Sandgate whose task `demo` (token `token`) reaches api.test (at
+    127.0.0.1:upstream_port, verified with pki's CA) intercepted, with the credential `api`
+    (`secret`) injected as a Bearer Authorization. Returns (sandgate, ca_out)."""
+    from sandgate_fixture import Sandgate
+    sg = Sandgate({}, [])
+    key = sg.secret_file("api", secret)
+    ca_out = os.path.join(sg.dir, "sandgate-ca.pem")
+    policies = {"agent": {"allow": [
+        {"host": "api.test", "cidrs": ["127.0.0.0/8"], "credential": "api"}]}}
+    creds = {"api": {"source": {"file": key}, "hosts": ["api.test"],
+                     "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
+    sg.config = sg.make_config(
+        policies, [{"name": "demo", "policy": "agent", "token": token}],
+        resolve={"api.test": "127.0.0.1:%d" % upstream_port},
+        extra={"credentials": creds, "ca_cert_out": ca_out,
+               "tls": {"upstream_ca": pki.ca_cert}})
+    sg.write_config(sg.config)
+    sg.start()
+    return sg, ca_out
 
 
 class H2Upstream:
