@@ -60,9 +60,12 @@ std::optional<Refusal> BudgetGate::admit(std::optional<uint64_t> bodyBytes) {
   return std::nullopt;
 }
 
-BudgetGate::~BudgetGate() {
+void BudgetGate::settle() {
   if (!admission_) return;
   budget::settle(*c_.snap->budgetCounter, *admission_, log_.record.bytesUp, log_.record.bytesDown);
+  admission_.reset();
 }
+
+BudgetGate::~BudgetGate() { settle(); }
 
 }  // namespace sandgate::proxy

@@ -18,12 +18,16 @@ class BudgetGate {
   BudgetGate(ClientConnection& c, RequestLog& log) : c_(c), log_(log) {}
   BudgetGate(const BudgetGate&) = delete;
   BudgetGate& operator=(const BudgetGate&) = delete;
-  // Settles what the audit record counted (bytes_up, bytes_down), once.
+  // Settles what the audit record counted (bytes_up, bytes_down), if settle() was not called.
   ~BudgetGate();
 
   // Admits the request (announcing `bodyBytes` when its length is known); the refusal when a
   // budget has no room. Nothing is counted for a refused request.
   std::optional<Refusal> admit(std::optional<uint64_t> bodyBytes);
+
+  // Settles now, once: called before the exchange's audit line is written, so that a client
+  // that has seen the line (or the metrics it feeds) sees the budget with this exchange in it.
+  void settle();
 
  private:
   ClientConnection& c_;

@@ -312,6 +312,7 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     co_await route.refuse(log, refusal);
     co_return false;
   }
+  budgets.settle();
   finishRequest(c, log);
   // A response cut short after its head went out must not end like a whole one.
   if (back.error != RelayError::kNone && back.headSent) abortConnection(c);

@@ -334,6 +334,7 @@ void H2Streams::closeStream(int32_t id, uint32_t code) {
     rec.error = fmt::format("stream reset: {}", nghttp2_http2_strerror(code));
   }
   if (s.creds) s.creds->countScrubs(s.scrubber);
+  if (s.budget) s.budget->settle();
   finishRequest(c_, s.log);
   streams_.erase(it);
 }
@@ -347,6 +348,7 @@ void H2Streams::finishAll(std::string_view why) {
       rec.reason = reason::kH2ProtocolError;
     }
     if (s->creds) s->creds->countScrubs(s->scrubber);
+    if (s->budget) s->budget->settle();
     finishRequest(c_, s->log);
   }
   streams_.clear();

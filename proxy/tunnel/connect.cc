@@ -158,6 +158,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
           rec.reason = reason::kClientClosed;
           break;
       }
+      budgets.settle();
       finishRequest(c, log);
       co_return;
     }
@@ -175,6 +176,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
       rec.verdict = Outcome::kError;
       rec.reason = reason::kUpstreamReset;
       rec.error = ec.message();
+      budgets.settle();
       finishRequest(c, log);
       co_return;
     }
@@ -201,6 +203,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   // tunnel is unregistered, so that a reload never shuts down a descriptor reused since.
   boost::system::error_code ignored;
   upstream.close(ignored);
+  budgets.settle();
   finishRequest(c, log);
 }
 

@@ -38,6 +38,15 @@ def hs256(claims):
     return token
 
 
+def settled(sg, task, count):
+    """Waits for `count` answered exchanges of `task` to be settled. Each is settled as it ends,
+    just before its audit line is written; its client has the last byte a moment earlier, so a
+    request sent at once could be admitted before the bytes are counted (README, Budgets)."""
+    wait_until(lambda: len([r for r in sg.audit()
+                            if r.get("task") == task and r.get("status") == 200]) >= count,
+               what="%d exchanges of %s settled" % (count, task))
+
+
 def budget_cfg(name, window, **limits):
     return dict({"name": name, "window": window}, **limits)
 
@@ -147,10 +156,7 @@ class BudgetsTest(unittest.TestCase):
         # 900 used of 1000: admitted (its size is not known before it goes), then counted.
         status, _, _ = self.send("up", "POST", "/echo/up2", body=b"v" * 200, chunked=True)
         self.assertEqual(status, 200)
-        # Settled when each exchange ends, just after its last response byte is written (and
-        # its audit line): a request sent in that instant can still be admitted (README).
-        self.sg.wait_audit(path="/echo/up1")
-        self.sg.wait_audit(path="/echo/up2")
+        settled(self.sg, "up", 2)
         status, headers, body = self.send("up", "POST", "/echo/up3", body=b"w" * 10)
         self.assertEqual(status, 429)
         doc = json.loads(body)
@@ -162,6 +168,7 @@ class BudgetsTest(unittest.TestCase):
         for n in (800, 300):
             status, _, body = self.send("dn", "GET", "/bytes?n=%d" % n)
             self.assertEqual((status, len(body)), (200, n))
+        settled(self.sg, "dn", 2)
         status, headers, body = self.send("dn", "GET", "/bytes?n=1")
         self.assertEqual(status, 429)
         self.assertEqual(json.loads(body)["budget"],
@@ -313,6 +320,7 @@ class TokenBudgetsTest(unittest.TestCase):
     def test_a_token_adds_a_budget(self):
         token = self.token("t2", [budget_cfg("mine", "run", response_bytes=10)])
         self.assertEqual(self.send("t2", "GET", "/bytes?n=20", token=token)[0], 200)
+        settled(self.sg, "t2", 1)
         status, _, body = self.send("t2", "GET", "/bytes?n=20", token=token)
         self.assertEqual(status, 429)
         self.assertEqual(json.loads(body)["budget"]["name"], "mine")
