@@ -24,6 +24,9 @@
 //   void rewriteHead(Request&, bool websocket);                 // after the shared rewrite
 //   awaitable<std::optional<Refusal>> acquire(const policy::Decision&, RequestLog&,
 //                                             bool mayReuse, bool& reused);
+//   void prepareSend(Request&);             // after acquire: the head as this upstream takes it
+//   std::optional<Refusal> checkResponse(const ResponseParser&);  // the response head's own
+//                                           // check (a parent's answer is not the upstream's)
 //   void dropUpstream();                    // the upstream connection is not to be reused
 //   void upstreamDone(bool clean);          // the exchange ended; clean: it may be reused
 //   awaitable<void> switchProtocols(RequestLog&, ResponseParser&);  // kRelaysWebsocket only
@@ -227,6 +230,7 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
       }
       sentContinue = true;
     }
+    route.prepareSend(req);
     http::request_serializer<http::buffer_body> sr(req);
     auto sent = co_await relayMessage(route.client(), route.clientBuffer(), parser,
                                       route.upstream(), sr, nullptr, limits.bodyTimeout,
@@ -265,6 +269,13 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
       continue;
     }
     break;  // the second attempt is on a new connection (never reused)
+  }
+  if (!headError) {
+    if (auto refusal = route.checkResponse(*rp)) {
+      route.dropUpstream();  // its body was not read
+      co_await route.refuse(log, *refusal);
+      co_return false;
+    }
   }
   // A 101 that was not asked for (or not for websocket) is refused like a broken response.
   const bool switched = !headError && rp->get().result_int() == 101;

@@ -113,6 +113,8 @@ class InterceptSession {
   // `reused` says whether it had carried requests before (the upstream may have closed it).
   asio::awaitable<std::optional<Refusal>> acquire(const policy::Decision& d, RequestLog& log,
                                                   bool mayReuse, bool& reused);
+  void prepareSend(Request&) {}
+  std::optional<Refusal> checkResponse(const ResponseParser&) { return std::nullopt; }
   void dropUpstream() { up_.reset(); }
   void upstreamDone(bool clean) {
     upClean_ = clean;

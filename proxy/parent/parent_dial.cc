@@ -163,13 +163,25 @@ std::string basicAuth(std::string_view userPassword) {
 
 }  // namespace
 
+std::optional<std::string> proxyAuthorization(const Snapshot& snap,
+                                              const config::UpstreamProxy& p) {
+  if (!p.credential) return std::string();
+  auto fetch = snap.secrets ? snap.secrets->get(p.credential->value) : broker::Fetch{};
+  if (!fetch.ok()) return std::nullopt;
+  return basicAuth(fetch.secret->reveal());
+}
+
 asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::UpstreamProxy& p,
-                                        const TunnelTarget& target, config::Seconds timeout,
+                                        const TunnelTarget* target, config::Seconds timeout,
                                         Metrics* metrics) {
   auto ex = co_await asio::this_coro::executor;
   const auto budget = std::chrono::duration_cast<Clock::duration>(timeout);
   asio::steady_timer deadline(ex, budget);
   const std::string name = fmt::format("parent `{}`", p.name);
+  if (!target && p.scheme == config::UpstreamProxy::Scheme::kSocks5) {
+    co_return failure(reason::kParentUnreachable,
+                      fmt::format("{} is a SOCKS5 parent: it carries tunnels only", name), false);
+  }
 
   // The secret first: a parent whose credential is unavailable is not tried without it.
   std::shared_ptr<const broker::Secret> secret;
@@ -248,25 +260,28 @@ asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::Upst
       user = up.substr(0, colon);
       password = colon == std::string_view::npos ? std::string_view() : up.substr(colon + 1);
     }
-    hs = co_await socks5Connect(*sock, deadline, target, user, password);
+    hs = co_await socks5Connect(*sock, deadline, *target, user, password);
   } else if (p.scheme == config::UpstreamProxy::Scheme::kHttps) {
     if (!snap.upstreamTls) {
       co_return failure(reason::kParentUnreachable, fmt::format("{}: no TLS context", name), true);
     }
     std::string auth;
-    // Proxy-Authorization to this parent only, inside TLS; wiped once written.
-    if (secret) auth = basicAuth(secret->reveal());
+    // Proxy-Authorization to this parent only, inside TLS; wiped once written. Without a
+    // tunnel the route writes it into each request's head (proxyAuthorization()).
+    if (secret && target) auth = basicAuth(secret->reveal());
     auto t = co_await connectOverTls(std::move(*sock), snap.upstreamTls->contextFor(""), p.host,
                                      deadline, target, auth);
     broker::wipe(auth);
     hs = std::move(t.hs);
     sock = std::move(t.socket);
-  } else {
+  } else if (target) {
     std::string auth;
     // Proxy-Authorization to this parent only; wiped when the request has been written.
     if (secret) auth = basicAuth(secret->reveal());
-    hs = co_await httpConnect(*sock, deadline, target, auth);
+    hs = co_await httpConnect(*sock, deadline, *target, auth);
     broker::wipe(auth);
+  } else {
+    hs.outcome = HandshakeOutcome::kOk;  // requests go to the parent itself, in absolute form
   }
   switch (hs.outcome) {
     case HandshakeOutcome::kOk: {

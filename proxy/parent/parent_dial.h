@@ -62,9 +62,16 @@ struct ParentDial {
 };
 
 // Connects to `p` (resolve: overrides first; the parent's own address is the operator's
-// choice and is not vetted like an upstream's) and asks it for a tunnel to `target`.
+// choice and is not vetted like an upstream's) and asks it for a tunnel to `target`. Without a
+// target (an HTTP or HTTPS parent only), the connection is to the parent itself, for plain
+// http:// requests sent to it in absolute form (RFC 9112 3.2.2) with proxyAuthorization().
 boost::asio::awaitable<ParentDial> dialThrough(const Snapshot& snap, const config::UpstreamProxy& p,
-                                               const TunnelTarget& target, config::Seconds timeout,
+                                               const TunnelTarget* target, config::Seconds timeout,
                                                Metrics* metrics);
+
+// The Proxy-Authorization value for `p` ("Basic ..."; empty when it has no credential), or
+// nullopt when its credential is unavailable. Secret: the caller wipes it.
+std::optional<std::string> proxyAuthorization(const Snapshot& snap,
+                                              const config::UpstreamProxy& p);
 
 }  // namespace sandgate::proxy::parent

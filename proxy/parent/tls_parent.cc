@@ -64,11 +64,72 @@ asio::awaitable<void> bridge(std::shared_ptr<TlsStream> tls, std::shared_ptr<Loc
   local->close(ignored);
 }
 
+// The CONNECT inside the parent's TLS and its answer; what the parent sent after the answer's
+// head is handed on in `early`.
+struct TunnelAnswer {
+  HandshakeResult hs;
+  std::string early;
+};
+
+asio::awaitable<TunnelAnswer> askForTunnel(TlsStream& tls, asio::steady_timer& deadline,
+                                           const TunnelTarget& target,
+                                           std::string_view proxyAuthorization) {
+  TunnelAnswer out;
+  std::string request = connectRequest(target, proxyAuthorization);
+  auto wr =
+      co_await (asio::async_write(tls, asio::buffer(request), kUse) || deadline.async_wait(kUse));
+  std::fill(request.begin(), request.end(), '\0');  // held the parent's credential
+  if (wr.index() == 1 || std::get<0>(std::get<0>(wr))) {
+    out.hs = broken("the parent did not take the CONNECT");
+    co_return out;
+  }
+  // Over TLS nothing can be peeked: read up to the blank line and hand whatever came after it
+  // to the bridge, ahead of everything else.
+  std::string head;
+  auto rr = co_await (
+      asio::async_read_until(tls, asio::dynamic_buffer(head, kMaxParentHead), "\r\n\r\n", kUse) ||
+      deadline.async_wait(kUse));
+  if (rr.index() == 1) {
+    out.hs = broken("the parent did not answer the CONNECT in time");
+    co_return out;
+  }
+  auto [rec, n] = std::get<0>(rr);
+  if (rec) {
+    out.hs = broken(
+        rec == asio::error::not_found
+            ? fmt::format("the parent's answer to CONNECT is over {} bytes", kMaxParentHead)
+            : fmt::format("the parent's answer to CONNECT could not be read: {}", rec.message()));
+    co_return out;
+  }
+  out.early = head.substr(n);
+  head.resize(n);
+  auto status = parseStatusLine(head);
+  if (!status || *status < 200) {
+    out.hs = broken("the parent's answer to CONNECT is not a usable HTTP status line");
+    co_return out;
+  }
+  if (*status == 407) {
+    out.hs = HandshakeResult{HandshakeOutcome::kAuthFailed, 407,
+                             proxyAuthorization.empty()
+                                 ? "the parent asks for proxy authentication (407) and no "
+                                   "credential is configured"
+                                 : "the parent refused the configured credential (407)"};
+    co_return out;
+  }
+  if (*status >= 300) {
+    out.hs = HandshakeResult{HandshakeOutcome::kRefused, *status,
+                             fmt::format("the parent answered CONNECT with {}", *status)};
+    co_return out;
+  }
+  out.hs = HandshakeResult{HandshakeOutcome::kOk, *status, {}};
+  co_return out;
+}
+
 }  // namespace
 
 asio::awaitable<TlsTunnel> connectOverTls(tcp::socket sock, asio::ssl::context& ctx,
                                           const std::string& parentHost,
-                                          asio::steady_timer& deadline, const TunnelTarget& target,
+                                          asio::steady_timer& deadline, const TunnelTarget* target,
                                           std::string_view proxyAuthorization) {
   auto ex = co_await asio::this_coro::executor;
   TlsTunnel out;
@@ -89,51 +150,16 @@ asio::awaitable<TlsTunnel> connectOverTls(tcp::socket sock, asio::ssl::context& 
     out.hs = broken(fmt::format("TLS to the parent failed: {}", ec.message()));
     co_return out;
   }
-  std::string request = connectRequest(target, proxyAuthorization);
-  auto wr =
-      co_await (asio::async_write(*tls, asio::buffer(request), kUse) || deadline.async_wait(kUse));
-  std::fill(request.begin(), request.end(), '\0');  // held the parent's credential
-  if (wr.index() == 1 || std::get<0>(std::get<0>(wr))) {
-    out.hs = broken("the parent did not take the CONNECT");
-    co_return out;
-  }
-  // Over TLS nothing can be peeked: read up to the blank line and hand whatever came after it
-  // to the bridge, ahead of everything else.
-  std::string head;
-  auto rr = co_await (
-      asio::async_read_until(*tls, asio::dynamic_buffer(head, kMaxParentHead), "\r\n\r\n", kUse) ||
-      deadline.async_wait(kUse));
-  if (rr.index() == 1) {
-    out.hs = broken("the parent did not answer the CONNECT in time");
-    co_return out;
-  }
-  auto [rec, n] = std::get<0>(rr);
-  if (rec) {
-    out.hs = broken(
-        rec == asio::error::not_found
-            ? fmt::format("the parent's answer to CONNECT is over {} bytes", kMaxParentHead)
-            : fmt::format("the parent's answer to CONNECT could not be read: {}", rec.message()));
-    co_return out;
-  }
-  std::string early = head.substr(n);
-  head.resize(n);
-  auto status = parseStatusLine(head);
-  if (!status || *status < 200) {
-    out.hs = broken("the parent's answer to CONNECT is not a usable HTTP status line");
-    co_return out;
-  }
-  if (*status == 407) {
-    out.hs = HandshakeResult{HandshakeOutcome::kAuthFailed, 407,
-                             proxyAuthorization.empty()
-                                 ? "the parent asks for proxy authentication (407) and no "
-                                   "credential is configured"
-                                 : "the parent refused the configured credential (407)"};
-    co_return out;
-  }
-  if (*status >= 300) {
-    out.hs = HandshakeResult{HandshakeOutcome::kRefused, *status,
-                             fmt::format("the parent answered CONNECT with {}", *status)};
-    co_return out;
+  std::string early;
+  int status = 200;
+  if (target) {
+    auto answer = co_await askForTunnel(*tls, deadline, *target, proxyAuthorization);
+    if (answer.hs.outcome != HandshakeOutcome::kOk) {
+      out.hs = std::move(answer.hs);
+      co_return out;
+    }
+    early = std::move(answer.early);
+    status = answer.hs.status;
   }
   int fds[2];
   if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) != 0) {
@@ -152,7 +178,7 @@ asio::awaitable<TlsTunnel> connectOverTls(tcp::socket sock, asio::ssl::context& 
   }
   asio::co_spawn(ex, bridge(tls, local, std::move(early)), asio::detached);
   out.socket.emplace(std::move(handed));
-  out.hs = HandshakeResult{HandshakeOutcome::kOk, *status, {}};
+  out.hs = HandshakeResult{HandshakeOutcome::kOk, status, {}};
   co_return out;
 }
 

@@ -2,7 +2,8 @@
 // routes above take a plain TCP socket, so the TLS session with the parent is bridged to one
 // end of a socketpair and the other end is handed on: what the route writes there goes through
 // the parent's TLS, and the parent's certificate is verified like an upstream's (system roots
-// plus tls.upstream_ca, the name or address of the URL).
+// plus tls.upstream_ca, the name or address of the URL). Without a target no CONNECT is sent:
+// the bridge carries requests to the parent itself.
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
@@ -26,7 +27,7 @@ boost::asio::awaitable<TlsTunnel> connectOverTls(boost::asio::ip::tcp::socket so
                                                  boost::asio::ssl::context& ctx,
                                                  const std::string& parentHost,
                                                  boost::asio::steady_timer& deadline,
-                                                 const TunnelTarget& target,
+                                                 const TunnelTarget* target,
                                                  std::string_view proxyAuthorization);
 
 }  // namespace sandgate::proxy::parent

@@ -194,7 +194,8 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
                                            const policy::Target& target, uint16_t port,
                                            const std::vector<OwnEndpoint>& own,
                                            const std::vector<const config::UpstreamProxy*>& chain,
-                                           config::Seconds connectTimeout, Metrics* metrics) {
+                                           config::Seconds connectTimeout, Metrics* metrics,
+                                           bool plainHttp) {
   const auto timeout =
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
   const auto now = std::chrono::steady_clock::now();
@@ -211,6 +212,34 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
   std::optional<Vetted> vetted;
   DialResult last = failure(502, reason::kParentUnreachable, "no parent to try", allowed);
   for (const auto* p : order) {
+    if (plainHttp && absoluteFormParent(snap, *p, target)) {
+      // The parent gets the request itself, by name, and resolves it: nothing to vet here.
+      const std::string text = fmt::format("{}:{}", target.name, port);
+      const auto started = std::chrono::steady_clock::now();
+      auto r = co_await parent::dialThrough(snap, *p, nullptr, connectTimeout, metrics);
+      if (r.ok()) {
+        parent::Health::of(*p).succeeded();
+        if (metrics) {
+          metrics->upstreamConnectSeconds(
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
+              p->name);
+        }
+        DialResult ok;
+        ok.decision = allowed;
+        ok.upstream = text;
+        ok.parent = p->name;
+        ok.absoluteForm = true;
+        ok.socket = std::move(r.socket);
+        co_return ok;
+      }
+      if (metrics) metrics->parentFailure(p->name, r.reason);
+      if (r.tryNext) parent::Health::of(*p).failed(std::chrono::steady_clock::now());
+      last = failure(502, r.reason, std::move(r.detail), allowed);
+      last.upstream = text;
+      last.parent = p->name;
+      if (!r.tryNext) break;
+      continue;
+    }
     parent::TunnelTarget tt;
     policy::Decision decision = allowed;
     if (target.isAddress || overridden || p->resolve == config::UpstreamProxy::Resolve::kLocal) {
@@ -225,7 +254,7 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
     const std::string text = tt.isAddress ? addrText(vetted->addresses.front().first, tt.port)
                                           : fmt::format("{}:{}", tt.host, tt.port);
     const auto started = std::chrono::steady_clock::now();
-    auto r = co_await parent::dialThrough(snap, *p, tt, connectTimeout, metrics);
+    auto r = co_await parent::dialThrough(snap, *p, &tt, connectTimeout, metrics);
     if (r.ok()) {
       parent::Health::of(*p).succeeded();
       if (metrics) {
@@ -253,16 +282,24 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
 
 }  // namespace
 
+bool absoluteFormParent(const Snapshot& snap, const config::UpstreamProxy& p,
+                        const policy::Target& target) {
+  return p.scheme != config::UpstreamProxy::Scheme::kSocks5 &&
+         p.resolve == config::UpstreamProxy::Resolve::kParent && !target.isAddress &&
+         !snap.resolve.contains(target.name);
+}
+
 asio::awaitable<DialResult> dialUpstream(const Snapshot& snap, const policy::Decision& allowed,
                                          const policy::Target& target, uint16_t port,
                                          const std::vector<OwnEndpoint>& own,
-                                         config::Seconds connectTimeout, Metrics* metrics) {
+                                         config::Seconds connectTimeout, Metrics* metrics,
+                                         bool plainHttp) {
   auto ex = co_await asio::this_coro::executor;
   const auto timeout =
       std::chrono::duration_cast<std::chrono::steady_clock::duration>(connectTimeout);
   if (auto chain = parent::chainFor(snap.config, allowed, target); !chain.empty()) {
     co_return co_await dialViaParents(snap, allowed, target, port, own, chain, connectTimeout,
-                                      metrics);
+                                      metrics, plainHttp);
   }
   auto vetted = co_await resolveAndVet(snap, allowed, target, port, own, timeout);
   if (vetted.failure) co_return std::move(*vetted.failure);
@@ -310,13 +347,15 @@ asio::awaitable<std::optional<tcp::socket>> dialForClient(ClientConnection& c,
                                                           const policy::Decision& allowed,
                                                           const policy::Target& target,
                                                           uint16_t port, RequestLog& log,
-                                                          Refusal* refusal) {
+                                                          Refusal* refusal, bool plainHttp,
+                                                          bool* absoluteForm) {
   auto& rec = log.record;
   auto own = c.state.ownEndpoints.load();
   auto dial = co_await dialUpstream(*c.snap, allowed, target, port, *own, c.limits().connectTimeout,
-                                    c.state.metrics.get());
+                                    c.state.metrics.get(), plainHttp);
   rec.upstream = dial.upstream;
   rec.parent = dial.parent;
+  if (absoluteForm) *absoluteForm = dial.absoluteForm;
   if (dial.ok()) co_return std::move(dial.socket);
   rec.rule = dial.decision.rule;
   *refusal = Refusal{.status = dial.status,

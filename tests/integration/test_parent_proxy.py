@@ -33,8 +33,10 @@ class ParentProxyTest(unittest.TestCase):
         cls.http = HttpUpstream()
         cls.https = HttpUpstream(cls.pki)
         cls.squid = Squid()
-        cls.squid_auth = Squid(users={PARENT_USER: PARENT_PASSWORD})
-        cls.squid_deny = Squid(deny_ports=(cls.http.port,))
+        # absolute.test is a name only the parents resolve (resolve: parent).
+        names = {"absolute.test": "127.0.0.1"}
+        cls.squid_auth = Squid(users={PARENT_USER: PARENT_PASSWORD}, hosts=names)
+        cls.squid_deny = Squid(deny_ports=(cls.http.port,), hosts=names)
         cls.socks = Socks5Server(PARENT_USER, PARENT_PASSWORD,
                                  names={"named.test": "127.0.0.1"})
         cls.garbage = HostileParent(b"HTTP/1.1 200 OK\r\n\r\n\x16\x03\x01garbage-not-tls" * 4)
@@ -44,7 +46,7 @@ class ParentProxyTest(unittest.TestCase):
             b"Content-Length: %d\r\n\r\n" % (len(FAKE_SECRET) + 8) + b"secret: " +
             FAKE_SECRET.encode())
         cls.tls_parent = TlsConnectParent((cls.pki.leaf_cert, cls.pki.leaf_key), PARENT_USER,
-                                          PARENT_PASSWORD)
+                                          PARENT_PASSWORD, names=names)
         cls.redirect = HostileParent(b"HTTP/1.1 302 Found\r\nLocation: http://evil.example/\r\n"
                                      b"Content-Length: 0\r\n\r\n")
         cls.dead_port = free_closed_port()
@@ -82,6 +84,16 @@ class ParentProxyTest(unittest.TestCase):
             {"name": "huge", "url": "http://127.0.0.1:%d" % cls.huge.port},
             {"name": "fake407", "url": "http://127.0.0.1:%d" % cls.fake407.port},
             {"name": "redirect", "url": "http://127.0.0.1:%d" % cls.redirect.port},
+            {"name": "abs", "url": "http://127.0.0.1:%d" % cls.squid_auth.port,
+             "credential": "corp", "resolve": "parent"},
+            {"name": "abs-wrong", "url": "http://127.0.0.1:%d" % cls.squid_auth.port,
+             "credential": "wrong", "resolve": "parent"},
+            {"name": "abs-deny", "url": "http://127.0.0.1:%d" % cls.squid_deny.port,
+             "resolve": "parent"},
+            {"name": "tls-abs", "url": "https://127.0.0.1:%d" % cls.tls_parent.port,
+             "credential": "corp", "resolve": "parent"},
+            {"name": "fake407-abs", "url": "http://127.0.0.1:%d" % cls.fake407.port,
+             "resolve": "parent"},
         ]
         lo = {"cidrs": ["127.0.0.0/8"]}
         http80 = dict(lo, ports=[80])
@@ -108,6 +120,16 @@ class ParentProxyTest(unittest.TestCase):
             # No cidrs: the loopback address it resolves to is in a denied range.
             {"host": "denied.test", "via": ["squid"]},
             {"host": "named.test", "via": ["socks-remote"]},
+            {"host": "absolute.test", "ports": [cls.http.port], "via": ["abs"],
+             "paths": ["/echo/abs*"]},
+            {"host": "absolute.test", "ports": [cls.http.port], "via": ["abs-wrong"],
+             "paths": ["/echo/wrong*"]},
+            {"host": "absolute.test", "ports": [cls.http.port], "via": ["abs-deny"],
+             "paths": ["/echo/deny*"]},
+            {"host": "absolute.test", "ports": [cls.http.port], "via": ["tls-abs"],
+             "paths": ["/echo/tlsabs*"]},
+            {"host": "absolute.test", "ports": [cls.http.port], "via": ["fake407-abs"],
+             "paths": ["/echo/fake407*"]},
         ]
         up = "127.0.0.1:%d" % cls.https.port
         resolve = {n: up for n in ("tunnel.test", "api.test", "wrongpw.test", "noauth.test",
@@ -175,6 +197,51 @@ class ParentProxyTest(unittest.TestCase):
         got = dict((k.lower(), v) for k, v in self.http.requests_to("/echo/fwd-parent")[0]
                    ["headers"])
         self.assertNotIn("proxy-authorization", got)
+
+    def test_forward_goes_to_a_resolving_parent_in_absolute_form(self):
+        # resolve: parent: plain http:// goes to the parent as the request itself (RFC 9112
+        # 3.2.2), with the parent's Proxy-Authorization and none of the client's (a pooled
+        # connection to the parent gets it again).
+        for i in (1, 2):
+            r = curl("http://absolute.test:%d/echo/abs-%d" % (self.http.port, i),
+                     proxy=self.proxy)
+            self.assertEqual(r.status, 200, r)
+        for i in (1, 2):
+            seen = self.http.requests_to("/echo/abs-%d" % i)
+            self.assertEqual(len(seen), 1)
+            got = dict((k.lower(), v) for k, v in seen[0]["headers"])
+            self.assertNotIn("proxy-authorization", got)
+            self.assertEqual(got["host"], "absolute.test:%d" % self.http.port)
+            rec = self.sg.wait_audit(path="/echo/abs-%d" % i)
+            self.assertEqual((rec["parent"], rec["upstream"]),
+                             ("abs", "absolute.test:%d" % self.http.port))
+        access = wait_until(lambda: [l for l in self.squid_auth.access() if "/echo/abs-" in l]
+                            if len([l for l in self.squid_auth.access()
+                                    if "/echo/abs-" in l]) == 2 else None,
+                            what="squid's access lines")
+        for line in access:
+            self.assertIn(" GET http://absolute.test:%d/echo/abs-" % self.http.port, line)
+            self.assertIn(PARENT_USER, line)
+
+    def test_forward_in_absolute_form_inside_a_tls_parents_tls(self):
+        r = curl("http://absolute.test:%d/echo/tlsabs" % self.http.port, proxy=self.proxy)
+        self.assertEqual(r.status, 200, r)
+        self.assertIn("http://absolute.test:%d/echo/tlsabs" % self.http.port,
+                      self.tls_parent.connects)
+        got = dict((k.lower(), v) for k, v in self.http.requests_to("/echo/tlsabs")[0]["headers"])
+        self.assertNotIn("proxy-authorization", got)
+        self.assertEqual(self.sg.wait_audit(path="/echo/tlsabs")["parent"], "tls-abs")
+
+    def test_absolute_form_wrong_password_is_parent_auth_failed(self):
+        r = curl("http://absolute.test:%d/echo/wrong" % self.http.port, proxy=self.proxy)
+        self.assert_refused(r, "parent_auth_failed")
+        self.assertIsNone(r.header("proxy-authenticate"))  # the parent's challenge stays there
+        self.assertEqual(self.http.requests_to("/echo/wrong"), [])
+
+    def test_absolute_form_squid_deny_is_parent_refused_without_its_page(self):
+        r = curl("http://absolute.test:%d/echo/deny" % self.http.port, proxy=self.proxy)
+        self.assert_refused(r, "parent_refused")
+        self.assertEqual(self.http.requests_to("/echo/deny"), [])
 
     def test_connect_tunnel_through_squid_with_basic_auth(self):
         r = self.https_get("tunnel.test", "/echo/tunnel-parent")
@@ -278,6 +345,12 @@ class ParentProxyTest(unittest.TestCase):
         self.assert_refused((status, headers, body), "parent_auth_failed")
         self.assertNotIn(FAKE_SECRET.encode(), body)
         self.assertNotIn("proxy-authenticate", headers)  # the parent's challenge stays there
+
+    def test_a_407_with_a_fake_secret_to_a_request_in_absolute_form_stays_with_the_parent(self):
+        r = curl("http://absolute.test:%d/echo/fake407" % self.http.port, proxy=self.proxy)
+        self.assert_refused(r, "parent_auth_failed")
+        self.assertNotIn(FAKE_SECRET.encode(), r.body)
+        self.assertIsNone(r.header("proxy-authenticate"))
 
     def test_a_redirect_from_the_parent_is_refused_not_followed(self):
         status, headers, body = self.raw_connect("redirect.test")

@@ -33,9 +33,10 @@ def _free_port():
 
 class Squid:
     """squid on 127.0.0.1:<port>. `users`: {user: password} turns on Basic auth (all requests
-    then need it). `deny_ports`: CONNECT and requests to these ports are refused (403)."""
+    then need it). `deny_ports`: CONNECT and requests to these ports are refused (403).
+    `hosts`: {name: address} squid resolves from a hosts file of its own (it asks no DNS)."""
 
-    def __init__(self, users=None, deny_ports=(), timeout=30):
+    def __init__(self, users=None, deny_ports=(), timeout=30, hosts=None):
         self.dir = tempfile.mkdtemp(prefix="sandgate-squid-")
         os.chmod(self.dir, 0o755)
         self.port = _free_port()
@@ -61,6 +62,12 @@ class Squid:
             else "",
             "http_access deny denied_ports" if deny_ports else "",
         ]
+        if hosts:
+            hosts_file = os.path.join(self.dir, "hosts")
+            with open(hosts_file, "w") as f:
+                f.writelines("%s %s\n" % (a, n) for n, a in hosts.items())
+            os.chmod(hosts_file, 0o644)
+            lines.append("hosts_file %s" % hosts_file)
         if users:
             pw = os.path.join(self.dir, "passwd")
             with open(pw, "w") as f:
@@ -233,12 +240,14 @@ class Socks5Server:
 class TlsConnectParent:
     """An HTTP CONNECT parent spoken to over TLS (`cert`: (certificate, key) files), on
     127.0.0.1:<ephemeral>. With `user`/`password` it requires Basic Proxy-Authorization (407
-    otherwise). It connects only to loopback addresses; `connects` records the authorities and
-    `auths` the Proxy-Authorization values received."""
+    otherwise). It connects only to loopback addresses; `connects` records the authorities (or
+    the absolute-form targets: it forwards a request sent to it that way, once, in origin form)
+    and `auths` the Proxy-Authorization values received."""
 
-    def __init__(self, cert, user=None, password=None):
+    def __init__(self, cert, user=None, password=None, names=None):
         import base64
         import ssl
+        self.names = names or {}  # absolute-form requests: {name: address} it resolves
         self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
         self.ctx.load_cert_chain(*cert)
         self.want = ("Basic " + base64.b64encode(("%s:%s" % (user, password)).encode()).decode()
@@ -280,13 +289,23 @@ class TlsConnectParent:
                 c.sendall(b"HTTP/1.1 407 Proxy Authentication Required\r\n"
                           b"Content-Length: 0\r\n\r\n")
                 return
+            absolute = authority.startswith("http://")
+            if absolute:
+                hostport, _, path = authority[len("http://"):].partition("/")
+                authority = hostport if ":" in hostport else hostport + ":80"
             host, _, port = authority.rpartition(":")
-            host = host.strip("[]")
+            host = self.names.get(host.strip("[]"), host.strip("[]"))
             if not (host.startswith("127.") or host == "::1"):
                 c.sendall(b"HTTP/1.1 403 Forbidden\r\nContent-Length: 0\r\n\r\n")
                 return
             up = socket.create_connection((host, int(port)), timeout=10)
-            c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            if absolute:
+                method, _, version = head[0].split(" ")
+                fields = [l for l in head[1:] if not l.lower().startswith("proxy-")]
+                up.sendall(("\r\n".join(["%s /%s %s" % (method, path, version)] + fields)
+                            ).encode("latin-1") + b"\r\n\r\n" + data.split(b"\r\n\r\n", 1)[1])
+            else:
+                c.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
             Socks5Server._pipe(c, up)
         except (OSError, ValueError, IndexError):
             pass
