@@ -15,6 +15,7 @@
 #include "policy/ip.h"
 #include "proxy/client/reasons.h"
 #include "proxy/net/completion.h"
+#include "proxy/net/endpoint.h"
 #include "proxy/net/upstream_tls.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/parent/tls_parent.h"
@@ -130,14 +131,7 @@ int Health::failures() const {
 namespace {
 
 asio::ip::address asioAddress(const policy::IpAddress& a) {
-  if (a.v6) {
-    asio::ip::address_v6::bytes_type b;
-    std::copy(a.bytes.begin(), a.bytes.end(), b.begin());
-    return asio::ip::address_v6(b);
-  }
-  asio::ip::address_v4::bytes_type b;
-  std::copy(a.bytes.begin(), a.bytes.begin() + 4, b.begin());
-  return asio::ip::address_v4(b);
+  return addressFromBytes(a.v6, a.bytes);
 }
 
 ParentDial failure(std::string_view reason, std::string detail, bool tryNext) {

@@ -13,6 +13,7 @@
 
 #include "policy/address_class.h"
 #include "proxy/client/refusal.h"
+#include "proxy/net/endpoint.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/parent/parent_dial.h"
 
@@ -24,26 +25,12 @@ using namespace asio::experimental::awaitable_operators;
 
 policy::IpAddress toIpAddress(const asio::ip::address& a) {
   policy::IpAddress out;
-  if (a.is_v4()) {
-    auto b = a.to_v4().to_bytes();
-    std::copy(b.begin(), b.end(), out.bytes.begin());
-  } else {
-    out.v6 = true;
-    auto b = a.to_v6().to_bytes();
-    std::copy(b.begin(), b.end(), out.bytes.begin());
-  }
+  out.bytes = addressBytes(a, out.v6);
   return out;
 }
 
 asio::ip::address toAsioAddress(const policy::IpAddress& a) {
-  if (a.v6) {
-    asio::ip::address_v6::bytes_type b;
-    std::copy(a.bytes.begin(), a.bytes.end(), b.begin());
-    return asio::ip::address_v6(b);
-  }
-  asio::ip::address_v4::bytes_type b;
-  std::copy(a.bytes.begin(), a.bytes.begin() + 4, b.begin());
-  return asio::ip::address_v4(b);
+  return addressFromBytes(a.v6, a.bytes);
 }
 
 namespace {
