@@ -5,6 +5,7 @@
 #include <libssh/libssh.h>
 
 #include <algorithm>
+#include <cstring>
 #include <set>
 
 #include "sandbox/run_files.h"
@@ -105,10 +106,10 @@ std::string sshConfigText() {
       sandbox::kSandgateInSandbox, kSandboxKnownHosts);
 }
 
-Result<SshHostKey> prepareRunSsh(const config::Config& cfg, const std::string& policy,
+Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
                                  sandbox::Options* options) {
   auto key = generateSshHostKey();
-  if (!key) return key;
+  if (!key) return key.errors();
   const std::string config = sshConfigText();
   const std::string known = knownHostsText(sshHosts(cfg, policy), key->publicLine);
   options->runFiles["ssh/config"] = config;
@@ -118,7 +119,9 @@ Result<SshHostKey> prepareRunSsh(const config::Config& cfg, const std::string& p
   // git runs `ssh` with this config whatever the home holds; an explicit --env wins.
   options->env.emplace("GIT_SSH_COMMAND", fmt::format("ssh -F {}", kSandboxSshConfig));
   brokerKey() = key->privateOpenssh;
-  return key;
+  // One copy of the secret is kept (the broker's); this one is wiped before it is freed.
+  explicit_bzero(key->privateOpenssh.data(), key->privateOpenssh.size());
+  return key->publicLine;
 }
 
 const std::string& sshBrokerHostKey() { return brokerKey(); }

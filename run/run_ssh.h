@@ -50,9 +50,9 @@ std::string sshConfigText();
 
 // Adds the run's SSH setup to the sandbox's options: the files (config, known_hosts, and
 // ~/.ssh/config, which plain `ssh` reads from the passwd entry's home), GIT_SSH_COMMAND (unless
-// --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. Returns the key, whose
-// private half is for the in-process proxy's SSH broker only (see sshBrokerHostKey).
-Result<SshHostKey> prepareRunSsh(const config::Config& cfg, const std::string& policy,
+// --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. Returns the key's public
+// line; its private half goes to the in-process proxy's SSH broker only (sshBrokerHostKey).
+Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
                                  sandbox::Options* options);
 
 // The hook for the SSH broker of the in-process proxy: the host key it presents to this run's

@@ -59,6 +59,10 @@ class InetdSshd:
             c.close()
 
     def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        except OSError:
+            pass
         self.sock.close()
         for p in self.procs:
             try:
