@@ -107,7 +107,7 @@ std::string sshConfigText() {
 }
 
 Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
-                                 sandbox::Options* options) {
+                                  sandbox::Options* options) {
   auto key = generateSshHostKey();
   if (!key) return key.errors();
   const std::string config = sshConfigText();

@@ -53,7 +53,7 @@ std::string sshConfigText();
 // --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. Returns the key's public
 // line; its private half goes to the in-process proxy's SSH broker only (sshBrokerHostKey).
 Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
-                                 sandbox::Options* options);
+                                  sandbox::Options* options);
 
 // The hook for the SSH broker of the in-process proxy: the host key it presents to this run's
 // sandbox (the OpenSSH private key text, for ssh_pki_import_privkey_base64), or empty before
