@@ -19,5 +19,6 @@ void addCaCommands(CLI::App& app, Action* action);
 void addRunCommand(CLI::App& app, Action* action);
 void addTokenCommands(CLI::App& app, Action* action);
 void addReviewCommands(CLI::App& app, Action* action);
+void addConnectCommand(CLI::App& app, Action* action);
 
 }  // namespace sandgate::cli

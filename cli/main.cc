@@ -33,6 +33,7 @@ int main(int argc, char** argv) {
   sandgate::cli::addTokenCommands(app, &action);
   sandgate::cli::addRunCommand(app, &action);
   sandgate::cli::addReviewCommands(app, &action);
+  sandgate::cli::addConnectCommand(app, &action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

@@ -21,6 +21,7 @@
 #include "run/run_bundle.h"
 #include "run/run_limits.h"
 #include "run/run_outcome.h"
+#include "run/run_ssh.h"
 #include "run/serve_run.h"
 #include "sandbox/launcher.h"
 #include "sandbox/workspace.h"
@@ -216,6 +217,11 @@ int runTask(const RunRequest& req) {
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
   options.hiddenPaths = cfg.secretPaths();
+  // ssh and git over SSH in the sandbox: its ProxyCommand, and a known_hosts naming the run's
+  // host key (the private half stays here, for the proxy's SSH broker: run_ssh.h).
+  if (auto ssh = prepareRunSsh(cfg, policyName, &options); !ssh) {
+    return fail(kExitSetupFailed, "{}", ssh.errors().front().message);
+  }
   auto capture = proxy::captureConfig(cfg);  // ports and pools: 80, 443, transparent.*
   if (!capture) return fail(kExitUsage, "{}", capture.errors().front().str());
   options.capture.ports = capture->ports;

@@ -24,6 +24,7 @@
 #include "sandbox/mount_ops.h"
 #include "sandbox/paths.h"
 #include "sandbox/resolv_conf.h"
+#include "sandbox/run_files.h"
 #include "sandbox/sys_error.h"
 
 namespace sandgate::sandbox {
@@ -510,6 +511,7 @@ void buildFilesystem(const FilesystemPlan& plan, std::vector<std::string>* warni
   installResolvConf(kNew, plan, warnings);
   const std::string home = kNew + plan.home;
   mkdirs(home, 0700);
+  installRunFiles(kNew, plan, warnings);
   // Nothing more is created in the root: no top-level file or directory for the workload.
   checkSys(mount(nullptr, kNew, nullptr, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV,
                  nullptr),

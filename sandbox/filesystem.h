@@ -11,6 +11,7 @@
 
 #include <sys/types.h>
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -73,6 +74,13 @@ struct FilesystemPlan {
   std::string resolvConfTarget;  // the host's /etc/resolv.conf, symlinks followed
   uint64_t tmpfsBytes = 1ull << 30;
   bool devPts = true;
+  // run_files.h: /etc/passwd and /etc/group with the run's uid and gid in them (home = `home`),
+  // Options::runFiles and homeFiles, and the host path of the binary to show ("" = none).
+  std::string passwd;
+  std::string group;
+  std::map<std::string, std::string> runFiles;
+  std::map<std::string, std::string> homeFiles;
+  std::string sandgateBinary;
   uid_t uid = 0;
   gid_t gid = 0;
 };

@@ -27,6 +27,7 @@
 #include "sandbox/outer_child.h"
 #include "sandbox/paths.h"
 #include "sandbox/resolv_conf.h"
+#include "sandbox/run_files.h"
 #include "sandbox/supervisor.h"
 #include "sandbox/sys_error.h"
 #include "sandbox/workspace.h"
@@ -221,6 +222,7 @@ Result<RunResult> run(const Options& options, const ListenerCallback& onListener
   if (options.transparent) planResolvConf(&spec.fs);
   spec.fs.uid = id->uid;
   spec.fs.gid = id->gid;
+  planRunFiles(options, &spec.fs, &result.warnings);
   spec.argv = options.argv;
   spec.env = buildEnvironment(options);
   spec.hostname = options.hostname;

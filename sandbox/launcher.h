@@ -75,6 +75,13 @@ struct Options {
   std::string earlierLayer;
   std::map<std::string, std::string> env;  // extra variables (placeholders, --env); win last
   std::string extraCaPem;                  // appended to the host's root bundle (sandgate's CA)
+  // Read-only files under /run/sandgate (relative name → text), e.g. the run's ssh config and
+  // known_hosts; and files in the home (relative name → text, mode 0600), e.g. .ssh/config.
+  // Public material only: the sandbox never holds a secret (run_files.h).
+  std::map<std::string, std::string> runFiles;
+  std::map<std::string, std::string> homeFiles;
+  // Show this sandgate binary read-only at /run/sandgate/bin/sandgate (ssh's ProxyCommand).
+  bool showSandgate = false;
   std::optional<uint64_t> memoryBytes;
   std::optional<double> cpus;
   std::optional<uint32_t> pids;  // counts the launcher's two helpers (outer child, PID 1) too

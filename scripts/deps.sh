@@ -16,6 +16,7 @@ packages=(
   clang libclang-rt-14-dev  # fuzz/: clang, libFuzzer and clang's sanitizer runtimes
   libnghttp2-dev  # proxy/h2/: HTTP/2 framing and HPACK
   nghttp2-client nghttp2-server python3-h2 python3-grpcio  # h2 and gRPC clients/upstreams in tests
+  libssh-dev  # run/: the per-run SSH host key (and serve's SSH broker)
   libhiredis-dev redis-server  # budgets shared across replicas, and a real Redis in tests
   squid  # a real parent proxy in the upstream_proxies tests
 )

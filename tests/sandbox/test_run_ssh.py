@@ -1,0 +1,203 @@
+"""ssh inside `sandgate run` (issue 42, the launcher's part): the leased uid (root launcher) and
+the launcher's own (rootless) have a passwd entry whose home is the sandbox's, so OpenSSH runs
+and reads ~/.ssh/config; every host goes through `sandgate connect` (the sandgate binary shown
+read-only at /run/sandgate/bin/sandgate); known_hosts names the run's own host key for the
+policy's SSH hosts, so a real sshd with any other key fails ssh's host-key check; a refused
+host prints sandgate's reason; the run's private key is nowhere the workload can read.
+
+Upstreams on host loopback: a TCP echo (echo.test:22) and a real sshd in inetd mode behind a
+small accepting loop (git.test:22), each reached only through the run's proxy (`resolve:`).
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import threading
+import unittest
+
+import artifacts
+from run_support import TemporaryUser, namespaces_refused, run_bounded
+from sandgate_fixture import binary
+from upstreams import TcpEcho
+
+SSHD = "/usr/sbin/sshd"
+
+
+class InetdSshd:
+    """Accepts on 127.0.0.1:<ephemeral> and serves each connection (at most 8) with
+    `sshd -i` and a host key of its own: a real SSH server the sandbox reaches through
+    sandgate. `connections` counts them."""
+
+    def __init__(self, workdir):
+        self.key = os.path.join(workdir, "sshd_host_ed25519")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", self.key],
+                       check=True, capture_output=True, timeout=30)
+        self.config = os.path.join(workdir, "sshd_config")
+        with open(self.config, "w") as f:
+            f.write("HostKey %s\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n"
+                    "UsePAM no\nPidFile none\nLogLevel ERROR\n" % self.key)
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.port = self.sock.getsockname()[1]
+        self.connections = 0
+        self.procs = []
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self):
+        while self.connections < 8:
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                return
+            self.connections += 1
+            self.procs.append(subprocess.Popen([SSHD, "-i", "-e", "-f", self.config],
+                                               stdin=c, stdout=c, stderr=subprocess.DEVNULL))
+            c.close()
+
+    def close(self):
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
+        except OSError:
+            pass
+        self.sock.close()
+        for p in self.procs:
+            try:
+                p.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(timeout=10)
+
+
+SCRIPT = r"""
+echo "user=$(id -un) home=$(getent passwd $(id -u) | cut -d: -f6) group=$(id -gn)"
+echo ==
+ssh -G git.test
+echo ==
+cat /run/sandgate/ssh/known_hosts
+echo ==
+printf 'hello through sandgate' | /run/sandgate/bin/sandgate connect echo.test 22; echo " rc=$?"
+echo ==
+/run/sandgate/bin/sandgate connect other.test 22 </dev/null 2>&1; echo "rc=$?"
+echo ==
+ssh git.test true 2>&1; echo "rc=$?"
+echo ==
+git ls-remote git@git.test:acme/widgets.git 2>&1; echo "rc=$?"
+echo ==
+grep -rl "OPENSSH PRIV.TE KEY" /run /tmp /etc /dev/shm /proc/self/environ /proc/1/environ \
+  "$PWD" 2>/dev/null; echo end
+"""
+
+
+@unittest.skipUnless(os.path.exists(SSHD) and shutil.which("ssh"), "needs openssh-client and -server")
+class RunSshTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest("needs root (sshd -i, and the rootless case creates a user)")
+        # sshd's privilege separation directory (Debian's package makes it at boot only).
+        os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
+        cls.dir = tempfile.mkdtemp(prefix="sandgate-runssh-")
+        os.chmod(cls.dir, 0o755)
+        cls.echo = TcpEcho()
+        cls.sshd = InetdSshd(cls.dir)
+        cls.config = os.path.join(cls.dir, "sandgate.yaml")
+        cfg = {
+            "policies": {"agent": {"allow": [
+                {"host": "git.test", "ports": [22], "cidrs": ["127.0.0.0/8"]},
+                {"host": "echo.test", "ports": [22], "cidrs": ["127.0.0.0/8"]},
+                {"host": "api.test"}]}},
+            "tasks": [{"name": "agent", "policy": "agent"}],
+            "resolve": {"git.test": "127.0.0.1:%d" % cls.sshd.port,
+                        "echo.test": "127.0.0.1:%d" % cls.echo.port},
+        }
+        with open(cls.config, "w") as f:
+            json.dump(cfg, f)
+        os.chmod(cls.config, 0o644)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.echo.close()
+        cls.sshd.close()
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    def workspace(self, owner=None):
+        ws = tempfile.mkdtemp(dir=self.dir, prefix="ws-")
+        os.chmod(ws, 0o755)
+        if owner is not None:
+            os.chown(ws, owner.uid, owner.gid)
+        return ws
+
+    def run_script(self, owner=None):
+        kwargs = owner.popen_args() if owner is not None else {}
+        ws = self.workspace(owner)
+        parent = self.workspace(owner)  # the run's directory goes in it (made by run)
+        run_dir = os.path.join(parent, "run")
+        r = run_bounded([binary(), "run", "--config", self.config, "--workspace", ws,
+                         "--run-dir", run_dir, "--", "sh", "-c", SCRIPT], 120, **kwargs)
+        # The host key's private half is in no file the run left either.
+        for root, _, files in os.walk(run_dir):
+            for name in files:
+                path = os.path.join(root, name)
+                if os.path.isfile(path) and not os.path.islink(path):
+                    with open(path, "rb") as f:
+                        # (The script, in the report and exec log, spells the marker as a pattern.)
+                        self.assertNotIn(b"OPENSSH PRIVATE KEY", f.read(), path)
+        artifacts.record("run", "stdout", r.stdout)
+        artifacts.record("log", "run-stderr", r.stderr)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses namespaces: " + r.stderr.strip())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        parts = r.stdout.split("==\n")
+        self.assertEqual(len(parts), 8, r.stdout)
+        return parts
+
+    def check(self, parts, user):
+        ident, config, known, echo, refused, ssh, git, leak = parts
+        # OpenSSH runs only for a uid with a passwd entry, and reads ~/.ssh from its home.
+        self.assertEqual(ident.strip().split()[:2], ["user=" + user, "home=/tmp/home"], ident)
+        self.assertNotIn("group=\n", ident)
+        # `ssh -G` without -F: the passwd home's ~/.ssh/config is the run's.
+        self.assertIn("proxycommand /run/sandgate/bin/sandgate connect %h %p\n", config)
+        self.assertIn("userknownhostsfile /run/sandgate/ssh/known_hosts\n", config)
+        self.assertIn("stricthostkeychecking true\n", config)
+        self.assertIn("batchmode yes\n", config)
+        self.assertIn("identitiesonly yes\n", config)
+        self.assertIn("forwardagent no\n", config)
+        lines = known.splitlines()
+        self.assertEqual([l.split()[:2] for l in lines],
+                         [["git.test", "ssh-ed25519"], ["echo.test", "ssh-ed25519"]], known)
+        self.assertEqual(lines[0].split()[2], lines[1].split()[2])
+        with open(self.sshd.key + ".pub") as f:
+            self.assertNotIn(f.read().split()[1], known)
+        self.assertEqual(echo.strip(), "hello through sandgateEOF-SEEN rc=0", echo)
+        self.assertIn("other.test:22 refused by the proxy: 403 no_matching_rule", refused)
+        self.assertIn("rc=1", refused)
+        # ssh reached the real sshd through sandgate and refused its key: only the run's counts.
+        self.assertIn("REMOTE HOST IDENTIFICATION HAS CHANGED", ssh)
+        self.assertIn("Host key verification failed", ssh)
+        self.assertNotIn("rc=0", ssh)
+        # git over SSH with no flags takes the same path (GIT_SSH_COMMAND / the config).
+        self.assertIn("Host key verification failed", git)
+        self.assertNotIn("rc=0", git)
+        self.assertEqual(leak.strip(), "end", leak)  # no file named before it
+        return lines[0].split()[2]
+
+    def test_root_launcher_leased_uid(self):
+        before = self.sshd.connections
+        key = self.check(self.run_script(), "sandbox")
+        self.assertGreaterEqual(self.sshd.connections, before + 2)
+        # Per run: a second run presents another key.
+        key2 = self.check(self.run_script(), "sandbox")
+        self.assertNotEqual(key, key2)
+
+    def test_rootless_launcher(self):
+        with TemporaryUser() as user:
+            self.check(self.run_script(owner=user), user.name)
+
+
+if __name__ == "__main__":
+    unittest.main()
