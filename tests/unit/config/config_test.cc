@@ -19,6 +19,13 @@ TEST(ResolveLimits, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(e.idleTimeout, Seconds(300));
   EXPECT_EQ(e.shutdownGrace, Seconds(10));
   EXPECT_EQ(e.revokeGrace, Seconds(2));
+  // The HTTP/2 bounds that were constants before they were keys keep their values.
+  EXPECT_EQ(e.h2MaxConcurrentStreams, 100u);
+  EXPECT_EQ(e.h2ResetBurst, 1000u);
+  EXPECT_EQ(e.h2ResetsPerSecond, 33u);
+  EXPECT_EQ(e.h2MaxContinuations, 8u);
+  EXPECT_EQ(e.h2MaxSettings, 32u);
+  EXPECT_EQ(e.h2MaxOutboundAck, 1000u);
 }
 
 TEST(ResolveLimits, TaskBeatsGlobalBeatsDefault) {
@@ -31,7 +38,13 @@ TEST(ResolveLimits, TaskBeatsGlobalBeatsDefault) {
   task.maxConnections = 3;        // overrides global
   task.bodyTimeout = Seconds(1);  // only in task
   task.newConnectionsPerSecond = 0.5;
+  global.h2MaxConcurrentStreams = 50;
+  task.h2MaxConcurrentStreams = 4;
+  global.h2ResetBurst = 10;
   EffectiveLimits e = resolveLimits(global, task);
+  EXPECT_EQ(e.h2MaxConcurrentStreams, 4u);                        // task
+  EXPECT_EQ(e.h2ResetBurst, 10u);                                 // global
+  EXPECT_EQ(e.h2ResetsPerSecond, 33u);                            // default
   EXPECT_EQ(e.maxConnections, 3u);                                // task
   EXPECT_EQ(e.maxTunnels, 20u);                                   // global
   EXPECT_EQ(e.idleTimeout, Seconds(60));                          // global
