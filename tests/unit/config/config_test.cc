@@ -69,6 +69,12 @@ TEST(ResolveLimits, EveryFieldIsInherited) {
   g.connectTimeout = Seconds(8);
   g.shutdownGrace = Seconds(9);
   g.revokeGrace = Seconds(11);
+  g.h2MaxConcurrentStreams = 12;
+  g.h2ResetBurst = 13;
+  g.h2ResetsPerSecond = 14;
+  g.h2MaxContinuations = 15;
+  g.h2MaxSettings = 16;
+  g.h2MaxOutboundAck = 17;
   for (bool viaTask : {false, true}) {
     SCOPED_TRACE(viaTask ? "set on the task" : "set globally");
     EffectiveLimits e = viaTask ? resolveLimits(Limits{}, g) : resolveLimits(g, Limits{});
@@ -82,6 +88,12 @@ TEST(ResolveLimits, EveryFieldIsInherited) {
     EXPECT_EQ(e.connectTimeout, Seconds(8));
     EXPECT_EQ(e.shutdownGrace, Seconds(9));
     EXPECT_EQ(e.revokeGrace, Seconds(11));
+    EXPECT_EQ(e.h2MaxConcurrentStreams, 12u);
+    EXPECT_EQ(e.h2ResetBurst, 13u);
+    EXPECT_EQ(e.h2ResetsPerSecond, 14u);
+    EXPECT_EQ(e.h2MaxContinuations, 15u);
+    EXPECT_EQ(e.h2MaxSettings, 16u);
+    EXPECT_EQ(e.h2MaxOutboundAck, 17u);
   }
 }
 
