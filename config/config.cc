@@ -111,6 +111,12 @@ EffectiveLimits resolveLimits(const Limits& global, const Limits& task) {
   pick(out.connectTimeout, global.connectTimeout, task.connectTimeout);
   pick(out.shutdownGrace, global.shutdownGrace, task.shutdownGrace);
   pick(out.revokeGrace, global.revokeGrace, task.revokeGrace);
+  pick(out.h2MaxConcurrentStreams, global.h2MaxConcurrentStreams, task.h2MaxConcurrentStreams);
+  pick(out.h2ResetBurst, global.h2ResetBurst, task.h2ResetBurst);
+  pick(out.h2ResetsPerSecond, global.h2ResetsPerSecond, task.h2ResetsPerSecond);
+  pick(out.h2MaxContinuations, global.h2MaxContinuations, task.h2MaxContinuations);
+  pick(out.h2MaxSettings, global.h2MaxSettings, task.h2MaxSettings);
+  pick(out.h2MaxOutboundAck, global.h2MaxOutboundAck, task.h2MaxOutboundAck);
   return out;
 }
 

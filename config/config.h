@@ -174,6 +174,14 @@ struct Limits {
   std::optional<Seconds> connectTimeout;
   std::optional<Seconds> shutdownGrace;
   std::optional<Seconds> revokeGrace;  // after a reload refuses an open tunnel
+  // HTTP/2 inside interception: the bounds on what one client connection may make nghttp2
+  // do (streams at once, the rapid-reset budget, header-block and ack floods).
+  std::optional<uint32_t> h2MaxConcurrentStreams;
+  std::optional<uint32_t> h2ResetBurst;
+  std::optional<uint32_t> h2ResetsPerSecond;
+  std::optional<uint32_t> h2MaxContinuations;
+  std::optional<uint32_t> h2MaxSettings;
+  std::optional<uint32_t> h2MaxOutboundAck;
 };
 
 // The defaults that apply when neither the task nor `limits:` sets a value.
@@ -188,6 +196,12 @@ struct EffectiveLimits {
   Seconds connectTimeout{10};
   Seconds shutdownGrace{10};
   Seconds revokeGrace{2};
+  uint32_t h2MaxConcurrentStreams = 100;
+  uint32_t h2ResetBurst = 1000;
+  uint32_t h2ResetsPerSecond = 33;
+  uint32_t h2MaxContinuations = 8;
+  uint32_t h2MaxSettings = 32;
+  uint32_t h2MaxOutboundAck = 1000;
 };
 EffectiveLimits resolveLimits(const Limits& global, const Limits& task);
 

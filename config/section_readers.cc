@@ -198,11 +198,13 @@ void readListen(Reader& r, const Field& f, Listen& listen) {
 }
 
 void readLimits(Reader& r, const Field& f, Limits& limits) {
-  auto m = r.map(f,
-                 {"max_connections", "max_tunnels", "new_connections_per_second",
-                  "max_header_bytes", "header_timeout", "body_timeout", "idle_timeout",
-                  "connect_timeout", "shutdown_grace", "revoke_grace"},
-                 "a map of limits", true);
+  auto m =
+      r.map(f,
+            {"max_connections", "max_tunnels", "new_connections_per_second", "max_header_bytes",
+             "header_timeout", "body_timeout", "idle_timeout", "connect_timeout", "shutdown_grace",
+             "revoke_grace", "h2_max_concurrent_streams", "h2_reset_burst", "h2_resets_per_second",
+             "h2_max_continuations", "h2_max_settings", "h2_max_outbound_ack"},
+            "a map of limits", true);
   if (!m) return;
   constexpr uint64_t kMaxU32 = std::numeric_limits<uint32_t>::max();
   if (const Field* v = m->get("max_connections")) {
@@ -223,6 +225,20 @@ void readLimits(Reader& r, const Field& f, Limits& limits) {
   if (const Field* v = m->get("shutdown_grace")) limits.shutdownGrace = r.duration(*v, true);
   // 0: a tunnel a reload refuses is closed at once.
   if (const Field* v = m->get("revoke_grace")) limits.revokeGrace = r.duration(*v, true);
+  // HTTP/2 bounds (applied in proxy/h2/h2_limits.cc). A stream id is 31 bits; 0 is no bound
+  // for nghttp2's SETTINGS and ack counts, so those start at 1. No CONTINUATION at all (0) is
+  // a bound a config may choose: every header block must then fit one HEADERS frame.
+  auto h2 = [&](const char* key, uint64_t lo, uint64_t hi, std::optional<uint32_t>& out) {
+    if (const Field* v = m->get(key)) {
+      if (auto n = r.integer(*v, lo, hi)) out = static_cast<uint32_t>(*n);
+    }
+  };
+  h2("h2_max_concurrent_streams", 1, 0x7fffffff, limits.h2MaxConcurrentStreams);
+  h2("h2_reset_burst", 1, kMaxU32, limits.h2ResetBurst);
+  h2("h2_resets_per_second", 1, kMaxU32, limits.h2ResetsPerSecond);
+  h2("h2_max_continuations", 0, kMaxU32, limits.h2MaxContinuations);
+  h2("h2_max_settings", 1, kMaxU32, limits.h2MaxSettings);
+  h2("h2_max_outbound_ack", 1, kMaxU32, limits.h2MaxOutboundAck);
 }
 
 void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {

@@ -159,3 +159,56 @@ write("llm_body_fuzz", "anthropic_sse",
       'event: message_start\ndata: {"type":"message_start","message":{"usage":'
       '{"input_tokens":25,"cache_read_input_tokens":3,"output_tokens":1}}}\n\n'
       'event: message_delta\ndata: {"type":"message_delta","usage":{"output_tokens":15}}\n\n')
+
+# h2_frames_fuzz: 4 bytes of limits (streams 1 + b0 % 8, continuations b1 % 5, ...), then the
+# frames a client sends after the preface (the target prepends it). Frames are built by hand
+# (9-byte header, HPACK literals without indexing or Huffman) so that no library is needed.
+def h2_frame(ftype, flags, sid, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([ftype, flags]) + sid.to_bytes(4, "big") + payload
+
+
+def hpack_literal(fields):
+    out = b""
+    for name, value in fields:
+        assert len(name) < 127 and len(value) < 127
+        out += b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+    return out
+
+
+def h2_get(path=b"/a", extra=()):
+    return hpack_literal([(b":method", b"GET"), (b":scheme", b"https"),
+                          (b":authority", b"api.test"), (b":path", path)] + list(extra))
+
+
+H2_SETTINGS = h2_frame(4, 0, 0)
+H2_END_STREAM, H2_END_HEADERS = 0x1, 0x4
+h2_limits = bytes([3, 0x22, 0x11, 0x47])  # 4 streams, 2 continuations, small bursts
+h2_seeds = {
+    "get": H2_SETTINGS + h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1, h2_get()),
+    "settings_ack": H2_SETTINGS + h2_frame(4, 1, 0) +
+                    h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1, h2_get()),
+    "five_streams": H2_SETTINGS + b"".join(
+        h2_frame(1, H2_END_HEADERS, 2 * i + 1, h2_get(b"/s%d" % i)) for i in range(5)),
+    "continuation": H2_SETTINGS + h2_frame(1, H2_END_STREAM, 1, h2_get()[:20]) +
+                    h2_frame(9, 0, 1, h2_get()[20:30]) + h2_frame(9, H2_END_HEADERS, 1, h2_get()[30:]),
+    "rapid_reset": H2_SETTINGS + b"".join(
+        h2_frame(1, H2_END_HEADERS, 2 * i + 1, h2_get()) + h2_frame(3, 0, 2 * i + 1, b"\0\0\0\x08")
+        for i in range(20)),
+    "post_data_trailers": H2_SETTINGS +
+        h2_frame(1, H2_END_HEADERS, 1, h2_get(b"/p", [(b"content-length", b"5")])) +
+        h2_frame(0, 0x8, 1, b"\x02hello\0\0") +
+        h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1, hpack_literal([(b"x-t", b"1")])),
+    "ping_window": H2_SETTINGS + h2_frame(6, 0, 0, b"12345678") +
+                   h2_frame(8, 0, 0, (0x7fffffff).to_bytes(4, "big")),
+    "upper_case": H2_SETTINGS + h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                         h2_get(extra=[(b"X-Up", b"1")])),
+    "te_gzip": H2_SETTINGS + h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                      h2_get(extra=[(b"te", b"gzip")])),
+    "crlf_value": H2_SETTINGS + h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                         h2_get(extra=[(b"x-a", b"a\r\nb: c")])),
+    "connect": H2_SETTINGS + h2_frame(1, H2_END_HEADERS, 1, hpack_literal(
+        [(b":method", b"CONNECT"), (b":authority", b"other.test:443")])),
+    "settings_flood": b"".join(h2_frame(4, 0, 0, b"\0\x03\0\0\0\x64" * 20) for _ in range(3)),
+}
+for name, frames in h2_seeds.items():
+    write("h2_frames_fuzz", name, h2_limits + frames)

@@ -22,6 +22,7 @@
 
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/request_credentials.h"
+#include "proxy/h2/h2_limits.h"
 #include "proxy/h2/h2_request.h"
 #include "proxy/h2/h2_stream.h"
 
@@ -114,9 +115,10 @@ bool H2Proxy::start() {
   installUpstreamCallbacks(cbs);
   int rv = nghttp2_session_client_new2(&upstream_.session, cbs, static_cast<H2Streams*>(this), opt);
   // The client's side: HTTP messaging stays on (RFC 9113 §8 checks), and the floods of the
-  // 2019 and 2023-2024 advisories are bounded by the session (see applyClientLimits).
+  // 2019 and 2023-2024 advisories are bounded by the session, as the task's limits say
+  // (h2_limits.h: the h2_* keys of `limits:`).
   installClientCallbacks(cbs);
-  applyClientLimits(opt, limits);
+  applyH2ClientLimits(opt, limits);
   if (rv == 0) {
     rv = nghttp2_session_server_new2(&client_.session, cbs, static_cast<H2Streams*>(this), opt);
   }
@@ -125,15 +127,13 @@ bool H2Proxy::start() {
   if (rv != 0) return false;
   const uint32_t headerList =
       static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX));
-  const nghttp2_settings_entry toClient[] = {
-      {NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS, maxStreams()},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
+  const auto toClient = h2ClientSettings(limits, kH2StreamWindow);
   const nghttp2_settings_entry toUpstream[] = {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
-  return nghttp2_submit_settings(client_.session, NGHTTP2_FLAG_NONE, toClient, 3) == 0 &&
+  return nghttp2_submit_settings(client_.session, NGHTTP2_FLAG_NONE, toClient.data(),
+                                 toClient.size()) == 0 &&
          nghttp2_submit_settings(upstream_.session, NGHTTP2_FLAG_NONE, toUpstream, 3) == 0 &&
          nghttp2_session_set_local_window_size(client_.session, NGHTTP2_FLAG_NONE, 0,
                                                kConnectionWindow) == 0 &&

@@ -13,6 +13,7 @@
 #include "broker/scrubber.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/request_credentials.h"
+#include "proxy/h2/h2_limits.h"
 #include "proxy/h2/h2_request.h"
 #include "proxy/h2/h2_stream_state.h"
 
@@ -22,7 +23,6 @@ namespace {
 
 constexpr size_t kDownHigh = 64 * 1024;  // bytes held for the client before decoding more
 constexpr size_t kDecodeStep = 16 * 1024;
-constexpr uint32_t kMaxConcurrentStreams = 100;
 
 }  // namespace
 
@@ -30,19 +30,6 @@ H2Streams::H2Streams(ClientConnection& c, const policy::Target& target, uint16_t
     : c_(c), target_(target), port_(port), creds_(std::make_shared<RequestCredentials>(c)) {}
 
 H2Streams::~H2Streams() = default;
-
-uint32_t H2Streams::maxStreams() const { return kMaxConcurrentStreams; }
-
-void H2Streams::applyClientLimits(nghttp2_option* opt, const config::EffectiveLimits&) {
-  // Streams beyond SETTINGS_MAX_CONCURRENT_STREAMS are refused before the client has
-  // acknowledged the setting, not only after.
-  nghttp2_option_set_max_settings(opt, 32);
-  nghttp2_option_set_max_outbound_ack(opt, 1000);
-  nghttp2_option_set_max_continuations(opt, 8);
-  // Rapid reset: a burst of 1000 streams the client resets, then 33 a second; past that the
-  // connection ends with GOAWAY (the tunnel's audit line says h2_protocol_error).
-  nghttp2_option_set_stream_reset_rate_limit(opt, 1000, 33);
-}
 
 H2Stream* H2Streams::find(int32_t id) {
   auto it = streams_.find(id);

@@ -43,10 +43,6 @@ class H2Streams {
 
   void installClientCallbacks(nghttp2_session_callbacks* cbs);
   void installUpstreamCallbacks(nghttp2_session_callbacks* cbs);
-  // The client session's bounds: concurrent streams, RST_STREAM rate (rapid reset,
-  // CVE-2023-44487), CONTINUATION frames per header block, SETTINGS entries, queued ACKs.
-  void applyClientLimits(nghttp2_option* opt, const config::EffectiveLimits& limits);
-  uint32_t maxStreams() const;
   // No stream is open.
   bool noStreams() const { return streams_.empty(); }
   // Writes the audit line of every stream still open, with `why` as its error.

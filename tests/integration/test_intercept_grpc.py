@@ -4,7 +4,9 @@ server on loopback TLS (api.test, mapped with `resolve:`). Unary and server-stre
 with their trailers (grpc-status) and `te: trailers`; the credential reaches the server; a call
 whose answer carries the secret is reset (grpc_not_scrubbable) rather than relayed unscrubbed
 or with its message lengths corrupted, since this task's redaction marker is not as long as
-the secret.
+the secret. With a placeholder for the credential (from the admin socket's token_env, as a
+token client gets it), the secret inside a message is replaced by the placeholder, byte for
+byte as long, and the call decodes.
 """
 
 import sys
@@ -37,8 +39,12 @@ class EchoServer:
             return b"pong:" + request
 
         def stream(request, context):
+            md = dict(context.invocation_metadata())
             for i in range(3):
-                yield b"part %d of %s" % (i, request)
+                if request == b"auth" and i == 1:
+                    yield b"key " + md.get("authorization", "").encode() + b" in part 1"
+                else:
+                    yield b"part %d of %s" % (i, request)
 
         handler = grpc.method_handlers_generic_handler(SERVICE, {
             "Unary": grpc.unary_unary_rpc_method_handler(unary),
@@ -102,6 +108,52 @@ class InterceptGrpcTest(unittest.TestCase):
         self.assertEqual(line["verdict"], "error")
         # The connection serves the next call.
         self.assertEqual(self.call("Unary", b"again"), b"pong:again")
+
+
+class GrpcPlaceholderTest(unittest.TestCase):
+    """The credential has a placeholder: a secret in a gRPC message is replaced by it (same
+    length, so the message and protobuf lengths still hold) and unary and streaming calls
+    decode; the client's placeholder in its metadata is replaced by the secret upstream."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = test_pki()
+        cls.echo = EchoServer(cls.pki)
+        cls.sg, cls.ca_out = h2_upstream.intercepting_sandgate(
+            cls.pki, cls.echo.port, TOKEN, SECRET, creds_extra={"placeholder": "API_KEY"},
+            admin=True)
+        cls.placeholder = cls.sg.token_env("demo")["env"]["API_KEY"]
+        with open(cls.ca_out, "rb") as f:
+            roots = f.read()
+        cls.channel = grpc.secure_channel(
+            "api.test:443", grpc.ssl_channel_credentials(root_certificates=roots),
+            options=[("grpc.http_proxy", cls.sg.proxy_url("demo", TOKEN)),
+                     ("grpc.enable_retries", 0)])
+
+    tearDownClass = InterceptGrpcTest.__dict__["tearDownClass"]
+    call = InterceptGrpcTest.call
+
+    def test_the_placeholder_is_as_long_as_the_secret_and_not_it(self):
+        self.assertEqual(len(self.placeholder), len(SECRET))
+        self.assertNotEqual(self.placeholder, SECRET)
+
+    def test_a_secret_in_a_unary_answer_comes_back_as_the_placeholder(self):
+        path = "/%s/Unary" % SERVICE
+        reply = self.channel.unary_unary(path)(
+            b"auth", timeout=10, metadata=[("authorization", "Bearer " + self.placeholder)])
+        self.assertEqual(reply, b"your key: Bearer " + self.placeholder.encode())
+        # Upstream, the placeholder was the secret (injection over the client's value).
+        self.assertEqual(self.echo.seen_auth[-1], "Bearer " + SECRET)
+        line = self.sg.wait_audit(path=path, verdict="allow")
+        self.assertEqual(line["status"], 200)
+
+    def test_a_secret_in_a_streamed_message_comes_back_as_the_placeholder(self):
+        parts = self.call("Stream", b"auth", streaming=True)
+        self.assertEqual(parts, [b"part 0 of auth",
+                                 b"key Bearer " + self.placeholder.encode() + b" in part 1",
+                                 b"part 2 of auth"])
+        for p in parts:
+            self.assertNotIn(SECRET.encode(), p)
 
 
 if __name__ == "__main__":

@@ -312,3 +312,53 @@ class InterceptH2AttacksTest(unittest.TestCase):
 
 if __name__ == "__main__":
     unittest.main()
+
+
+class ConfiguredH2LimitsTest(unittest.TestCase):
+    """The task's `limits:` keys replace the built-in bounds: with h2_max_concurrent_streams 4
+    the fifth stream a client opens is refused (it would be served under the default 100), and
+    with h2_max_continuations 2 a header block of three CONTINUATION frames ends the
+    connection (eight are allowed by default)."""
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = test_pki()
+        cls.up = h2_upstream.H2Upstream(cls.pki)
+        cls.sg, cls.ca_out = h2_upstream.intercepting_sandgate(
+            cls.pki, cls.up.port, TOKEN, SECRET,
+            task_limits={"h2_max_concurrent_streams": 4, "h2_max_continuations": 2})
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sg.cleanup()
+        cls.up.close()
+
+    client = InterceptH2AttacksTest.client
+    upstream_saw = InterceptH2AttacksTest.upstream_saw
+    assert_still_serving = InterceptH2AttacksTest.assert_still_serving
+    continued = InterceptH2AttacksTest.continued
+
+    def test_streams_past_the_concurrency_limit_are_refused(self):
+        c = self.client()
+        # Five streams at once, none ended (so none is answered and closed in between): the
+        # fifth is past the four the task allows, refused before anything of it goes upstream.
+        c.send(b"".join(c.headers(2 * i + 1, req("/four%d" % i), end_stream=False)
+                        for i in range(5)))
+        frames = list(c.frames(limit=200))
+        c.tls.close()
+        settings = {}
+        for f in frames:
+            if isinstance(f, SettingsFrame) and "ACK" not in f.flags:
+                settings.update(f.settings)
+        self.assertEqual(settings.get(SettingsFrame.MAX_CONCURRENT_STREAMS), 4)
+        reset = {f.stream_id: f.error_code for f in frames if isinstance(f, RstStreamFrame)}
+        self.assertEqual(reset.get(9), 7, "the fifth stream was not refused (REFUSED_STREAM)")
+        self.assertEqual([sid for sid in (1, 3, 5, 7) if sid in reset], [])
+        self.assertEqual(self.upstream_saw("/four4"), [])
+        self.assert_still_serving()
+
+    def test_continuation_flood_ends_the_connection(self):
+        self.assertEqual(self.continued("/cont2", 2), ("status", "200"))
+        self.assertEqual(self.continued("/cont3", 3), ("goaway", 1))
+        self.assertEqual(self.upstream_saw("/cont3"), [])
+        self.assert_still_serving()

@@ -29,10 +29,13 @@ except ImportError:  # the interpreter on PATH may not see Debian's python3-h2
     import h2.events
 
 
-def intercepting_sandgate(pki, upstream_port, token, secret):
+def intercepting_sandgate(pki, upstream_port, token, secret, task_limits=None, creds_extra=None,
+                          admin=False):
     """A started Sandgate whose task `demo` (token `token`) reaches api.test (at
     127.0.0.1:upstream_port, verified with pki's CA) intercepted, with the credential `api`
-    (`secret`) injected as a Bearer Authorization. Returns (sandgate, ca_out)."""
+    (`secret`) injected as a Bearer Authorization. `task_limits` is the task's `limits:`,
+    `creds_extra` more keys of the credential (e.g. a placeholder), `admin` whether serve has
+    its admin socket (where token_env hands out placeholders). Returns (sandgate, ca_out)."""
     from sandgate_fixture import Sandgate
     sg = Sandgate({}, [])
     key = sg.secret_file("api", secret)
@@ -41,11 +44,17 @@ def intercepting_sandgate(pki, upstream_port, token, secret):
         {"host": "api.test", "cidrs": ["127.0.0.0/8"], "credential": "api"}]}}
     creds = {"api": {"source": {"file": key}, "hosts": ["api.test"],
                      "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
+    creds["api"].update(creds_extra or {})
+    task = {"name": "demo", "policy": "agent", "token": token}
+    if task_limits:
+        task["limits"] = task_limits
     sg.config = sg.make_config(
-        policies, [{"name": "demo", "policy": "agent", "token": token}],
+        policies, [task],
         resolve={"api.test": "127.0.0.1:%d" % upstream_port},
         extra={"credentials": creds, "ca_cert_out": ca_out,
                "tls": {"upstream_ca": pki.ca_cert}})
+    if admin:
+        sg.config["listen"]["admin"] = sg.admin_path
     sg.write_config(sg.config)
     sg.start()
     return sg, ca_out

@@ -19,6 +19,13 @@ TEST(ResolveLimits, DefaultsWhenNothingIsSet) {
   EXPECT_EQ(e.idleTimeout, Seconds(300));
   EXPECT_EQ(e.shutdownGrace, Seconds(10));
   EXPECT_EQ(e.revokeGrace, Seconds(2));
+  // The HTTP/2 bounds that were constants before they were keys keep their values.
+  EXPECT_EQ(e.h2MaxConcurrentStreams, 100u);
+  EXPECT_EQ(e.h2ResetBurst, 1000u);
+  EXPECT_EQ(e.h2ResetsPerSecond, 33u);
+  EXPECT_EQ(e.h2MaxContinuations, 8u);
+  EXPECT_EQ(e.h2MaxSettings, 32u);
+  EXPECT_EQ(e.h2MaxOutboundAck, 1000u);
 }
 
 TEST(ResolveLimits, TaskBeatsGlobalBeatsDefault) {
@@ -31,7 +38,13 @@ TEST(ResolveLimits, TaskBeatsGlobalBeatsDefault) {
   task.maxConnections = 3;        // overrides global
   task.bodyTimeout = Seconds(1);  // only in task
   task.newConnectionsPerSecond = 0.5;
+  global.h2MaxConcurrentStreams = 50;
+  task.h2MaxConcurrentStreams = 4;
+  global.h2ResetBurst = 10;
   EffectiveLimits e = resolveLimits(global, task);
+  EXPECT_EQ(e.h2MaxConcurrentStreams, 4u);                        // task
+  EXPECT_EQ(e.h2ResetBurst, 10u);                                 // global
+  EXPECT_EQ(e.h2ResetsPerSecond, 33u);                            // default
   EXPECT_EQ(e.maxConnections, 3u);                                // task
   EXPECT_EQ(e.maxTunnels, 20u);                                   // global
   EXPECT_EQ(e.idleTimeout, Seconds(60));                          // global
@@ -56,6 +69,12 @@ TEST(ResolveLimits, EveryFieldIsInherited) {
   g.connectTimeout = Seconds(8);
   g.shutdownGrace = Seconds(9);
   g.revokeGrace = Seconds(11);
+  g.h2MaxConcurrentStreams = 12;
+  g.h2ResetBurst = 13;
+  g.h2ResetsPerSecond = 14;
+  g.h2MaxContinuations = 15;
+  g.h2MaxSettings = 16;
+  g.h2MaxOutboundAck = 17;
   for (bool viaTask : {false, true}) {
     SCOPED_TRACE(viaTask ? "set on the task" : "set globally");
     EffectiveLimits e = viaTask ? resolveLimits(Limits{}, g) : resolveLimits(g, Limits{});
@@ -69,6 +88,12 @@ TEST(ResolveLimits, EveryFieldIsInherited) {
     EXPECT_EQ(e.connectTimeout, Seconds(8));
     EXPECT_EQ(e.shutdownGrace, Seconds(9));
     EXPECT_EQ(e.revokeGrace, Seconds(11));
+    EXPECT_EQ(e.h2MaxConcurrentStreams, 12u);
+    EXPECT_EQ(e.h2ResetBurst, 13u);
+    EXPECT_EQ(e.h2ResetsPerSecond, 14u);
+    EXPECT_EQ(e.h2MaxContinuations, 15u);
+    EXPECT_EQ(e.h2MaxSettings, 16u);
+    EXPECT_EQ(e.h2MaxOutboundAck, 17u);
   }
 }
 

@@ -117,8 +117,20 @@ TEST(SectionReaders, EveryLimit) {
       "  idle_timeout: 3m\n"
       "  connect_timeout: 500ms\n"
       "  shutdown_grace: 0\n"
-      "  revoke_grace: 0\n");
+      "  revoke_grace: 0\n"
+      "  h2_max_concurrent_streams: 4\n"
+      "  h2_reset_burst: 50\n"
+      "  h2_resets_per_second: 5\n"
+      "  h2_max_continuations: 0\n"
+      "  h2_max_settings: 10\n"
+      "  h2_max_outbound_ack: 100\n");
   const Limits& l = c.limits;
+  EXPECT_EQ(l.h2MaxConcurrentStreams, 4u);
+  EXPECT_EQ(l.h2ResetBurst, 50u);
+  EXPECT_EQ(l.h2ResetsPerSecond, 5u);
+  EXPECT_EQ(l.h2MaxContinuations, 0u);
+  EXPECT_EQ(l.h2MaxSettings, 10u);
+  EXPECT_EQ(l.h2MaxOutboundAck, 100u);
   EXPECT_EQ(l.maxConnections, 10u);
   EXPECT_EQ(l.maxTunnels, 20u);
   EXPECT_EQ(l.newConnectionsPerSecond, 2.5);
@@ -234,6 +246,16 @@ TEST(SectionReaders, Errors) {
        "policies: {p: {}}\ntasks:\n  - name: a\n    policy: p\n    limits:\n"
        "      max_conections: 5\n",
        {6, 7, "tasks[0].limits.max_conections", "did you mean `max_connections`?"}},
+      {"h2 streams zero",
+       "limits: {h2_max_concurrent_streams: 0}\n",
+       {1, 37, "limits.h2_max_concurrent_streams",
+        "expected an integer from 1 to 2147483647, got `0`"}},
+      {"h2 reset rate zero",
+       "limits:\n  h2_resets_per_second: 0\n",
+       {2, 25, "limits.h2_resets_per_second", "expected an integer from 1 to 4294967295, got `0`"}},
+      {"h2 key typo",
+       "limits:\n  h2_max_continuation: 2\n",
+       {2, 3, "limits.h2_max_continuation", "did you mean `h2_max_continuations`?"}},
       {"max_tunnels zero",
        "limits: {max_tunnels: 0}\n",
        {1, 23, "limits.max_tunnels", "expected an integer from 1 to 4294967295, got `0`"}},

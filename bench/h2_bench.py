@@ -1,0 +1,275 @@
+#!/usr/bin/env python3
+"""HTTP/2 through interception with credential injection (issue #40), against h2 straight to the
+same upstream, in one run. Not a test: it prints figures and ratios and never fails on timing.
+
+  upstream  nghttpd (nghttp2-server) on 127.0.0.1, TLS with a leaf for api.test signed by the
+            runtime test CA (tests/support/pki.py), serving a 13-byte file
+  load      h2load (nghttp2-client), -D seconds after a 1 s warm-up, per-request times from
+            its --log-file (p50/p99 computed here)
+  shapes    1 connection x 1 stream, 1 connection x 64 streams, 16 connections x 1 stream
+
+and three paths for each shape:
+
+  direct    h2load -> nghttpd
+  splice    h2load -> a plain TCP splice (this script, a process of its own) -> nghttpd
+  sandgate  h2load -> the same splice, which first sends `CONNECT api.test:443` with the task's
+            Proxy-Authorization -> sandgate (intercepts: h2 on both legs, the credential
+            injected into every stream, audit line per stream) -> nghttpd
+
+h2load cannot speak to a proxy, so the splice carries its bytes through CONNECT; `splice`
+shows what the splice itself costs, and `sandgate / splice` is the ratio to read. mitmproxy's
+h2 interception is not compared here (the intercept_bench.py harness drives it over HTTP/1.1).
+
+  bench/h2_bench.py [--binary build/cli/sandgate] [--seconds 5] [--threads N]
+"""
+
+import argparse
+import asyncio
+import base64
+import hashlib
+import json
+import multiprocessing
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from pki import test_pki  # noqa: E402
+from proxy_bench import LoggedProcess, cpu_times, find_binary, free_port, stop_child  # noqa: E402
+
+LOOPBACK = "127.0.0.1"
+HOST = "api.test"
+TASK, TOKEN = "bench", "h2-bench-token"
+SECRET = "sk-h2benchsecret-0123456789abcdef"
+SHAPES = [(1, 1), (1, 64), (16, 1)]  # (connections, streams per connection)
+
+
+def wait_for(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        v = predicate()
+        if v:
+            return v
+        time.sleep(0.05)  # polling a child's file or port; bounded by the deadline
+    raise RuntimeError("timed out after %ss waiting for %s" % (timeout, what))
+
+
+def splice_server(sock, target, connect_head):
+    """Accepts on `sock`; each connection is piped to `target`, after `connect_head` (a CONNECT
+    request) and its 200 answer when one is given."""
+
+    async def pipe(r, w):
+        try:
+            while True:
+                data = await r.read(65536)
+                if not data:
+                    break
+                w.write(data)
+                await w.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            w.close()
+
+    async def handle(cr, cw):
+        ur, uw = await asyncio.open_connection(*target)
+        if connect_head:
+            uw.write(connect_head)
+            head = await ur.readuntil(b"\r\n\r\n")
+            if b" 200 " not in head.split(b"\r\n")[0]:
+                cw.close()
+                uw.close()
+                return
+        await asyncio.gather(pipe(cr, uw), pipe(ur, cw))
+
+    async def main():
+        server = await asyncio.start_server(handle, sock=sock)
+        async with server:
+            await server.serve_forever()
+
+    asyncio.run(main())
+
+
+def start_splice(target, connect_head=None):
+    sock = socket.socket()
+    sock.bind((LOOPBACK, 0))
+    sock.listen(256)
+    p = multiprocessing.Process(target=splice_server, args=(sock, target, connect_head),
+                                daemon=True)
+    p.start()
+    port = sock.getsockname()[1]
+    sock.close()
+    return p, port
+
+
+class Sandgate(LoggedProcess):
+    def __init__(self, binary, tmp, pki, upstream_port, threads):
+        secret_file = os.path.join(tmp, "secret")
+        with open(secret_file, "w") as f:
+            f.write(SECRET + "\n")
+        self.audit = os.path.join(tmp, "audit.log")
+        ready = os.path.join(tmp, "ready.json")
+        cfg = {
+            "listen": {"proxy": LOOPBACK + ":0", "metrics": LOOPBACK + ":0"},
+            "audit": {"path": self.audit},
+            "resolve": {HOST: "%s:%d" % (LOOPBACK, upstream_port)},
+            "tls": {"upstream_ca": pki.ca_cert},
+            "ca_cert_out": os.path.join(tmp, "sandgate-ca.pem"),
+            "limits": {"max_connections": 10000, "max_tunnels": 10000,
+                       "new_connections_per_second": 1000000, "idle_timeout": "10m"},
+            "credentials": {"api": {
+                "source": {"file": secret_file}, "hosts": [HOST],
+                "inject": {"header": "Authorization", "value": "Bearer {secret}"}}},
+            "policies": {"bench": {"allow": [
+                {"host": HOST, "credential": "api", "cidrs": ["127.0.0.0/8"]}]}},
+            "tasks": [{"name": TASK, "policy": "bench",
+                       "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}],
+        }
+        config = os.path.join(tmp, "sandgate.yaml")
+        with open(config, "w") as f:
+            json.dump(cfg, f, indent=1)  # JSON is YAML
+        cmd = [binary, "serve", "--config", config, "--ready-file", ready, "--drain-delay", "0"]
+        if threads:
+            cmd += ["--threads", str(threads)]
+        super().__init__(cmd, os.path.join(tmp, "sandgate.log"))
+
+        def is_ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError("sandgate exited:\n" + self.log_tail())
+            try:
+                with open(ready) as f:
+                    return json.load(f)
+            except (OSError, ValueError):
+                return None
+        host, port = wait_for(is_ready, 20, "sandgate's ready file")["proxy"].rsplit(":", 1)
+        self.proxy = (host.strip("[]"), int(port))
+        auth = base64.b64encode(("%s:%s" % (TASK, TOKEN)).encode()).decode()
+        self.connect_head = ("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n"
+                             "Proxy-Authorization: Basic %s\r\n\r\n" % (HOST, HOST, auth)).encode()
+
+    def audited(self):
+        """(intercepted stream lines, how many of them were answered 200)."""
+        n = ok = 0
+        with open(self.audit) as f:
+            for line in f:
+                rec = json.loads(line)
+                if rec.get("kind") == "intercept":
+                    n += 1
+                    ok += rec.get("status") == 200
+        return n, ok
+
+
+def h2load(tmp, port, conns, streams, seconds, label):
+    log = os.path.join(tmp, "h2load-%s-%d-%d.log" % (label, conns, streams))
+    cmd = ["h2load", "-D", str(seconds), "--warm-up-time", "1", "-c", str(conns),
+           "-m", str(streams), "-t", "1", "--log-file", log,
+           "--connect-to", "%s:%d" % (LOOPBACK, port), "https://%s/r" % HOST]
+    p = subprocess.run(cmd, capture_output=True, text=True, timeout=seconds + 60)
+    out = p.stdout
+    m = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded", out)
+    done, ok = (int(m.group(2)), int(m.group(3))) if m else (0, 0)
+    times = []
+    try:
+        with open(log) as f:
+            for line in f:
+                parts = line.split("\t")
+                if len(parts) >= 3 and parts[1] == "200":
+                    times.append(int(parts[2]))
+    except OSError:
+        pass
+    times.sort()
+
+    def pct(q):
+        return times[min(len(times) - 1, int(q * len(times)))] if times else float("nan")
+    if not m or "h2" not in out:
+        sys.stderr.write("h2load (%s) said:\n%s\n%s\n" % (label, out[-2000:], p.stderr[-2000:]))
+    return {"rps": ok / seconds, "done": done, "ok": ok, "p50": pct(0.5), "p99": pct(0.99),
+            "h2": "Application protocol: h2" in out}
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--binary")
+    ap.add_argument("--seconds", type=int, default=5)
+    ap.add_argument("--threads", type=int, default=0, help="sandgate worker threads")
+    args = ap.parse_args()
+    binary = find_binary(args.binary)
+    if not binary:
+        print("no sandgate binary (build it, or pass --binary)")
+        return 2
+    for tool in ("h2load", "nghttpd"):
+        if not shutil.which(tool):
+            print("%s is not installed (apt-get install nghttp2-client nghttp2-server)" % tool)
+            return 2
+    tmp = tempfile.mkdtemp(prefix="h2-bench-")
+    pki = test_pki()
+    docroot = os.path.join(tmp, "www")
+    os.makedirs(docroot)
+    with open(os.path.join(docroot, "r"), "w") as f:
+        f.write("hello, bench\n")  # 13 bytes
+    up_port = free_port()
+    nghttpd = LoggedProcess(["nghttpd", "-d", docroot, "--address=" + LOOPBACK, str(up_port),
+                             os.path.join(pki.dir, "leaf.key"),
+                             os.path.join(pki.dir, "leaf.pem")], os.path.join(tmp, "nghttpd.log"))
+    children = []
+    sg = None
+    try:
+        def listening():
+            if nghttpd.proc.poll() is not None:
+                raise RuntimeError("nghttpd exited:\n" + nghttpd.log_tail())
+            with socket.socket() as s:
+                return s.connect_ex((LOOPBACK, up_port)) == 0
+        wait_for(listening, 10, "nghttpd")
+        sg = Sandgate(binary, tmp, pki, up_port, args.threads)
+        plain, plain_port = start_splice((LOOPBACK, up_port))
+        via, via_port = start_splice(sg.proxy, sg.connect_head)
+        children += [plain, via]
+        print("sandgate %s; %d s per run after 1 s warm-up; machine: %d cores, load %s" %
+              (binary, args.seconds, os.cpu_count(), " ".join(
+                  "%.1f" % x for x in os.getloadavg())))
+        print("%-22s %-9s %10s %10s %10s %5s" % ("shape", "path", "req/s", "p50 us", "p99 us",
+                                                 "h2"))
+        for conns, streams in SHAPES:
+            shape = "%d conn x %d stream%s" % (conns, streams, "s" if streams > 1 else "")
+            res = {}
+            before = 0.0
+            for label, port in (("direct", up_port), ("splice", plain_port),
+                                ("sandgate", via_port)):
+                if label == "sandgate":
+                    before = sum(cpu_times(sg.pid))
+                res[label] = r = h2load(tmp, port, conns, streams, args.seconds, label)
+                print("%-22s %-9s %10.0f %10.0f %10.0f %5s" % (shape, label, r["rps"], r["p50"],
+                                                               r["p99"], "yes" if r["h2"] else
+                                                               "NO"))
+            cpu = sum(cpu_times(sg.pid)) - before
+            s, d, p = res["sandgate"], res["direct"], res["splice"]
+            print("%-22s ratios: sandgate/direct %.2fx req/s, p99 %.2fx; sandgate/splice %.2fx "
+                  "req/s, p99 %.2fx; sandgate CPU %.0f us/request" % (
+                      "", s["rps"] / d["rps"] if d["rps"] else 0,
+                      s["p99"] / d["p99"] if d["p99"] else 0,
+                      s["rps"] / p["rps"] if p["rps"] else 0,
+                      s["p99"] / p["p99"] if p["p99"] else 0,
+                      cpu * 1e6 / s["done"] if s["done"] else 0))
+        n, ok = sg.audited()
+        print("sandgate audited %d intercepted streams, %d answered 200 (the credential injected "
+              "into each)" % (n, ok))
+        print("mitmproxy: %s" % ("mitmdump found but not run by this script" if shutil.which(
+            "mitmdump") else "not installed, not compared"))
+    finally:
+        for c in children:
+            stop_child(c)
+        if sg:
+            sg.stop()
+        nghttpd.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
