@@ -99,7 +99,8 @@ TEST(LlmReader, Errors) {
        "policies:\n  p:\n    deny: [{host: h.example, llm: openai}]\n",
        {3, 30, "policies.p.deny[0].llm", "deny rule"}},
       {"api differs from the credential's",
-       cred + "policies:\n  p:\n    allow: [{host: h.example, credential: o, llm: {api: openai}}]\n",
+       cred +
+           "policies:\n  p:\n    allow: [{host: h.example, credential: o, llm: {api: openai}}]\n",
        {9, 46, "policies.p.allow[0].llm", "credential `o` says llm: anthropic"}},
       {"spend with an exponent",
        prices + "policies:\n  p:\n    budgets: [{name: s, window: day, spend: 1e3}]\n",
