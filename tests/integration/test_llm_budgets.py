@@ -8,10 +8,15 @@ what the upstream saw and what the audit line says.
 """
 
 import gzip
+import http.client
 import json
+import os
 import socket
+import ssl
 import threading
 import unittest
+
+from pki import test_pki
 
 from sandgate_fixture import Sandgate, dechunk, read_response, read_to_eof, wait_until
 
@@ -37,7 +42,12 @@ class LlmUpstream:
     for it), /v1/messages (Anthropic: JSON or SSE), /cut (SSE cut before any usage), /usage
     (JSON whose usage object is `self.raw_usage`, bytes as written)."""
 
-    def __init__(self):
+    def __init__(self, tls=None):
+        """`tls`: (certificate, key) files to serve TLS with."""
+        self.ctx = None
+        if tls:
+            self.ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+            self.ctx.load_cert_chain(*tls)
         self.requests = []  # (path, headers, body bytes)
         self.usage = (100, 200)
         self.raw_usage = b"{}"
@@ -61,6 +71,8 @@ class LlmUpstream:
     def _serve(self, conn):
         conn.settimeout(10)
         try:
+            if self.ctx:
+                conn = self.ctx.wrap_socket(conn, server_side=True)
             data = b""
             while b"\r\n\r\n" not in data:
                 chunk = conn.recv(65536)
@@ -333,6 +345,72 @@ class LlmBudgetsTest(unittest.TestCase):
             s.close()
         self.assertEqual((status, headers.get("x-sandgate-reason")), (413, "llm_body_too_large"))
         self.assertEqual(len(self.up.requests), before)
+
+
+class InterceptedLlmTest(unittest.TestCase):
+    """The same accounting inside intercepted TLS, with the credential marking its host as an
+    LLM API (`llm: openai` on the credential, no block on the rule) and injecting the key."""
+
+    SECRET = "sk-llm-intercepted-secret-0123456789"
+
+    @classmethod
+    def setUpClass(cls):
+        cls.pki = test_pki()
+        cls.up = LlmUpstream(tls=cls.pki.other_leaf("api.openai.test"))
+        cls.sg = Sandgate({}, [])
+        cls.ca_out = os.path.join(cls.sg.dir, "sandgate-ca.pem")
+        creds = {"openai": {"source": {"file": cls.sg.secret_file("openai", cls.SECRET)},
+                            "hosts": ["api.openai.test"], "llm": "openai",
+                            "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
+        policies = {"agent": {"allow": [{"host": "api.openai.test", "cidrs": ["127.0.0.0/8"],
+                                         "credential": "openai"}]}}
+        cls.sg.config = cls.sg.make_config(
+            policies, [{"name": "agent", "policy": "agent", "token": TOKEN}],
+            resolve={"api.openai.test": "127.0.0.1:%d" % cls.up.port},
+            extra={"credentials": creds, "ca_cert_out": cls.ca_out,
+                   "tls": {"upstream_ca": cls.pki.ca_cert}})
+        cls.sg.write_config(cls.sg.config)
+        cls.sg.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sg.cleanup()
+        cls.up.close()
+
+    def post(self, body):
+        conn = http.client.HTTPSConnection("api.openai.test", 443)
+        conn.sock = self.sg.tls_tunnel("api.openai.test", "agent", TOKEN, self.ca_out)
+        try:
+            conn.request("POST", "/v1/chat/completions", body=body,
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            return r.status, r.getheader("x-sandgate-reason"), r.read()
+        finally:
+            conn.close()
+
+    def test_calls_are_accounted_inside_tls(self):
+        self.up.usage = (5, 6)
+        status, _, _ = self.post(json.dumps({"model": "any-model", "max_tokens": 9}))
+        self.assertEqual(status, 200)
+        path, headers, _ = self.up.seen("/v1/chat/completions")[-1]
+        self.assertEqual(headers["authorization"], "Bearer " + self.SECRET)
+        self.assertEqual(headers["accept-encoding"], "identity")
+        rec = self.sg.wait_audit(task="agent", kind="intercept", status=200)
+        self.assertEqual((rec["llm"]["input_tokens"], rec["llm"]["output_tokens"],
+                          rec["llm"]["usage"]), (5, 6, "reported"))
+        # The stream the client did not ask usage for: asked upstream, hidden here.
+        status, _, body = self.post(json.dumps({"model": "m", "max_tokens": 9, "stream": True}))
+        self.assertEqual(status, 200)
+        self.assertEqual(body, sse(OPENAI_CHUNKS + [b"[DONE]"]))
+        sent = json.loads(self.up.seen("/v1/chat/completions")[-1][2])
+        self.assertEqual(sent["stream_options"], {"include_usage": True})
+
+    def test_a_lying_body_is_refused_inside_tls(self):
+        n = len(self.up.requests)
+        status, reason, body = self.post(b'{"model":"a","model":"b","max_tokens":1}')
+        self.assertEqual((status, reason), (400, "llm_body_unreadable"))
+        self.assertEqual(json.loads(body)["error"]["code"], "llm_body_unreadable")
+        self.assertEqual(len(self.up.requests), n)
 
 
 if __name__ == "__main__":
