@@ -13,8 +13,16 @@
 namespace sandgate::budget {
 
 // What a budget counts.
-enum class Metric { kRequests, kRequestBytes, kResponseBytes };
-// "requests", "request_bytes", "response_bytes": the config's keys, the audit's and metrics'.
+enum class Metric {
+  kRequests,
+  kRequestBytes,
+  kResponseBytes,
+  kInputTokens,   // LLM usage (budget/llm_usage.h)
+  kOutputTokens,
+  kSpend,  // millionths of llm.prices.currency (budget/llm_price.h)
+};
+// "requests", "request_bytes", "response_bytes", "input_tokens", "output_tokens", "spend": the
+// config's keys, the audit's and metrics'.
 std::string_view metricName(Metric m);
 
 struct TakeResult {

@@ -130,13 +130,21 @@ void SseUsage::event(std::string_view data) {
     const json::value* u = o.if_contains("usage");
     if (!u || !u->is_object()) return;
     // Cumulative: the last delta's output_tokens is the message's.
-    if (auto n = count(u->as_object(), "output_tokens")) output_ = *n;
+    if (auto n = count(u->as_object(), "output_tokens")) {
+      output_ = *n;
+      delta_ = true;
+    }
   }
 }
 
 std::optional<LlmUsage> SseUsage::usage() const {
   if (!input_ || !output_) return std::nullopt;
   return LlmUsage{*input_, *output_};
+}
+
+std::optional<LlmUsage> SseUsage::finalUsage() const {
+  if (api_ == LlmApi::kAnthropic && !delta_) return std::nullopt;
+  return usage();
 }
 
 }  // namespace sandgate::budget

@@ -33,6 +33,10 @@ class SseUsage {
   // The usage seen so far; nullopt when no event reported one (a stream cut short, or an
   // upstream that never sends it).
   std::optional<LlmUsage> usage() const;
+  // The usage once the stream has reported its final count: OpenAI's usage chunk, Anthropic's
+  // message_delta (message_start's output count is only the first token's, so a stream cut
+  // after it has not reported what it produced). nullopt otherwise.
+  std::optional<LlmUsage> finalUsage() const;
   // OpenAI: whether an event carried the final usage chunk.
   static constexpr size_t kMaxEventBytes = 1 << 20;
 
@@ -43,6 +47,7 @@ class SseUsage {
   std::string data_;  // the event's data lines so far
   bool skipping_ = false;
   std::optional<uint64_t> input_, output_;
+  bool delta_ = false;  // Anthropic: a message_delta carried the output count
 };
 
 }  // namespace sandgate::budget

@@ -33,6 +33,12 @@ std::string_view metricName(Metric m) {
       return "request_bytes";
     case Metric::kResponseBytes:
       return "response_bytes";
+    case Metric::kInputTokens:
+      return "input_tokens";
+    case Metric::kOutputTokens:
+      return "output_tokens";
+    case Metric::kSpend:
+      return "spend";
   }
   return "requests";
 }

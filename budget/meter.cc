@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <limits>
+#include <tuple>
 
 #include "budget/window.h"
 
@@ -39,7 +40,8 @@ std::string counterKey(std::string_view task, const config::Budget& b, int64_t i
 
 std::optional<Exceeded> admit(Counter& counter, std::string_view task,
                               std::span<const config::Budget> budgets, int64_t now,
-                              std::optional<uint64_t> bodyBytes, Admission& admission) {
+                              std::optional<uint64_t> bodyBytes, Admission& admission,
+                              const LlmCost* llm) {
   admission = Admission{};
   std::vector<Taken> taken;
   auto giveBack = [&] {
@@ -90,6 +92,16 @@ std::optional<Exceeded> admit(Counter& counter, std::string_view task,
     if (b.responseBytes) {
       if (auto over = room(Metric::kResponseBytes, clamp(*b.responseBytes), 0)) return over;
     }
+    if (!llm) continue;
+    // An LLM call reserves its worst case: a budget admits it only when that fits, so calls
+    // running at once cannot together pass the limit.
+    for (auto [limit, m, amount] :
+         {std::tuple{b.inputTokens, Metric::kInputTokens, llm->inputTokens},
+          std::tuple{b.outputTokens, Metric::kOutputTokens, llm->outputTokens},
+          std::tuple{b.spendMicros, Metric::kSpend, llm->spendMicros}}) {
+      if (!limit) continue;
+      if (auto over = room(m, clamp(*limit), amount)) return over;
+    }
   }
   return std::nullopt;
 }
@@ -98,10 +110,34 @@ void settle(Counter& counter, Admission& admission, uint64_t up, uint64_t down) 
   if (admission.settled) return;
   admission.settled = true;
   for (const auto& h : admission.held) {
+    if (h.metric != Metric::kRequestBytes && h.metric != Metric::kResponseBytes) continue;
     const int64_t moved = clamp(h.metric == Metric::kRequestBytes ? up : down);
     // The difference only: what was reserved is already counted (a client that announced more
     // than it sent gets the rest back).
     const int64_t delta = moved - h.reserved;
+    if (delta != 0) counter.add(h.key, delta, h.expiresAt);
+  }
+}
+
+void settleLlm(Counter& counter, Admission& admission, const LlmCost& cost) {
+  if (admission.llmSettled) return;
+  admission.llmSettled = true;
+  for (const auto& h : admission.held) {
+    int64_t real = 0;
+    switch (h.metric) {
+      case Metric::kInputTokens:
+        real = cost.inputTokens;
+        break;
+      case Metric::kOutputTokens:
+        real = cost.outputTokens;
+        break;
+      case Metric::kSpend:
+        real = cost.spendMicros;
+        break;
+      default:
+        continue;
+    }
+    const int64_t delta = real - h.reserved;
     if (delta != 0) counter.add(h.key, delta, h.expiresAt);
   }
 }

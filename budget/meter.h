@@ -29,6 +29,14 @@ struct Exceeded {
   bool unavailable = false;  // the counter could not answer: refused closed, not over budget
 };
 
+// What an LLM call may cost at most (reserved when it is admitted: its input bytes as tokens,
+// its max output tokens, their price) or did cost (its `usage`, settled when it ends).
+struct LlmCost {
+  int64_t inputTokens = 0;
+  int64_t outputTokens = 0;
+  int64_t spendMicros = 0;
+};
+
 // What an admitted request holds: the byte keys it settles (with what it reserved on them).
 struct Admission {
   struct Held {
@@ -39,6 +47,7 @@ struct Admission {
   };
   std::vector<Held> held;
   bool settled = false;
+  bool llmSettled = false;
 };
 
 // The counter key of `task`'s budget `b` for `metric` in window `index`:
@@ -48,13 +57,20 @@ std::string counterKey(std::string_view task, const config::Budget& b, int64_t i
                        Metric metric);
 
 // Admits one request of `task` at Unix time `now` (see the top of this file). `bodyBytes`: the
-// request body's announced length, when it has one. nullopt with `admission` filled: admitted.
+// request body's announced length, when it has one. `llm`: the worst case of an LLM call,
+// reserved on token and spend budgets (a request that is no LLM call takes nothing from them).
+// nullopt with `admission` filled: admitted.
 std::optional<Exceeded> admit(Counter& counter, std::string_view task,
                               std::span<const config::Budget> budgets, int64_t now,
-                              std::optional<uint64_t> bodyBytes, Admission& admission);
+                              std::optional<uint64_t> bodyBytes, Admission& admission,
+                              const LlmCost* llm = nullptr);
 
 // Adds what an admitted request moved (`up`: request body bytes, `down`: response body bytes)
 // to its byte budgets, less what admit() reserved. Once per admission; later calls do nothing.
 void settle(Counter& counter, Admission& admission, uint64_t up, uint64_t down);
+
+// Replaces an LLM call's reserve on token and spend budgets with what it really cost (its
+// usage; the reserve itself when the usage never came). Once per admission.
+void settleLlm(Counter& counter, Admission& admission, const LlmCost& cost);
 
 }  // namespace sandgate::budget

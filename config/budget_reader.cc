@@ -40,9 +40,11 @@ std::vector<Budget> readBudgets(Reader& r, const Field& f) {
   if (!items) return out;
   std::map<std::string, int, std::less<>> seen;  // name -> line of the first
   for (const auto& item : *items) {
-    auto m = r.map(item, {"name", "window", "requests", "request_bytes", "response_bytes"},
+    auto m = r.map(item,
+                   {"name", "window", "requests", "request_bytes", "response_bytes",
+                    "input_tokens", "output_tokens", "spend"},
                    "a budget (a map with name, window and at least one of requests, "
-                   "request_bytes, response_bytes)");
+                   "request_bytes, response_bytes, input_tokens, output_tokens, spend)");
     if (!m) continue;
     Budget b;
     b.mark = item.mark;
@@ -76,6 +78,22 @@ std::vector<Budget> readBudgets(Reader& r, const Field& f) {
     if (const Field* v = m->get("requests")) b.requests = r.integer(*v, 1, kMax);
     if (const Field* v = m->get("request_bytes")) b.requestBytes = r.size(*v);
     if (const Field* v = m->get("response_bytes")) b.responseBytes = r.size(*v);
+    if (const Field* v = m->get("input_tokens")) b.inputTokens = r.integer(*v, 1, kMax);
+    if (const Field* v = m->get("output_tokens")) b.outputTokens = r.integer(*v, 1, kMax);
+    if (const Field* v = m->get("spend")) {
+      // A decimal in llm.prices.currency, kept in millionths (exact, like the prices).
+      if (auto s = r.string(*v, "a spend limit such as 1.00")) {
+        auto micros = parseMicros(s->value);
+        if (!micros || *micros == 0) {
+          r.error(v->mark, v->path,
+                  fmt::format("expected a spend limit above 0 such as 1.00 (at most 6 decimals), "
+                              "got {}",
+                              quoted(s->value)));
+        } else {
+          b.spendMicros = micros;
+        }
+      }
+    }
     // Counters are signed 64-bit (a settle may subtract): a limit above that is no limit.
     for (auto* limit : {&b.requestBytes, &b.responseBytes}) {
       if (*limit && **limit > kMax) {
@@ -83,10 +101,12 @@ std::vector<Budget> readBudgets(Reader& r, const Field& f) {
         limit->reset();
       }
     }
-    const bool any = m->get("requests") || m->get("request_bytes") || m->get("response_bytes");
+    const bool any = m->get("requests") || m->get("request_bytes") || m->get("response_bytes") ||
+                     m->get("input_tokens") || m->get("output_tokens") || m->get("spend");
     if (!any) {
       r.error(item.mark, item.path,
-              "a budget sets at least one of requests, request_bytes, response_bytes");
+              "a budget sets at least one of requests, request_bytes, response_bytes, "
+              "input_tokens, output_tokens, spend");
     }
     out.push_back(std::move(b));
   }

@@ -48,6 +48,21 @@ struct GitRules {
   std::optional<GitPush> push;  // absent: no ref may be pushed
 };
 
+// The LLM API a rule or credential speaks (`llm:`): which request and usage shapes the proxy
+// reads on its intercepted requests (budget/llm_request.h, budget/llm_usage.h).
+enum class LlmApi { kOpenai, kAnthropic };
+// "openai", "anthropic".
+std::string_view llmApiName(LlmApi api);
+std::optional<LlmApi> parseLlmApi(std::string_view s);
+
+// A rule's `llm:` block (or a credential's `llm: <api>`, which means {api} alone).
+struct LlmRule {
+  Mark mark;
+  LlmApi api = LlmApi::kOpenai;
+  std::vector<Located<std::string>> models;  // empty: any model (a spend budget needs a list)
+  std::optional<uint64_t> maxTokens;         // the cap on a request's max output tokens
+};
+
 // One allow or deny rule as written.
 struct Rule {
   Mark mark;            // the rule's own position (its first key, on the "- " line)
@@ -65,6 +80,7 @@ struct Rule {
   // admits goes through; an empty list is `via: direct`. Absent: upstream_proxy_default.
   std::optional<std::vector<Located<std::string>>> via;
   Mark viaMark;
+  std::optional<LlmRule> llm;  // requests through it are LLM API calls, read and accounted
 };
 
 // The window a budget counts in: a calendar minute, hour or day (UTC, aligned to the epoch, so
@@ -81,6 +97,9 @@ struct Budget {
   std::optional<uint64_t> requests;       // requests admitted
   std::optional<uint64_t> requestBytes;   // body bytes sent upstream
   std::optional<uint64_t> responseBytes;  // body bytes relayed back
+  std::optional<uint64_t> inputTokens;    // LLM input tokens (usage as the provider reports it)
+  std::optional<uint64_t> outputTokens;   // LLM output tokens
+  std::optional<uint64_t> spendMicros;    // LLM spend, in millionths of llm.prices.currency
 };
 
 // "minute", "hour", "day", "run".
@@ -157,6 +176,10 @@ struct Credential {
   bool injectWritten = false;
   bool scrub = true;                      // its secrets are replaced in responses
   std::optional<std::string> upstreamCa;  // extra CA bundle for this credential's hosts
+  // `llm: <api>`: its hosts are that LLM API; a rule naming it without its own `llm:` block
+  // reads as `llm: {api}` (no model list, no cap).
+  std::optional<LlmApi> llm;
+  Mark llmMark;
 };
 
 // Credentials by name; looked up by string_view without a copy of the name.
@@ -384,6 +407,22 @@ struct Tokens {
 // "EdDSA" etc. as written in a config and in a JWT header's `alg`.
 std::string_view algorithmName(TokenKey::Algorithm a);
 
+// `llm.prices`: what a million tokens of each model cost, in `currency`. A price per million
+// tokens is also the price of one token in millionths, the unit spend is counted in.
+struct LlmPrice {
+  Mark mark;
+  double input = 0;
+  double output = 0;
+};
+struct LlmPrices {
+  Mark mark;
+  std::string currency;  // e.g. "USD": shown with spend, never converted
+  std::map<std::string, LlmPrice, std::less<>> models;
+};
+struct Llm {
+  std::optional<LlmPrices> prices;
+};
+
 struct Config {
   std::string file;  // path the config was loaded from ("<embedded>" for built-ins)
   // Hex SHA-256 of the text it was loaded from: which config a replica runs. The text holds
@@ -405,6 +444,7 @@ struct Config {
   Sandbox sandbox;
   std::optional<Tokens> tokens;
   UpstreamRouting upstream;  // upstream_proxies, upstream_proxy_default, upstream_proxy_direct
+  Llm llm;                   // llm: prices
 
   const Task* findTask(std::string_view name) const;
   // Paths a sandbox must not see: the credentials' `file:` sources and the files their `exec:`

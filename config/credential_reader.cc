@@ -310,7 +310,7 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
     c.mark = body.keyMark;
     auto m = r.map(body,
                    {"source", "hosts", "inject", "placeholder", "optional", "allow_plaintext",
-                    "upstream_ca", "scrub"},
+                    "upstream_ca", "scrub", "llm"},
                    "a credential (a map with source, hosts, inject)");
     if (!m) {
       // Already reported: no second error for the keys a broken body could not hold.
@@ -361,6 +361,10 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
     }
     if (const Field* u = m->get("upstream_ca")) {
       if (auto s = r.string(*u, "a CA bundle path")) c.upstreamCa = s->value;
+    }
+    if (const Field* l = m->get("llm")) {
+      c.llm = readCredentialLlm(r, *l);
+      c.llmMark = l->mark;
     }
   }
 }

@@ -21,6 +21,15 @@ void readGlobal(Reader& r, const Field& f, Global& global);
 // budgets: of a policy or a task (budget_reader.cc).
 std::vector<Budget> readBudgets(Reader& r, const Field& f);
 
+// llm: (prices), a rule's `llm:` block, a credential's `llm: <api>`, and the checks joining
+// them to credentials and spend budgets, after every section has been read (llm_reader.cc).
+void readLlm(Reader& r, const Field& f, Llm& llm);
+std::optional<LlmRule> readLlmRule(Reader& r, const Field& f);
+std::optional<LlmApi> readCredentialLlm(Reader& r, const Field& f);
+void checkLlmReferences(Reader& r, const Config& cfg);
+// "1", "1.00", "0.000001" as millionths; nullopt for anything else (sign, exponent, >6 decimals).
+std::optional<uint64_t> parseMicros(std::string_view s);
+
 // credentials: (credential_reader.cc).
 void readCredentials(Reader& r, const Field& f, Config& cfg);
 

@@ -9,7 +9,7 @@ namespace {
 enum class RuleList { kAllow, kDeny };
 
 const std::vector<std::string_view> kRuleKeys = {
-    "host", "cidrs", "ports", "methods", "paths", "credential", "mode", "inspect", "git", "via"};
+    "host", "cidrs", "ports", "methods", "paths", "credential", "mode", "inspect", "git", "via", "llm"};
 
 // Whether `node` (a map) has a key that is a near miss for one of `keys`.
 bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& keys) {
@@ -137,6 +137,13 @@ std::optional<Rule> readRule(Reader& r, const Field& f, RuleList kind) {
       rule.via = std::move(*list);
     }
     rule.viaMark = v->mark;
+  }
+  if (const Field* v = m->get("llm")) {
+    if (kind == RuleList::kDeny) {
+      r.error(v->keyMark, v->path, "a deny rule forwards nothing; `llm` belongs on an allow rule");
+    } else {
+      rule.llm = readLlmRule(r, *v);
+    }
   }
   // Presence, not validity: a present but broken `host` already has its own error, and so
   // has a misspelt one (`hots:`), which must not also read as "no host".

@@ -39,13 +39,16 @@ struct CompiledRule {
   std::shared_ptr<const GitRules> git;  // the rule's `git:` block, compiled
   // `via:` parent proxy names in order; empty: direct; absent: upstream_proxy_default.
   std::optional<std::vector<std::string>> via;
+  // `llm:` (the rule's own, else its credential's `llm: <api>`): its requests are LLM calls,
+  // read and accounted in the proxy (proxy/exchange/llm_gate.h), so they must be seen.
+  std::optional<config::LlmRule> llm;
 
   bool allowsPort(uint16_t p) const;
   bool allowsMethod(std::string_view m) const;
   // `normal`: isNormalPath(path). A rule with paths never admits a path that is not normal.
   bool allowsPath(std::string_view path, bool normal) const;
   bool hasL7() const { return !methods.empty() || paths != nullptr; }
-  bool needsVisibility() const { return hasL7() || !credential.empty() || inspect || git; }
+  bool needsVisibility() const { return hasL7() || !credential.empty() || inspect || git || llm; }
   // Whether one of `cidrs` contains `a` (or the IPv4 address that `a` embeds).
   bool covers(const IpAddress& a) const;
 };

@@ -221,6 +221,14 @@ class Compiler {
       error(r.mark, r.keyPath + ".inspect", "inspect only applies to allow rules");
     }
     c.inspect = r.inspect;
+    if (r.llm) {
+      c.llm = *r.llm;
+    } else if (r.credential) {
+      if (auto it = cfg_.credentials.find(r.credential->value);
+          it != cfg_.credentials.end() && it->second.llm) {
+        c.llm = config::LlmRule{r.mark, *it->second.llm, {}, std::nullopt};
+      }
+    }
     if (r.via) {
       c.via.emplace();
       for (const auto& v : *r.via) c.via->push_back(v.value);

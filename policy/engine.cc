@@ -98,6 +98,7 @@ Decision refuse(Decision d, std::string_view reason, const CompiledRule* rule, s
   d.detail = std::move(detail);
   d.matched = nullptr;
   d.via = nullptr;
+  d.llm = nullptr;
   d.credential.clear();
   d.intercept = false;
   return d;
@@ -432,11 +433,16 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
   auto withGit = std::find_if(admitting.begin(), admitting.end(),
                               [](const CompiledRule* r) { return r->git != nullptr; });
   if (withGit != admitting.end()) d.git = (*withGit)->git.get();
+  // Likewise `llm:`: a second rule for the same host without one cannot lift the model list,
+  // the cap or the accounting.
+  auto withLlm = std::find_if(admitting.begin(), admitting.end(),
+                              [](const CompiledRule* r) { return r->llm.has_value(); });
+  if (withLlm != admitting.end()) d.llm = &*(*withLlm)->llm;
   const bool anyUnrestricted = std::any_of(admitting.begin(), admitting.end(),
                                            [](const CompiledRule* r) { return !r->hasL7(); });
   const bool anyInjects =
       std::any_of(admitting.begin(), admitting.end(), [](const CompiledRule* r) {
-        return !r->credential.empty() || r->inspect || r->git != nullptr;
+        return !r->credential.empty() || r->inspect || r->git != nullptr || r->llm;
       });
   d.intercept = denyNeedsIntercept || anyInjects || !anyUnrestricted;
   d.detail =

@@ -82,6 +82,9 @@ struct Decision {
   // The `git:` block of an admitting rule (policy/git_rules.h), if one has it: Git requests
   // are then also decided by it. Valid as long as the Engine.
   const GitRules* git = nullptr;
+  // The `llm:` of an admitting rule (the first that has one), if any: the request is an LLM
+  // call to read, limit and account. Valid as long as the Engine.
+  const config::LlmRule* llm = nullptr;
   // The admitting rule's `via:` (parent proxy names in order, empty: direct); null when the
   // rule has none and upstream_proxy_default applies. Valid as long as the Engine.
   const std::vector<std::string>* via = nullptr;

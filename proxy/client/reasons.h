@@ -23,6 +23,12 @@ inline constexpr std::string_view kRateLimited = "rate_limited";
 // Budgets (budget/meter.h, exchange/budget_gate.h).
 inline constexpr std::string_view kBudgetExceeded = "budget_exceeded";
 inline constexpr std::string_view kBudgetUnavailable = "budget_unavailable";
+// LLM calls under a rule's `llm:` (exchange/llm_gate.h).
+inline constexpr std::string_view kModelNotAllowed = "model_not_allowed";
+inline constexpr std::string_view kMaxTokensOverCap = "max_tokens_over_cap";
+inline constexpr std::string_view kLlmBodyTooLarge = "llm_body_too_large";
+inline constexpr std::string_view kLlmBodyUnreadable = "llm_body_unreadable";
+inline constexpr std::string_view kLlmBodyEncoded = "llm_body_encoded";
 // The request head (http_validation.h).
 inline constexpr std::string_view kBadRequestLine = "bad_request_line";
 inline constexpr std::string_view kBadHeader = "bad_header";
@@ -75,6 +81,7 @@ inline constexpr std::string_view kClientClosed = "client_closed";
 inline constexpr std::string_view kRevokedByReload = "revoked_by_reload";
 // HTTP/2 (proxy/h2/).
 inline constexpr std::string_view kGitNeedsHttp1 = "git_needs_http1";
+inline constexpr std::string_view kLlmNeedsHttp1 = "llm_needs_http1";
 inline constexpr std::string_view kGrpcNotScrubbable = "grpc_not_scrubbable";
 inline constexpr std::string_view kH2ProtocolError = "h2_protocol_error";
 }  // namespace reason
@@ -96,6 +103,18 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kRateLimited, 429, "more new connections per second than the task may open"},
     {reason::kBudgetExceeded, 429, "one of the task's `budgets` has no room left in its window"},
     {reason::kBudgetUnavailable, 503, "the budget counters cannot answer (refused closed)"},
+    {reason::kModelNotAllowed, 403,
+     "an LLM call for a model outside its rule's `llm.models`, or without a price under a spend "
+     "budget"},
+    {reason::kMaxTokensOverCap, 403,
+     "an LLM call asking for more output tokens than its rule's `llm.max_tokens`, or for none "
+     "while a cap is set"},
+    {reason::kLlmBodyTooLarge, 413, "an LLM call whose body is over 8 MiB (it is read whole)"},
+    {reason::kLlmBodyUnreadable, 400,
+     "an LLM call whose body is not one JSON object read one way (not JSON, a repeated key, a "
+     "second document, a bad model or token count), or whose framing is broken"},
+    {reason::kLlmBodyEncoded, 415,
+     "an LLM call with a Content-Encoding (compressed bodies are not read)"},
     {reason::kBadRequestLine, 400, "a malformed request line, or a bare CR or LF in the head"},
     {reason::kBadHeader, 400, "a malformed header field"},
     {reason::kObsFold, 400, "a folded (obs-fold) header line"},
@@ -160,6 +179,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kRevokedByReload, 403,
      "a reload removed the task, or no longer allows the tunnel's host (a tunnel is closed)"},
     {reason::kGitNeedsHttp1, 421, "an HTTP/2 request under a git: rule (Git is gated on HTTP/1.1)"},
+    {reason::kLlmNeedsHttp1, 421,
+     "an HTTP/2 request under an llm: rule (LLM calls are read on HTTP/1.1)"},
     {reason::kGrpcNotScrubbable, 502,
      "a gRPC response whose secrets could not be scrubbed without changing its lengths"},
     {reason::kH2ProtocolError, 0,

@@ -17,6 +17,12 @@ int64_t unixNow() {
       .count();
 }
 
+// Spend is counted in millionths of the currency and said as a decimal.
+std::string amountText(budget::Metric m, int64_t v) {
+  if (m != budget::Metric::kSpend) return std::to_string(v);
+  return fmt::format("{}.{:06}", v / 1000000, v % 1000000);
+}
+
 }  // namespace
 
 Refusal budgetRefusal(const budget::Exceeded& over, const AuditRecord& rec) {
@@ -44,17 +50,19 @@ Refusal budgetRefusal(const budget::Exceeded& over, const AuditRecord& rec) {
       .host = rec.host,
       .rule = b.keyPath,
       .detail = fmt::format("budget `{}` of task {} is used up: {} {} of {} this {}{}", b.name,
-                            rec.task, over.used, note.metric, over.limit, note.window, when),
+                            rec.task, amountText(over.metric, over.used), note.metric,
+                            amountText(over.metric, over.limit), note.window, when),
       .retryAfter = over.retryAfter,
       .budget = std::move(note)};
 }
 
-std::optional<Refusal> BudgetGate::admit(std::optional<uint64_t> bodyBytes) {
+std::optional<Refusal> BudgetGate::admit(std::optional<uint64_t> bodyBytes,
+                                         const budget::LlmCost* llm) {
   const TaskEntry* task = c_.task;
   if (!task || task->budgets.empty() || !c_.snap->budgetCounter) return std::nullopt;
   budget::Admission admission;
   auto over = budget::admit(*c_.snap->budgetCounter, task->name, task->budgets, unixNow(),
-                            bodyBytes, admission);
+                            bodyBytes, admission, llm);
   if (over) return budgetRefusal(*over, log_.record);
   admission_ = std::move(admission);
   return std::nullopt;
@@ -64,6 +72,10 @@ void BudgetGate::settle() {
   if (!admission_) return;
   budget::settle(*c_.snap->budgetCounter, *admission_, log_.record.bytesUp, log_.record.bytesDown);
   admission_.reset();
+}
+
+void BudgetGate::settleLlm(const budget::LlmCost& cost) {
+  if (admission_) budget::settleLlm(*c_.snap->budgetCounter, *admission_, cost);
 }
 
 BudgetGate::~BudgetGate() { settle(); }

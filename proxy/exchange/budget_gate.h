@@ -23,7 +23,11 @@ class BudgetGate {
 
   // Admits the request (announcing `bodyBytes` when its length is known); the refusal when a
   // budget has no room. Nothing is counted for a refused request.
-  std::optional<Refusal> admit(std::optional<uint64_t> bodyBytes);
+  // `llm`: an LLM call's worst case, reserved on token and spend budgets (llm_gate.h).
+  std::optional<Refusal> admit(std::optional<uint64_t> bodyBytes,
+                               const budget::LlmCost* llm = nullptr);
+  // Replaces an LLM call's reserve with what it cost; before settle().
+  void settleLlm(const budget::LlmCost& cost);
 
   // Settles now, once: called before the exchange's audit line is written, so that a client
   // that has seen the line (or the metrics it feeds) sees the budget with this exchange in it.

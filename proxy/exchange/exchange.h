@@ -48,12 +48,14 @@
 
 #include "broker/body_decoder.h"
 #include "broker/scrubber.h"
+#include "common/http_text.h"
 #include "proxy/client/chunked_framing.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/budget_gate.h"
 #include "proxy/exchange/form_gate.h"
 #include "proxy/exchange/git_gate.h"
 #include "proxy/exchange/headers.h"
+#include "proxy/exchange/llm_gate.h"
 #include "proxy/exchange/relay.h"
 #include "proxy/exchange/request_credentials.h"
 
@@ -168,24 +170,51 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     sentContinue = gate.sentContinue;
   }
 
+  // A rule's `llm:` (llm_gate.h): an LLM call's body is read whole and judged (model, max
+  // tokens) before anything goes upstream, on either route (a plain-HTTP call is no way
+  // around it). A request without a body other than a POST (GET /v1/models) is no call.
+  std::optional<LlmCall> llmCall;
+  if (decision.llm && !(parser.is_done() && req.method() != http::verb::post)) {
+    auto gate = co_await readLlmCallOn(route.client(), route.clientBuffer(), c, parser,
+                                       *decision.llm, rec, sentContinue);
+    if (gate.refusal) {
+      co_await route.refuse(log, *gate.refusal);
+      co_return false;
+    }
+    llmCall = std::move(gate.call);
+  }
+
   // The task's budgets, before anything goes upstream: a request over one is answered here.
   // What it moved is counted when the exchange ends, however it ends (the gate's destructor).
   BudgetGate budgets(c, log);
   {
     std::optional<uint64_t> announced;
-    if (parser.is_done()) {
+    if (llmCall) {
+      announced = llmCall->body.size();
+    } else if (parser.is_done()) {
       announced = 0;
     } else if (auto n = parser.content_length()) {
       announced = *n;
     }
-    if (auto refusal = budgets.admit(announced)) {
+    if (auto refusal = budgets.admit(announced, llmCall ? &llmCall->reserve : nullptr)) {
+      if (llmCall) *refusal = llmShaped(std::move(*refusal), llmCall->api);
       co_await route.refuse(log, *refusal);
       co_return false;
     }
   }
+  // An admitted LLM call: its usage settles its reserve before the audit line is written
+  // (destroyed before `budgets`, so also on every early return).
+  std::optional<LlmMeter> meter;
+  if (llmCall) meter.emplace(std::move(*llmCall), budgets, rec);
 
   const bool expectContinue = prepareRequestHead(req);
   route.rewriteHead(req, websocket);
+  // The judged body's length, whatever the client's Connection field named hop-by-hop: the
+  // upstream reads exactly the body sandgate judged, and nothing after it as another request.
+  if (meter) {
+    req.erase(http::field::transfer_encoding);
+    req.content_length(meter->body().size());
+  }
   RequestCredentials& creds = route.credentials();
   if (auto refusal = creds.apply(req, route.target().name, Route::kIntercepted, decision, log)) {
     co_await route.refuse(log, *refusal);
@@ -200,7 +229,8 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   // A chunked body's framing is judged byte by byte as it arrives, starting with what came
   // with the head: a malformed one found here never reaches the upstream.
   ChunkedFraming framing;
-  RequestBodyGuard guard{.watchUpstream = !bodyless};
+  RequestBodyGuard guard{.watchUpstream = !bodyless, .judgedBody = {}};
+  if (meter) guard.judgedBody = meter->body();
   if (!bodyless && parser.chunked()) {
     guard.framing = &framing;
     const auto buffered = route.clientBuffer().data();
@@ -235,6 +265,7 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     auto sent = co_await relayMessage(route.client(), route.clientBuffer(), parser,
                                       route.upstream(), sr, nullptr, limits.bodyTimeout,
                                       limits.bodyTimeout, rec.bytesUp, nullptr, &guard);
+    if (meter && sent.headSent) meter->requestSent();
     if (sent.error == RelayError::kFraming) {
       // The upstream has a part of a body that never ends: it is dropped with its connection.
       route.dropUpstream();
@@ -307,14 +338,23 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     co_await route.refuse(log, *refusal);
     co_return false;
   }
-  // A body scrubbed with replacements of another length, or decoded, changes length: frame it
-  // ourselves.
-  const bool keepAlive = frameResponse(*rp, clientVersion, clientKeepAlive && !earlyAnswer,
-                                       decoder || (scrubber && !scrubber->preservesLength()));
+  if (meter) {
+    auto type = res.find(http::field::content_type);
+    const std::string_view mime =
+        type == res.end() ? std::string_view() : std::string_view(type->value());
+    meter->responseStarted(res.result_int(),
+                           iequals(trimOws(mime.substr(0, mime.find(';'))), "text/event-stream"));
+  }
+  // A body scrubbed with replacements of another length, decoded, or without the usage chunk
+  // sandgate asked for, changes length: frame it ourselves.
+  const bool keepAlive = frameResponse(
+      *rp, clientVersion, clientKeepAlive && !earlyAnswer,
+      decoder || (scrubber && !scrubber->preservesLength()) || (meter && meter->changesLength()));
   rec.status = res.result_int();
 
   auto back = co_await relayResponse(route.upstream(), route.upstreamBuffer(), *rp, route.client(),
-                                     scrubber ? &*scrubber : nullptr, limits, rec, decoder.get());
+                                     scrubber ? &*scrubber : nullptr, limits, rec, decoder.get(),
+                                     meter ? &*meter : nullptr);
   creds.countScrubs(scrubber);
   if (back.error == RelayError::kDecode && !back.headSent) {
     // Nothing has reached the client yet: it gets the refusal instead of a cut response.
@@ -323,6 +363,7 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     co_await route.refuse(log, refusal);
     co_return false;
   }
+  if (meter) meter->settle();
   budgets.settle();
   finishRequest(c, log);
   // A response cut short after its head went out must not end like a whole one.

@@ -96,12 +96,24 @@ bool peerHasSpoken(Stream& s) {
 }
 
 // What the relay of a request body watches besides its bytes.
+// Sees a response body's bytes on their way to the client, after decoding and scrubbing, and
+// writes what the client gets to `out` (llm_gate.h reads an LLM call's usage there, and takes
+// out the usage chunk sandgate asked for). `last`: no more bytes come.
+class BodyTap {
+ public:
+  virtual ~BodyTap() = default;
+  virtual void pass(std::string_view in, bool last, std::string& out) = 0;
+};
+
 struct RequestBodyGuard {
   // A chunked body: every raw byte is judged (chunked_framing.h) before Beast parses it.
   ChunkedFraming* framing = nullptr;
   // Stop sending the body when the upstream speaks first (kEarlyAnswer): it answered without
   // waiting for the body, and the rest must not reach it as the start of another request.
   bool watchUpstream = false;
+  // A body read whole and judged before the relay (llm_gate.h), which the parser has consumed:
+  // it goes upstream as judged, under the head's Content-Length.
+  std::optional<std::string_view> judgedBody{};
 };
 
 // Beast's read_some for a request body, with every byte read from the client judged by
@@ -201,7 +213,8 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
     boost::beast::http::parser<isRequest, boost::beast::http::buffer_body>& p, Out& out,
     boost::beast::http::serializer<isRequest, boost::beast::http::buffer_body>& sr,
     broker::Scrubber* scrub, config::Seconds readTimeout, config::Seconds writeTimeout,
-    uint64_t& bytes, broker::BodyDecoder* decode = nullptr, RequestBodyGuard* guard = nullptr) {
+    uint64_t& bytes, broker::BodyDecoder* decode = nullptr, RequestBodyGuard* guard = nullptr,
+    BodyTap* tap = nullptr) {
   namespace http = boost::beast::http;
   ChunkedFraming* framing = guard ? guard->framing : nullptr;
   // A body that has arrived whole with the head (a small response, usually) leaves with the
@@ -223,6 +236,7 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
   // the most a decoder gives at a time, so that no growth frees a copy unwiped.
   std::string decoded;
   if (decode) decoded.reserve(broker::BodyDecoder::kMaxOutput);
+  std::string tapped;
   bool finished = false;
   RelayOutcome result;
   while (!sr.is_done()) {
@@ -257,6 +271,10 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       bytes += n;
     }
     std::string_view piece(buf.data(), n);
+    if (guard && guard->judgedBody && p.is_done()) {
+      piece = *guard->judgedBody;
+      bytes += piece.size();
+    }
     if (decode) {
       decoded.clear();
       if (!decode->decode(piece, decoded)) {
@@ -286,6 +304,12 @@ boost::asio::awaitable<RelayOutcome> relayMessage(
       // zero-length chunk is the end of the body.
       body.data = piece.empty() ? nullptr : const_cast<char*>(piece.data());
       body.size = piece.size();
+    }
+    if (tap) {
+      tapped.clear();
+      tap->pass(std::string_view(static_cast<const char*>(body.data), body.size), last, tapped);
+      body.data = tapped.empty() ? nullptr : tapped.data();
+      body.size = tapped.size();
     }
     body.more = !last;
     boost::beast::get_lowest_layer(out).expires_after(toDuration(writeTimeout));
@@ -357,12 +381,10 @@ bool frameResponse(ResponseParser& rp, unsigned clientVersion, bool clientKeepAl
 // has no body, else the head and the streamed body. A failure is recorded in `rec` (an upstream
 // read as upstream_timeout/upstream_reset, a client write as the error).
 template <class Up, class Client>
-boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_buffer& upBuf,
-                                                   ResponseParser& rp, Client& client,
-                                                   broker::Scrubber* scrub,
-                                                   const config::EffectiveLimits& limits,
-                                                   AuditRecord& rec,
-                                                   broker::BodyDecoder* decode = nullptr);
+boost::asio::awaitable<RelayOutcome> relayResponse(
+    Up& up, boost::beast::flat_buffer& upBuf, ResponseParser& rp, Client& client,
+    broker::Scrubber* scrub, const config::EffectiveLimits& limits, AuditRecord& rec,
+    broker::BodyDecoder* decode = nullptr, BodyTap* tap = nullptr);
 
 // Records in `rec` how relaying a response failed (nothing when it did not).
 void noteResponseFailure(const RelayOutcome& back, AuditRecord& rec);
@@ -378,7 +400,8 @@ boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_bu
                                                    ResponseParser& rp, Client& client,
                                                    broker::Scrubber* scrub,
                                                    const config::EffectiveLimits& limits,
-                                                   AuditRecord& rec, broker::BodyDecoder* decode) {
+                                                   AuditRecord& rec, broker::BodyDecoder* decode,
+                                                   BodyTap* tap) {
   namespace http = boost::beast::http;
   RelayOutcome back;
   if (rp.is_done()) {
@@ -391,7 +414,7 @@ boost::asio::awaitable<RelayOutcome> relayResponse(Up& up, boost::beast::flat_bu
   } else {
     http::response_serializer<http::buffer_body> sr(rp.get());
     back = co_await relayMessage(up, upBuf, rp, client, sr, scrub, limits.idleTimeout,
-                                 limits.bodyTimeout, rec.bytesDown, decode);
+                                 limits.bodyTimeout, rec.bytesDown, decode, nullptr, tap);
   }
   noteResponseFailure(back, rec);
   co_return back;

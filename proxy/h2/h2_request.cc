@@ -136,6 +136,17 @@ std::optional<Refusal> H2Request::judge(const H2Fields& fields, RequestLog& log)
     r.hint = "connect again with HTTP/1.1 (git -c http.version=HTTP/1.1)";
     return r;
   }
+  // Likewise an llm: rule: its calls are read, limited and accounted on HTTP/1.1 exchanges
+  // (exchange/llm_gate.h), and its host is never offered h2; a stream that reaches one anyway
+  // is refused rather than let through unaccounted.
+  if (decision_.llm) {
+    r.status = 421;
+    r.reason = reason::kLlmNeedsHttp1;
+    r.rule = decision_.rule;
+    r.detail = "requests under an llm: rule are served over HTTP/1.1 only";
+    r.hint = "connect again with HTTP/1.1";
+    return r;
+  }
   needsForm_ = isFormBody(req) && refusesOverrides(c_, asked);
   return std::nullopt;
 }

@@ -179,12 +179,13 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
     co_return;
   }
   // HTTP/2 where both ends speak it. A rule's git: block gates requests on HTTP/1.1 (it reads
-  // a push's commands from the body before dialling), so its host is never offered h2.
+  // a push's commands from the body before dialling), and so does an llm: rule (it reads and
+  // accounts each call): their hosts are never offered h2.
   // An upstream known to answer h2 with HTTP/1.1 is not asked again: the client gets http/1.1
   // at once (Interception::knownH1Only).
   AlpnChoice alpn;
   const std::string hostPort = fmt::format("{}:{}", target.name, port);
-  if (!decision.git && !icpt.knownH1Only(hostPort)) {
+  if (!decision.git && !decision.llm && !icpt.knownH1Only(hostPort)) {
     SSL_set_ex_data(tls.native_handle(), alpnIndex(), &alpn);
   }
   c.stream.expires_after(toDuration(limits.headerTimeout));

@@ -2,6 +2,7 @@
 #include "proxy/observe/audit.h"
 
 #include <fcntl.h>
+#include <fmt/format.h>
 #include <spdlog/spdlog.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -338,6 +339,25 @@ std::string AuditLog::format(const AuditRecord& r) {
     appendInt(out, r.budget->used);
     appendKey(out, field::kBudgetLimit);
     appendInt(out, r.budget->limit);
+    out += '}';
+  }
+  appendKey(out, field::kLlm);
+  if (!r.llm) {
+    out += "null";
+  } else {
+    // The model is the client's, read strictly (printable ASCII, bounded): escaped anyway.
+    out += '{';
+    appendKey(out, field::kLlmModel, true);
+    appendOptional(out, capped(r.llm->model));
+    appendKey(out, field::kLlmInputTokens);
+    appendInt(out, r.llm->inputTokens);
+    appendKey(out, field::kLlmOutputTokens);
+    appendInt(out, r.llm->outputTokens);
+    appendKey(out, field::kLlmSpend);
+    appendOptional(out, fmt::format("{}.{:06}", r.llm->spendMicros / 1000000,
+                                    r.llm->spendMicros % 1000000));
+    appendKey(out, field::kLlmUsage);
+    appendOptional(out, r.llm->usage);
     out += '}';
   }
   out += "}\n";

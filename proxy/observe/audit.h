@@ -48,6 +48,16 @@ struct BudgetAudit {
   int64_t used = 0, limit = 0;
 };
 
+// An LLM call's accounting: the model asked for and what it was charged.
+struct LlmAudit {
+  std::string model;
+  int64_t inputTokens = 0, outputTokens = 0;
+  int64_t spendMicros = 0;  // millionths of llm.prices.currency
+  // "reported": the upstream's usage; "reserve": none came (a stream cut short, a count that
+  // is not one), settled at the worst case; "none": no call ran (an error status, no request).
+  std::string usage = "reserve";
+};
+
 // What one audit line says. There is deliberately no field for headers, bodies, tokens or
 // credentials: a secret cannot reach the audit log because the record has nowhere to put it.
 // Callers must not put one in `error` or `path` either (a query string is excluded from
@@ -72,6 +82,8 @@ struct AuditRecord {
   std::string parent;  // the parent proxy (upstream_proxies) the upstream leg went through
   std::optional<GitAudit> git;        // the "git" field: null unless a Git request under `git:`
   std::optional<BudgetAudit> budget;  // the "budget" field: null unless a budget refused it
+  // The "llm" field: null unless an LLM call was accounted (exchange/llm_gate.h).
+  std::optional<LlmAudit> llm;
 };
 
 // Appends audit lines to a file (or stdout). Thread-safe.

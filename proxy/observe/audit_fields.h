@@ -63,5 +63,16 @@ inline constexpr std::string_view kBudgetWindow = "window";
 inline constexpr std::string_view kBudgetMetric = "metric";
 inline constexpr std::string_view kBudgetUsed = "used";
 inline constexpr std::string_view kBudgetLimit = "limit";
+// null, or {"model", "input_tokens", "output_tokens", "spend", "usage"} for an LLM call under a
+// rule's `llm:` (proxy/exchange/llm_gate.h): spend is in llm.prices.currency (a decimal string,
+// exact), usage "reported" (the upstream's usage), "reserve" (none came: a stream cut short,
+// or unreadable usage, settled at the worst case reserved before the call) or "none" (no call
+// ran: the upstream answered with an error status, or the request never reached it).
+inline constexpr std::string_view kLlm = "llm";
+inline constexpr std::string_view kLlmModel = "model";
+inline constexpr std::string_view kLlmInputTokens = "input_tokens";
+inline constexpr std::string_view kLlmOutputTokens = "output_tokens";
+inline constexpr std::string_view kLlmSpend = "spend";
+inline constexpr std::string_view kLlmUsage = "usage";
 
 }  // namespace sandgate::proxy::field

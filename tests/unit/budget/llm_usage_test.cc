@@ -64,11 +64,16 @@ TEST(LlmUsage, AnthropicStream) {
       "data: {\"type\":\"content_block_delta\",\"delta\":{\"text\":\"x\"}}\n\n");
   ASSERT_TRUE(sse.usage());
   EXPECT_EQ(sse.usage()->outputTokens, 1u);
+  // Cut here, the stream has not reported what it produced: message_start's output count is
+  // its first token's, and settling at it would charge a cut stream almost nothing.
+  EXPECT_FALSE(sse.finalUsage());
   sse.feed(
       "event: message_delta\n"
       "data: {\"type\":\"message_delta\",\"usage\":{\"output_tokens\":15}}\n\n");
   EXPECT_EQ(sse.usage()->inputTokens, 25u);
   EXPECT_EQ(sse.usage()->outputTokens, 15u);
+  ASSERT_TRUE(sse.finalUsage());
+  EXPECT_EQ(sse.finalUsage()->outputTokens, 15u);
 }
 
 TEST(LlmUsage, AStreamCutBeforeItsUsageHasNone) {

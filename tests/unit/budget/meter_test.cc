@@ -125,5 +125,39 @@ TEST(Meter, KeysOfDifferentTasksNeverMeet) {
             "sandgate:budget:t:b:minute:7:request_bytes");
 }
 
+TEST(Meter, LlmCallsReserveTheWorstCaseAndSettleTheirUsage) {
+  LocalCounter c(LocalCounter::kDefaultMaxKeys, [] { return int64_t{100}; });
+  auto b = budget("spend", config::BudgetWindow::kRun);
+  b.spendMicros = 1000;
+  b.outputTokens = 500;
+  std::vector<config::Budget> list{b};
+  const auto spendKey = counterKey("t", b, 0, Metric::kSpend);
+  const auto outKey = counterKey("t", b, 0, Metric::kOutputTokens);
+  // A request that is no LLM call takes nothing from token and spend budgets.
+  Admission plain;
+  EXPECT_FALSE(admit(c, "t", list, 100, 10, plain));
+  EXPECT_EQ(*c.get(spendKey), 0);
+  // The worst case is reserved; a second one that would not fit beside it is refused.
+  Admission a;
+  LlmCost worst{.inputTokens = 100, .outputTokens = 400, .spendMicros = 700};
+  EXPECT_FALSE(admit(c, "t", list, 100, 10, a, &worst));
+  EXPECT_EQ(*c.get(spendKey), 700);
+  Admission b2;
+  auto over = admit(c, "t", list, 100, 10, b2, &worst);
+  ASSERT_TRUE(over);
+  EXPECT_EQ(over->metric, Metric::kOutputTokens);  // checked before spend
+  EXPECT_EQ(over->used, 400);
+  EXPECT_EQ(*c.get(spendKey), 700);  // the refused one took nothing
+  // Settled at the real usage, once; byte settling leaves it alone.
+  settleLlm(c, a, LlmCost{.inputTokens = 20, .outputTokens = 30, .spendMicros = 90});
+  settleLlm(c, a, LlmCost{.inputTokens = 0, .outputTokens = 0, .spendMicros = 0});
+  settle(c, a, 10, 10);
+  EXPECT_EQ(*c.get(spendKey), 90);
+  EXPECT_EQ(*c.get(outKey), 30);
+  // Now the second fits.
+  EXPECT_FALSE(admit(c, "t", list, 100, 10, b2, &worst));
+  EXPECT_EQ(*c.get(spendKey), 790);
+}
+
 }  // namespace
 }  // namespace sandgate::budget
