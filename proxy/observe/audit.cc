@@ -340,6 +340,8 @@ std::string AuditLog::format(const AuditRecord& r) {
     appendInt(out, r.budget->limit);
     out += '}';
   }
+  appendKey(out, field::kBudgetFailOpen);
+  out += r.budgetFailOpen ? "true" : "false";
   out += "}\n";
   return out;
 }

@@ -72,6 +72,9 @@ struct AuditRecord {
   std::string parent;  // the parent proxy (upstream_proxies) the upstream leg went through
   std::optional<GitAudit> git;        // the "git" field: null unless a Git request under `git:`
   std::optional<BudgetAudit> budget;  // the "budget" field: null unless a budget refused it
+  // budget_fail_open: admitted although the shared budget counters (state.redis, fail: open)
+  // could not count it.
+  bool budgetFailOpen = false;
 };
 
 // Appends audit lines to a file (or stdout). Thread-safe.

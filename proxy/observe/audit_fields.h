@@ -63,5 +63,8 @@ inline constexpr std::string_view kBudgetWindow = "window";
 inline constexpr std::string_view kBudgetMetric = "metric";
 inline constexpr std::string_view kBudgetUsed = "used";
 inline constexpr std::string_view kBudgetLimit = "limit";
+// bool: admitted without being counted, because the shared budget counters (state.redis with
+// `fail: open`) could not answer.
+inline constexpr std::string_view kBudgetFailOpen = "budget_fail_open";
 
 }  // namespace sandgate::proxy::field
