@@ -145,7 +145,7 @@ class RedisBudgetsTest(unittest.TestCase):
             replica.metrics()  # recorded for the leak check
 
     def test_the_url_may_not_carry_the_password(self):
-        sg = Sandgate({"p": {"allow": []}}, [])
+        sg = Sandgate({"p": {"allow": [{"host": "api.test"}]}}, [])
         try:
             sg.config["state"] = {"redis": {"url": "redis://:%s@127.0.0.1:%d/0" %
                                             (PASSWORD, self.redis.port)}}

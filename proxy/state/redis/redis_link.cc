@@ -105,6 +105,8 @@ Link::Link(config::RedisState cfg, std::string password, asio::ssl::context* tls
       tlsOwner_(std::move(tlsOwner)),
       opts_(opts) {
   thread_ = std::thread([this] { run(); });
+  std::unique_lock lk(mu_);
+  firstTry_.wait_for(lk, opts_.timeout * 6, [&] { return tried_; });
 }
 
 Link::~Link() {
@@ -149,6 +151,8 @@ void Link::run() {
     if (session()) backoff = opts_.minBackoff;
     up_ = false;
     std::unique_lock lk(mu_);
+    tried_ = true;
+    firstTry_.notify_all();
     // What was queued when the link went down is answered at once: its callers fail by mode.
     for (auto& j : queue_) j->done.set_value(std::nullopt);
     queue_.clear();
@@ -223,7 +227,12 @@ bool Link::session() {
     if (!lastError_.empty()) spdlog::info("state.redis {}:{}: connected", cfg_.host, cfg_.port);
     lastError_.clear();
   }
-  up_ = true;
+  {
+    std::lock_guard lk(mu_);
+    up_ = true;
+    tried_ = true;
+  }
+  firstTry_.notify_all();
   while (!stop_) {
     std::vector<std::shared_ptr<Job>> jobs;
     {

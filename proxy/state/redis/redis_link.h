@@ -69,6 +69,8 @@ class Link {
   std::atomic<bool> stop_{false};
   mutable std::mutex mu_;
   std::condition_variable cv_;
+  std::condition_variable firstTry_;  // the constructor waits for the first connect to end
+  bool tried_ = false;
   std::deque<std::shared_ptr<Job>> queue_;
   std::string lastError_;
   std::thread thread_;
