@@ -85,37 +85,37 @@ class RedisBudgetsTest(unittest.TestCase):
         b = self.replicas.get("b") or self.replica("b")
         got = []
         for i in range(12):  # alternating: each replica alone would admit 5
-            status, headers, body = self.send(a if i % 2 == 0 else b, "pair", "/pair")
+            status, headers, body = self.send(a if i % 2 == 0 else b, "pair", "/echo/pair")
             got.append(status)
             if status == 429:
                 self.assertEqual(headers.get("x-sandgate-reason"), "budget_exceeded")
                 self.assertEqual(json.loads(body)["budget"]["used"], 5)
         self.assertEqual(got.count(200), 5, got)
         self.assertEqual(got[:5], [200] * 5, got)
-        self.assertEqual(self.seen("/pair"), 5)
+        self.assertEqual(self.seen("/echo/pair"), 5)
         self.assertEqual(self.redis.command("GET", "it:sandgate:budget:pair:calls:run:0:requests"),
                          b"5")
 
     def test_redis_stopped_closed_refuses_open_admits_and_audits_then_resumes(self):
         closed = self.replicas.get("a") or self.replica("a")
         opened = self.replicas.get("o") or self.replica("o", fail="open", prefix="open:")
-        self.assertEqual(self.send(closed, "outage", "/outage")[0], 200)
-        self.assertEqual(self.send(opened, "open", "/open")[0], 200)
+        self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
+        self.assertEqual(self.send(opened, "open", "/echo/open")[0], 200)
         self.redis.stop()
         try:
             # Closed: nothing reaches the upstream while the budget cannot be counted.
             for _ in range(3):
-                status, headers, body = self.send(closed, "outage", "/outage")
+                status, headers, body = self.send(closed, "outage", "/echo/outage")
                 self.assertEqual(status, 503, body)
                 self.assertEqual(headers.get("x-sandgate-reason"), "budget_unavailable")
-            self.assertEqual(self.seen("/outage"), 1)
+            self.assertEqual(self.seen("/echo/outage"), 1)
             rec = closed.wait_audit(task="outage", reason="budget_unavailable")
             self.assertEqual(rec["status"], 503)
             self.assertFalse(rec["budget_fail_open"])
             # Open: admitted past the budget of 3 (nothing counts), and every one audited so.
             for _ in range(4):
-                self.assertEqual(self.send(opened, "open", "/open")[0], 200)
-            self.assertEqual(self.seen("/open"), 5)
+                self.assertEqual(self.send(opened, "open", "/echo/open")[0], 200)
+            self.assertEqual(self.seen("/echo/open"), 5)
             wait_until(lambda: len([r for r in opened.audit() if r.get("task") == "open" and
                                     r.get("budget_fail_open")]) == 4,
                        what="four fail-open audit lines")
@@ -124,10 +124,10 @@ class RedisBudgetsTest(unittest.TestCase):
         finally:
             self.redis.start()
         # Restarted without its data: counting resumes from what Redis now holds (nothing).
-        self.wait_counting(closed, "outage", "/outage")
-        self.assertEqual(self.send(closed, "outage", "/outage")[0], 200)
-        self.assertEqual(self.send(closed, "outage", "/outage")[0], 200)
-        status, headers, _ = self.send(closed, "outage", "/outage")
+        self.wait_counting(closed, "outage", "/echo/outage")
+        self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
+        self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
+        status, headers, _ = self.send(closed, "outage", "/echo/outage")
         self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
         self.assertEqual(self.redis.command("GET",
                                             "it:sandgate:budget:outage:calls:run:0:requests"),
@@ -136,9 +136,9 @@ class RedisBudgetsTest(unittest.TestCase):
     def test_wrong_password_refuses_closed_and_says_why_without_the_password(self):
         sg = self.replica("w", password=WRONG, prefix="wrong:")
         wait_until(lambda: "WRONGPASS" in sg.stderr(), what="the AUTH refusal logged")
-        status, headers, _ = self.send(sg, "wrong", "/wrong")
+        status, headers, _ = self.send(sg, "wrong", "/echo/wrong")
         self.assertEqual((status, headers.get("x-sandgate-reason")), (503, "budget_unavailable"))
-        self.assertEqual(self.seen("/wrong"), 0)
+        self.assertEqual(self.seen("/echo/wrong"), 0)
         self.assertNotIn(WRONG, sg.stderr())
         self.assertNotIn(PASSWORD, sg.stderr())
         for replica in self.replicas.values():
