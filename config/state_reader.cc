@@ -3,8 +3,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cctype>
 #include <boost/url/parse.hpp>
+#include <cctype>
 
 #include "config/readers.h"
 

@@ -246,8 +246,7 @@ void checkUpstreamReferences(Reader& r, const Config& cfg) {
     const bool parentOnly =
         std::any_of(u.proxies.begin(), u.proxies.end(),
                     [&](const auto& p) { return p.credential && p.credential->value == name; }) ||
-        (cfg.state.redis && cfg.state.redis->password &&
-         cfg.state.redis->password->value == name);
+        (cfg.state.redis && cfg.state.redis->password && cfg.state.redis->password->value == name);
     const std::string path = childPath("credentials", name);
     if (!c.hostsWritten && !parentOnly) {
       r.error(c.mark, path, "missing required key `hosts` (the hosts this secret may be sent to)");

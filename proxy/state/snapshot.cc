@@ -42,10 +42,9 @@ Result<std::shared_ptr<budget::Counter>> sharedBudgetCounter(const Snapshot& sna
   if (redis && redis->password) {
     auto fetch = snap.secrets->get(redis->password->value);
     if (!fetch.ok()) {
-      return Diagnostic{cfg.file, redis->password->mark.line, redis->password->mark.col,
-                        "state.redis.password",
-                        fmt::format("credential `{}` is unavailable: {}", redis->password->value,
-                                    fetch.detail)};
+      return Diagnostic{
+          cfg.file, redis->password->mark.line, redis->password->mark.col, "state.redis.password",
+          fmt::format("credential `{}` is unavailable: {}", redis->password->value, fetch.detail)};
     }
     password = fetch.secret;
   }

@@ -104,9 +104,9 @@ class TaskRegistry {
   // The shared counters of `state.redis` (state/redis/redis_counter.h), kept across reloads
   // while the Redis settings and password stay the same (a reload then neither drops the
   // connection nor what is batched); made again when they change. Null `redis`: none.
-  std::shared_ptr<budget::Counter> sharedCounter(const config::RedisState* redis,
-                                                 std::string_view password,
-                                                 const std::function<std::shared_ptr<budget::Counter>()>& make);
+  std::shared_ptr<budget::Counter> sharedCounter(
+      const config::RedisState* redis, std::string_view password,
+      const std::function<std::shared_ptr<budget::Counter>()>& make);
 
  private:
   std::mutex mu_;  // taken on reload only, never per request

@@ -112,9 +112,9 @@ std::optional<Reply> RedisCounter::script(int which, const std::string& key,
 budget::TakeResult RedisCounter::tryAdd(std::string_view key, int64_t amount, int64_t limit,
                                         int64_t expiresAt) {
   using Status = budget::TakeResult::Status;
-  auto r = script(0, prefix_ + std::string(key),
-                  {std::to_string(amount), std::to_string(limit),
-                   std::to_string(expiryFor(expiresAt))});
+  auto r =
+      script(0, prefix_ + std::string(key),
+             {std::to_string(amount), std::to_string(limit), std::to_string(expiryFor(expiresAt))});
   if (r && r->type == Reply::Type::kArray && r->elements.size() == 2 &&
       r->elements[0].type == Reply::Type::kInteger &&
       r->elements[1].type == Reply::Type::kInteger) {

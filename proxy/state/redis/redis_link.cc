@@ -185,9 +185,8 @@ bool Link::session() {
   if (ec) return fail(fmt::format("cannot resolve: {}", ec.message()));
   c.plain.emplace(ioc);
   ec = c.runFor([&](auto h) {
-    asio::async_connect(*c.plain, endpoints, [h](error_code e, const tcp::endpoint&) mutable {
-      h(e);
-    });
+    asio::async_connect(*c.plain, endpoints,
+                        [h](error_code e, const tcp::endpoint&) mutable { h(e); });
   });
   if (ec) return fail(fmt::format("cannot connect: {}", ec.message()));
   error_code ignored;

@@ -57,7 +57,7 @@ class Link {
     size_t replies = 0;
     std::promise<std::optional<std::vector<Reply>>> done;
   };
-  void run();  // the link's thread
+  void run();      // the link's thread
   bool session();  // one connection's life; false when it could not be made
 
   config::RedisState cfg_;

@@ -92,12 +92,14 @@ std::vector<std::string> readLines(const fs::path& p) {
 TEST(AuditFormat, EveryFieldInCanonicalOrder) {
   auto obj = parseLine(AuditLog::format(sample()));
   const std::vector<std::string_view> order = {
-      field::kTime,    field::kKind,      field::kRequestId,  field::kConnectionId, field::kRun,
-      field::kTask,    field::kClient,    field::kListener,   field::kMode,         field::kMethod,
-      field::kScheme,  field::kHost,      field::kPort,       field::kPath,         field::kVerdict,
-      field::kReason,  field::kRule,      field::kCredential, field::kInjected,     field::kStatus,
-      field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,     field::kParent,
-      field::kError,   field::kGit,       field::kBudget,     field::kBudgetFailOpen};
+      field::kTime,          field::kKind,       field::kRequestId, field::kConnectionId,
+      field::kRun,           field::kTask,       field::kClient,    field::kListener,
+      field::kMode,          field::kMethod,     field::kScheme,    field::kHost,
+      field::kPort,          field::kPath,       field::kVerdict,   field::kReason,
+      field::kRule,          field::kCredential, field::kInjected,  field::kStatus,
+      field::kBytesUp,       field::kBytesDown,  field::kDuration,  field::kUpstream,
+      field::kParent,        field::kError,      field::kGit,       field::kBudget,
+      field::kBudgetFailOpen};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);

@@ -1,11 +1,10 @@
 // The RESP glue of the shared budget counters (proxy/state/redis/resp.h): commands encoded by
 // hiredis's formatter, replies decoded by its reader however the bytes are split, and a server
 // that sends something that is not RESP poisons the reader (the link then drops it).
-#include "proxy/state/redis/resp.h"
-
 #include <gtest/gtest.h>
 
 #include "proxy/state/redis/redis_counter.h"
+#include "proxy/state/redis/resp.h"
 
 namespace sandgate::proxy::redis {
 namespace {
