@@ -47,6 +47,11 @@ class Counter {
   virtual bool add(std::string_view key, int64_t amount, int64_t expiresAt) = 0;
   // The value of `key` (0 when unknown); nullopt when the store cannot answer.
   virtual std::optional<int64_t> get(std::string_view key) = 0;
+  // How many answers on the calling thread so far were guesses: a shared store that could not
+  // be reached and is configured to fail open admits without counting. The proxy compares it
+  // before and after admit() (which calls on one thread) to audit such a request. 0 for a
+  // store that always counts.
+  virtual uint64_t failedOpen() const { return 0; }
 };
 
 }  // namespace sandgate::budget

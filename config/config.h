@@ -301,6 +301,28 @@ struct ResolveEntry {
   Mark mark;
 };
 
+// state.redis: budgets counted in a shared Redis so that replicas share them (issue #41).
+// Absent: in-process counters, one replica.
+struct RedisState {
+  enum class Fail { kClosed, kOpen };
+  Mark mark;
+  bool tls = false;  // rediss://: TLS, the server's certificate verified against tls roots
+  std::string host;  // a name or an IP address (no brackets)
+  uint16_t port = 6379;
+  int db = 0;
+  // A credential of `credentials:` whose secret is the AUTH password (never in the URL: the
+  // config is not a secret store).
+  std::optional<Located<std::string>> password;
+  // closed: a request whose budget cannot be counted is refused (503 budget_unavailable);
+  // open: it is admitted, audited (budget_fail_open) and counted in a metric.
+  Fail fail = Fail::kClosed;
+  std::string keyPrefix;  // put before every key (several deployments sharing one Redis)
+};
+
+struct State {
+  std::optional<RedisState> redis;
+};
+
 struct Audit {
   std::optional<std::string> path;  // absent: stdout
 };
@@ -445,6 +467,7 @@ struct Config {
   std::optional<Tokens> tokens;
   UpstreamRouting upstream;  // upstream_proxies, upstream_proxy_default, upstream_proxy_direct
   Llm llm;                   // llm: prices
+  State state;               // state.redis: shared counters
 
   const Task* findTask(std::string_view name) const;
   // Paths a sandbox must not see: the credentials' `file:` sources and the files their `exec:`

@@ -31,6 +31,8 @@ const std::vector<std::string_view> kTopLevelKeys = {
     "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct",
     // LLM prices (llm_reader.cc).
     "llm"};
+    // Shared counters (state_reader.cc).
+    "state"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -125,6 +127,8 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
       readUpstreamDefault(r, f, cfg);
     } else if (key == "upstream_proxy_direct") {
       readUpstreamDirect(r, f, cfg);
+    } else if (key == "state") {
+      readState(r, f, cfg);
     }
   }
 }
@@ -219,6 +223,7 @@ LoadReport readString(const std::string& text, const std::string& name) {
   detail::checkReferences(r, cfg);
   detail::checkUpstreamReferences(r, cfg);
   detail::checkLlmReferences(r, cfg);
+  detail::checkStateReferences(r, cfg);
   return {std::move(cfg), r.take()};
 }
 

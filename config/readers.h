@@ -52,6 +52,9 @@ void readUpstreamDirect(Reader& r, const Field& f, Config& cfg);
 // Names in upstream_proxy_default and rules' `via:`, parents' credentials, and the `hosts` /
 // `inject` every credential but a parent-only one needs. After every section has been read.
 void checkUpstreamReferences(Reader& r, const Config& cfg);
+// state: (state_reader.cc): state.redis, and that its password names a credential.
+void readState(Reader& r, const Field& f, Config& cfg);
+void checkStateReferences(Reader& r, const Config& cfg);  // after every section was read
 void readIdRange(Reader& r, const Field& f, Sandbox& sandbox);  // sandbox.id_range
 
 // References between sections: includes (unknown names, cycles), task policies and rule

@@ -242,9 +242,11 @@ void checkUpstreamReferences(Reader& r, const Config& cfg) {
   for (const auto& [credentialName, c] : cfg.credentials) {
     // (clang 14 cannot capture a structured binding; a reference declared from it, it can.)
     const std::string& name = credentialName;
-    const bool parentOnly = std::any_of(u.proxies.begin(), u.proxies.end(), [&](const auto& p) {
-      return p.credential && p.credential->value == name;
-    });
+    // The Redis AUTH password is used the same way: it only ever goes to that Redis.
+    const bool parentOnly =
+        std::any_of(u.proxies.begin(), u.proxies.end(),
+                    [&](const auto& p) { return p.credential && p.credential->value == name; }) ||
+        (cfg.state.redis && cfg.state.redis->password && cfg.state.redis->password->value == name);
     const std::string path = childPath("credentials", name);
     if (!c.hostsWritten && !parentOnly) {
       r.error(c.mark, path, "missing required key `hosts` (the hosts this secret may be sent to)");

@@ -6,6 +6,7 @@
 #include <chrono>
 
 #include "budget/counter.h"
+#include "proxy/observe/metrics.h"
 
 namespace sandgate::proxy {
 
@@ -61,8 +62,16 @@ std::optional<Refusal> BudgetGate::admit(std::optional<uint64_t> bodyBytes,
   const TaskEntry* task = c_.task;
   if (!task || task->budgets.empty() || !c_.snap->budgetCounter) return std::nullopt;
   budget::Admission admission;
-  auto over = budget::admit(*c_.snap->budgetCounter, task->name, task->budgets, unixNow(),
-                            bodyBytes, admission, llm);
+  budget::Counter& counter = *c_.snap->budgetCounter;
+  // admit() calls the counter on this thread only: a change here is this request's.
+  const uint64_t guessed = counter.failedOpen();
+  auto over =
+      budget::admit(counter, task->name, task->budgets, unixNow(), bodyBytes, admission, llm);
+  // `state.redis` with `fail: open` admitted without counting: audited, never silent.
+  if (counter.failedOpen() != guessed) {
+    log_.record.budgetFailOpen = true;
+    if (c_.metrics) c_.metrics->budgetFailOpen();
+  }
   if (over) return budgetRefusal(*over, log_.record);
   admission_ = std::move(admission);
   return std::nullopt;

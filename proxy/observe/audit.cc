@@ -360,6 +360,8 @@ std::string AuditLog::format(const AuditRecord& r) {
     appendOptional(out, r.llm->usage);
     out += '}';
   }
+  appendKey(out, field::kBudgetFailOpen);
+  out += r.budgetFailOpen ? "true" : "false";
   out += "}\n";
   return out;
 }

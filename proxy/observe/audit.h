@@ -79,11 +79,14 @@ struct AuditRecord {
   uint64_t bytesUp = 0, bytesDown = 0;
   double durationSeconds = 0;
   std::string upstream, error;
-  std::string parent;  // the parent proxy (upstream_proxies) the upstream leg went through
-  std::optional<GitAudit> git;        // the "git" field: null unless a Git request under `git:`
+  std::string parent;           // the parent proxy (upstream_proxies) the upstream leg went through
+  std::optional<GitAudit> git;  // the "git" field: null unless a Git request under `git:`
   std::optional<BudgetAudit> budget;  // the "budget" field: null unless a budget refused it
   // The "llm" field: null unless an LLM call was accounted (exchange/llm_gate.h).
   std::optional<LlmAudit> llm;
+  // budget_fail_open: admitted although the shared budget counters (state.redis, fail: open)
+  // could not count it.
+  bool budgetFailOpen = false;
 };
 
 // Appends audit lines to a file (or stdout). Thread-safe.

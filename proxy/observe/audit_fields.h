@@ -74,5 +74,8 @@ inline constexpr std::string_view kLlmInputTokens = "input_tokens";
 inline constexpr std::string_view kLlmOutputTokens = "output_tokens";
 inline constexpr std::string_view kLlmSpend = "spend";
 inline constexpr std::string_view kLlmUsage = "usage";
+// bool: admitted without being counted, because the shared budget counters (state.redis with
+// `fail: open`) could not answer.
+inline constexpr std::string_view kBudgetFailOpen = "budget_fail_open";
 
 }  // namespace sandgate::proxy::field

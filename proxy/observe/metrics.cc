@@ -77,6 +77,7 @@ struct TaskMetrics::Families {
   prometheus::Family<prometheus::Counter>* intercepted;
   prometheus::Family<prometheus::Counter>* leafCache;
   prometheus::Family<prometheus::Counter>* gitRefs;
+  prometheus::Family<prometheus::Counter>* budgetFailOpen;
 };
 
 TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string name)
@@ -126,6 +127,16 @@ void TaskMetrics::gitPushRefs(std::string_view reason, uint64_t n) {
     it = broker_.emplace(std::move(key), &c).first;
   }
   it->second->Increment(static_cast<double>(n));
+}
+
+void TaskMetrics::budgetFailOpen() {
+  std::lock_guard lock(mu_);
+  std::string key = brokerKey('f', {}, {});
+  auto it = broker_.find(key);
+  if (it == broker_.end()) {
+    it = broker_.emplace(std::move(key), &families_->budgetFailOpen->Add({{"task", name_}})).first;
+  }
+  it->second->Increment();
 }
 
 void TaskMetrics::tlsIntercepted() { intercepted_->Increment(); }
@@ -225,6 +236,7 @@ void TaskMetrics::removeSeries() {
   for (auto& [key, counter] : broker_) {
     (key[0] == 'i'   ? families_->injections
      : key[0] == 'g' ? families_->gitRefs
+     : key[0] == 'f' ? families_->budgetFailOpen
                      : families_->scrubs)
         ->Remove(counter);
   }
@@ -310,6 +322,13 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                "Secrets sent upstream (result ok) or refused, by task, credential, "
                "result and how (injected, placeholder)")
            .Register(*registry);
+  families->budgetFailOpen = &prometheus::BuildCounter()
+                                  .Name("sandgate_budget_fail_open_total")
+                                  .Help(
+                                      "Requests admitted without being counted because the "
+                                      "shared budget counters (state.redis, fail: open) could "
+                                      "not answer, by task")
+                                  .Register(*registry);
   families->gitRefs = &prometheus::BuildCounter()
                            .Name("sandgate_git_push_refs_total")
                            .Help(

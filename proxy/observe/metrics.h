@@ -66,6 +66,9 @@ class TaskMetrics {
   // verdict ("allowed" or a git_* reason token).
   void gitPushRefs(std::string_view reason, uint64_t n);
   void tlsIntercepted();
+  // sandgate_budget_fail_open_total{task}: a request admitted although the shared budget
+  // counters (state.redis with `fail: open`) could not count it.
+  void budgetFailOpen();
 
   static constexpr size_t kMaxTokenBytes = 48;
   static constexpr size_t kMaxKinds = 8;

@@ -13,6 +13,7 @@
 #include "proxy/net/upstream_tls.h"
 #include "proxy/state/admin_groups.h"
 #include "proxy/state/api_client.h"
+#include "proxy/state/redis/redis_counter.h"
 
 namespace sandgate::proxy {
 
@@ -29,6 +30,33 @@ void policyCredentials(const config::Config& cfg, const std::string& policy,
     if (rule.credential) out.insert(rule.credential->value);
   }
   for (const auto& inc : it->second.include) policyCredentials(cfg, inc.value, seen, out);
+}
+
+// The budget counters of `state.redis`, or the in-process ones without it. The password comes
+// from the secret store (a credential), never from the config's text.
+Result<std::shared_ptr<budget::Counter>> sharedBudgetCounter(const Snapshot& snap,
+                                                             TaskRegistry& registry) {
+  const config::Config& cfg = snap.config;
+  const config::RedisState* redis = cfg.state.redis ? &*cfg.state.redis : nullptr;
+  std::shared_ptr<const broker::Secret> password;
+  if (redis && redis->password) {
+    auto fetch = snap.secrets->get(redis->password->value);
+    if (!fetch.ok()) {
+      return Diagnostic{
+          cfg.file, redis->password->mark.line, redis->password->mark.col, "state.redis.password",
+          fmt::format("credential `{}` is unavailable: {}", redis->password->value, fetch.detail)};
+    }
+    password = fetch.secret;
+  }
+  const std::string_view pw = password ? password->reveal() : std::string_view{};
+  auto shared = registry.sharedCounter(redis, pw, [&]() -> std::shared_ptr<budget::Counter> {
+    boost::asio::ssl::context* tls =
+        redis->tls ? &snap.upstreamTls->contextFor(std::string_view{}) : nullptr;
+    auto link = std::make_shared<redis::Link>(*redis, std::string(pw), tls, snap.upstreamTls);
+    return std::make_shared<redis::RedisCounter>(std::move(link), *redis);
+  });
+  if (!shared) return registry.budgetCounter();
+  return shared;
 }
 
 }  // namespace
@@ -124,6 +152,11 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
       broker::SecretStore::open(cfgRef.credentials, cfgRef.file, storeOptions, cfgRef.tasks);
   if (!secrets) return secrets.errors();
   snap->secrets = secrets.value();
+  if (auto shared = sharedBudgetCounter(*snap, registry)) {
+    snap->budgetCounter = shared.value();
+  } else {
+    return shared.errors();
+  }
   // Every task's responses are scrubbed for every configured secret, not only those its policy
   // names (issue #38, item 5): an upstream two tasks share (a store of keys, a log, an echo)
   // can hand one task the other's key, which never went out on its connections.

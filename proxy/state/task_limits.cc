@@ -1,6 +1,9 @@
 // Per-task admission counters and rate limiting (see task_limits.h).
 #include "proxy/state/task_limits.h"
 
+#include <fmt/format.h>
+#include <openssl/sha.h>
+
 #include <algorithm>
 
 #include "proxy/observe/metrics.h"
@@ -94,6 +97,33 @@ std::vector<std::pair<std::string, std::shared_ptr<TaskState>>> AdhocTaskStates:
 size_t AdhocTaskStates::size() const {
   std::lock_guard lock(mu_);
   return tasks_.size();
+}
+
+}  // namespace sandgate::proxy
+
+namespace sandgate::proxy {
+
+std::shared_ptr<budget::Counter> TaskRegistry::sharedCounter(
+    const config::RedisState* redis, std::string_view password,
+    const std::function<std::shared_ptr<budget::Counter>()>& make) {
+  std::lock_guard lk(mu_);
+  if (!redis) {
+    sharedKey_.clear();
+    sharedCounter_.reset();
+    return nullptr;
+  }
+  // A digest of the password, not the password: this key outlives the snapshot.
+  unsigned char md[SHA256_DIGEST_LENGTH];
+  SHA256(reinterpret_cast<const unsigned char*>(password.data()), password.size(), md);
+  std::string key = fmt::format("{}|{}|{}|{}|{}|{}|", redis->tls, redis->host, redis->port,
+                                redis->db, static_cast<int>(redis->fail), redis->keyPrefix);
+  for (unsigned char b : md) key += fmt::format("{:02x}", b);
+  if (!sharedCounter_ || key != sharedKey_) {
+    sharedCounter_.reset();  // the old link's thread ends (flushing) before the new one starts
+    sharedCounter_ = make();
+    sharedKey_ = std::move(key);
+  }
+  return sharedCounter_;
 }
 
 }  // namespace sandgate::proxy

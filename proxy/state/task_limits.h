@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -14,6 +15,7 @@
 #include <vector>
 
 #include "budget/local_counter.h"
+#include "config/config.h"
 
 namespace sandgate::proxy {
 
@@ -99,12 +101,20 @@ class TaskRegistry {
   // Budget counters (in-process), shared by every snapshot of this registry: a reload does not
   // give a task its budget back.
   const std::shared_ptr<budget::Counter>& budgetCounter() const { return budgetCounter_; }
+  // The shared counters of `state.redis` (state/redis/redis_counter.h), kept across reloads
+  // while the Redis settings and password stay the same (a reload then neither drops the
+  // connection nor what is batched); made again when they change. Null `redis`: none.
+  std::shared_ptr<budget::Counter> sharedCounter(
+      const config::RedisState* redis, std::string_view password,
+      const std::function<std::shared_ptr<budget::Counter>()>& make);
 
  private:
   std::mutex mu_;  // taken on reload only, never per request
   std::unordered_map<std::string, std::shared_ptr<TaskState>> tasks_;
   std::shared_ptr<AdhocTaskStates> adhoc_ = std::make_shared<AdhocTaskStates>();
   std::shared_ptr<budget::Counter> budgetCounter_ = std::make_shared<budget::LocalCounter>();
+  std::string sharedKey_;  // the settings (and a hash of the password) sharedCounter_ is for
+  std::shared_ptr<budget::Counter> sharedCounter_;
 };
 
 }  // namespace sandgate::proxy

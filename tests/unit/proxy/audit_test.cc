@@ -97,7 +97,8 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
       field::kScheme,  field::kHost,      field::kPort,       field::kPath,         field::kVerdict,
       field::kReason,  field::kRule,      field::kCredential, field::kInjected,     field::kStatus,
       field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,     field::kParent,
-      field::kError,   field::kGit,       field::kBudget,     field::kLlm};
+      field::kError,   field::kGit,       field::kBudget,     field::kLlm,
+      field::kBudgetFailOpen};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);

@@ -1,0 +1,162 @@
+"""Budgets shared across replicas through a real Redis (issue #41 stage 3: `state.redis`).
+
+A redis-server of the test's own (127.0.0.1, a free port, no persistence, a password) and
+several `sandgate serve` replicas pointed at it. The client is the attacker: it spreads its
+requests over the replicas to get more than its budget, and keeps sending while Redis is away.
+Each test asserts what the client got, what the upstream saw and what the audit says; the
+Redis password is registered for the suite's leak check (logs, audit lines, metrics).
+"""
+
+import json
+import os
+import unittest
+
+import artifacts
+from redis_server import RedisServer
+from sandgate_fixture import Sandgate, read_response, wait_until
+from upstreams import HttpUpstream
+
+TOKEN = "redis-bud-get"
+PASSWORD = "redis-pass-7f3a9c21e4b8"
+WRONG = "wrong-redis-pass-55d0e6"
+
+
+class RedisBudgetsTest(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        artifacts.register_secret("redis-password", PASSWORD)
+        artifacts.register_secret("redis-wrong-password", WRONG)
+        cls.redis = RedisServer(PASSWORD).start()
+        cls.up = HttpUpstream()
+        cls.replicas = {}
+
+    @classmethod
+    def tearDownClass(cls):
+        for sg in cls.replicas.values():
+            sg.cleanup()
+        cls.redis.cleanup()
+        cls.up.close()
+
+    @classmethod
+    def replica(cls, name, fail="closed", password=PASSWORD, prefix="it:"):
+        """A serve replica sharing the test's Redis; one budget per task, all `run` windows."""
+        rule = {"host": "api.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}
+        policies = {"shared": {"allow": [rule],
+                               "budgets": [{"name": "calls", "window": "run", "requests": 5}]},
+                    "small": {"allow": [rule],
+                              "budgets": [{"name": "calls", "window": "run", "requests": 3}]}}
+        tasks = [{"name": "pair", "policy": "shared", "token": TOKEN},
+                 {"name": "outage", "policy": "small", "token": TOKEN},
+                 {"name": "open", "policy": "small", "token": TOKEN},
+                 {"name": "wrong", "policy": "small", "token": TOKEN}]
+        sg = Sandgate(policies, tasks, resolve={"api.test": "127.0.0.1:%d" % cls.up.port})
+        pw_file = sg.secret_file("redis-" + name, password)
+        sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
+        sg.config["state"] = {"redis": {"url": "redis://127.0.0.1:%d/0" % cls.redis.port,
+                                        "password": "redis", "fail": fail,
+                                        "key_prefix": prefix}}
+        sg.write_config(sg.config)
+        cls.replicas[name] = sg.start()
+        return sg
+
+    def send(self, sg, task, path):
+        s = sg.connect()
+        try:
+            s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n%s"
+                       "Connection: close\r\n\r\n" % (path, Sandgate.auth_header(task, TOKEN)))
+                      .encode())
+            return read_response(s)
+        finally:
+            s.close()
+
+    def seen(self, path):
+        return len(self.up.requests_to(path))
+
+    def wait_counting(self, sg, task, path):
+        """Until `sg` reaches Redis again (its link reconnects with backoff): a request admitted
+        and counted. Bounded by wait_until's timeout."""
+        def ok():
+            status, _, _ = self.send(sg, task, path)
+            return status == 200
+        wait_until(ok, timeout=15, interval=0.1, what="%s counting through Redis again" % task)
+
+    def test_two_replicas_share_one_budget(self):
+        a = self.replicas.get("a") or self.replica("a")
+        b = self.replicas.get("b") or self.replica("b")
+        got = []
+        for i in range(12):  # alternating: each replica alone would admit 5
+            status, headers, body = self.send(a if i % 2 == 0 else b, "pair", "/echo/pair")
+            got.append(status)
+            if status == 429:
+                self.assertEqual(headers.get("x-sandgate-reason"), "budget_exceeded")
+                self.assertEqual(json.loads(body)["budget"]["used"], 5)
+        self.assertEqual(got.count(200), 5, got)
+        self.assertEqual(got[:5], [200] * 5, got)
+        self.assertEqual(self.seen("/echo/pair"), 5)
+        self.assertEqual(self.redis.command("GET", "it:sandgate:budget:pair:calls:run:0:requests"),
+                         b"5")
+
+    def test_redis_stopped_closed_refuses_open_admits_and_audits_then_resumes(self):
+        closed = self.replicas.get("a") or self.replica("a")
+        opened = self.replicas.get("o") or self.replica("o", fail="open", prefix="open:")
+        self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
+        self.assertEqual(self.send(opened, "open", "/echo/open")[0], 200)
+        self.redis.stop()
+        try:
+            # Closed: nothing reaches the upstream while the budget cannot be counted.
+            for _ in range(3):
+                status, headers, body = self.send(closed, "outage", "/echo/outage")
+                self.assertEqual(status, 503, body)
+                self.assertEqual(headers.get("x-sandgate-reason"), "budget_unavailable")
+            self.assertEqual(self.seen("/echo/outage"), 1)
+            rec = closed.wait_audit(task="outage", reason="budget_unavailable")
+            self.assertEqual(rec["status"], 503)
+            self.assertFalse(rec["budget_fail_open"])
+            # Open: admitted past the budget of 3 (nothing counts), and every one audited so.
+            for _ in range(4):
+                self.assertEqual(self.send(opened, "open", "/echo/open")[0], 200)
+            self.assertEqual(self.seen("/echo/open"), 5)
+            wait_until(lambda: len([r for r in opened.audit() if r.get("task") == "open" and
+                                    r.get("budget_fail_open")]) == 4,
+                       what="four fail-open audit lines")
+            wait_until(lambda: (opened.metric("sandgate_budget_fail_open_total") or 0) >= 4,
+                       what="fail-open answers counted in the metric")
+        finally:
+            self.redis.start()
+        # Restarted without its data: counting resumes from what Redis now holds (nothing).
+        self.wait_counting(closed, "outage", "/echo/outage")
+        self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
+        self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
+        status, headers, _ = self.send(closed, "outage", "/echo/outage")
+        self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
+        self.assertEqual(self.redis.command("GET",
+                                            "it:sandgate:budget:outage:calls:run:0:requests"),
+                         b"3")
+
+    def test_wrong_password_refuses_closed_and_says_why_without_the_password(self):
+        sg = self.replica("w", password=WRONG, prefix="wrong:")
+        wait_until(lambda: "WRONGPASS" in sg.stderr(), what="the AUTH refusal logged")
+        status, headers, _ = self.send(sg, "wrong", "/echo/wrong")
+        self.assertEqual((status, headers.get("x-sandgate-reason")), (503, "budget_unavailable"))
+        self.assertEqual(self.seen("/echo/wrong"), 0)
+        self.assertNotIn(WRONG, sg.stderr())
+        self.assertNotIn(PASSWORD, sg.stderr())
+        for replica in self.replicas.values():
+            replica.metrics()  # recorded for the leak check
+
+    def test_the_url_may_not_carry_the_password(self):
+        sg = Sandgate({"p": {"allow": [{"host": "api.test"}]}}, [])
+        try:
+            sg.config["state"] = {"redis": {"url": "redis://:%s@127.0.0.1:%d/0" %
+                                            (PASSWORD, self.redis.port)}}
+            sg.write_config(sg.config)
+            with self.assertRaises(AssertionError) as err:
+                sg.start(timeout=10)
+            self.assertIn("state.redis.url", str(err.exception))
+            self.assertNotIn(PASSWORD, sg.stderr())
+        finally:
+            sg.cleanup()
+
+
+if __name__ == "__main__":
+    unittest.main()

@@ -1,0 +1,104 @@
+"""A real `redis-server` for tests of the shared budget counters (state.redis, issue #41):
+started on 127.0.0.1 on a free port, in a temp dir of its own, with a config of its own (no
+persistence, a password), and stopped by its PID. restart() starts it again on the same port:
+without persistence it has forgotten every key, like a Redis that lost its data.
+"""
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class RedisServer:
+    def __init__(self, password):
+        self.password = password
+        self.dir = tempfile.mkdtemp(prefix="sandgate-redis-")
+        self.port = None
+        self.proc = None
+        self._log = None
+
+    def start(self, timeout=10):
+        # A free port can be taken between the probe and redis-server's bind: a few tries.
+        for _ in range(5):
+            port = self.port or _free_port()
+            conf = os.path.join(self.dir, "redis.conf")
+            with open(conf, "w") as f:
+                f.write("bind 127.0.0.1\nport %d\nsave \"\"\nappendonly no\n"
+                        "protected-mode yes\ndir %s\nrequirepass %s\n" %
+                        (port, self.dir, self.password))
+            os.chmod(conf, 0o600)
+            self._log = open(os.path.join(self.dir, "redis.log"), "ab")
+            self.proc = subprocess.Popen(["redis-server", conf], stdout=self._log,
+                                         stderr=subprocess.STDOUT, cwd=self.dir)
+            self.port = port
+            deadline = time.monotonic() + timeout
+            while time.monotonic() < deadline:
+                if self.proc.poll() is not None:
+                    break
+                if self.ping():
+                    return self
+                time.sleep(0.02)
+            self.stop()
+            if self.proc.returncode not in (None, 0, -signal.SIGTERM):
+                self.port = None  # its port was taken: another one
+        raise AssertionError("redis-server did not start")
+
+    def command(self, *args, timeout=2):
+        """One command with AUTH first; the reply's first line (b"+PONG", b":5", ...)."""
+        def bulk(a):
+            a = a if isinstance(a, bytes) else str(a).encode()
+            return b"$%d\r\n%s\r\n" % (len(a), a)
+        def cmd(*parts):
+            return b"*%d\r\n" % len(parts) + b"".join(bulk(p) for p in parts)
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(cmd("AUTH", self.password) + cmd(*args))
+            data = b""
+            while data.count(b"\r\n") < 2:
+                chunk = s.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+            lines = data.split(b"\r\n")
+            if len(lines) < 2 or lines[0] != b"+OK":
+                raise AssertionError("redis AUTH failed: %r" % lines[:1])
+            if lines[1].startswith(b"$") and lines[1] != b"$-1":
+                return lines[2] if len(lines) > 2 else b""
+            return lines[1]
+
+    def ping(self):
+        try:
+            return self.command("PING", timeout=0.5) == b"+PONG"
+        except (OSError, AssertionError):
+            return False
+
+    def stop(self):
+        if self.proc is not None and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                os.kill(self.proc.pid, signal.SIGKILL)
+                self.proc.wait(5)
+        if self._log:
+            self._log.close()
+            self._log = None
+
+    def restart(self):
+        self.stop()
+        return self.start()
+
+    def cleanup(self):
+        try:
+            self.stop()
+        finally:
+            shutil.rmtree(self.dir, ignore_errors=True)
