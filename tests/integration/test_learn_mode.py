@@ -109,9 +109,14 @@ class LearnModeTest(unittest.TestCase):
                 path = url.split("test", 1)[1]
                 for q in self.up.requests_to(path):
                     self.assertNotIn(SECRET, repr(q))
+                # Refused as the tripwire it is: learn mode names no credential, so the
+                # placeholder is honoured nowhere.
+                self.assertEqual(r.status, 403, r.stderr)
+                self.assertIn(dict(r.headers).get("x-sandgate-reason"),
+                              ("credential_host_mismatch", "placeholder_misplaced"))
                 rec = self.sg.wait_audit(path=path)
-                self.assertIn(rec["verdict"], ("learn", "deny"))
-                self.assertFalse(rec.get("credential"))
+                self.assertEqual(rec["verdict"], "deny")
+                self.assertFalse(rec.get("injected"))
 
 
 if __name__ == "__main__":

@@ -152,6 +152,10 @@ class RunLearnTest(unittest.TestCase):
                    '-H "Authorization: Bearer $API_KEY"',
             CODE + 'https://api.test/echo/p-get -H "Authorization: Bearer $API_KEY"']))
         self.assertEqual(r.returncode, 0, r.stderr)
+        # Learn mode names no credential: the placeholder is the tripwire it always is.
+        self.assertEqual(r.stdout.split("\n")[:3],
+                         ["403 credential_host_mismatch", "403 placeholder_misplaced", "200 "],
+                         r.stderr)
         got = {q["path"]: [v for k, v in q["headers"] if k.lower() == "authorization"]
                for q in self.since(before)}
         # Control: the credential's own rule injects it, so a leak would be seen here.
