@@ -1,7 +1,7 @@
 """`sandgate run --learn`: a learning run, from the sandboxed workload's side.
 
 The workload reaches a host its policy does not name (HTTPS, intercepted: the sandbox trusts the
-run's CA) and the run's directory then holds policy.learned.yaml and its `policy test` cases,
+run's CA; the hosts are the test PKI's leaf names) and the run's directory then holds policy.learned.yaml and its `policy test` cases,
 which lint and pass, and allow what was seen and nothing more. The guardrails stay: a loopback
 address literal, a deny rule and a deny rule with methods still refuse; the credential's
 placeholder sent to a host no rule admits (or with a method its rule does not list) never
@@ -50,11 +50,11 @@ class RunLearnTest(unittest.TestCase):
             "policies": {"agent": {
                 "allow": [{"host": "api.test", "cidrs": ["127.0.0.0/8"], "credential": "api",
                            "methods": ["GET"]}],
-                "deny": [{"host": "blocked.test"},
-                         {"host": "ro.test", "methods": ["DELETE"]}]}},
+                "deny": [{"host": "git.test"},
+                         {"host": "ws.test", "methods": ["DELETE"]}]}},
             "tasks": [{"name": "agent", "policy": "agent"}],
             "resolve": {n: pinned for n in
-                        ["api.test", "known.test", "blocked.test", "ro.test"]},
+                        ["api.test", "other.test", "git.test", "ws.test"]},
             "audit": {"path": os.path.join(cls.dir, "audit.log")},
         }
         with open(cls.config, "w") as f:
@@ -93,8 +93,8 @@ class RunLearnTest(unittest.TestCase):
     def test_learn_run_admits_an_unnamed_host_and_drafts_a_policy_that_passes_its_tests(self):
         run_dir = self.new_run_dir()
         before = len(self.https.requests)
-        r = self.sandgate(CODE + "https://known.test/echo/items/1; " +
-                          CODE + "https://known.test/echo/items/2", run_dir=run_dir)
+        r = self.sandgate(CODE + "https://other.test/echo/items/1; " +
+                          CODE + "https://other.test/echo/items/2", run_dir=run_dir)
         self.assertEqual(r.returncode, 0, r.stderr)
         self.assertEqual(r.stdout.split("\n")[:2], ["200 ", "200 "], r.stderr)
         self.assertEqual([q["path"] for q in self.since(before)],
@@ -109,7 +109,7 @@ class RunLearnTest(unittest.TestCase):
         self.assertTrue(os.path.exists(draft), r.stderr)
         with open(draft) as f:
             text = f.read()
-        self.assertIn("known.test", text)
+        self.assertIn("other.test", text)
         self.assertNotIn("mode: learn", text)
         lint = subprocess.run([binary(), "policy", "lint", draft], capture_output=True,
                               text=True, timeout=60)
@@ -123,17 +123,17 @@ class RunLearnTest(unittest.TestCase):
         self.assertEqual(check.returncode, 1, check.stdout)
         # Without --learn the same request is refused.
         before = len(self.https.requests)
-        r = self.sandgate(CODE + "https://known.test/echo/items/3", learn=False)
+        r = self.sandgate(CODE + "https://other.test/echo/items/3", learn=False)
         self.assertEqual(r.stdout.split("\n")[0], "000 ", r.stderr)
         self.assertEqual(self.since(before), [])
 
     def test_guardrails_still_refuse_in_a_learn_run(self):
         before = len(self.https.requests)
         r = self.sandgate("; ".join([
-            CODE + "https://blocked.test/echo/g-blocked",
-            CODE + "-X DELETE https://ro.test/echo/g-delete",
+            CODE + "https://git.test/echo/g-blocked",
+            CODE + "-X DELETE https://ws.test/echo/g-delete",
             CODE + "--noproxy '' http://127.0.0.1:%d/echo/g-literal" % self.https.port,
-            CODE + "https://ro.test/echo/g-get"]))
+            CODE + "https://ws.test/echo/g-get"]))
         self.assertEqual(r.returncode, 0, r.stderr)
         lines = r.stdout.split("\n")[:4]
         # The blocked tunnel is refused at CONNECT (curl reports 000); the intercepted DELETE
@@ -147,7 +147,7 @@ class RunLearnTest(unittest.TestCase):
     def test_a_placeholder_never_becomes_the_secret_where_no_rule_admits(self):
         before = len(self.https.requests)
         r = self.sandgate("; ".join([
-            CODE + 'https://known.test/echo/p-host -H "Authorization: Bearer $API_KEY"',
+            CODE + 'https://other.test/echo/p-host -H "Authorization: Bearer $API_KEY"',
             CODE + '-X POST -d x=1 https://api.test/echo/p-post '
                    '-H "Authorization: Bearer $API_KEY"',
             CODE + 'https://api.test/echo/p-get -H "Authorization: Bearer $API_KEY"']))
