@@ -7,10 +7,11 @@ admits, or with a method the credential's rule does not list, never becomes the 
 Upstreams are loopback stand-ins pinned by `resolve:`.
 """
 
+import subprocess
 import unittest
 
 from clients import curl
-from sandgate_fixture import Sandgate
+from sandgate_fixture import Sandgate, binary
 from upstreams import HttpUpstream
 
 TOKEN = "tok-learner"
@@ -117,6 +118,22 @@ class LearnModeTest(unittest.TestCase):
                 rec = self.sg.wait_audit(path=path)
                 self.assertEqual(rec["verdict"], "deny")
                 self.assertFalse(rec.get("injected"))
+
+    def test_learn_merge_proposes_what_learn_mode_admitted_and_drops_the_mode(self):
+        r = self.get("http://known.test/echo/learn-merge")
+        self.assertEqual(r.status, 200, r.stderr)
+        self.sg.wait_audit(path="/echo/learn-merge", verdict="learn")
+        self.assertEqual(self.get("http://blocked.test/echo/learn-merge-blocked").status, 403)
+        self.sg.wait_audit(path="/echo/learn-merge-blocked", reason="denied_by_rule")
+        p = subprocess.run([binary(), "policy", "learn", self.sg.audit_path, "--task", "learner",
+                            "--merge", self.sg.config_path], capture_output=True, text=True,
+                           timeout=60)
+        self.assertEqual(p.returncode, 0, p.stderr)
+        self.assertIn("known.test", p.stdout)
+        self.assertIn("learned-learner", p.stdout)
+        # The proposal enforces: learn mode is not carried into it.
+        self.assertNotIn("mode: learn", p.stdout)
+        self.assertIn("blocked.test", p.stderr)  # stays refused by its deny rule: not proposed
 
 
 if __name__ == "__main__":
