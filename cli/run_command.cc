@@ -75,6 +75,10 @@ void addRunCommand(CLI::App& app, Action* action) {
   cmd->add_option("--capture-port", req->capturePorts,
                   "Also capture direct connections to this port (repeatable; 80 and 443 always)")
       ->allow_extra_args(false);
+  cmd->add_flag("--learn", req->learn,
+                "Learning run: allow what the policy refuses for want of a rule (never a deny "
+                "rule or a private/metadata address, never with a credential), then draft "
+                "policy.learned.yaml and its tests in the run's directory");
   cmd->add_flag("--audit-stderr", req->auditStderr,
                 "Also write the audit lines to stderr as they happen (whole lines, one write each; "
                 "a line the command writes in pieces may be split by one). Default: only the "

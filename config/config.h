@@ -228,6 +228,24 @@ struct EffectiveLimits {
 };
 EffectiveLimits resolveLimits(const Limits& global, const Limits& task);
 
+// tasks[].mode: enforce (the default) or learn: a learning run admits what the task's policy
+// would refuse for want of a rule (never what a guardrail or a deny rule refuses), without a
+// credential, and audits it with verdict `learn` so that `policy learn` can draft the policy.
+enum class TaskMode { kEnforce, kLearn };
+
+// tasks[].on_unknown: what a request the policy would refuse for want of a rule gets: refused
+// (deny, the default) or held while an operator answers (`ask`, with Task::ask).
+enum class OnUnknown { kDeny, kAsk };
+
+// tasks[].ask: how long a held request waits for an operator, where `--always` answers go, and
+// how many questions may wait at once (a full queue refuses: a client cannot pile up holds).
+struct Ask {
+  Mark mark;
+  Seconds timeout{30};
+  std::optional<Located<std::string>> approvals;  // the approvals file (relative: to the config)
+  uint32_t maxPending = 16;
+};
+
 struct Task {
   std::string name;
   Mark mark;
@@ -244,6 +262,13 @@ struct Task {
   std::map<std::string, std::vector<Located<std::string>>, std::less<>> repositories;
   Mark repositoriesMark;
   std::vector<Budget> budgets;  // in addition to its policy's
+  TaskMode mode = TaskMode::kEnforce;
+  Mark modeMark;
+  OnUnknown onUnknown = OnUnknown::kDeny;
+  std::optional<Ask> ask;  // set when on_unknown is ask (with its defaults if unwritten)
+  // The approvals file's rules, loaded like an include of the task's policy: the name of the
+  // synthetic policy that holds them (empty: none).
+  std::string approvalsPolicy;
 };
 
 // The only directory listen.admin may name a socket in: every sandbox gets a private /run, so

@@ -1,4 +1,4 @@
-// Reading the smaller sections: listen, tasks, limits, resolve, audit, metrics, ca, tls,
+// Reading the smaller sections: listen, limits, resolve, audit, metrics, ca, tls,
 // transparent, sandbox.
 #include <arpa/inet.h>
 #include <fmt/format.h>
@@ -15,10 +15,6 @@
 
 namespace sandgate::config::detail {
 namespace {
-
-bool isHex(char c) {
-  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F');
-}
 
 char lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c; }
 
@@ -239,81 +235,6 @@ void readLimits(Reader& r, const Field& f, Limits& limits) {
   h2("h2_max_continuations", 0, kMaxU32, limits.h2MaxContinuations);
   h2("h2_max_settings", 1, kMaxU32, limits.h2MaxSettings);
   h2("h2_max_outbound_ack", 1, kMaxU32, limits.h2MaxOutboundAck);
-}
-
-void readTasks(Reader& r, const Field& f, std::vector<Task>& tasks) {
-  auto items = r.list(f, "a list of tasks", true);
-  if (!items) return;
-  std::map<std::string, int, std::less<>> seen;  // name -> line of first definition
-  for (const auto& item : *items) {
-    auto m = r.map(
-        item,
-        {"name", "policy", "token_sha256", "limits", "admin_groups", "repositories", "budgets"},
-        "a task (a map with name, policy, token_sha256, limits, admin_groups, "
-        "repositories, budgets)");
-    if (!m) continue;
-    Task t;
-    t.mark = item.mark;
-    if (const Field* n = m->get("name")) {
-      if (auto s = r.string(*n, "a task name")) {
-        checkName(r, n->mark, n->path, s->value);
-        if (auto [it, fresh] = seen.emplace(s->value, n->mark.line); !fresh) {
-          r.error(n->mark, n->path,
-                  fmt::format("duplicate task name `{}` (first defined at line {})", s->value,
-                              it->second));
-        }
-        t.name = s->value;
-      }
-    } else {
-      r.missing(item, "name", "the task's name");
-    }
-    if (const Field* p = m->get("policy")) {
-      if (auto s = r.string(*p, "a policy name")) t.policy = std::move(*s);
-    } else {
-      r.missing(item, "policy", "the name of the policy this task runs under");
-    }
-    if (const Field* h = m->get("token_sha256")) {
-      if (auto s = r.string(*h, "a SHA-256 as 64 hex characters")) {
-        // The value is never echoed: a raw token pasted here by mistake must not reach logs.
-        if (s->value.size() != 64 || !std::all_of(s->value.begin(), s->value.end(), isHex)) {
-          r.error(h->mark, h->path,
-                  fmt::format("expected the token's SHA-256 as 64 hex characters, got {} "
-                              "characters (value not shown)",
-                              s->value.size()));
-        } else {
-          std::string hex = s->value;
-          std::transform(hex.begin(), hex.end(), hex.begin(), lower);
-          t.tokenSha256 = std::move(hex);
-        }
-      }
-    }
-    if (const Field* l = m->get("limits")) readLimits(r, *l, t.limits);
-    if (const Field* b = m->get("budgets")) t.budgets = readBudgets(r, *b);
-    if (const Field* g = m->get("admin_groups")) {
-      // Resolved to gids when serve starts (or reloads): config/ does no NSS lookups.
-      if (auto groups = r.stringList(*g, "[sandgate-team-a] or [1001]")) {
-        for (size_t i = 0; i < groups->size(); ++i) {
-          const auto& name = (*groups)[i].value;
-          if (name.size() > 256 || name.find_first_of(":, \t\n") != std::string::npos) {
-            r.error((*groups)[i].mark, fmt::format("{}[{}]", g->path, i),
-                    fmt::format("expected a group name or numeric gid, got {}", quoted(name)));
-          }
-        }
-        t.adminGroups = std::move(*groups);
-      }
-    }
-    if (const Field* rp = m->get("repositories")) {
-      // Checked against the credentials' own lists by checkReferences.
-      t.repositoriesMark = rp->keyMark;
-      if (auto creds =
-              r.namedMap(*rp, "a map of github_app credential names to repositories", false)) {
-        for (const auto& [credential, list] : creds->entries()) {
-          if (auto repos = r.stringList(list, "[widgets]")) t.repositories[credential] = *repos;
-        }
-      }
-    }
-    tasks.push_back(std::move(t));
-  }
 }
 
 void readResolve(Reader& r, const Field& f, std::vector<ResolveEntry>& resolve) {

@@ -75,7 +75,9 @@ std::optional<Observation> parseAuditLine(const std::string& text, std::string* 
     }
     r.port = static_cast<uint16_t>(p->as_int64());
   }
-  if (verdict != "allow" && verdict != "deny" && verdict != "audit" && verdict != "error") {
+  // "learn": a learning run's admission of what its policy would refuse (policy/engine.h).
+  if (verdict != "allow" && verdict != "deny" && verdict != "audit" && verdict != "learn" &&
+      verdict != "error") {
     *why = "unknown verdict \"" + verdict + "\"";
     return std::nullopt;
   }

@@ -32,7 +32,7 @@ struct Observation {
   std::string host;
   uint16_t port = 0;
   std::optional<std::string> path;  // origin-form path without the query
-  bool allowed = false;             // verdict allow or audit
+  bool allowed = false;             // verdict allow, audit or learn
   std::string reason, rule;
   std::string credential;  // the credential used (its name), empty: none
   std::string upstream;    // the address dialled, "ip:port" or "[v6]:port"; empty: none

@@ -100,6 +100,11 @@ std::string mergeInto(const std::string& existing, const std::string& additions)
       merged["tasks"].push_back(task);
     }
   }
+  // The proposal is a policy to enforce: a task's `mode: learn` (the run it was learned in)
+  // is not carried into it.
+  for (auto task : merged["tasks"]) {
+    if (task["mode"]) task.remove("mode");
+  }
   YAML::Emitter out;
   out << merged;
   return std::string(out.c_str()) + "\n";
@@ -126,7 +131,8 @@ LearnOutput learnPolicy(const LearnOptions& options, std::istream& stdinStream) 
     // beats any allow), which the proposal says rather than works around.
     for (const auto& o : read.requests) {
       auto d = decideObserved(*existing->engine, existing->config, o).decision;
-      if (d.allowed()) continue;
+      // A learning run's admission is what the policy would refuse: exactly what to learn.
+      if (d.allowed() && d.verdict != policy::Verdict::kLearn) continue;
       if (deniedOnPurpose(d.reason)) {
         out.messages.push_back(fmt::format(
             "{}:{}: {} stays refused: {} ({}), a deny rule of {}; not proposed", o.file, o.line,

@@ -103,7 +103,19 @@ class Compiler {
       auto it = built.find(root);
       if (it == built.end()) it = built.emplace(root, buildPolicy(root, globalAllow)).first;
       impl_.tasks[task.name] = it->second;
+      if (task.mode == config::TaskMode::kLearn) {
+        impl_.learnTasks[task.name] = true;
+        // Said by `policy lint`: learn mode is for a run that drafts a policy, not for serving.
+        impl_.warnings.push_back(Diagnostic{
+            cfg_.file, task.modeMark.line, task.modeMark.col,
+            "tasks[" + std::to_string(i) + "].mode",
+            "task \"" + task.name +
+                "\" is in learn mode: what its policy refuses for want of a rule is admitted "
+                "(without credentials; deny rules and private or metadata addresses still "
+                "refuse); draft the policy with `sandgate policy learn`, then remove mode: learn"});
+      }
     }
+    for (const config::ResolveEntry& e : cfg_.resolve) impl_.pinnedNames[e.name] = true;
     // A task token may name any policy for an ad-hoc task (`pol`): each is compiled, and so
     // checked, like the policy of a task.
     if (cfg_.tokens) {

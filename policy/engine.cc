@@ -51,6 +51,8 @@ std::string_view verdictName(Verdict v) {
       return "deny";
     case Verdict::kAudit:
       return "audit";
+    case Verdict::kLearn:
+      return "learn";
   }
   return "deny";
 }
@@ -166,6 +168,31 @@ Decision vetAddressClass(Decision d, const IpAddress& addr) {
   return refuse(std::move(d), reason::kAddressDenied, nullptr, std::move(detail));
 }
 
+// Learn mode: only the want of a rule may be waived. Deny rules, the global deny list, denied
+// address ranges (IP literals already refused in decideWith), ambiguous paths and override
+// headers stay refusals: they are the guardrails a learning run keeps.
+bool learnable(std::string_view why) {
+  return why == reason::kNoMatchingRule || why == reason::kPortNotAllowed ||
+         why == reason::kMethodNotAllowed || why == reason::kPathNotAllowed;
+}
+
+// A learn-mode admission: no rule admitted it, so nothing of a rule applies (no credential is
+// injected, no parent proxy or git block chosen). A tunnel is intercepted so that a deny rule
+// with methods or paths still judges each request (and the audit shows what to learn).
+Decision learn(Decision d, const Request& req, bool pinned) {
+  if (!learnable(d.reason)) return d;
+  if (req.target.isAddress && classify(req.target.address).denied()) return d;
+  d.verdict = Verdict::kLearn;
+  d.matched = nullptr;
+  d.credential.clear();
+  d.git = nullptr;
+  d.via = nullptr;
+  d.intercept = !(req.method || req.path);
+  d.pinned = pinned && !req.target.isAddress;
+  d.detail = cat("would be refused: ", d.detail, "; allowed because the task is in learn mode");
+  return d;
+}
+
 // Step 1: no compiled policy for the task (or the policy) asked for.
 Decision unknown(const Request& req, std::string_view why, std::string detail) {
   Decision d;
@@ -206,7 +233,13 @@ bool isOverrideParameter(std::string_view key) {
 
 Decision Engine::decide(std::string_view task, const Request& req) const {
   auto it = impl_->tasks.find(task);
-  if (it != impl_->tasks.end()) return decideWith(*it->second, req);
+  if (it != impl_->tasks.end()) {
+    Decision d = decideWith(*it->second, req);
+    if (d.verdict == Verdict::kDeny && impl_->learnTasks.count(task)) {
+      return learn(std::move(d), req, impl_->pinnedNames.count(req.target.name) > 0);
+    }
+    return d;
+  }
   return unknown(req, reason::kUnknownTask,
                  "task \"" + std::string(task) + "\" is not defined in the configuration");
 }
@@ -484,6 +517,11 @@ Decision Engine::checkAddress(const Decision& allowed, const IpAddress& addr) co
       if (!r->audit) return refuse(std::move(d), why[g], r, std::move(detail));
       if (!audited) audited = Audited{why[g], r, std::move(detail)};
     }
+  }
+  // Learn mode: a name `resolve:` pins is the operator's own statement of where it lives; a
+  // cloud metadata address is refused even so (nothing learned may reach instance credentials).
+  if (d.verdict == Verdict::kLearn && d.pinned && c.cls != AddressClass::kCloudMetadata) {
+    return d;
   }
   d = vetAddressClass(std::move(d), addr);
   if (d.allowed() && audited && d.verdict == Verdict::kAllow)

@@ -14,8 +14,11 @@
 
 namespace sandgate::policy {
 
-enum class Verdict { kAllow, kDeny, kAudit };  // kAudit: allowed, but a rule would have refused
-std::string_view verdictName(Verdict v);       // "allow", "deny", "audit"
+// kAudit: allowed, but a rule would have refused. kLearn: allowed without any rule's
+// credential, routing or git block because the task is in learn mode (config::TaskMode) and
+// only the want of a rule refused it; `reason` is the would-be refusal.
+enum class Verdict { kAllow, kDeny, kAudit, kLearn };
+std::string_view verdictName(Verdict v);  // "allow", "deny", "audit", "learn"
 
 // Stable reason tokens: the response header, the audit log, metric labels and tests use them.
 namespace reason {
@@ -92,6 +95,9 @@ struct Decision {
   // `matched`, valid as long as the Engine that made the decision.
   uint16_t port = 0;
   const CompiledPolicy* policy = nullptr;
+  // kLearn: the target is a name the config's `resolve:` pins. The operator wrote its address,
+  // so checkAddress() lets it into private and loopback ranges (never cloud metadata).
+  bool pinned = false;
 
   bool allowed() const { return verdict != Verdict::kDeny; }
 };

@@ -30,6 +30,9 @@ struct Engine::Impl {
   // policy when the config has `tokens:` (an ad-hoc task may name any).
   std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> byPolicy;
   Diagnostics warnings;  // see Engine::warnings()
+  // Tasks in learn mode (config::TaskMode::kLearn), and the names `resolve:` pins.
+  std::unordered_map<std::string, bool, StringHash, std::equal_to<>> learnTasks;
+  std::unordered_map<std::string, bool, StringHash, std::equal_to<>> pinnedNames;
 };
 
 }  // namespace sandgate::policy

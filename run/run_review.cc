@@ -158,7 +158,7 @@ std::vector<const boost::json::object*> requestsOf(const std::vector<boost::json
     const std::string kind = str(l, "kind");
     if (kind == "dns") continue;
     const std::string verdict = str(l, "verdict");
-    const bool served = verdict == "allow" || verdict == "audit";
+    const bool served = verdict == "allow" || verdict == "audit" || verdict == "learn";
     if (kind == "tunnel" && served && intercepted.count(connectionOf(l)) != 0) continue;
     out.push_back(&l);
   }
@@ -175,7 +175,7 @@ void printNetwork(const RunDir& dir, const boost::json::object& r) {
     size_t allowed = 0, denied = 0;
     for (const auto* q : requests) {
       const std::string v = str(*q, "verdict");
-      allowed += v == "allow" || v == "audit";
+      allowed += v == "allow" || v == "audit" || v == "learn";
       denied += v == "deny";
     }
     fmt::print("network    {} requests: {} allowed, {} denied, {} other\n", requests.size(),

@@ -17,6 +17,7 @@
 #include "policy/load_problems.h"
 #include "proxy/capture_server/capture.h"
 #include "proxy/server/embedded.h"
+#include "run/learn_run.h"
 #include "run/output_files.h"
 #include "run/run_bundle.h"
 #include "run/run_limits.h"
@@ -109,6 +110,12 @@ Result<std::string> readConfigText(const std::string& path) {
 int runTask(const RunRequest& req) {
   if (req.argv.empty()) return fail(kExitUsage, "no command given (sandgate run ... -- CMD)");
   if (req.task && req.policy) return fail(kExitUsage, "--task and --policy exclude each other");
+  if (req.learn && req.proxy) {
+    // serve decides for its tasks: a learning run there is its task's `mode: learn`.
+    return fail(kExitUsage,
+                "--learn needs the embedded proxy: with --proxy, set `mode: learn` "
+                "on the serve's task instead");
+  }
 
   sandbox::Options options;
   options.argv = req.argv;
@@ -216,6 +223,14 @@ int runTask(const RunRequest& req) {
   if (!task) return fail(kExitUsage, "{}", task.errors().front().message);
   const std::string taskName = task.value();
   std::string policyName = cfg.findTask(taskName)->policy.value;
+  // A learning run admits, without credentials, what the policy refuses for want of a rule
+  // (policy/engine.h): the guardrails and deny rules still refuse.
+  bool learning = false;
+  for (auto& t : cfg.tasks) {
+    if (t.name != taskName) continue;
+    if (req.learn) t.mode = config::TaskMode::kLearn;
+    learning = t.mode == config::TaskMode::kLearn;
+  }
   options.hiddenPaths = cfg.secretPaths();
   // ssh and git over SSH in the sandbox: its ProxyCommand, and a known_hosts naming the run's
   // host key (the private half stays here, for the proxy's SSH broker: run_ssh.h).
@@ -298,6 +313,14 @@ int runTask(const RunRequest& req) {
         embedded.start();
       });
   auto traffic = embedded.stop();
+  if (learning) {
+    // Every audit line is in audit.jsonl once the proxy has stopped.
+    std::vector<std::string> notes;
+    writeLearnedPolicy(runBundle.dir(), taskName, &notes);
+    for (const auto& n : notes) fmt::print(stderr, "sandgate run: {}\n", n);
+    fmt::print(stderr, "sandgate run: learn: the drafted policy is {}/{} (tests: {})\n",
+               runBundle.dir().path, bundle::kLearned, bundle::kLearnedTests);
+  }
   std::optional<proxy::CaptureCounts> dns;
   if (adopted) dns = adopted->counts();
   return finishRun(req, taskName, policyName, result, RunLimits::of(options), traffic,

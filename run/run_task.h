@@ -49,6 +49,10 @@ struct RunRequest {
   // default: stderr is the command's, and a line it writes in pieces would be cut by one of
   // ours; the lines are in the run's audit.jsonl (and audit.path) either way.
   bool auditStderr = false;
+  // --learn: the task runs in learn mode (config::TaskMode::kLearn) and the run's directory
+  // gets policy.learned.yaml and its tests (run/learn_run.h). A task with `mode: learn` is the
+  // same without the flag.
+  bool learn = false;
   std::vector<std::string> argv;
 };
 

@@ -72,7 +72,8 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
                                     : log.intercepted                ? "intercepted"
                                                                      : "spliced";
       c.metrics->tunnelEnded(mode, verdict, r.reason, r.durationSeconds);
-      const bool served = r.verdict == Outcome::kAllow || r.verdict == Outcome::kAudit;
+      const bool served = r.verdict == Outcome::kAllow || r.verdict == Outcome::kAudit ||
+                          r.verdict == Outcome::kLearn;
       if (!log.intercepted || !served) {
         c.metrics->request(kind, verdict, r.reason);
       }

@@ -29,7 +29,7 @@ LIBRARIES = {
     "ca": set(),
     "proxy": {"config", "budget", "policy", "broker", "capture", "ca"},
     "sandbox": {"config", "policy"},
-    "run": {"config", "budget", "policy", "broker", "capture", "ca", "proxy", "sandbox"},
+    "run": {"config", "budget", "policy", "broker", "capture", "ca", "proxy", "sandbox", "learn"},
     "learn": {"config", "policy"},
     "cli": {"config", "budget", "policy", "broker", "capture", "ca", "proxy", "sandbox", "run",
             "learn"},

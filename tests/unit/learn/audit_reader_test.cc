@@ -36,6 +36,16 @@ TEST(AuditReader, AnInterceptedRequestKeepsMethodPathCredentialAndUpstream) {
   EXPECT_TRUE(o->allowed);
 }
 
+TEST(AuditReader, ALearnModeAdmissionIsReadAsAllowed) {
+  // A learning run's line: admitted, with the reason the policy would have refused it.
+  std::string why;
+  auto o = parseAuditLine(
+      line("intercept", "learn", "no_matching_rule", "\"GET\"", "\"/v1/items\""), &why);
+  ASSERT_TRUE(o) << why;
+  EXPECT_TRUE(o->allowed);
+  EXPECT_EQ(o->reason, "no_matching_rule");
+}
+
 TEST(AuditReader, ATunnelHasNoMethodOrPath) {
   std::string why;
   auto o = parseAuditLine(line("tunnel", "allow", "allowed", "\"CONNECT\"", "null"), &why);
