@@ -28,7 +28,9 @@ const std::vector<std::string_view> kTopLevelKeys = {
     "listen",  "credentials", "policies",    "tasks", "global",      "limits",  "resolve", "audit",
     "metrics", "ca",          "ca_cert_out", "tls",   "transparent", "sandbox", "tokens",
     // Parent proxies (upstream_reader.cc).
-    "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct"};
+    "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct",
+    // The SSH broker (issue #42).
+    "ssh"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -121,6 +123,8 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
       readUpstreamDefault(r, f, cfg);
     } else if (key == "upstream_proxy_direct") {
       readUpstreamDirect(r, f, cfg);
+    } else if (key == "ssh") {
+      readSshBroker(r, f, cfg.ssh);
     }
   }
 }
