@@ -1,7 +1,7 @@
-"""The SSH broker's core (proxy/ssh/ssh_session.h, issue #42) between a real OpenSSH client /
-git and a real sshd, from the attacker's side: git clone, fetch and push under git rules, a
-wrong pinned host key, and everything that is not git refused with a reason. The core runs in
-tests/integration/ssh_session_harness.cc (no proxy around it: that glue is not built yet).
+"""The SSH broker (proxy/ssh/, issue #42) between a real OpenSSH client / git and a real sshd,
+from the attacker's side: git clone, fetch and push under git rules, a wrong pinned host key,
+and everything that is not git refused with a reason. SshBroker drives the core alone
+(tests/integration/ssh_session_harness.cc); test_ssh_broker_serve.py goes through serve.
 
 The sshd is this test's own: loopback, its own config, host key and authorized_keys in a temp
 directory, a git user (uid/gid 61042, shell git-shell) created here and removed after.
