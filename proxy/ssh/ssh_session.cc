@@ -413,6 +413,14 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
       } else if (ssh_channel_is_eof(client)) {
         clientEof = true;
         if (!gate || gate->state() == PushGate::State::kPassed) ssh_channel_send_eof(up);
+        if (gate && gate->state() == PushGate::State::kReading) {
+          // The client ended inside its command list: nothing of it went upstream, and
+          // nothing ever will; the upstream's receive-pack ends on our EOF.
+          ssh_channel_send_eof(up);
+          r.reason = reason::kClientClosed;
+          r.detail = "the client ended before its push command list was complete";
+          return;
+        }
       }
     }
     if (gate && gate->state() == PushGate::State::kRefused) {

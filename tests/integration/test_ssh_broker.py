@@ -187,10 +187,11 @@ AllowUsers {USER}
         self.assert_no_secret(text)
         return [json.loads(line) for line in text.splitlines() if line.startswith("{")]
 
-    def wait_event(self, pred, out=None):
+    def wait_event(self, pred, out=None, since=0):
+        """The last event matching `pred` among those after the first `since`."""
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
-            found = [e for e in self.events(out) if pred(e)]
+            found = [e for e in self.events(out)[since:] if pred(e)]
             if found:
                 return found[-1]
             time.sleep(0.05)
@@ -211,12 +212,13 @@ AllowUsers {USER}
         return dest
 
     def test_clone_and_fetch(self):
+        since = len(self.events())
         dest = self.clone("c1")
         with open(os.path.join(dest, "README")) as f:
             self.assertEqual(f.read(), "hello over ssh\n")
         self.assertEqual(self.git(["-C", dest, "fetch", "-q"]).returncode, 0)
         e = self.wait_event(lambda e: e["event"] == "session" and
-                            e["service"] == "git-upload-pack" and e["git"])
+                            e["service"] == "git-upload-pack" and e["git"], since=since)
         self.assertEqual(e["repository"], "org/repo")
         self.assertEqual(e["exit"], 0)
 
@@ -243,6 +245,7 @@ AllowUsers {USER}
     def test_push_to_protected_ref_prints_reason(self):
         dest = self.clone("c3")
         before = self.bare_rev("refs/heads/main")
+        since = len(self.events())
         self.commit(dest, "sneaky")
         r = self.git(["-C", dest, "push", "origin", "HEAD:main"])
         self.assertNotEqual(r.returncode, 0)
@@ -250,7 +253,8 @@ AllowUsers {USER}
         self.assertIn("[remote rejected]", r.stderr)
         self.assertEqual(self.bare_rev("refs/heads/main"), before)
         self.wait_event(lambda e: e["event"] == "session" and
-                        e["reason"] == "git_ref_not_allowed" and "refs/heads/main" in e["refs"])
+                        e["reason"] == "git_ref_not_allowed" and "refs/heads/main" in e["refs"],
+                        since=since)
 
     def test_mixed_push_is_refused_whole(self):
         dest = self.clone("c4")
@@ -317,8 +321,55 @@ AllowUsers {USER}
         self.assertNotEqual(r.returncode, 0)
 
     def test_pty_is_refused(self):
-        r = self.ssh(["-tt"], "git-upload-pack 'org/repo.git'")
-        self.wait_event(lambda e: e["event"] == "refusal" and e["reason"] == "ssh_pty_refused")
+        since = len(self.events())
+        self.ssh(["-tt"], "git-upload-pack 'org/repo.git'")
+        self.wait_event(lambda e: e["event"] == "refusal" and e["reason"] == "ssh_pty_refused",
+                        since=since)
+
+    def raw_receive_pack(self, data):
+        """Runs git-receive-pack through the broker with `data` as the client's whole input
+        (then EOF), as an attacker would: no git on the client side."""
+        args = self.ssh_args() + ["git@127.0.0.1", "git-receive-pack 'org/repo.git'"]
+        r = subprocess.run(args, input=data, capture_output=True, timeout=20)
+        self.assert_no_secret((r.stdout + r.stderr).decode(errors="replace"))
+        return r
+
+    @staticmethod
+    def pkt(payload):
+        return b"%04x" % (len(payload) + 4) + payload
+
+    def test_raw_push_to_protected_ref_gets_ng(self):
+        before = self.bare_rev("refs/heads/main")
+        cmd = b"%s %s refs/heads/main\0report-status side-band-64k\n" % (
+            before.encode(), b"1" * 40)
+        r = self.raw_receive_pack(self.pkt(cmd) + b"0000" + b"PACK-that-never-goes-up")
+        self.assertIn(b"ng refs/heads/main", r.stdout)
+        self.assertIn(b"git_ref_not_allowed", r.stdout)
+        self.assertEqual(self.bare_rev("refs/heads/main"), before)
+
+    def test_truncated_or_lying_command_lists(self):
+        before = self.bare_rev("refs/heads/main")
+        cmd = b"%s %s refs/heads/main\0report-status\n" % (before.encode(), b"1" * 40)
+        cases = [
+            # A length that promises more than ever comes, then EOF: ends at once, nothing up.
+            (b"0100" + cmd, "client_closed"),
+            # A length no push sends.
+            (b"ffff" + cmd, "git_protocol_error"),
+            # A command list cut before its flush.
+            (self.pkt(cmd), "client_closed"),
+            # A length below 4 is no pkt-line.
+            (b"0002" + cmd, "git_protocol_error"),
+        ]
+        for data, reason in cases:
+            with self.subTest(reason=reason, data=data[:8]):
+                since = len(self.events())
+                start = time.monotonic()
+                self.raw_receive_pack(data)
+                self.assertLess(time.monotonic() - start, 15)
+                e = self.wait_event(lambda e: e["event"] == "session", since=since)
+                self.assertEqual(e["reason"], reason)
+                self.assertEqual(e["up"], 0)
+        self.assertEqual(self.bare_rev("refs/heads/main"), before)
 
     def test_agent_forwarding_is_refused(self):
         sock = os.path.join(self.dir, "agent.sock")
