@@ -270,6 +270,13 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
   if (!r.reason.empty()) {
     rec.reason = std::string(r.reason);
     rec.error = r.detail;
+    // What the broker refused is a denial; what the upstream did, an error; an idle or
+    // closed client keeps the tunnel's verdict, as a spliced tunnel's does.
+    if (r.reason.starts_with("ssh_") || r.reason.starts_with("git_")) {
+      rec.verdict = Outcome::kDeny;
+    } else if (r.reason.starts_with("upstream_")) {
+      rec.verdict = Outcome::kError;
+    }
   }
   // One audit line per refusal inside the session (a pty, env, a forwarding), then the
   // session's own line.
