@@ -16,6 +16,8 @@ import tempfile
 import time
 import unittest
 
+import artifacts
+
 HARNESS = os.environ.get("SSH_SESSION_HARNESS", "")
 SSHD = "/usr/sbin/sshd"
 GIT_SHELL = shutil.which("git-shell") or "/usr/bin/git-shell"
@@ -72,6 +74,12 @@ class SshBroker(unittest.TestCase):
         cls.other_pub = keygen(os.path.join(d, "other_key"))
         with open(os.path.join(d, "deploy_key")) as f:
             cls.deploy_secret = f.read()
+        # For the suite's leak check: the key, and each line of its body (a line is what a
+        # log or a message would carry of it).
+        artifacts.register_secret("ssh-deploy-key", cls.deploy_secret)
+        for i, line in enumerate(cls.deploy_secret.splitlines()[1:-1]):
+            if len(line) >= 32:
+                artifacts.register_secret(f"ssh-deploy-key-line{i}", line)
         with open(os.path.join(d, "authorized_keys"), "w") as f:
             f.write(cls.deploy_pub + "\n")
         # The bare repositories the git user serves, seeded with one commit on main.
@@ -103,6 +111,8 @@ class SshBroker(unittest.TestCase):
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
+        for out in (getattr(cls, "out", None), getattr(cls, "wrong_out", None)):
+            artifacts.record_file("log", "ssh-harness", out)
         run(["userdel", USER])
         run(["groupdel", USER])
         if not os.environ.get("SG_SSH_KEEP"):
@@ -198,6 +208,7 @@ AllowUsers {USER}
         self.fail(f"no such event in {self.events(out)}")
 
     def assert_no_secret(self, text):
+        artifacts.record("response", "ssh-client", text)
         body = "".join(self.deploy_secret.splitlines()[1:-1])
         for chunk in (body[i:i + 40] for i in range(0, len(body), 40)):
             self.assertNotIn(chunk, text.replace("\n", ""))
