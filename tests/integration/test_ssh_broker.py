@@ -21,6 +21,7 @@ import artifacts
 HARNESS = os.environ.get("SSH_SESSION_HARNESS", "")
 SSHD = "/usr/sbin/sshd"
 GIT_SHELL = shutil.which("git-shell") or "/usr/bin/git-shell"
+# Each test module has its own user and ids (CTest may run the modules at once).
 USER = "sgssh42"
 UID = 61042
 TIMEOUT = 60
@@ -59,8 +60,21 @@ def keygen(path):
 @unittest.skipUnless(os.geteuid() == 0 and HARNESS and os.path.exists(SSHD),
                      "needs root, sshd (openssh-server) and the harness")
 class SshBroker(unittest.TestCase):
+    user = USER
+    uid = UID
+
     @classmethod
     def setUpClass(cls):
+        # unittest skips tearDownClass when setUpClass fails: the user and processes made so
+        # far are removed here then.
+        try:
+            cls._set_up()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _set_up(cls):
         cls.procs = []
         cls.dir = tempfile.mkdtemp(prefix="sg-ssh-")
         os.chmod(cls.dir, 0o755)
@@ -96,7 +110,7 @@ class SshBroker(unittest.TestCase):
         for repo in ("org/repo.git", "org/other.git"):
             run(["git", "-C", seed, "push", "-q", os.path.join(cls.home, repo), "main"],
                 check=True)
-        run(["chown", "-R", f"{UID}:{UID}", cls.home], check=True)
+        run(["chown", "-R", f"{cls.uid}:{cls.uid}", cls.home], check=True)
         cls._start_sshd()
         with open(os.path.join(d, "pins"), "w") as f:
             f.write(f"[127.0.0.1]:{cls.sshd_port} {cls.sshd_pub}\n")
@@ -107,31 +121,33 @@ class SshBroker(unittest.TestCase):
 
     @classmethod
     def tearDownClass(cls):
-        for p in cls.procs:
+        for p in getattr(cls, "procs", []):
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
         for out in (getattr(cls, "out", None), getattr(cls, "wrong_out", None)):
             artifacts.record_file("log", "ssh-harness", out)
-        run(["userdel", USER])
-        run(["groupdel", USER])
-        if not os.environ.get("SG_SSH_KEEP"):
+        if getattr(cls, "created_user", False):
+            run(["userdel", cls.user])
+            run(["groupdel", cls.user])
+        if hasattr(cls, "dir") and not os.environ.get("SG_SSH_KEEP"):
             shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
     def _create_user(cls):
-        for name in (USER,):
+        for name in (cls.user,):
             try:
                 pwd.getpwnam(name)
                 raise AssertionError(f"user {name} exists already: not ours to reuse")
             except KeyError:
                 pass
-        run(["groupadd", "-g", str(UID), USER], check=True)
-        run(["useradd", "-u", str(UID), "-g", str(UID), "-d", cls.home, "-M", "-s", GIT_SHELL,
-             USER], check=True)
+        cls.created_user = True
+        run(["groupadd", "-g", str(cls.uid), cls.user], check=True)
+        run(["useradd", "-u", str(cls.uid), "-g", str(cls.uid), "-d", cls.home, "-M", "-s", GIT_SHELL,
+             cls.user], check=True)
         # useradd leaves the password locked ("!"), which sshd without PAM takes for a locked
         # account even for key logins; "*" is no password at all, and not locked.
-        run(["usermod", "-p", "*", USER], check=True)
+        run(["usermod", "-p", "*", cls.user], check=True)
 
     @classmethod
     def _start_sshd(cls):
@@ -148,7 +164,7 @@ StrictModes no
 UsePAM no
 PasswordAuthentication no
 KbdInteractiveAuthentication no
-AllowUsers {USER}
+AllowUsers {cls.user}
 """)
         os.makedirs("/run/sshd", mode=0o755, exist_ok=True)
         log = open(os.path.join(d, "sshd.log"), "w")
@@ -162,7 +178,7 @@ AllowUsers {USER}
         port_file = os.path.join(d, f"harness-{pins}.port")
         out = os.path.join(d, f"harness-{pins}.out")
         p = subprocess.Popen([HARNESS, port_file, str(cls.sshd_port),
-                              os.path.join(d, "broker_host_key"), USER,
+                              os.path.join(d, "broker_host_key"), cls.user,
                               os.path.join(d, pins), os.path.join(d, "deploy_key"),
                               "org/repo"] + refs,
                              stdout=open(out, "w"), stderr=subprocess.STDOUT)

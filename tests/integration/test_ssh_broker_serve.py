@@ -7,7 +7,7 @@ import os
 import subprocess
 import unittest
 
-from test_ssh_broker import HARNESS, SSHD, USER, SshBroker, run
+from test_ssh_broker import HARNESS, SSHD, SshBroker, run
 
 PROXY_COMMAND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
                              "ssh_connect_proxy.py")
@@ -18,11 +18,21 @@ PROXY_COMMAND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "
 class SshBrokerServe(unittest.TestCase):
     """The same sshd and repositories, reached through serve: CONNECT git.test:22, which
     resolve: maps to the sshd; the rule's credential is the SSH key."""
+    user = "sgssh43"  # not test_ssh_broker's: CTest may run both modules at once
+    uid = 61043
 
     @classmethod
     def setUpClass(cls):
+        try:
+            cls._set_up_serve()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _set_up_serve(cls):
         from sandgate_fixture import Sandgate
-        SshBroker.setUpClass.__func__(cls)
+        SshBroker._set_up.__func__(cls)
         d = cls.dir
         with open(os.path.join(d, "serve_pins"), "w") as f:
             f.write(f"git.test {cls.sshd_pub}\n")
@@ -44,19 +54,22 @@ class SshBrokerServe(unittest.TestCase):
                    "credentials": {
                        "deploy": {"source": {"file": os.path.join(d, "deploy_key")},
                                   "hosts": ["git.test"],
-                                  "ssh": {"user": USER,
+                                  "ssh": {"user": cls.user,
                                           "known_hosts": os.path.join(d, "serve_pins")}},
                        "wrongpin": {"source": {"file": os.path.join(d, "deploy_key")},
                                     "hosts": ["wrong.test"],
-                                    "ssh": {"user": USER,
+                                    "ssh": {"user": cls.user,
                                             "known_hosts": os.path.join(d, "serve_wrong_pins")}},
                    }})
         cls.sg.start()
 
     @classmethod
     def tearDownClass(cls):
-        cls.sg.stop()
-        cls.sg.cleanup()
+        sg = getattr(cls, "sg", None)
+        if sg is not None:
+            if sg.proc is not None and sg.proc.poll() is None:
+                sg.stop()
+            sg.cleanup()
         SshBroker.tearDownClass.__func__(cls)
 
     # The sshd set-up is SshBroker's (its classmethods, run on this class).
