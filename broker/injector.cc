@@ -234,6 +234,15 @@ InjectResult Injector::apply(const OutgoingRequest& req, std::string_view creden
                   fmt::format("no credential named `{}` in this configuration", credential));
   }
   const config::Credential& c = *cp;
+  if (c.ssh) {
+    // An SSH private key (issue #42) is used by the SSH broker alone: a rule that admits HTTP
+    // to its host must never put it into a request (it has no `inject`, so it would go as an
+    // empty-named header).
+    return refuse(reason::kCredentialUnavailable, c.name,
+                  fmt::format("credential `{}` is an SSH key, used only by the SSH broker, never "
+                              "injected into HTTP",
+                              c.name));
+  }
   if (!hostAllowed(c, req.host)) {
     return refuse(reason::kCredentialHostMismatch, c.name,
                   fmt::format("credential `{}` may only be sent to {}, not {}", c.name, hostList(c),

@@ -62,6 +62,8 @@ std::vector<std::string> Config::secretPaths() const {
     }
   }
   if (ca && !ca->key.empty()) out.push_back(ca->key);
+  // The SSH broker's host key: a sandbox holding it could pose as sandgate to other runs.
+  if (ssh.hostKey) out.push_back(*ssh.hostKey);
   if (tokens) {
     for (const auto& k : tokens->keys) {
       // A shared HS256 key mints tokens: a sandbox that read it could make its own.

@@ -45,6 +45,7 @@ struct GitRules {
   Mark mark;                                       // the `git:` key
   std::vector<Located<std::string>> repositories;  // owner/name globs; empty: none
   bool fetch = true;
+  bool archive = false;         // `archive`: git-upload-archive over SSH (issue #42)
   std::optional<GitPush> push;  // absent: no ref may be pushed
 };
 
@@ -180,6 +181,16 @@ struct Credential {
   // reads as `llm: {api}` (no model list, no cap).
   std::optional<LlmApi> llm;
   Mark llmMark;
+  // `ssh:` (issue #42): the secret is an OpenSSH private key the SSH broker (proxy/ssh/)
+  // authenticates to `hosts` with as `user`; never injected into HTTP, so no `inject:`.
+  struct Ssh {
+    Mark mark;
+    std::string user;
+    // A known_hosts file (plain host names; hashed ones are refused): the only upstream host
+    // keys the broker accepts. Read when serve starts and on every reload.
+    std::string knownHosts;
+  };
+  std::optional<Ssh> ssh;
 };
 
 // Credentials by name; looked up by string_view without a copy of the name.
@@ -352,6 +363,15 @@ struct Audit {
   std::optional<std::string> path;  // absent: stdout
 };
 
+// Top-level `ssh:` (issue #42): the SSH broker's own settings.
+struct SshBroker {
+  Mark mark;
+  // The broker's host key (an OpenSSH or PEM private key file) presented to sandboxes;
+  // absent: an Ed25519 key generated when serve starts (clients then need it from elsewhere).
+  std::optional<std::string> hostKey;
+  uint32_t maxSessionsPerTask = 16;  // concurrent SSH sessions one task may hold
+};
+
 // metrics.admin_api: the admin HTTP API on the metrics listener (proxy/admin/admin_api.h). Off
 // without it. Its files are secrets, read at start and on every reload.
 struct AdminApi {
@@ -493,6 +513,7 @@ struct Config {
   UpstreamRouting upstream;  // upstream_proxies, upstream_proxy_default, upstream_proxy_direct
   Llm llm;                   // llm: prices
   State state;               // state.redis: shared counters
+  SshBroker ssh;             // `ssh:`
 
   const Task* findTask(std::string_view name) const;
   // Paths a sandbox must not see: the credentials' `file:` sources and the files their `exec:`

@@ -297,6 +297,41 @@ void checkPerHost(Reader& r, const Field& inject, const Credential& c) {
   }
 }
 
+// `ssh: { user, known_hosts }`: the secret is an OpenSSH private key for the SSH broker.
+void readSsh(Reader& r, const Field& f, Credential& c) {
+  auto m = r.map(f, {"user", "known_hosts"}, "a map with user, known_hosts");
+  if (!m) return;
+  Credential::Ssh ssh;
+  ssh.mark = f.keyMark;
+  if (const Field* u = m->get("user")) {
+    if (auto s = r.string(*u, "the upstream SSH user name, e.g. git")) {
+      // The name goes into SSH's userauth request as is: a control character or space there
+      // is never a real account and could only smuggle something into a log line.
+      const bool ok = !s->value.empty() && s->value.size() <= 64 &&
+                      std::all_of(s->value.begin(), s->value.end(), [](char ch) {
+                        return std::isalnum(static_cast<unsigned char>(ch)) || ch == '-' ||
+                               ch == '_' || ch == '.';
+                      });
+      if (ok) {
+        ssh.user = s->value;
+      } else {
+        r.error(u->mark, u->path,
+                fmt::format("expected a user name (letters, digits, `-`, `_`, `.`), got {}",
+                            quoted(s->value)));
+      }
+    }
+  } else {
+    r.missing(f, "user", "the user the broker logs in to the upstream as, e.g. git");
+  }
+  if (const Field* k = m->get("known_hosts")) {
+    if (auto s = r.string(*k, "a known_hosts file path")) ssh.knownHosts = s->value;
+  } else {
+    // No trust-on-first-use: without pinned keys every upstream would be refused anyway.
+    r.missing(f, "known_hosts", "the known_hosts file pinning the upstream host keys");
+  }
+  c.ssh = std::move(ssh);
+}
+
 }  // namespace
 
 void readCredentials(Reader& r, const Field& f, Config& cfg) {
@@ -310,8 +345,8 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
     c.mark = body.keyMark;
     auto m = r.map(body,
                    {"source", "hosts", "inject", "placeholder", "optional", "allow_plaintext",
-                    "upstream_ca", "scrub", "llm"},
-                   "a credential (a map with source, hosts, inject)");
+                    "upstream_ca", "scrub", "llm", "ssh"},
+                   "a credential (a map with source, hosts, inject, llm or ssh)");
     if (!m) {
       // Already reported: no second error for the keys a broken body could not hold.
       c.hostsWritten = c.injectWritten = true;
@@ -326,10 +361,26 @@ void readCredentials(Reader& r, const Field& f, Config& cfg) {
       c.hostsWritten = true;
       if (auto hosts = r.stringList(*h, "[api.example.com]")) c.hosts = std::move(*hosts);
     }
+    const Field* sshField = m->get("ssh");
     if (const Field* i = m->get("inject")) {
       c.injectWritten = true;
-      readInject(r, *i, c.inject, &c.injectPerHost);
-      checkPerHost(r, *i, c);
+      if (sshField) {
+        // An SSH key is a private key, never a header or a password: injecting it into
+        // HTTP would send it to whoever the request reaches.
+        r.error(i->keyMark, i->path,
+                "`inject` conflicts with `ssh`: an ssh credential is used by the SSH broker only "
+                "and is never injected into HTTP");
+      } else {
+        readInject(r, *i, c.inject, &c.injectPerHost);
+        checkPerHost(r, *i, c);
+      }
+    }
+    if (sshField) {
+      readSsh(r, *sshField, c);
+      if (c.source.kind == CredentialSource::Kind::kGithubApp) {
+        r.error(sshField->keyMark, sshField->path,
+                "`ssh` needs an OpenSSH private key source (file, env or exec), not github_app");
+      }
     }
     // Missing `hosts`/`inject` are reported by checkReferences(): a credential that only a
     // parent proxy uses needs neither, and upstream_proxies may come later in the file.

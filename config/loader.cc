@@ -30,9 +30,11 @@ const std::vector<std::string_view> kTopLevelKeys = {
     // Parent proxies (upstream_reader.cc).
     "upstream_proxies", "upstream_proxy_default", "upstream_proxy_direct",
     // LLM prices (llm_reader.cc).
-    "llm"};
+    "llm",
     // Shared counters (state_reader.cc).
-    "state"};
+    "state",
+    // The SSH broker (issue #42).
+    "ssh"};
 
 // yaml-cpp's message for a tab in indentation is often "illegal map value" somewhere near it;
 // pointing at the tab itself is far more useful. Returns the first indentation tab at or
@@ -129,6 +131,8 @@ void readTop(Reader& r, const detail::MapView& top, Config& cfg) {
       readUpstreamDirect(r, f, cfg);
     } else if (key == "state") {
       readState(r, f, cfg);
+    } else if (key == "ssh") {
+      readSshBroker(r, f, cfg.ssh);
     }
   }
 }

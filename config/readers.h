@@ -43,6 +43,7 @@ void readMetrics(Reader& r, const Field& f, Metrics& metrics);
 void readCa(Reader& r, const Field& f, std::optional<Ca>& ca);
 void readTls(Reader& r, const Field& f, Tls& tls);
 void readTransparent(Reader& r, const Field& f, Transparent& t);
+void readSshBroker(Reader& r, const Field& f, SshBroker& ssh);
 void readSandbox(Reader& r, const Field& f, Sandbox& sandbox);
 void readTokens(Reader& r, const Field& f, std::optional<Tokens>& tokens);
 // upstream_proxies:, upstream_proxy_default:, upstream_proxy_direct: (upstream_reader.cc).

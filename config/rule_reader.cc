@@ -22,8 +22,8 @@ bool hasMisspelt(const YAML::Node& node, const std::vector<std::string_view>& ke
 
 // `git:` (the meaning of the globs is checked by policy/, like `paths`).
 std::optional<GitRules> readGit(Reader& r, const Field& f) {
-  auto m = r.map(f, {"repositories", "fetch", "push"},
-                 "a git block (a map with repositories, fetch, push)");
+  auto m = r.map(f, {"repositories", "fetch", "push", "archive"},
+                 "a git block (a map with repositories, fetch, push, archive)");
   if (!m) return std::nullopt;
   GitRules git;
   git.mark = f.keyMark;
@@ -37,6 +37,9 @@ std::optional<GitRules> readGit(Reader& r, const Field& f) {
   }
   if (const Field* v = m->get("fetch")) {
     if (auto b = r.boolean(*v)) git.fetch = *b;
+  }
+  if (const Field* v = m->get("archive")) {
+    if (auto b = r.boolean(*v)) git.archive = *b;
   }
   if (const Field* v = m->get("push")) {
     auto pm = r.map(*v, {"refs", "delete", "tags"}, "a push block (refs, delete, tags)", true);

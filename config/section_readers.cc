@@ -342,6 +342,21 @@ void readTls(Reader& r, const Field& f, Tls& tls) {
   }
 }
 
+// `ssh:`: the SSH broker's own host key and its per-task session bound (issue #42).
+void readSshBroker(Reader& r, const Field& f, SshBroker& ssh) {
+  auto m = r.map(f, {"host_key", "max_sessions_per_task"},
+                 "a map with host_key, max_sessions_per_task", true);
+  if (!m) return;
+  ssh.mark = f.keyMark;
+  if (const Field* k = m->get("host_key")) {
+    if (auto s = r.string(*k, "a private key file path")) ssh.hostKey = s->value;
+  }
+  if (const Field* n = m->get("max_sessions_per_task")) {
+    // Each session holds a thread and two SSH sessions: bounded like tunnels.
+    if (auto v = r.integer(*n, 1, 4096)) ssh.maxSessionsPerTask = static_cast<uint32_t>(*v);
+  }
+}
+
 void readTransparent(Reader& r, const Field& f, Transparent& t) {
   auto m = r.map(f, {"ports", "ipv4_range", "ipv6_range"},
                  "a map with ports, ipv4_range, ipv6_range", true);

@@ -238,7 +238,8 @@ void checkUpstreamReferences(Reader& r, const Config& cfg) {
   }
   checkVia(r, cfg, cfg.global.allow);
   // A credential needs `hosts` and `inject` unless a parent proxy is all that uses it: then
-  // it only ever goes to that parent, as its Proxy-Authorization or SOCKS5 password.
+  // it only ever goes to that parent, as its Proxy-Authorization or SOCKS5 password. An `ssh`
+  // credential needs `hosts` but no `inject`: the SSH broker is all that uses it.
   for (const auto& [credentialName, c] : cfg.credentials) {
     // (clang 14 cannot capture a structured binding; a reference declared from it, it can.)
     const std::string& name = credentialName;
@@ -251,7 +252,7 @@ void checkUpstreamReferences(Reader& r, const Config& cfg) {
     if (!c.hostsWritten && !parentOnly) {
       r.error(c.mark, path, "missing required key `hosts` (the hosts this secret may be sent to)");
     }
-    if (!c.injectWritten && !parentOnly) {
+    if (!c.injectWritten && !parentOnly && !c.ssh) {
       r.error(c.mark, path,
               "missing required key `inject` (how the secret is added: header, bearer, basic, "
               "query or per_host)");

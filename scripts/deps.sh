@@ -19,6 +19,8 @@ packages=(
   libssh-dev  # run/: the per-run SSH host key (and serve's SSH broker)
   libhiredis-dev redis-server  # budgets shared across replicas, and a real Redis in tests
   squid  # a real parent proxy in the upstream_proxies tests
+  libssh-dev  # proxy/ssh/: the SSH broker's server and client legs (issue #42)
+  openssh-server  # a real sshd the SSH broker tests start on loopback (never the system's)
 )
 
 missing=()
@@ -33,6 +35,27 @@ if [ ${#missing[@]} -ne 0 ]; then
   [ "$(id -u)" -eq 0 ] || sudo="sudo"
   export DEBIAN_FRONTEND=noninteractive
   $sudo apt-get update -qq >/dev/null
+  # Debian starts the services it installs (openssh-server's sshd on port 22) unless
+  # policy-rc.d says no: the tests start their own sshd on loopback, and a system sshd left
+  # listening would be a way into this machine nobody asked for. A policy-rc.d already there
+  # (containers ship one) is left as it is.
+  policy_added=""
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\n# scripts/deps.sh: no service starts while it installs packages\nexit 101\n' |
+      $sudo tee /usr/sbin/policy-rc.d >/dev/null
+    $sudo chmod 755 /usr/sbin/policy-rc.d
+    policy_added=1
+  fi
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$policy_added" ] || $sudo rm -f /usr/sbin/policy-rc.d
+  # An sshd installed here stays off at boot too: Debian's init script and unit honour
+  # sshd_not_to_be_run, and systemd (where it runs) gets the unit disabled. An openssh-server
+  # that was already installed is the machine owner's and is left alone.
+  if [[ " ${missing[*]} " == *" openssh-server "* ]]; then
+    $sudo touch /etc/ssh/sshd_not_to_be_run
+    if [ -d /run/systemd/system ] && command -v systemctl >/dev/null; then
+      $sudo systemctl disable ssh.service >/dev/null 2>&1 || true
+    fi
+  fi
 fi
 "$(dirname "$0")/node_deps.sh"

@@ -84,6 +84,23 @@ inline constexpr std::string_view kGitNeedsHttp1 = "git_needs_http1";
 inline constexpr std::string_view kLlmNeedsHttp1 = "llm_needs_http1";
 inline constexpr std::string_view kGrpcNotScrubbable = "grpc_not_scrubbable";
 inline constexpr std::string_view kH2ProtocolError = "h2_protocol_error";
+// The SSH broker (proxy/ssh/): what it refused on the sandbox's SSH session (a message on the
+// channel's stderr and an exit status, or the request's failure reply), and the upstream leg.
+inline constexpr std::string_view kSshShellRefused = "ssh_shell_refused";
+inline constexpr std::string_view kSshCommandRefused = "ssh_command_refused";
+inline constexpr std::string_view kSshPtyRefused = "ssh_pty_refused";
+inline constexpr std::string_view kSshEnvRefused = "ssh_env_refused";
+inline constexpr std::string_view kSshSubsystemRefused = "ssh_subsystem_refused";
+inline constexpr std::string_view kSshX11Refused = "ssh_x11_refused";
+inline constexpr std::string_view kSshForwardingRefused = "ssh_forwarding_refused";
+inline constexpr std::string_view kSshAgentRefused = "ssh_agent_forwarding_refused";
+inline constexpr std::string_view kSshRequestRefused = "ssh_request_refused";
+inline constexpr std::string_view kSshChannelLimit = "ssh_channel_limit";
+inline constexpr std::string_view kSshSessionLimit = "ssh_session_limit";
+inline constexpr std::string_view kSshProtocolError = "ssh_protocol_error";
+inline constexpr std::string_view kUpstreamHostKeyMismatch = "upstream_host_key_mismatch";
+inline constexpr std::string_view kUpstreamAuthFailed = "upstream_auth_failed";
+inline constexpr std::string_view kUpstreamSshFailed = "upstream_ssh_failed";
 }  // namespace reason
 
 struct ReasonInfo {
@@ -186,6 +203,26 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kH2ProtocolError, 0,
      "an HTTP/2 stream reset, or connection ended by GOAWAY: a frame, header block or flood "
      "HTTP/2 or the limits forbid"},
+    {reason::kSshShellRefused, 0,
+     "an SSH shell: only git commands are served (stderr message, exit status 1)"},
+    {reason::kSshCommandRefused, 0,
+     "an SSH exec that is not git-upload-pack, git-receive-pack (or an allowed git-upload-archive) "
+     "with a plain repository path"},
+    {reason::kSshPtyRefused, 0, "an SSH pty request (refused; the session goes on)"},
+    {reason::kSshEnvRefused, 0, "an SSH env request (refused; the session goes on)"},
+    {reason::kSshSubsystemRefused, 0, "an SSH subsystem (sftp) request"},
+    {reason::kSshX11Refused, 0, "SSH X11 forwarding"},
+    {reason::kSshForwardingRefused, 0, "SSH port forwarding (direct-tcpip, tcpip-forward)"},
+    {reason::kSshAgentRefused, 0, "an SSH agent channel"},
+    {reason::kSshRequestRefused, 0,
+     "another SSH channel request (agent forwarding's auth-agent-req among them)"},
+    {reason::kSshChannelLimit, 0, "a second SSH session channel on one connection"},
+    {reason::kSshSessionLimit, 0, "the task has ssh.max_sessions_per_task SSH sessions open"},
+    {reason::kSshProtocolError, 0, "the sandbox's SSH handshake failed or timed out"},
+    {reason::kUpstreamHostKeyMismatch, 0,
+     "the upstream SSH host key is not one the credential's known_hosts pins (fails closed)"},
+    {reason::kUpstreamAuthFailed, 0, "the upstream refused the credential's SSH key"},
+    {reason::kUpstreamSshFailed, 0, "the upstream SSH handshake or channel failed"},
 };
 
 inline constexpr std::span<const ReasonInfo> requestReasons() { return kRequestReasons; }

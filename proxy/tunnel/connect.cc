@@ -12,6 +12,7 @@
 #include "proxy/exchange/budget_gate.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/net/tunnel.h"
+#include "proxy/ssh/ssh_broker.h"
 #include "proxy/tunnel/tls_client_hello.h"
 #include "proxy/upstream/upstream.h"
 
@@ -92,6 +93,12 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
                                       "ask for a policy rule that allows this host");
       co_await refuse(c, log, refusal);
     }
+    co_return;
+  }
+  // A rule whose credential is an SSH key: the broker serves SSH here (git over SSH), whatever
+  // the port; the key never goes into a splice or an HTTP request.
+  if (sshCredential(c, decision)) {
+    co_await handleSshBroker(c, target, head.port, decision, log);
     co_return;
   }
   if (decision.intercept) {

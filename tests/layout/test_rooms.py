@@ -15,7 +15,7 @@ INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"', re.M)
 
 # Bottom up: a room may include its own headers and those of the rooms before it.
 ROOMS = ["net", "observe", "identity", "state", "capture_server", "client", "parent",
-         "upstream", "exchange", "h2", "intercept", "tunnel", "forward", "session", "admin",
+         "upstream", "exchange", "h2", "intercept", "ssh", "tunnel", "forward", "session", "admin",
          "server"]
 
 # What each library may include from the others (common/ is open to all).

@@ -47,6 +47,11 @@ class InjectorTest : public ::testing::Test {
     creds_["missing"] =
         headerCredential("missing", fileSource(dir_.file("nope")), {"api.openai.com"});
     creds_["missing"].optional = true;
+    // An SSH key credential (issue #42): no inject, so its Injection is the empty default.
+    auto& deploy = creds_["deploy"] =
+        headerCredential("deploy", fileSource(dir_.file("openai")), {"git.example.com"});
+    deploy.inject = config::Injection{};
+    deploy.ssh = config::Credential::Ssh{{}, "git", "/dev/null"};
     auto store = SecretStore::open(creds_, "test.yaml");
     ASSERT_TRUE(store.ok()) << store.errorText();
     store_ = std::move(store).value();
@@ -116,6 +121,18 @@ TEST_F(InjectorTest, CustomHeaderTemplateWithoutPlaceholderRedacts) {
   EXPECT_EQ(h, (Headers{{"X-Api-Key", std::string(kOpenAi)}}));
   ASSERT_EQ(r.scrub.size(), 1u);
   EXPECT_EQ(r.scrub[0].replacement, "[REDACTED:custom]");
+}
+
+// A rule that admits HTTP to an SSH key's host: the key must never go into the request.
+TEST_F(InjectorTest, AnSshKeyIsNeverInjected) {
+  Headers h{{"Accept", "*/*"}};
+  std::string target = "/org/repo.git/info/refs";
+  InjectResult r = apply("git.example.com", h, target, "deploy");
+  EXPECT_FALSE(r.ok());
+  EXPECT_EQ(r.reason, reason::kCredentialUnavailable);
+  EXPECT_FALSE(r.injected);
+  EXPECT_EQ(h, (Headers{{"Accept", "*/*"}}));
+  EXPECT_EQ(target, "/org/repo.git/info/refs");
 }
 
 TEST_F(InjectorTest, BasicInjection) {

@@ -79,7 +79,7 @@ const BrokenCase kBroken[] = {
     {"unknown_top_level_key.yaml", 2, 1, "logging",
      "unknown key `logging`; expected one of: listen, credentials, policies, tasks, global, "
      "limits, resolve, audit, metrics, ca, ca_cert_out, tls, transparent, sandbox, tokens, "
-     "upstream_proxies, upstream_proxy_default, upstream_proxy_direct, llm"},
+     "upstream_proxies, upstream_proxy_default, upstream_proxy_direct, llm, state, ssh"},
     {"typo_top_level_key.yaml", 2, 1, "polcies", "unknown key `polcies`; did you mean `policies`?"},
     {"syntax_unclosed_flow.yaml", 7, 6, "",
      "invalid YAML: end of sequence flow not found (a `[` above is not closed with `]`)"},

@@ -1,0 +1,299 @@
+// The Asio side of the SSH broker (see ssh_broker.h): admission (budgets, the task's tunnel
+// slots and SSH sessions), resolve + vet + dial through upstream/, the 200, then the session on
+// a thread of its own while the coroutine waits, and the audit lines from what it reports.
+#include "proxy/ssh/ssh_broker.h"
+
+#include <fmt/format.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <map>
+#include <mutex>
+#include <thread>
+
+#include "broker/store.h"
+#include "policy/git_rules.h"
+#include "proxy/exchange/budget_gate.h"
+#include "proxy/net/completion.h"
+#include "proxy/ssh/ssh_session.h"
+#include "proxy/upstream/upstream.h"
+
+namespace sandgate::proxy {
+
+namespace asio = boost::asio;
+
+namespace {
+
+// The broker's host key: the configured file (read again when its path changes), else one
+// generated for the life of the process, so that clients see one key across reloads.
+Result<std::shared_ptr<const ssh::HostKey>> brokerHostKey(const config::Config& cfg) {
+  static std::mutex mu;
+  static std::string loadedPath;
+  static std::shared_ptr<const ssh::HostKey> loaded;
+  static std::shared_ptr<const ssh::HostKey> generated;
+  std::lock_guard<std::mutex> lock(mu);
+  if (cfg.ssh.hostKey) {
+    if (!loaded || loadedPath != *cfg.ssh.hostKey) {
+      auto k = ssh::HostKey::fromFile(*cfg.ssh.hostKey);
+      if (!k) return k.errors();
+      loaded = *k;
+      loadedPath = *cfg.ssh.hostKey;
+    }
+    return loaded;
+  }
+  if (!generated) {
+    auto k = ssh::HostKey::generate();
+    if (!k) return k.errors();
+    generated = *k;
+  }
+  return generated;
+}
+
+// SSH sessions open per task (ssh.max_sessions_per_task): each holds a thread.
+class SessionCount {
+ public:
+  bool take(const std::string& task, uint32_t max) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto& n = open_[task];
+    if (n >= max) return false;
+    ++n;
+    return true;
+  }
+  void give(const std::string& task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (--open_[task] == 0) open_.erase(task);
+  }
+
+ private:
+  std::mutex mu_;
+  std::map<std::string, uint32_t> open_;
+};
+SessionCount& sessionCount() {
+  static SessionCount counts;
+  return counts;
+}
+
+}  // namespace
+
+const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d) {
+  if (d.credential.empty() || !c.snap) return nullptr;
+  auto it = c.snap->config.credentials.find(d.credential);
+  if (it == c.snap->config.credentials.end() || !it->second.ssh) return nullptr;
+  return &it->second;
+}
+
+asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target& target,
+                                      uint16_t port, const policy::Decision& decision,
+                                      RequestLog& log) {
+  auto& rec = log.record;
+  const TaskEntry& task = *c.task;
+  const config::Credential& cred = *sshCredential(c, decision);
+  rec.credential = cred.name;
+  auto refuseWith = [&](int status, std::string_view reason, std::string detail) {
+    return Refusal{.status = status,
+                   .reason = reason,
+                   .task = task.name,
+                   .host = rec.host,
+                   .rule = decision.rule,
+                   .detail = std::move(detail),
+                   .outcome = status == 403 || status == 429 ? Outcome::kDeny : Outcome::kError};
+  };
+  // The pins and the host key before anything is dialled: without them nothing can be
+  // verified, so nothing is tried.
+  auto known = ssh::loadKnownHosts(cred.ssh->knownHosts);
+  if (!known) {
+    Refusal r = refuseWith(
+        502, reason::kUpstreamSshFailed,
+        fmt::format("the credential's known_hosts cannot be used: {}", known.errorText()));
+    co_await refuse(c, log, r);
+    co_return;
+  }
+  auto hostKey = brokerHostKey(c.snap->config);
+  if (!hostKey) {
+    Refusal r = refuseWith(502, reason::kSshProtocolError, hostKey.errorText());
+    co_await refuse(c, log, r);
+    co_return;
+  }
+  BudgetGate budgets(c, log);
+  if (auto refusal = budgets.admit(std::nullopt)) {
+    co_await refuse(c, log, *refusal);
+    co_return;
+  }
+  TaskSlot tunnelSlot = co_await acquireTunnelSlot(c, log);
+  if (!tunnelSlot) co_return;
+  if (!sessionCount().take(task.name, c.snap->config.ssh.maxSessionsPerTask)) {
+    Refusal r = refuseWith(429, reason::kSshSessionLimit,
+                           "the task has ssh.max_sessions_per_task SSH sessions open");
+    co_await refuse(c, log, r);
+    co_return;
+  }
+  struct Release {
+    std::string task;
+    ~Release() { sessionCount().give(task); }
+  } release{task.name};
+
+  Refusal dialRefusal;
+  auto dialed = co_await dialForClient(c, decision, target, port, log, &dialRefusal);
+  if (!dialed) {
+    co_await refuse(c, log, dialRefusal);
+    co_return;
+  }
+  asio::ip::tcp::socket upstream = std::move(*dialed);
+  if (!co_await sendEstablished(c, log, decision)) co_return;
+  // libssh reads the socket itself: bytes the client sent before the 200 (pipelined after
+  // the CONNECT head) would be lost to it, so such a client is refused. A ProxyCommand must
+  // wait for the 200 (nc -X connect, ssh_connect_proxy.py, `sandgate connect` do).
+  if (c.buffer.size() > 0) {
+    rec.verdict = Outcome::kDeny;
+    rec.reason = std::string(reason::kSshProtocolError);
+    rec.error = "the client sent bytes before the CONNECT's 200";
+    budgets.settle();
+    finishRequest(c, log);
+    co_return;
+  }
+  c.stream.expires_never();
+
+  // The session thread gets its own descriptors (dup): whatever happens to this coroutine,
+  // they stay valid until the thread closes them. shutdown(2) on ours (a reload's revocation,
+  // the server stopping) ends its reads and so the session.
+  struct Shared {
+    std::atomic<bool> stop{false};
+    std::atomic<bool> finished{false};
+    std::mutex mu;
+    std::vector<ssh::SshRefusal> refusals;
+    ssh::SessionResult result;
+  };
+  auto shared = std::make_shared<Shared>();
+  auto snap = c.snap;  // keeps the engine (decision.git) and the secrets alive
+  const policy::GitRules* gitRules = decision.git;
+  ssh::SessionParams p;
+  p.clientFd = ::dup(c.stream.socket().native_handle());
+  p.upstreamFd = ::dup(upstream.native_handle());
+  p.hostKey = *hostKey;
+  p.upstreamHost = target.name;
+  p.user = cred.ssh->user;
+  p.pins = known->keysFor(target.name, port);
+  const std::string credName = cred.name, taskName = task.name;
+  p.privateKey = [snap, credName, taskName](std::string* why) {
+    auto fetch = snap->secrets->get(credName, taskName);
+    if (!fetch.ok()) {
+      *why = fetch.detail;
+      return std::string();
+    }
+    return std::string(fetch.secret->reveal());
+  };
+  p.decideCommand = [gitRules](const ssh::GitCommand& cmd) {
+    // git.archive is read but not compiled into policy::GitRules yet: archives are refused.
+    if (cmd.service == ssh::GitService::kUploadArchive) {
+      return ssh::GitVerdict{false, reason::kSshCommandRefused, "git-upload-archive is not served"};
+    }
+    // Without a `git:` block the rule admits the host; the exec gate still serves only git.
+    if (!gitRules) return ssh::GitVerdict{};
+    policy::GitRequest req{cmd.service == ssh::GitService::kReceivePack
+                               ? policy::GitService::kReceivePack
+                               : policy::GitService::kUploadPack,
+                           cmd.repository, false};
+    auto v = gitRules->decideRequest(req);
+    return ssh::GitVerdict{v.allowed, v.reason, v.detail};
+  };
+  p.decidePush = [gitRules](const policy::PushCommands& push) {
+    ssh::PushVerdict v;
+    if (!gitRules) return v;
+    auto d = policy::decidePush(*gitRules, push);
+    v.refused = d.refused;
+    v.reason = d.reason;
+    v.detail = d.detail;
+    for (const auto& cv : d.commands) {
+      v.verdicts.push_back(cv.allowed ? std::string(policy::reason::kAllowed)
+                                      : std::string(cv.reason));
+      v.why.push_back(cv.allowed ? fmt::format("push refused as a whole ({})", d.reason)
+                                 : fmt::format("{} ({})", cv.reason, cv.detail));
+    }
+    return v;
+  };
+  p.onRefusal = [shared](const ssh::SshRefusal& r) {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    if (shared->refusals.size() < 64) shared->refusals.push_back(r);
+  };
+  p.handshakeTimeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+      c.limits().connectTimeout + c.limits().headerTimeout);
+  p.idleTimeout = std::chrono::duration_cast<std::chrono::milliseconds>(c.limits().idleTimeout);
+  p.stop = &shared->stop;
+
+  auto executor = co_await asio::this_coro::executor;
+  auto done = std::make_shared<asio::steady_timer>(executor, asio::steady_timer::time_point::max());
+  {
+    LiveTunnel live(c, target, port, upstream.native_handle());
+    std::thread([p, shared, done, executor]() mutable {
+      auto result = ssh::runSession(p);
+      ::close(p.clientFd);
+      ::close(p.upstreamFd);
+      {
+        std::lock_guard<std::mutex> lock(shared->mu);
+        shared->result = std::move(result);
+      }
+      shared->finished = true;
+      asio::post(executor, [done] { done->cancel(); });
+    }).detach();
+    // Cancelled by the thread when it ends, or by the server stopping this coroutine: then
+    // the session is told to stop and its sockets shut down, and we wait for it still.
+    const int clientFd = c.stream.socket().native_handle();
+    const int upstreamFd = upstream.native_handle();
+    while (!shared->finished) {
+      auto [ec] = co_await done->async_wait(kUse);
+      (void)ec;
+      if (!shared->finished) {
+        shared->stop = true;
+        ::shutdown(clientFd, SHUT_RDWR);
+        ::shutdown(upstreamFd, SHUT_RDWR);
+        done->expires_at(asio::steady_timer::time_point::max());
+      }
+    }
+    live.noteEnd(rec);
+  }
+  std::lock_guard<std::mutex> lock(shared->mu);
+  const auto& r = shared->result;
+  rec.bytesUp += r.bytesUp;
+  rec.bytesDown += r.bytesDown;
+  if (!r.repository.empty()) {
+    GitAudit git;
+    git.repository = r.repository;
+    git.service = r.service == "git-receive-pack" ? "receive-pack" : "upload-pack";
+    for (size_t i = 0; i < r.refs.size(); ++i) {
+      git.refs.push_back(
+          GitRefAudit{r.refs[i], "", "", i < r.verdicts.size() ? r.verdicts[i] : std::string()});
+    }
+    rec.git = std::move(git);
+  }
+  if (!r.reason.empty()) {
+    rec.reason = std::string(r.reason);
+    rec.error = r.detail;
+    // What the broker refused is a denial; what the upstream did, an error; an idle or
+    // closed client keeps the tunnel's verdict, as a spliced tunnel's does.
+    if (r.reason.starts_with("ssh_") || r.reason.starts_with("git_")) {
+      rec.verdict = Outcome::kDeny;
+    } else if (r.reason.starts_with("upstream_")) {
+      rec.verdict = Outcome::kError;
+    }
+  }
+  // One audit line per refusal inside the session (a pty, env, a forwarding), then the
+  // session's own line.
+  for (const auto& refusal : shared->refusals) {
+    if (refusal.reason == r.reason) continue;
+    RequestLog extra;
+    extra.record = rec;
+    extra.record.kind = std::string(audit_kind::kRefusal);
+    extra.record.verdict = Outcome::kDeny;
+    extra.record.reason = std::string(refusal.reason);
+    extra.record.error = refusal.detail;
+    extra.record.bytesUp = extra.record.bytesDown = 0;
+    extra.record.requestId.clear();
+    finishRequest(c, extra);
+  }
+  budgets.settle();
+  finishRequest(c, log);
+}
+
+}  // namespace sandgate::proxy

@@ -1,0 +1,23 @@
+// The SSH broker's place in a CONNECT (issue #42): when the admitting rule's credential has
+// `ssh:`, the connection is not spliced but served as an SSH server on a session thread
+// (ssh_session.h), with the task's git rules, the credential's key and pins, its audit lines.
+#pragma once
+
+#include <boost/asio/awaitable.hpp>
+#include <cstdint>
+
+#include "policy/engine.h"
+#include "proxy/client/client_connection.h"
+
+namespace sandgate::proxy {
+
+// The admitting rule's credential when it is an ssh one (config::Credential::ssh), else null.
+const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d);
+
+// Serves c (after the CONNECT head, allowed by `decision` for target:port) as the SSH broker
+// until the session ends; writes the tunnel's audit line (and one per refusal in it).
+boost::asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target& target,
+                                             uint16_t port, const policy::Decision& decision,
+                                             RequestLog& log);
+
+}  // namespace sandgate::proxy

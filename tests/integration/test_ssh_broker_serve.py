@@ -1,0 +1,138 @@
+"""The SSH broker (issue #42) through `sandgate serve`: a CONNECT to git.test:22 (mapped by
+resolve: to the test's own sshd) whose rule's credential is an SSH key is served by the broker;
+ssh reaches it with a ProxyCommand that opens the CONNECT (tests/support/ssh_connect_proxy.py).
+The sshd, git user and repositories are test_ssh_broker.py's.
+"""
+import os
+import subprocess
+import unittest
+
+from test_ssh_broker import HARNESS, SSHD, SshBroker, run
+
+PROXY_COMMAND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
+                             "ssh_connect_proxy.py")
+
+
+@unittest.skipUnless(os.geteuid() == 0 and HARNESS and os.path.exists(SSHD),
+                     "needs root, sshd (openssh-server) and the harness")
+class SshBrokerServe(unittest.TestCase):
+    """The same sshd and repositories, reached through serve: CONNECT git.test:22, which
+    resolve: maps to the sshd; the rule's credential is the SSH key."""
+    user = "sgssh43"  # not test_ssh_broker's: CTest may run both modules at once
+    uid = 61043
+
+    @classmethod
+    def setUpClass(cls):
+        try:
+            cls._set_up_serve()
+        except BaseException:
+            cls.tearDownClass()
+            raise
+
+    @classmethod
+    def _set_up_serve(cls):
+        from sandgate_fixture import Sandgate
+        SshBroker._set_up.__func__(cls)
+        d = cls.dir
+        with open(os.path.join(d, "serve_pins"), "w") as f:
+            f.write(f"git.test {cls.sshd_pub}\n")
+        with open(os.path.join(d, "serve_wrong_pins"), "w") as f:
+            f.write(f"git.test {cls.other_pub}\nwrong.test {cls.other_pub}\n")
+        with open(os.path.join(d, "known-serve"), "w") as f:
+            f.write(f"git.test {cls.broker_pub}\nwrong.test {cls.broker_pub}\n")
+        git_rules = {"repositories": ["org/repo"], "push": {"refs": ["refs/heads/agent/*"]}}
+        cls.sg = Sandgate(
+            {"agent": {"allow": [
+                {"host": "git.test", "ports": [22], "cidrs": ["127.0.0.0/8"],
+                 "credential": "deploy", "git": git_rules},
+                {"host": "wrong.test", "ports": [22], "cidrs": ["127.0.0.0/8"],
+                 "credential": "wrongpin", "git": git_rules}]}},
+            [{"name": "t1", "policy": "agent", "token": "tok-ssh-1"}],
+            resolve={"git.test": f"127.0.0.1:{cls.sshd_port}",
+                     "wrong.test": f"127.0.0.1:{cls.sshd_port}"},
+            extra={"ssh": {"host_key": os.path.join(d, "broker_host_key")},
+                   "credentials": {
+                       "deploy": {"source": {"file": os.path.join(d, "deploy_key")},
+                                  "hosts": ["git.test"],
+                                  "ssh": {"user": cls.user,
+                                          "known_hosts": os.path.join(d, "serve_pins")}},
+                       "wrongpin": {"source": {"file": os.path.join(d, "deploy_key")},
+                                    "hosts": ["wrong.test"],
+                                    "ssh": {"user": cls.user,
+                                            "known_hosts": os.path.join(d, "serve_wrong_pins")}},
+                   }})
+        cls.sg.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        sg = getattr(cls, "sg", None)
+        if sg is not None:
+            if sg.proc is not None and sg.proc.poll() is None:
+                sg.stop()
+            sg.cleanup()
+        SshBroker.tearDownClass.__func__(cls)
+
+    # The sshd set-up is SshBroker's (its classmethods, run on this class).
+    _create_user = SshBroker.__dict__["_create_user"]
+    _start_sshd = SshBroker.__dict__["_start_sshd"]
+    _start_harness = SshBroker.__dict__["_start_harness"]
+    assert_no_secret = SshBroker.assert_no_secret
+    commit = SshBroker.commit
+    bare_rev = SshBroker.bare_rev
+
+    def env(self):
+        return dict(os.environ, SG_PROXY_PORT=str(self.sg.proxy_port), SG_PROXY_AUTH="t1:tok-ssh-1",
+                    GIT_TERMINAL_PROMPT="0",
+                    GIT_SSH_COMMAND=" ".join(self.ssh_args()))
+
+    def ssh_args(self):
+        return ["ssh", "-F", "/dev/null", "-o", f"ProxyCommand=python3 {PROXY_COMMAND} %h %p",
+                "-o", f"UserKnownHostsFile={self.dir}/known-serve",
+                "-o", "StrictHostKeyChecking=yes", "-o", "BatchMode=yes",
+                "-o", "IdentitiesOnly=yes", "-o", "ConnectTimeout=10"]
+
+    def git(self, args):
+        r = run(["git"] + args, env=self.env())
+        self.assert_no_secret(r.stdout + r.stderr)
+        return r
+
+    def test_clone_push_and_refusals_through_serve(self):
+        dest = os.path.join(self.dir, "s1")
+        r = self.git(["clone", "-q", "git@git.test:org/repo.git", dest])
+        self.assertEqual(r.returncode, 0, r.stderr + self.sg.stderr())
+        with open(os.path.join(dest, "README")) as f:
+            self.assertEqual(f.read(), "hello over ssh\n")
+        self.sg.wait_audit(host="git.test")
+        self.commit(dest, "via serve")
+        r = self.git(["-C", dest, "push", "origin", "HEAD:refs/heads/agent/serve"])
+        self.assertEqual(r.returncode, 0, r.stderr)
+        head = run(["git", "-C", dest, "rev-parse", "HEAD"]).stdout.strip()
+        self.assertEqual(self.bare_rev("refs/heads/agent/serve"), head)
+        before = self.bare_rev("refs/heads/main")
+        r = self.git(["-C", dest, "push", "origin", "HEAD:main"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("git_ref_not_allowed", r.stderr)
+        self.assertEqual(self.bare_rev("refs/heads/main"), before)
+        self.sg.wait_audit(reason="git_ref_not_allowed")
+
+    def test_not_git_is_refused_through_serve(self):
+        r = run(self.ssh_args() + ["git@git.test", "id"], env=self.env(),
+                stdin=subprocess.DEVNULL)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("ssh_command_refused", r.stderr)
+        self.sg.wait_audit(reason="ssh_command_refused")
+        r = run(self.ssh_args() + ["-W", "127.0.0.1:22", "git@git.test"], env=self.env(),
+                stdin=subprocess.DEVNULL)
+        self.assertNotEqual(r.returncode, 0)
+        self.sg.wait_audit(reason="ssh_forwarding_refused")
+
+    def test_wrong_pin_through_serve(self):
+        r = self.git(["clone", "-q", "git@wrong.test:org/repo.git", os.path.join(self.dir, "sw")])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("upstream_host_key_mismatch", r.stderr)
+        self.sg.wait_audit(reason="upstream_host_key_mismatch")
+        self.assertNotIn(self.deploy_secret.splitlines()[1], open(self.sg.audit_path).read())
+
+
+if __name__ == "__main__":
+    unittest.main()

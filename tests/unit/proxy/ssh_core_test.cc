@@ -1,0 +1,97 @@
+// The SSH broker's pure parts (proxy/ssh/): the git exec command an attacker may send, and the
+// known_hosts pins. The sessions themselves are in tests/integration/test_ssh_broker.py.
+#include <gtest/gtest.h>
+
+#include "proxy/ssh/git_command.h"
+#include "proxy/ssh/host_keys.h"
+
+namespace sandgate::proxy::ssh {
+namespace {
+
+TEST(SshGitCommand, GitsOwnCommandsAreNormalised) {
+  std::string why;
+  auto c = parseGitCommand("git-upload-pack '/Acme/Widgets.git'", &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->service, GitService::kUploadPack);
+  EXPECT_EQ(c->repository, "acme/widgets");
+  EXPECT_EQ(c->upstreamCommand(), "git-upload-pack 'Acme/Widgets.git'");
+  c = parseGitCommand("git-receive-pack 'acme/widgets'", &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->service, GitService::kReceivePack);
+  EXPECT_EQ(c->repository, "acme/widgets");
+  c = parseGitCommand("git-upload-archive 'org/.github.git'", &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->repository, "org/.github");
+}
+
+TEST(SshGitCommand, AnythingElseIsRefused) {
+  for (const char* cmd : {
+           "id",
+           "",
+           "git-upload-pack",
+           "git-upload-pack ''",
+           "git upload-pack 'a/b'",
+           "git-upload-pack 'a/b'; id",
+           "git-upload-pack 'a/b' && id",
+           "git-upload-pack 'a/b' 'c/d'",
+           "git-upload-pack $(id)",
+           "git-upload-pack `id`",
+           "git-upload-pack 'a/b\nid'",
+           "git-upload-pack 'a/../b'",
+           "git-upload-pack '../a/b'",
+           "git-upload-pack './a/b'",
+           "git-upload-pack 'a//b'",
+           "git-upload-pack '--upload-pack=id'",
+           "git-upload-pack 'a/-b'",
+           "git-upload-pack '~/a'",
+           "git-upload-pack 'a/b%2f..'",
+           "git-upload-pack 'a/b\\'",
+           "git-upload-pack \"a/b\"",
+           "git-upload-pack 'a/b' > /tmp/x",
+           "git-upload-pack  'a/b'",
+           "GIT-UPLOAD-PACK 'a/b'",
+       }) {
+    std::string why;
+    EXPECT_FALSE(parseGitCommand(cmd, &why)) << cmd;
+  }
+}
+
+constexpr const char* kKey =
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIN5/JW31Z5sevtaqMK7a5ifmxJJcd0yPX9ajF9F0Nayj";
+
+TEST(SshKnownHosts, PinsPerHostAndPort) {
+  auto k = parseKnownHosts(std::string("# comment\ngit.example.com,Alias.example ") + kKey +
+                               "\n[git.example.com]:2222 " + kKey + "\n",
+                           "kh");
+  ASSERT_TRUE(k) << k.errorText();
+  EXPECT_EQ(k->keysFor("GIT.example.com", 22).size(), 1u);
+  EXPECT_EQ(k->keysFor("alias.example", 22).size(), 1u);
+  EXPECT_EQ(k->keysFor("git.example.com", 2222).size(), 1u);
+  EXPECT_TRUE(k->keysFor("git.example.com", 2200).empty());
+  EXPECT_TRUE(k->keysFor("other.example", 22).empty());
+}
+
+TEST(SshKnownHosts, WhatCannotBePinnedIsAnError) {
+  for (std::string line : {
+           std::string("|1|abc=|def= ") + kKey,
+           std::string("@cert-authority *.example.com ") + kKey,
+           std::string("*.example.com ") + kKey,
+           std::string("git.example.com ssh-ed25519 notbase64"),
+           std::string("git.example.com"),
+       }) {
+    auto k = parseKnownHosts(line + "\n", "kh");
+    EXPECT_FALSE(k) << line;
+    if (!k) {
+      EXPECT_NE(k.errorText().find("kh:1"), std::string::npos) << k.errorText();
+    }
+  }
+}
+
+TEST(SshHostKey, GeneratedKeyHasAPublicLine) {
+  auto k = HostKey::generate();
+  ASSERT_TRUE(k) << k.errorText();
+  EXPECT_TRUE((*k)->publicLine().starts_with("ssh-ed25519 AAAA"));
+}
+
+}  // namespace
+}  // namespace sandgate::proxy::ssh
