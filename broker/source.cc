@@ -189,11 +189,11 @@ Fetched FileSource::get() {
 
 // ---- env --------------------------------------------------------------------------------
 
-Fetched readEnv(const std::string& name) {
+Fetched readEnv(const std::string& name, bool multiLine) {
   const char* v = std::getenv(name.c_str());
   if (v == nullptr) return {nullptr, fmt::format("environment variable {} is not set", name)};
   std::string raw(v);
-  return finishSecret(raw);
+  return finishSecret(raw, multiLine);
 }
 
 // ---- exec -------------------------------------------------------------------------------

@@ -77,7 +77,7 @@ class FileSource {
 size_t unwatchedFileSources();
 
 // Reads sandgate's own environment variable `name` (never the sandbox's).
-Fetched readEnv(const std::string& name);
+Fetched readEnv(const std::string& name, bool multiLine = false);
 
 struct ExecLimits {
   std::chrono::milliseconds timeout{10'000};

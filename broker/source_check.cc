@@ -65,7 +65,7 @@ class Checker {
         }
         continue;
       }
-      check(cred, cred.source, keyPath, false);
+      check(cred, cred.source, keyPath, cred.ssh.has_value());
     }
     return std::move(out_);
   }
@@ -107,7 +107,7 @@ class Checker {
         return;
       }
       case Kind::kEnv: {
-        if (Fetched f = readEnv(src.env); !f.ok()) problem(f.error);
+        if (Fetched f = readEnv(src.env, multiLine); !f.ok()) problem(f.error);
         return;
       }
       case Kind::kExec: {

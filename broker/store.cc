@@ -25,6 +25,9 @@ struct Entry {
   std::unique_ptr<FileSource> file;  // kFile
   std::vector<std::string> argv;     // kExec
   Clock::duration ttl{};             // kExec
+  // An ssh credential's OpenSSH private key (issue #42): several lines, kept as read; it is
+  // never put into a header, so the header-safety check of its bytes does not apply.
+  bool multiLine = false;
 
   // env and exec values; file sources keep their own.
   mutable std::mutex mu;
@@ -106,7 +109,9 @@ struct SecretStore::Impl {
       std::lock_guard lock(e.mu);
       previous = e.value;
     }
-    Fetched f = runExec(e.argv, options.exec, stop, previous.get());
+    ExecLimits limits = options.exec;
+    limits.multiLine = limits.multiLine || e.multiLine;
+    Fetched f = runExec(e.argv, limits, stop, previous.get());
     auto now = Clock::now();
     if (f.ok()) {
       {
@@ -188,16 +193,17 @@ Result<std::shared_ptr<const SecretStore>> SecretStore::open(
     auto e = std::make_unique<Entry>();
     e->name = name;
     e->kind = cred.source.kind;
+    e->multiLine = cred.ssh.has_value();
     std::string error;
     switch (cred.source.kind) {
       case Kind::kFile: {
-        e->file = std::make_unique<FileSource>(cred.source.file);
+        e->file = std::make_unique<FileSource>(cred.source.file, e->multiLine);
         Fetched f = e->file->get();
         error = f.error;
         break;
       }
       case Kind::kEnv: {
-        Fetched f = readEnv(cred.source.env);
+        Fetched f = readEnv(cred.source.env, e->multiLine);
         e->value = std::move(f.secret);
         e->error = error = f.error;
         break;

@@ -4,10 +4,13 @@ ssh reaches it with a ProxyCommand that opens the CONNECT (tests/support/ssh_con
 The sshd, git user and repositories are test_ssh_broker.py's.
 """
 import os
+import shlex
 import subprocess
 import unittest
 
-from test_ssh_broker import HARNESS, SSHD, SshBroker, run
+# Not `from … import SshBroker`: unittest would run its tests here too.
+import test_ssh_broker as core
+from test_ssh_broker import HARNESS, SSHD, run
 
 PROXY_COMMAND = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "support",
                              "ssh_connect_proxy.py")
@@ -32,7 +35,7 @@ class SshBrokerServe(unittest.TestCase):
     @classmethod
     def _set_up_serve(cls):
         from sandgate_fixture import Sandgate
-        SshBroker._set_up.__func__(cls)
+        core.SshBroker._set_up.__func__(cls)
         d = cls.dir
         with open(os.path.join(d, "serve_pins"), "w") as f:
             f.write(f"git.test {cls.sshd_pub}\n")
@@ -70,20 +73,20 @@ class SshBrokerServe(unittest.TestCase):
             if sg.proc is not None and sg.proc.poll() is None:
                 sg.stop()
             sg.cleanup()
-        SshBroker.tearDownClass.__func__(cls)
+        core.SshBroker.tearDownClass.__func__(cls)
 
     # The sshd set-up is SshBroker's (its classmethods, run on this class).
-    _create_user = SshBroker.__dict__["_create_user"]
-    _start_sshd = SshBroker.__dict__["_start_sshd"]
-    _start_harness = SshBroker.__dict__["_start_harness"]
-    assert_no_secret = SshBroker.assert_no_secret
-    commit = SshBroker.commit
-    bare_rev = SshBroker.bare_rev
+    _create_user = core.SshBroker.__dict__["_create_user"]
+    _start_sshd = core.SshBroker.__dict__["_start_sshd"]
+    _start_harness = core.SshBroker.__dict__["_start_harness"]
+    assert_no_secret = core.SshBroker.assert_no_secret
+    commit = core.SshBroker.commit
+    bare_rev = core.SshBroker.bare_rev
 
     def env(self):
         return dict(os.environ, SG_PROXY_PORT=str(self.sg.proxy_port), SG_PROXY_AUTH="t1:tok-ssh-1",
                     GIT_TERMINAL_PROMPT="0",
-                    GIT_SSH_COMMAND=" ".join(self.ssh_args()))
+                    GIT_SSH_COMMAND=shlex.join(self.ssh_args()))
 
     def ssh_args(self):
         return ["ssh", "-F", "/dev/null", "-o", f"ProxyCommand=python3 {PROXY_COMMAND} %h %p",
