@@ -2,24 +2,16 @@
 #include "run/run_ssh.h"
 
 #include <fmt/format.h>
-#include <libssh/libssh.h>
 
 #include <algorithm>
-#include <cstring>
 #include <set>
 
+#include "proxy/ssh/ssh_broker.h"
 #include "sandbox/run_files.h"
 
 namespace sandgate::run {
 
 namespace {
-
-std::string& brokerKey() {
-  static std::string key;
-  return key;
-}
-
-Diagnostic problem(std::string message) { return Diagnostic{"", 0, 0, "", std::move(message)}; }
 
 void collect(const config::Config& cfg, const std::string& name, std::set<std::string>* visited,
              std::vector<SshHost>* out) {
@@ -28,44 +20,24 @@ void collect(const config::Config& cfg, const std::string& name, std::set<std::s
   if (it == cfg.policies.end()) return;
   for (const auto& inc : it->second.include) collect(cfg, inc.value, visited, out);
   for (const auto& rule : it->second.allow) {
-    if (!rule.host || rule.host->value.starts_with("re:")) continue;
-    const bool ssh = std::any_of(rule.ports.begin(), rule.ports.end(),
-                                 [](const auto& p) { return p.value == 22; });
-    if (!ssh) continue;
-    SshHost h{rule.host->value, 22};
-    if (std::none_of(out->begin(), out->end(),
-                     [&](const SshHost& o) { return o.host == h.host && o.port == h.port; })) {
-      out->push_back(h);
+    if (!rule.host || rule.host->value.starts_with("re:") || !rule.credential) continue;
+    // The SSH broker serves a rule whose credential has `ssh:`, on each port the rule allows.
+    auto cred = cfg.credentials.find(rule.credential->value);
+    if (cred == cfg.credentials.end() || !cred->second.ssh) continue;
+    std::vector<uint16_t> ports;
+    for (const auto& p : rule.ports) ports.push_back(p.value);
+    if (ports.empty()) ports.push_back(22);
+    for (uint16_t port : ports) {
+      SshHost h{rule.host->value, port};
+      if (std::none_of(out->begin(), out->end(),
+                       [&](const SshHost& o) { return o.host == h.host && o.port == h.port; })) {
+        out->push_back(h);
+      }
     }
   }
 }
 
 }  // namespace
-
-Result<SshHostKey> generateSshHostKey() {
-  ssh_key key = nullptr;
-  if (ssh_pki_generate(SSH_KEYTYPE_ED25519, 0, &key) != SSH_OK || key == nullptr) {
-    return problem("cannot generate the run's SSH host key (libssh ssh_pki_generate)");
-  }
-  char* priv = nullptr;
-  char* pub = nullptr;
-  int a = ssh_pki_export_privkey_base64(key, nullptr, nullptr, nullptr, &priv);
-  int b = ssh_pki_export_pubkey_base64(key, &pub);
-  ssh_key_free(key);
-  SshHostKey out;
-  if (a == SSH_OK && priv != nullptr) out.privateOpenssh = priv;
-  if (b == SSH_OK && pub != nullptr) out.publicLine = std::string("ssh-ed25519 ") + pub;
-  if (priv != nullptr) {
-    // The private key's text is a secret: wiped before libssh's buffer is freed.
-    explicit_bzero(priv, std::char_traits<char>::length(priv));
-    ssh_string_free_char(priv);
-  }
-  if (pub != nullptr) ssh_string_free_char(pub);
-  if (out.privateOpenssh.empty() || out.publicLine.empty()) {
-    return problem("cannot export the run's SSH host key (libssh)");
-  }
-  return out;
-}
 
 std::vector<SshHost> sshHosts(const config::Config& cfg, const std::string& policy) {
   std::vector<SshHost> out;
@@ -108,22 +80,19 @@ std::string sshConfigText() {
 
 Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
                                   sandbox::Options* options) {
-  auto key = generateSshHostKey();
-  if (!key) return key.errors();
+  // The broker's own key (the config's ssh.host_key, else the one this process made): the
+  // sandbox gets its public half only.
+  auto publicLine = proxy::sshBrokerPublicLine(cfg);
+  if (!publicLine) return publicLine.errors();
   const std::string config = sshConfigText();
-  const std::string known = knownHostsText(sshHosts(cfg, policy), key->publicLine);
+  const std::string known = knownHostsText(sshHosts(cfg, policy), *publicLine);
   options->runFiles["ssh/config"] = config;
   options->runFiles["ssh/known_hosts"] = known;
   options->homeFiles[".ssh/config"] = config;
   options->showSandgate = true;
   // git runs `ssh` with this config whatever the home holds; an explicit --env wins.
   options->env.emplace("GIT_SSH_COMMAND", fmt::format("ssh -F {}", kSandboxSshConfig));
-  brokerKey() = key->privateOpenssh;
-  // One copy of the secret is kept (the broker's); this one is wiped before it is freed.
-  explicit_bzero(key->privateOpenssh.data(), key->privateOpenssh.size());
-  return key->publicLine;
+  return *publicLine;
 }
-
-const std::string& sshBrokerHostKey() { return brokerKey(); }
 
 }  // namespace sandgate::run

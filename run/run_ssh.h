@@ -1,7 +1,7 @@
-// The launcher side of git over SSH in `sandgate run`: a per-run ed25519 host key (its private
-// half stays in this process, like the per-run CA key), the sandbox's known_hosts naming it for
-// the hosts the policy lets the task reach over SSH, and an ssh config whose ProxyCommand is
-// `sandgate connect %h %p` through the run's proxy.
+// The launcher side of git over SSH in `sandgate run`: the sandbox's known_hosts naming the
+// host key of the run's own SSH broker (a key made for this process, whose private half never
+// leaves the broker, like the per-run CA key) for the hosts the policy lets the task reach over
+// SSH, and an ssh config whose ProxyCommand is `sandgate connect %h %p` through the run's proxy.
 #pragma once
 
 #include <cstdint>
@@ -15,26 +15,15 @@
 
 namespace sandgate::run {
 
-// A per-run SSH host key. `privateOpenssh` is the OpenSSH private key text
-// ("-----BEGIN OPENSSH PRIVATE KEY-----", what ssh_pki_import_privkey_base64 reads): a secret,
-// never written to the sandbox, the run's directory, a log or the report.
-struct SshHostKey {
-  std::string privateOpenssh;
-  std::string publicLine;  // "ssh-ed25519 AAAA..." (what known_hosts holds after the host)
-};
-
-// A fresh ed25519 key (libssh's ssh_pki_generate).
-Result<SshHostKey> generateSshHostKey();
-
 // One host the sandbox may reach over SSH, as known_hosts names it.
 struct SshHost {
   std::string host;  // an exact name, an address or a "*.suffix" pattern
   uint16_t port = 22;
 };
 
-// The hosts of `policy`'s allow rules (its includes too) that the task reaches over SSH.
-// Until the broker's config lands (credentials with `ssh:`), a rule is an SSH rule when its
-// ports include 22; `re:` hosts cannot be written in known_hosts and are left out.
+// The hosts of `policy`'s allow rules (its includes too) that the SSH broker serves: those whose
+// credential has `ssh:`, on each port the rule allows (22 when it lists none); `re:` hosts
+// cannot be written in known_hosts and are left out.
 std::vector<SshHost> sshHosts(const config::Config& cfg, const std::string& policy);
 
 // known_hosts lines: "host ssh-ed25519 AAAA..." (port 22) or "[host]:port ssh-ed25519 ...".
@@ -50,14 +39,9 @@ std::string sshConfigText();
 
 // Adds the run's SSH setup to the sandbox's options: the files (config, known_hosts, and
 // ~/.ssh/config, which plain `ssh` reads from the passwd entry's home), GIT_SSH_COMMAND (unless
-// --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. Returns the key's public
-// line; its private half goes to the in-process proxy's SSH broker only (sshBrokerHostKey).
+// --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. Returns the public line
+// of the broker's host key (proxy::sshBrokerPublicLine).
 Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
                                   sandbox::Options* options);
-
-// The hook for the SSH broker of the in-process proxy: the host key it presents to this run's
-// sandbox (the OpenSSH private key text, for ssh_pki_import_privkey_base64), or empty before
-// prepareRunSsh ran. One run per process: `sandgate run` sets it once.
-const std::string& sshBrokerHostKey();
 
 }  // namespace sandgate::run

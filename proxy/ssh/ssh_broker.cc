@@ -51,6 +51,16 @@ Result<std::shared_ptr<const ssh::HostKey>> brokerHostKey(const config::Config& 
   return generated;
 }
 
+}  // namespace
+
+Result<std::string> sshBrokerPublicLine(const config::Config& cfg) {
+  auto key = brokerHostKey(cfg);
+  if (!key) return key.errors();
+  return (*key)->publicLine();
+}
+
+namespace {
+
 // SSH sessions open per task (ssh.max_sessions_per_task): each holds a thread.
 class SessionCount {
  public:

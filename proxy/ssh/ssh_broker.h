@@ -6,10 +6,19 @@
 #include <boost/asio/awaitable.hpp>
 #include <cstdint>
 
+#include <string>
+
+#include "common/result.h"
+#include "config/config.h"
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
 
 namespace sandgate::proxy {
+
+// The public line ("ssh-ed25519 AAAA...") of the host key the broker presents under `cfg`: the
+// `ssh.host_key` file, else the key this process generated (once, on first use). `sandgate
+// run` writes it into the sandbox's known_hosts: its private half never leaves the broker.
+Result<std::string> sshBrokerPublicLine(const config::Config& cfg);
 
 // The admitting rule's credential when it is an ssh one (config::Credential::ssh), else null.
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d);

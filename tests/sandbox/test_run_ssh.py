@@ -2,8 +2,10 @@
 the launcher's own (rootless) have a passwd entry whose home is the sandbox's, so OpenSSH runs
 and reads ~/.ssh/config; every host goes through `sandgate connect` (the sandgate binary shown
 read-only at /run/sandgate/bin/sandgate); known_hosts names the run's own host key for the
-policy's SSH hosts, so a real sshd with any other key fails ssh's host-key check; a refused
-host prints sandgate's reason; the run's private key is nowhere the workload can read.
+policy's SSH hosts (those whose rule's credential is an SSH key), which the run's SSH broker
+presents; a command that is not git's is refused with its reason, and git's goes on to the real
+sshd; a refused host prints sandgate's reason; the broker's private key is nowhere the workload
+can read.
 
 Upstreams on host loopback: a TCP echo (echo.test:22) and a real sshd in inetd mode behind a
 small accepting loop (git.test:22), each reached only through the run's proxy (`resolve:`).
@@ -104,10 +106,24 @@ class RunSshTest(unittest.TestCase):
         os.chmod(cls.dir, 0o755)
         cls.echo = TcpEcho()
         cls.sshd = InetdSshd(cls.dir)
+        # git.test's rule names an SSH key: the run's broker serves it, and logs in to the
+        # sshd (pinned by its host key) as `git`, a user that sshd does not have.
+        deploy = cls.deploy = os.path.join(cls.dir, "deploy_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", deploy],
+                       check=True, capture_output=True, timeout=30)
+        with open(deploy) as f:
+            artifacts.register_secret("run-ssh-deploy-key", f.read())
+        pins = os.path.join(cls.dir, "pins")
+        with open(cls.sshd.key + ".pub") as f, open(pins, "w") as out:
+            out.write("git.test " + " ".join(f.read().split()[:2]) + "\n")
+        os.chmod(pins, 0o644)
         cls.config = os.path.join(cls.dir, "sandgate.yaml")
         cfg = {
+            "credentials": {"deploy": {"source": {"file": deploy}, "hosts": ["git.test"],
+                                       "ssh": {"user": "git", "known_hosts": pins}}},
             "policies": {"agent": {"allow": [
-                {"host": "git.test", "ports": [22], "cidrs": ["127.0.0.0/8"]},
+                {"host": "git.test", "ports": [22], "cidrs": ["127.0.0.0/8"],
+                 "credential": "deploy", "git": {"repositories": ["acme/widgets"]}},
                 {"host": "echo.test", "ports": [22], "cidrs": ["127.0.0.0/8"]},
                 {"host": "api.test"}]}},
             "tasks": [{"name": "agent", "policy": "agent"}],
@@ -168,20 +184,21 @@ class RunSshTest(unittest.TestCase):
         self.assertIn("identitiesonly yes\n", config)
         self.assertIn("forwardagent no\n", config)
         lines = known.splitlines()
-        self.assertEqual([l.split()[:2] for l in lines],
-                         [["git.test", "ssh-ed25519"], ["echo.test", "ssh-ed25519"]], known)
-        self.assertEqual(lines[0].split()[2], lines[1].split()[2])
+        # Only the host the SSH broker serves (its rule's credential has ssh:).
+        self.assertEqual([l.split()[:2] for l in lines], [["git.test", "ssh-ed25519"]], known)
         with open(self.sshd.key + ".pub") as f:
             self.assertNotIn(f.read().split()[1], known)
         self.assertEqual(echo.strip(), "hello through sandgateEOF-SEEN rc=0", echo)
         self.assertIn("other.test:22 refused by the proxy: 403 no_matching_rule", refused)
         self.assertIn("rc=1", refused)
-        # ssh reached the real sshd through sandgate and refused its key: only the run's counts.
-        self.assertIn("REMOTE HOST IDENTIFICATION HAS CHANGED", ssh)
-        self.assertIn("Host key verification failed", ssh)
+        # ssh trusted the run's broker (its key is the run's) and the broker refused a command
+        # that is not git's, with its reason.
+        self.assertNotIn("Host key verification failed", ssh)
+        self.assertIn("ssh_command_refused", ssh)
         self.assertNotIn("rc=0", ssh)
-        # git over SSH with no flags takes the same path (GIT_SSH_COMMAND / the config).
-        self.assertIn("Host key verification failed", git)
+        # git over SSH with no flags takes the same path (GIT_SSH_COMMAND / the config): the
+        # broker took it and went on to the sshd, which has no user `git`.
+        self.assertNotIn("Host key verification failed", git)
         self.assertNotIn("rc=0", git)
         self.assertEqual(leak.strip(), "end", leak)  # no file named before it
         return lines[0].split()[2]
@@ -196,7 +213,12 @@ class RunSshTest(unittest.TestCase):
 
     def test_rootless_launcher(self):
         with TemporaryUser() as user:
-            self.check(self.run_script(owner=user), user.name)
+            # The rootless launcher reads the deploy key as its user (a key of its own).
+            os.chown(self.deploy, user.uid, user.gid)
+            try:
+                self.check(self.run_script(owner=user), user.name)
+            finally:
+                os.chown(self.deploy, 0, 0)
 
 
 if __name__ == "__main__":
