@@ -199,37 +199,13 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
   std::optional<Vetted> vetted;
   DialResult last = failure(502, reason::kParentUnreachable, "no parent to try", allowed);
   for (const auto* p : order) {
-    if (plainHttp && absoluteFormParent(snap, *p, target)) {
-      // The parent gets the request itself, by name, and resolves it: nothing to vet here.
-      const std::string text = fmt::format("{}:{}", target.name, port);
-      const auto started = std::chrono::steady_clock::now();
-      auto r = co_await parent::dialThrough(snap, *p, nullptr, connectTimeout, metrics);
-      if (r.ok()) {
-        parent::Health::of(*p).succeeded();
-        if (metrics) {
-          metrics->upstreamConnectSeconds(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(),
-              p->name);
-        }
-        DialResult ok;
-        ok.decision = allowed;
-        ok.upstream = text;
-        ok.parent = p->name;
-        ok.absoluteForm = true;
-        ok.socket = std::move(r.socket);
-        co_return ok;
-      }
-      if (metrics) metrics->parentFailure(p->name, r.reason);
-      if (r.tryNext) parent::Health::of(*p).failed(std::chrono::steady_clock::now());
-      last = failure(502, r.reason, std::move(r.detail), allowed);
-      last.upstream = text;
-      last.parent = p->name;
-      if (!r.tryNext) break;
-      continue;
-    }
+    // Plain http:// to a parent that resolves: the parent gets the request itself, by name,
+    // and resolves it (nothing to vet here); anything else goes through a tunnel.
+    const bool absolute = plainHttp && absoluteFormParent(snap, *p, target);
     parent::TunnelTarget tt;
     policy::Decision decision = allowed;
-    if (target.isAddress || overridden || p->resolve == config::UpstreamProxy::Resolve::kLocal) {
+    if (!absolute && (target.isAddress || overridden ||
+                      p->resolve == config::UpstreamProxy::Resolve::kLocal)) {
       if (!vetted) vetted = co_await resolveAndVet(snap, allowed, target, port, own, timeout);
       if (vetted->failure) co_return std::move(*vetted->failure);
       tt = tunnelTo(vetted->addresses.front().first, vetted->port);
@@ -241,7 +217,8 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
     const std::string text = tt.isAddress ? addrText(vetted->addresses.front().first, tt.port)
                                           : fmt::format("{}:{}", tt.host, tt.port);
     const auto started = std::chrono::steady_clock::now();
-    auto r = co_await parent::dialThrough(snap, *p, &tt, connectTimeout, metrics);
+    auto r = co_await parent::dialThrough(snap, *p, absolute ? nullptr : &tt, connectTimeout,
+                                          metrics);
     if (r.ok()) {
       parent::Health::of(*p).succeeded();
       if (metrics) {
@@ -253,6 +230,7 @@ asio::awaitable<DialResult> dialViaParents(const Snapshot& snap, const policy::D
       ok.decision = std::move(decision);
       ok.upstream = text;
       ok.parent = p->name;
+      ok.absoluteForm = absolute;
       ok.socket = std::move(r.socket);
       co_return ok;
     }
