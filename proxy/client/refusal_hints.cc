@@ -132,6 +132,24 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
      "give the credential a placeholder (same-length redaction), or keep the secret out of the "
      "response"},
     {r::kH2ProtocolError, "send well-formed HTTP/2 (RFC 9113 section 8) within the limits"},
+    {r::kSshShellRefused, "use git over SSH: the broker serves git commands only"},
+    {r::kSshCommandRefused,
+     "run git (clone, fetch, push) with a plain repository path: other commands are refused"},
+    {r::kSshPtyRefused, "run git without a terminal (ssh -T)"},
+    {r::kSshEnvRefused, "set no environment over SSH: the broker passes none"},
+    {r::kSshSubsystemRefused, "use git over SSH: sftp and other subsystems are refused"},
+    {r::kSshX11Refused, "connect without X11 forwarding (ssh -x)"},
+    {r::kSshForwardingRefused, "connect without port forwarding: the broker carries git only"},
+    {r::kSshAgentRefused, "connect without agent forwarding (ssh -a): the broker has the key"},
+    {r::kSshRequestRefused, "send only git's exec request on the session"},
+    {r::kSshChannelLimit, "open one session per connection"},
+    {r::kSshSessionLimit, "close SSH sessions, or raise ssh.max_sessions_per_task"},
+    {r::kSshProtocolError, "send nothing before the CONNECT's 200, then speak SSH"},
+    {r::kUpstreamHostKeyMismatch,
+     "pin the upstream's current host key in the credential's ssh.known_hosts, if it changed "
+     "legitimately"},
+    {r::kUpstreamAuthFailed, "give the upstream the credential's public key (a deploy key)"},
+    {r::kUpstreamSshFailed, "check the upstream's SSH service and the credential's ssh.user"},
 };
 
 }  // namespace

@@ -75,6 +75,13 @@ class SshBroker(unittest.TestCase):
 
     @classmethod
     def _set_up(cls):
+        cls._set_up_sshd()
+        cls.port, cls.out = cls._start_harness("pins", ["refs/heads/agent/*"])
+        cls.wrong_port, cls.wrong_out = cls._start_harness("wrong_pins", ["refs/heads/agent/*"])
+
+    @classmethod
+    def _set_up_sshd(cls):
+        """The git user, the keys, the bare repositories and the sshd (no harness)."""
         cls.procs = []
         cls.dir = tempfile.mkdtemp(prefix="sg-ssh-")
         os.chmod(cls.dir, 0o755)
@@ -116,8 +123,6 @@ class SshBroker(unittest.TestCase):
             f.write(f"[127.0.0.1]:{cls.sshd_port} {cls.sshd_pub}\n")
         with open(os.path.join(d, "wrong_pins"), "w") as f:
             f.write(f"[127.0.0.1]:{cls.sshd_port} {cls.other_pub}\n")
-        cls.port, cls.out = cls._start_harness("pins", ["refs/heads/agent/*"])
-        cls.wrong_port, cls.wrong_out = cls._start_harness("wrong_pins", ["refs/heads/agent/*"])
 
     @classmethod
     def tearDownClass(cls):

@@ -35,7 +35,7 @@ class SshBrokerServe(unittest.TestCase):
     @classmethod
     def _set_up_serve(cls):
         from sandgate_fixture import Sandgate
-        core.SshBroker._set_up.__func__(cls)
+        core.SshBroker._set_up_sshd.__func__(cls)
         d = cls.dir
         with open(os.path.join(d, "serve_pins"), "w") as f:
             f.write(f"git.test {cls.sshd_pub}\n")

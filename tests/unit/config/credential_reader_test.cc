@@ -167,7 +167,7 @@ TEST(CredentialReader, CredentialsSectionErrors) {
   expectOne(loadErrors("credentials: [a]\n"),
             {1, 14, "credentials", "expected a map of credential names to credentials"});
   expectOne(loadErrors("credentials:\n  c: key\n"),
-            {2, 6, "credentials.c", "expected a credential (a map with source, hosts, inject or ssh)"});
+            {2, 6, "credentials.c", "expected a credential (a map with source, hosts, inject, llm or ssh)"});
 }
 
 }  // namespace
