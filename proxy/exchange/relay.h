@@ -95,7 +95,6 @@ bool peerHasSpoken(Stream& s) {
   return socket.is_open() && !socketIsQuiet(socket.native_handle());
 }
 
-// What the relay of a request body watches besides its bytes.
 // Sees a response body's bytes on their way to the client, after decoding and scrubbing, and
 // writes what the client gets to `out` (llm_gate.h reads an LLM call's usage there, and takes
 // out the usage chunk sandgate asked for). `last`: no more bytes come.
@@ -105,6 +104,7 @@ class BodyTap {
   virtual void pass(std::string_view in, bool last, std::string& out) = 0;
 };
 
+// What the relay of a request body watches besides its bytes.
 struct RequestBodyGuard {
   // A chunked body: every raw byte is judged (chunked_framing.h) before Beast parses it.
   ChunkedFraming* framing = nullptr;
