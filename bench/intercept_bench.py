@@ -331,7 +331,10 @@ def wait_for(predicate, timeout, what):
 
 
 class Sandgate(LoggedProcess):
-    def __init__(self, binary, tmp, pki, keep_port, close_port, threads, extra_args=()):
+    def __init__(self, binary, tmp, pki, keep_port, close_port, threads, extra_args=(),
+                 configure=None):
+        """`configure`: a function that edits the config dict before it is written (other
+        benches: budgets, state.redis)."""
         os.makedirs(tmp, exist_ok=True)
         self.tmp = tmp
         self.ca_out = os.path.join(tmp, "sandgate-ca.pem")
@@ -359,6 +362,8 @@ class Sandgate(LoggedProcess):
             "tasks": [{"name": TASK, "policy": "bench",
                        "token_sha256": hashlib.sha256(TOKEN.encode()).hexdigest()}],
         }
+        if configure:
+            configure(cfg)
         with open(config, "w") as f:
             json.dump(cfg, f, indent=1)  # JSON is YAML
         cmd = [binary, "serve", "--config", config, "--ready-file", ready, "--drain-delay", "0"]

@@ -17,7 +17,7 @@ enum class Metric {
   kRequests,
   kRequestBytes,
   kResponseBytes,
-  kInputTokens,   // LLM usage (budget/llm_usage.h)
+  kInputTokens,  // LLM usage (budget/llm_usage.h)
   kOutputTokens,
   kSpend,  // millionths of llm.prices.currency (budget/llm_price.h)
 };
@@ -52,6 +52,14 @@ class Counter {
   // before and after admit() (which calls on one thread) to audit such a request. 0 for a
   // store that always counts.
   virtual uint64_t failedOpen() const { return 0; }
+  // The value of `key` as this process knows it, without asking anyone (no I/O, never counted
+  // as a fail-open answer): exact for an in-process store; for a shared store what this replica
+  // last saw (ObservedCounter), nullopt when it has seen nothing of the key. For the budget
+  // gauges a metrics scrape reads, never for admission.
+  virtual std::optional<int64_t> peek(std::string_view key) {
+    (void)key;
+    return std::nullopt;
+  }
 };
 
 }  // namespace sandgate::budget

@@ -27,6 +27,7 @@ class LocalCounter final : public Counter {
                     int64_t expiresAt) override;
   bool add(std::string_view key, int64_t amount, int64_t expiresAt) override;
   std::optional<int64_t> get(std::string_view key) override;
+  std::optional<int64_t> peek(std::string_view key) override { return get(key); }
 
   size_t size() const;  // keys held now, expired or not
   static constexpr size_t kDefaultMaxKeys = 1 << 20;

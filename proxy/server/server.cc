@@ -23,6 +23,7 @@
 #include "proxy/server/cpu_budget.h"
 #include "proxy/server/server_impl.h"
 #include "proxy/server/worker_loop.h"
+#include "proxy/state/budget_gauges.h"
 
 namespace sandgate::proxy {
 
@@ -131,6 +132,7 @@ Result<std::unique_ptr<Server>> Server::create(config::Config config, ServerOpti
   }
   impl->state.metrics = std::make_shared<Metrics>(ttl);
   impl->state.metrics->configInfo(impl->state.snapshot.load()->config.sha256);
+  observeSnapshot(*impl->state.metrics, impl->state.snapshot.load());
   impl->state.metrics->configLoaded();
 
   if (proxyEp) {

@@ -8,6 +8,7 @@
 
 #include "broker/store.h"
 #include "broker/task_secrets.h"
+#include "budget/observed_counter.h"
 #include "proxy/identity/admin_api_keys.h"
 #include "proxy/identity/task_token.h"
 #include "proxy/net/upstream_tls.h"
@@ -53,7 +54,9 @@ Result<std::shared_ptr<budget::Counter>> sharedBudgetCounter(const Snapshot& sna
     boost::asio::ssl::context* tls =
         redis->tls ? &snap.upstreamTls->contextFor(std::string_view{}) : nullptr;
     auto link = std::make_shared<redis::Link>(*redis, std::string(pw), tls, snap.upstreamTls);
-    return std::make_shared<redis::RedisCounter>(std::move(link), *redis);
+    // Observed: the budget gauges show what this replica last saw without asking Redis.
+    return std::make_shared<budget::ObservedCounter>(
+        std::make_shared<redis::RedisCounter>(std::move(link), *redis));
   });
   if (!shared) return registry.budgetCounter();
   return shared;

@@ -505,7 +505,9 @@ class ChartTest(unittest.TestCase):
         alerts = {r["alert"] for g in plain["groups"] for r in g["rules"]}
         self.assertEqual(alerts, {"SandgateConfigReloadFailed", "SandgatePlaceholderExfiltration",
                                   "SandgateCredentialUnavailable", "SandgateConfigDrift",
-                                  "SandgateTargetDown", "SandgateDenialSpike"})
+                                  "SandgateTargetDown", "SandgateDenialSpike",
+                                  "SandgateBudgetNearlySpent", "SandgateBudgetExhausted",
+                                  "SandgateBudgetFailOpen", "SandgateLlmSpendRate"})
         (sm,) = cs.find(docs, "ServiceMonitor")
         self.assertEqual(sm["spec"]["selector"]["matchLabels"], SELECTOR)
         self.assertEqual(sm["spec"]["endpoints"][0]["port"], "metrics")

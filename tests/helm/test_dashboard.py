@@ -2,7 +2,10 @@
 into the chart's ConfigMap) against a real Prometheus scraping a real `sandgate serve` after
 traffic of every kind the dashboard shows: forwarded and refused requests, an intercepted
 request with an injected credential and a scrubbed echo, a placeholder sent where it does not go,
-a spliced tunnel, a reload. Every panel's every query must return at least one series.
+a spliced tunnel, a reload, LLM calls to the tests' own OpenAI-shaped upstream (accounted, one
+refused for its model, one over its task's budget), and, on a second `serve` whose Redis is
+away (`fail: open`), a request admitted uncounted. Every panel's every query must return at
+least one series.
 """
 
 import json
@@ -12,10 +15,11 @@ import unittest
 
 import chart_support as cs
 from clients import curl
+from llm_upstream import LlmUpstream
 from pki import test_pki
 from prometheus_server import Prometheus
 from sandgate_fixture import Sandgate, wait_until
-from upstreams import HttpUpstream
+from upstreams import HttpUpstream, free_closed_port
 
 TOKEN = "d4shb0ard"
 SECRET = "sk-dashboardsecret-0123456789abcdef"
@@ -58,23 +62,47 @@ class DashboardTest(unittest.TestCase):
         creds = {"api": {"source": {"file": self.sg.secret_file("dash-api", SECRET)},
                          "hosts": ["api.test"], "placeholder": "API_KEY",
                          "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
+        self.llm = LlmUpstream()
+        self.addCleanup(self.llm.close)
         policies = {"agent": {"allow": [
             dict(rule, host="api.test", credential="api"),
             dict(rule, host="other.test"),  # spliced: no credential, no method or path rule
             dict(rule, host="ok.test", ports=[80]),
-        ]}}
+        ]}, "llm": {
+            "allow": [dict(rule, host="llm.test", ports=[80],
+                           llm={"api": "openai", "models": ["gpt-mini"], "max_tokens": 100})],
+            "budgets": [{"name": "daily-spend", "window": "day", "spend": "5.00"},
+                        {"name": "calls", "window": "run", "requests": 2}]}}
+        prices = {"currency": "USD", "models": {"gpt-mini": {"input": "1000", "output": "2000"}}}
         cfg = self.sg.make_config(
-            policies, [{"name": "agent", "policy": "agent", "token": TOKEN}],
+            policies, [{"name": "agent", "policy": "agent", "token": TOKEN},
+                       {"name": "llm-agent", "policy": "llm", "token": TOKEN}],
             resolve={"api.test": "127.0.0.1:%d" % self.https.port,
                      "other.test": "127.0.0.1:%d" % self.https.port,
-                     "ok.test": "127.0.0.1:%d" % self.plain.port},
+                     "ok.test": "127.0.0.1:%d" % self.plain.port,
+                     "llm.test": "127.0.0.1:%d" % self.llm.port},
             extra={"credentials": creds, "ca_cert_out": self.ca_out,
-                   "tls": {"upstream_ca": pki.ca_cert}})
+                   "tls": {"upstream_ca": pki.ca_cert}, "llm": {"prices": prices}})
         cfg["listen"]["admin"] = self.sg.admin_path
         self.sg.config = cfg
         self.sg.write_config(cfg)
         self.sg.start()
         self.pki = pki
+        # A replica whose Redis does not answer (a closed loopback port), failing open.
+        budgeted = {"p": {"allow": [dict(rule, host="ok.test", ports=[80])],
+                          "budgets": [{"name": "calls", "window": "minute", "requests": 100}]}}
+        self.open = Sandgate(budgeted, [{"name": "open-agent", "policy": "p", "token": TOKEN}],
+                             resolve={"ok.test": "127.0.0.1:%d" % self.plain.port},
+                             extra={"state": {"redis": {
+                                 "url": "redis://127.0.0.1:%d/0" % free_closed_port(),
+                                 "fail": "open"}}})
+        self.addCleanup(self.open.cleanup)
+        self.open.start()
+
+    def llm_call(self, model):
+        body = json.dumps({"model": model, "max_tokens": 50, "messages": []})
+        return curl("http://llm.test/v1/chat/completions", "-H", "Content-Type: application/json",
+                    "--data-binary", body, proxy=self.sg.proxy_url("llm-agent", TOKEN))
 
     def traffic(self):
         proxy = self.sg.proxy_url("agent", TOKEN)
@@ -90,16 +118,26 @@ class DashboardTest(unittest.TestCase):
         self.assertEqual(r.header("x-sandgate-reason"), "placeholder_misplaced", r)
         r = curl("https://other.test/echo/spliced", "--cacert", self.pki.ca_cert, proxy=proxy)
         self.assertEqual(r.status, 200, r)
+        # LLM calls: two accounted, one refused for its model, one over the task's budget.
+        self.assertEqual(self.llm_call("gpt-mini").status, 200)
+        self.assertEqual(self.llm_call("gpt-huge").header("x-sandgate-reason"),
+                         "model_not_allowed")
+        self.assertEqual(self.llm_call("gpt-mini").status, 200)
+        self.assertEqual(self.llm_call("gpt-mini").header("x-sandgate-reason"), "budget_exceeded")
+        r = curl("http://ok.test/echo", proxy=self.open.proxy_url("open-agent", TOKEN))
+        self.assertEqual(r.status, 200, r)
+        self.open.wait_audit(task="open-agent", budget_fail_open=True)
         os.kill(self.sg.proc.pid, signal.SIGHUP)
         wait_until(lambda: (self.sg.metric("sandgate_config_reloads_total", result="ok")
                             or 0) >= 1, what="the reload to be counted")
 
     def test_every_panel_query_returns_a_series(self):
-        prom = Prometheus(self, ["127.0.0.1:%d" % self.sg.metrics_port])
+        prom = Prometheus(self, ["127.0.0.1:%d" % self.sg.metrics_port,
+                                 "127.0.0.1:%d" % self.open.metrics_port])
         prom.wait_scraped()
         self.traffic()
         wanted = list(queries(self.dashboard))
-        self.assertGreaterEqual(len(wanted), 15)
+        self.assertGreaterEqual(len(wanted), 25)
         empty = {}
 
         def all_answer():

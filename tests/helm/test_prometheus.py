@@ -27,7 +27,7 @@ class RulesTest(unittest.TestCase):
         p = subprocess.run([tool("promtool"), "check", "rules", RULES], capture_output=True,
                            text=True, timeout=60)
         self.assertEqual(p.returncode, 0, p.stdout + p.stderr)
-        self.assertIn("SUCCESS: 6 rules found", p.stdout)
+        self.assertIn("SUCCESS: 10 rules found", p.stdout)
 
     def test_rule_unit_tests_fire_each_alert(self):
         with open(RULE_TESTS) as f:
@@ -82,7 +82,7 @@ class ScrapeTest(unittest.TestCase):
         groups = wait_until(lambda: (api("rules") or {}).get("groups"), timeout=30,
                             what="the rule groups to load")
         rules = [r for g in groups for r in g["rules"]]
-        self.assertEqual(len(rules), 6)
+        self.assertEqual(len(rules), 10)
         # Evaluated against the live series without error; nothing fires on a healthy proxy.
         wait_until(lambda: all(r.get("lastEvaluation", "").startswith("2") and
                                not r["lastEvaluation"].startswith("0001")

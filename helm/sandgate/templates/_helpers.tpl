@@ -58,6 +58,17 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "sandgate.caDir" -}}/etc/sandgate/ca{{- end -}}
 {{- define "sandgate.credentialDir" -}}/var/run/secrets/sandgate{{- end -}}
 
+{{/* The Redis password's Secret (state.redis.passwordSecret), and its credential's name. */}}
+{{- define "sandgate.redisSecretDir" -}}{{ include "sandgate.credentialDir" . }}/{{ include "sandgate.redisCredential" . }}{{- end -}}
+{{- define "sandgate.redisCredential" -}}sandgate-redis{{- end -}}
+
+{{/* The port of state.redis.url (6379 when it names none), for the egress NetworkPolicy. */}}
+{{- define "sandgate.redisPort" -}}
+{{- $host := (urlParse .Values.state.redis.url).host -}}
+{{- $port := regexFind ":[0-9]+$" $host | trimPrefix ":" -}}
+{{- default "6379" $port -}}
+{{- end -}}
+
 {{/* Where the Secrets of config.tokens.keys are mounted, one directory per Secret name. */}}
 {{- define "sandgate.tokenKeyDir" -}}/var/run/secrets/sandgate-tokens{{- end -}}
 
@@ -103,18 +114,44 @@ ca-certificate: {{ .Values.ca.certificate | sha256sum }}
 
 {{/*
 The hot-reloaded part: policies, tasks, credentials (each read from its mounted Secret),
-global rules, limits and task token keys (each read from its mounted Secret).
+state.redis (its password from its mounted Secret), LLM prices, global rules, limits and task
+token keys (each read from its mounted Secret).
 */}}
 {{- define "sandgate.reloadConfig" -}}
 {{- $c := .Values.config -}}
-{{- with $c.credentials }}
+{{- $redis := .Values.state.redis -}}
+{{- $redisPassword := and $redis.url $redis.passwordSecret.name -}}
+{{- if or $c.credentials $redisPassword }}
 credentials:
-{{- range $name, $cred := . }}
+{{- range $name, $cred := $c.credentials }}
   {{ $name | quote }}:
     source:
       file: {{ printf "%s/%s/%s" (include "sandgate.credentialDir" $) $name $cred.secret.key | quote }}
     {{- toYaml (omit $cred "secret") | nindent 4 }}
 {{- end }}
+{{- if $redisPassword }}
+  # The Redis AUTH password (state.redis.passwordSecret): read by sandgate's secret store, sent
+  # to no host.
+  {{ include "sandgate.redisCredential" . | quote }}:
+    source:
+      file: {{ printf "%s/%s" (include "sandgate.redisSecretDir" .) $redis.passwordSecret.key | quote }}
+{{- end }}
+{{- end }}
+{{- if $redis.url }}
+state:
+  redis:
+    url: {{ $redis.url | quote }}
+    {{- if $redisPassword }}
+    password: {{ include "sandgate.redisCredential" . | quote }}
+    {{- end }}
+    fail: {{ $redis.fail | quote }}
+    {{- with $redis.key_prefix }}
+    key_prefix: {{ . | quote }}
+    {{- end }}
+{{- end }}
+{{- with $c.llm }}
+llm:
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- with $c.policies }}
 policies:

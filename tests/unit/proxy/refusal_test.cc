@@ -54,6 +54,18 @@ TEST(Refusal, ContentLengthMatchesBody) {
   EXPECT_EQ(body(r).at("error").as_string(), "a \"quoted\" detail");
 }
 
+TEST(Refusal, ABudgetThatRefillsLaterTellsSdksNotToRetry) {
+  // SDKs wait out Retry-After before retrying: hours for a day budget.
+  Refusal r{.status = 429, .reason = reason::kBudgetExceeded, .retryAfter = 3600};
+  EXPECT_NE(renderRefusal(r).find("\r\nX-Should-Retry: false\r\n"), std::string::npos);
+  r.retryAfter = 0;  // a run budget never refills
+  EXPECT_NE(renderRefusal(r).find("\r\nX-Should-Retry: false\r\n"), std::string::npos);
+  r.retryAfter = 42;  // a minute budget: worth the wait
+  EXPECT_EQ(renderRefusal(r).find("X-Should-Retry"), std::string::npos);
+  Refusal other{.status = 429, .reason = reason::kTunnelLimit};
+  EXPECT_EQ(renderRefusal(other).find("X-Should-Retry"), std::string::npos);
+}
+
 TEST(Refusal, ABudgetRefusalCarriesRetryAfterAndTheBudget) {
   Refusal budget{.status = 429,
                  .reason = reason::kBudgetExceeded,
