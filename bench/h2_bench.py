@@ -8,19 +8,24 @@ same upstream, in one run. Not a test: it prints figures and ratios and never fa
             its --log-file (p50/p99 computed here)
   shapes    1 connection x 1 stream, 1 connection x 64 streams, 16 connections x 1 stream
 
-and three paths for each shape:
+and these paths for each shape:
 
-  direct    h2load -> nghttpd
-  splice    h2load -> a plain TCP splice (this script, a process of its own) -> nghttpd
-  sandgate  h2load -> the same splice, which first sends `CONNECT api.test:443` with the task's
-            Proxy-Authorization -> sandgate (intercepts: h2 on both legs, the credential
-            injected into every stream, audit line per stream) -> nghttpd
+  direct     h2load -> nghttpd
+  splice     h2load -> a plain TCP splice (bench/tcp_splice, a process of its own) -> nghttpd
+  sandgate   h2load -> the same splice, which first sends `CONNECT api.test:443` with the task's
+             Proxy-Authorization -> sandgate (intercepts: h2 on both legs, the credential
+             injected into every stream, audit line per stream) -> nghttpd
+  mitmproxy  h2load -> the same splice, `CONNECT 127.0.0.1:PORT` -> mitmdump (http2 on: h2 on
+             both legs, the Authorization header set on every request) -> nghttpd; only when
+             mitmdump is installed (apt-get install mitmproxy), and only if a probe through it
+             succeeds in h2
 
 h2load cannot speak to a proxy, so the splice carries its bytes through CONNECT; `splice`
-shows what the splice itself costs, and `sandgate / splice` is the ratio to read. mitmproxy's
-h2 interception is not compared here (the intercept_bench.py harness drives it over HTTP/1.1).
+shows what the splice itself costs, and `sandgate / splice` is the ratio to read. nghttpd
+speaks only h2, so a request answered through either proxy went upstream in h2.
 
   bench/h2_bench.py [--binary build/cli/sandgate] [--seconds 5] [--threads N]
+                    [--mitmdump PATH | --no-mitmproxy]
 """
 
 import argparse
@@ -47,6 +52,7 @@ HOST = "api.test"
 TASK, TOKEN = "bench", "h2-bench-token"
 SECRET = "sk-h2benchsecret-0123456789abcdef"
 SHAPES = [(1, 1), (1, 64), (16, 1)]  # (connections, streams per connection)
+MITM_HINT = "apt-get install mitmproxy (Debian 12: mitmproxy 8.1), or pass --mitmdump PATH"
 
 
 def wait_for(predicate, timeout, what):
@@ -102,6 +108,32 @@ def sched(pid):
         except (OSError, ValueError):
             pass
     return run / 1e9, wait / 1e9
+
+
+class Mitmproxy(LoggedProcess):
+    """`mitmdump` on 127.0.0.1 port 0 with HTTP/2 on (both legs where both ends offer it),
+    setting the Authorization header on every request, verifying the upstream with the test CA.
+    The same options as intercept_bench.py's, but for http2."""
+
+    def __init__(self, exe, tmp, pki):
+        self.confdir = os.path.join(tmp, "mitmproxy")
+        os.makedirs(self.confdir)
+        cmd = [exe, "--mode", "regular", "--listen-host", LOOPBACK, "--listen-port", "0",
+               "--set", "confdir=" + self.confdir,
+               "--set", "ssl_verify_upstream_trusted_ca=" + pki.ca_cert,
+               "--set", "modify_headers=/~q/Authorization/Bearer " + SECRET,
+               "--set", "flow_detail=0", "--set", "termlog_verbosity=info",
+               "--set", "http2=true"]
+        super().__init__(cmd, os.path.join(tmp, "mitmdump.log"))
+
+        def listening():
+            if self.proc.poll() is not None:
+                raise RuntimeError("mitmdump exited with %s:\n%s" % (self.proc.returncode,
+                                                                     self.log_tail()))
+            with open(self.log, "rb") as f:
+                m = re.search(rb"listening at \S*?:(\d+)", f.read())
+            return int(m.group(1)) if m else None
+        self.port = wait_for(listening, 60, "mitmdump to listen")
 
 
 class Sandgate(LoggedProcess):
@@ -193,6 +225,8 @@ def main():
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="sandgate worker threads")
     ap.add_argument("--splice", help="bench/tcp_splice (default: beside the binary's build)")
+    ap.add_argument("--mitmdump", default=shutil.which("mitmdump"), help="mitmdump executable")
+    ap.add_argument("--no-mitmproxy", action="store_true")
     args = ap.parse_args()
     binary = find_binary(args.binary)
     if not binary:
@@ -231,6 +265,26 @@ def main():
         via = Splice(splice_bin, sg.proxy, "%s:443" % HOST, sg.proxy_auth)
         children += [plain, via]
         plain_port, via_port = plain.port, via.port
+        mitm_port, mitm_note = None, "not compared (--no-mitmproxy)"
+        if not args.no_mitmproxy and not args.mitmdump:
+            mitm_note = "not installed, not compared (%s)" % MITM_HINT
+        elif not args.no_mitmproxy:
+            try:
+                mitm = Mitmproxy(args.mitmdump, tmp, pki)
+                children.append(mitm)
+                # mitmproxy cannot be given `resolve:`: the CONNECT names the upstream's loopback
+                # address, and mitmproxy verifies its certificate against the client's SNI.
+                to_mitm = Splice(splice_bin, (LOOPBACK, mitm.port),
+                                 "%s:%d" % (LOOPBACK, up_port), "")
+                children.append(to_mitm)
+                probe = h2load(tmp, to_mitm.port, 1, 1, 1, "mitmproxy-probe")
+                if probe["ok"] and probe["h2"]:
+                    mitm_port = to_mitm.port
+                else:
+                    mitm_note = "requests through mitmdump failed; not compared:\n" + \
+                        mitm.log_tail()
+            except RuntimeError as e:
+                mitm_note = "did not start (%s); not compared" % e
         print("sandgate %s; %d s per run after 1 s warm-up; machine: %d cores, load %s" %
               (binary, args.seconds, os.cpu_count(), " ".join(
                   "%.1f" % x for x in os.getloadavg())))
@@ -239,8 +293,10 @@ def main():
         for conns, streams in SHAPES:
             shape = "%d conn x %d stream%s" % (conns, streams, "s" if streams > 1 else "")
             res = {}
-            for label, port in (("direct", up_port), ("splice", plain_port),
-                                ("sandgate", via_port)):
+            paths = [("direct", up_port), ("splice", plain_port), ("sandgate", via_port)]
+            if mitm_port:
+                paths.append(("mitmproxy", mitm_port))
+            for label, port in paths:
                 before = sched(sg.pid)
                 res[label] = r = h2load(tmp, port, conns, streams, args.seconds, label)
                 after = sched(sg.pid)
@@ -258,11 +314,16 @@ def main():
                       s["rps"] / p["rps"] if p["rps"] else 0,
                       s["p99"] / p["p99"] if p["p99"] else 0,
                       s["cpu"] * per, s["queued"] * per))
+            if mitm_port:
+                m = res["mitmproxy"]
+                print("%-22s sandgate/mitmproxy %.1fx req/s, p99 %.2fx" % (
+                    "", s["rps"] / m["rps"] if m["rps"] else float("inf"),
+                    s["p99"] / m["p99"] if m["p99"] else 0))
         n, ok = sg.audited()
         print("sandgate audited %d intercepted streams, %d answered 200 (the credential injected "
               "into each)" % (n, ok))
-        print("mitmproxy: %s" % ("mitmdump found but not run by this script" if shutil.which(
-            "mitmdump") else "not installed, not compared"))
+        if not mitm_port:
+            print("mitmproxy: %s" % mitm_note)
     finally:
         for c in children:
             c.stop()
