@@ -218,6 +218,7 @@ void Server::Impl::drainAndStop() {
       for (auto* s : w->idle) s->cancel(ec);
       w->pool.clear();
       w->tlsPool.clear();
+      w->h2Pool.clear();
     });
   }
   {
