@@ -8,8 +8,8 @@ connection it arrived on, numbered from 1 in accept order). The answer depends o
                 saw comes back everywhere it can.
   .../big       200, 1 MiB of body sent as the windows allow, with the Authorization it got
                 in the middle of it (astride two DATA frames).
-  .../goaway    the short JSON answer, then GOAWAY (NO_ERROR) on that connection, which it
-                keeps open: a server going away gracefully.
+  .../goaway    GOAWAY (NO_ERROR, this stream the last) on that connection, which it keeps
+                open, then the short JSON answer: a server going away gracefully.
   anything else 200 with a short JSON body naming the path and the size of the body it got.
 """
 
@@ -29,6 +29,7 @@ except ImportError:  # the interpreter on PATH may not see Debian's python3-h2
     import h2.config
     import h2.connection
     import h2.events
+from hyperframe.frame import GoAwayFrame  # noqa: E402  (h2's own frame layer)
 
 
 def intercepting_sandgate(pki, upstream_port, token, secret, task_limits=None, creds_extra=None,
@@ -192,8 +193,12 @@ class H2Upstream:
             self._pending[sid] = body
             return
         body = json.dumps({"path": path, "received": len(req["body"])}).encode()
+        if path.endswith("/goaway"):
+            # GOAWAY (NO_ERROR, last stream = this one) ahead of the answer, written past h2's
+            # state machine (which sends nothing after its own GOAWAY): a proxy has read it
+            # before the answer it relays, so its client cannot leave before it was seen.
+            conn._data_to_send += GoAwayFrame(stream_id=0, last_stream_id=sid,
+                                              error_code=0).serialize()
         conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"),
                                 ("content-length", str(len(body)))])
         conn.send_data(sid, body, end_stream=True)
-        if path.endswith("/goaway"):
-            conn.close_connection()  # GOAWAY, NO_ERROR, last stream = this one
