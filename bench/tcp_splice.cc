@@ -120,7 +120,8 @@ int main(int argc, char** argv) {
       die("unknown option " + a);
     }
   }
-  if (!haveTo || argc % 2 == 0) die("usage: tcp_splice --to HOST:PORT [--connect A --proxy-auth V]");
+  if (!haveTo || argc % 2 == 0)
+    die("usage: tcp_splice --to HOST:PORT [--connect A --proxy-auth V]");
   ::signal(SIGPIPE, SIG_IGN);
   int lfd = ::socket(AF_INET, SOCK_STREAM, 0);
   int one = 1;

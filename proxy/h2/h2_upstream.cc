@@ -25,16 +25,18 @@ bool PooledConnection<std::shared_ptr<H2Upstream>>::quiet(std::shared_ptr<H2Upst
   return socket.is_open() && socketIsQuiet(socket.native_handle());
 }
 
-asio::awaitable<std::shared_ptr<H2Upstream>> dialH2Upstream(
-    ClientConnection& c, const policy::Decision& allowed, const policy::Target& target,
-    uint16_t port, RequestLog& log, bool* h1Only) {
+asio::awaitable<std::shared_ptr<H2Upstream>> dialH2Upstream(ClientConnection& c,
+                                                            const policy::Decision& allowed,
+                                                            const policy::Target& target,
+                                                            uint16_t port, RequestLog& log,
+                                                            bool* h1Only) {
   *h1Only = false;
   if (!c.snap->upstreamTls) co_return nullptr;
   // Keyed as the HTTP/1.1 pool is: a connection dialled and verified for one task and
   // credential under one snapshot is never handed to another task, another credential, or a
   // request decided under a configuration that may resolve or allow the name differently.
-  std::string key = "h2|" + poolKey(c.snap->generation, c.task->name, target.name, port,
-                                    allowed.credential);
+  std::string key =
+      "h2|" + poolKey(c.snap->generation, c.task->name, target.name, port, allowed.credential);
   if (auto idle = c.worker.h2Pool.take(key)) {
     log.record.upstream = idle->upstream;
     co_return std::move(idle->conn);

@@ -45,9 +45,11 @@ struct H2Upstream {
 // connection when the upstream selected h2; null when it did not, or when any step failed (the
 // client then gets HTTP/1.1, whose requests dial and report failures as they always do).
 // `h1Only` is set when the handshake succeeded and the upstream selected another protocol.
-boost::asio::awaitable<std::shared_ptr<H2Upstream>> dialH2Upstream(
-    ClientConnection& c, const policy::Decision& allowed, const policy::Target& target,
-    uint16_t port, RequestLog& log, bool* h1Only);
+boost::asio::awaitable<std::shared_ptr<H2Upstream>> dialH2Upstream(ClientConnection& c,
+                                                                   const policy::Decision& allowed,
+                                                                   const policy::Target& target,
+                                                                   uint16_t port, RequestLog& log,
+                                                                   bool* h1Only);
 
 // Keeps `up` in the worker's pool for a later client connection of the same key (its session's
 // user data cleared: no client connection's streams are reachable from it while it waits).
