@@ -8,27 +8,30 @@ same upstream, in one run. Not a test: it prints figures and ratios and never fa
             its --log-file (p50/p99 computed here)
   shapes    1 connection x 1 stream, 1 connection x 64 streams, 16 connections x 1 stream
 
-and three paths for each shape:
+and these paths for each shape:
 
-  direct    h2load -> nghttpd
-  splice    h2load -> a plain TCP splice (this script, a process of its own) -> nghttpd
-  sandgate  h2load -> the same splice, which first sends `CONNECT api.test:443` with the task's
-            Proxy-Authorization -> sandgate (intercepts: h2 on both legs, the credential
-            injected into every stream, audit line per stream) -> nghttpd
+  direct     h2load -> nghttpd
+  splice     h2load -> a plain TCP splice (bench/tcp_splice, a process of its own) -> nghttpd
+  sandgate   h2load -> the same splice, which first sends `CONNECT api.test:443` with the task's
+             Proxy-Authorization -> sandgate (intercepts: h2 on both legs, the credential
+             injected into every stream, audit line per stream) -> nghttpd
+  mitmproxy  h2load -> the same splice, `CONNECT 127.0.0.1:PORT` -> mitmdump (http2 on: h2 on
+             both legs, the Authorization header set on every request) -> nghttpd; only when
+             mitmdump is installed (apt-get install mitmproxy), and only if a probe through it
+             succeeds in h2
 
 h2load cannot speak to a proxy, so the splice carries its bytes through CONNECT; `splice`
-shows what the splice itself costs, and `sandgate / splice` is the ratio to read. mitmproxy's
-h2 interception is not compared here (the intercept_bench.py harness drives it over HTTP/1.1).
+shows what the splice itself costs, and `sandgate / splice` is the ratio to read. nghttpd
+speaks only h2, so a request answered through either proxy went upstream in h2.
 
   bench/h2_bench.py [--binary build/cli/sandgate] [--seconds 5] [--threads N]
+                    [--mitmdump PATH | --no-mitmproxy]
 """
 
 import argparse
-import asyncio
 import base64
 import hashlib
 import json
-import multiprocessing
 import os
 import re
 import shutil
@@ -42,13 +45,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pki import test_pki  # noqa: E402
-from proxy_bench import LoggedProcess, cpu_times, find_binary, free_port, stop_child  # noqa: E402
+from proxy_bench import LoggedProcess, find_binary, free_port  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
 HOST = "api.test"
 TASK, TOKEN = "bench", "h2-bench-token"
 SECRET = "sk-h2benchsecret-0123456789abcdef"
 SHAPES = [(1, 1), (1, 64), (16, 1)]  # (connections, streams per connection)
+MITM_HINT = "apt-get install mitmproxy (Debian 12: mitmproxy 8.1), or pass --mitmdump PATH"
 
 
 def wait_for(predicate, timeout, what):
@@ -61,52 +65,75 @@ def wait_for(predicate, timeout, what):
     raise RuntimeError("timed out after %ss waiting for %s" % (timeout, what))
 
 
-def splice_server(sock, target, connect_head):
-    """Accepts on `sock`; each connection is piped to `target`, after `connect_head` (a CONNECT
-    request) and its 200 answer when one is given."""
+class Splice:
+    """bench/tcp_splice (C++, a thread per connection): h2load's bytes to `target`, after a
+    CONNECT to `connect` with `proxy_auth` when given. The Python asyncio splice this replaced
+    was the bottleneck of its own runs on a loaded machine."""
 
-    async def pipe(r, w):
+    def __init__(self, path, target, connect=None, proxy_auth=None):
+        cmd = [path, "--to", "%s:%d" % target]
+        if connect:
+            cmd += ["--connect", connect, "--proxy-auth", proxy_auth]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stdin=subprocess.DEVNULL,
+                                     text=True)
+        port = self.proc.stdout.readline().strip()
+        if not port.isdigit():
+            self.proc.kill()
+            raise RuntimeError("tcp_splice did not start")
+        self.port = int(port)
+        self.pid = self.proc.pid
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()  # only the child started here, by its pid
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+def sched(pid):
+    """(on-CPU seconds, seconds runnable but waiting for a CPU) of every thread of `pid` so far,
+    from /proc/PID/task/*/schedstat: what separates "sandgate is slow" from "sandgate waited
+    for the scheduler" on a shared machine."""
+    run = wait = 0
+    base = "/proc/%d/task" % pid
+    for tid in os.listdir(base):
         try:
-            while True:
-                data = await r.read(65536)
-                if not data:
-                    break
-                w.write(data)
-                await w.drain()
-        except (ConnectionError, OSError):
+            with open(os.path.join(base, tid, "schedstat")) as f:
+                a, b, _ = f.read().split()
+            run += int(a)
+            wait += int(b)
+        except (OSError, ValueError):
             pass
-        finally:
-            w.close()
-
-    async def handle(cr, cw):
-        ur, uw = await asyncio.open_connection(*target)
-        if connect_head:
-            uw.write(connect_head)
-            head = await ur.readuntil(b"\r\n\r\n")
-            if b" 200 " not in head.split(b"\r\n")[0]:
-                cw.close()
-                uw.close()
-                return
-        await asyncio.gather(pipe(cr, uw), pipe(ur, cw))
-
-    async def main():
-        server = await asyncio.start_server(handle, sock=sock)
-        async with server:
-            await server.serve_forever()
-
-    asyncio.run(main())
+    return run / 1e9, wait / 1e9
 
 
-def start_splice(target, connect_head=None):
-    sock = socket.socket()
-    sock.bind((LOOPBACK, 0))
-    sock.listen(256)
-    p = multiprocessing.Process(target=splice_server, args=(sock, target, connect_head),
-                                daemon=True)
-    p.start()
-    port = sock.getsockname()[1]
-    sock.close()
-    return p, port
+class Mitmproxy(LoggedProcess):
+    """`mitmdump` on 127.0.0.1 port 0 with HTTP/2 on (both legs where both ends offer it),
+    setting the Authorization header on every request, verifying the upstream with the test CA.
+    The same options as intercept_bench.py's, but for http2."""
+
+    def __init__(self, exe, tmp, pki):
+        self.confdir = os.path.join(tmp, "mitmproxy")
+        os.makedirs(self.confdir)
+        cmd = [exe, "--mode", "regular", "--listen-host", LOOPBACK, "--listen-port", "0",
+               "--set", "confdir=" + self.confdir,
+               "--set", "ssl_verify_upstream_trusted_ca=" + pki.ca_cert,
+               "--set", "modify_headers=/~q/Authorization/Bearer " + SECRET,
+               "--set", "flow_detail=0", "--set", "termlog_verbosity=info",
+               "--set", "http2=true"]
+        super().__init__(cmd, os.path.join(tmp, "mitmdump.log"))
+
+        def listening():
+            if self.proc.poll() is not None:
+                raise RuntimeError("mitmdump exited with %s:\n%s" % (self.proc.returncode,
+                                                                     self.log_tail()))
+            with open(self.log, "rb") as f:
+                m = re.search(rb"listening at \S*?:(\d+)", f.read())
+            return int(m.group(1)) if m else None
+        self.port = wait_for(listening, 60, "mitmdump to listen")
 
 
 class Sandgate(LoggedProcess):
@@ -150,9 +177,7 @@ class Sandgate(LoggedProcess):
                 return None
         host, port = wait_for(is_ready, 20, "sandgate's ready file")["proxy"].rsplit(":", 1)
         self.proxy = (host.strip("[]"), int(port))
-        auth = base64.b64encode(("%s:%s" % (TASK, TOKEN)).encode()).decode()
-        self.connect_head = ("CONNECT %s:443 HTTP/1.1\r\nHost: %s:443\r\n"
-                             "Proxy-Authorization: Basic %s\r\n\r\n" % (HOST, HOST, auth)).encode()
+        self.proxy_auth = "Basic " + base64.b64encode(("%s:%s" % (TASK, TOKEN)).encode()).decode()
 
     def audited(self):
         """(intercepted stream lines, how many of them were answered 200)."""
@@ -199,10 +224,18 @@ def main():
     ap.add_argument("--binary")
     ap.add_argument("--seconds", type=int, default=5)
     ap.add_argument("--threads", type=int, default=0, help="sandgate worker threads")
+    ap.add_argument("--splice", help="bench/tcp_splice (default: beside the binary's build)")
+    ap.add_argument("--mitmdump", default=shutil.which("mitmdump"), help="mitmdump executable")
+    ap.add_argument("--no-mitmproxy", action="store_true")
     args = ap.parse_args()
     binary = find_binary(args.binary)
     if not binary:
         print("no sandgate binary (build it, or pass --binary)")
+        return 2
+    splice_bin = args.splice or os.path.join(
+        os.path.dirname(os.path.dirname(os.path.abspath(binary))), "bench", "tcp_splice")
+    if not os.access(splice_bin, os.X_OK):
+        print("no %s (ninja -C build tcp_splice, or pass --splice)" % splice_bin)
         return 2
     for tool in ("h2load", "nghttpd"):
         if not shutil.which(tool):
@@ -228,9 +261,30 @@ def main():
                 return s.connect_ex((LOOPBACK, up_port)) == 0
         wait_for(listening, 10, "nghttpd")
         sg = Sandgate(binary, tmp, pki, up_port, args.threads)
-        plain, plain_port = start_splice((LOOPBACK, up_port))
-        via, via_port = start_splice(sg.proxy, sg.connect_head)
+        plain = Splice(splice_bin, (LOOPBACK, up_port))
+        via = Splice(splice_bin, sg.proxy, "%s:443" % HOST, sg.proxy_auth)
         children += [plain, via]
+        plain_port, via_port = plain.port, via.port
+        mitm_port, mitm_note = None, "not compared (--no-mitmproxy)"
+        if not args.no_mitmproxy and not args.mitmdump:
+            mitm_note = "not installed, not compared (%s)" % MITM_HINT
+        elif not args.no_mitmproxy:
+            try:
+                mitm = Mitmproxy(args.mitmdump, tmp, pki)
+                children.append(mitm)
+                # mitmproxy cannot be given `resolve:`: the CONNECT names the upstream's loopback
+                # address, and mitmproxy verifies its certificate against the client's SNI.
+                to_mitm = Splice(splice_bin, (LOOPBACK, mitm.port),
+                                 "%s:%d" % (LOOPBACK, up_port), "")
+                children.append(to_mitm)
+                probe = h2load(tmp, to_mitm.port, 1, 1, 1, "mitmproxy-probe")
+                if probe["ok"] and probe["h2"]:
+                    mitm_port = to_mitm.port
+                else:
+                    mitm_note = "requests through mitmdump failed; not compared:\n" + \
+                        mitm.log_tail()
+            except RuntimeError as e:
+                mitm_note = "did not start (%s); not compared" % e
         print("sandgate %s; %d s per run after 1 s warm-up; machine: %d cores, load %s" %
               (binary, args.seconds, os.cpu_count(), " ".join(
                   "%.1f" % x for x in os.getloadavg())))
@@ -239,32 +293,40 @@ def main():
         for conns, streams in SHAPES:
             shape = "%d conn x %d stream%s" % (conns, streams, "s" if streams > 1 else "")
             res = {}
-            before = 0.0
-            for label, port in (("direct", up_port), ("splice", plain_port),
-                                ("sandgate", via_port)):
-                if label == "sandgate":
-                    before = sum(cpu_times(sg.pid))
+            paths = [("direct", up_port), ("splice", plain_port), ("sandgate", via_port)]
+            if mitm_port:
+                paths.append(("mitmproxy", mitm_port))
+            for label, port in paths:
+                before = sched(sg.pid)
                 res[label] = r = h2load(tmp, port, conns, streams, args.seconds, label)
+                after = sched(sg.pid)
+                r["cpu"], r["queued"] = after[0] - before[0], after[1] - before[1]
                 print("%-22s %-9s %10.0f %10.0f %10.0f %5s" % (shape, label, r["rps"], r["p50"],
                                                                r["p99"], "yes" if r["h2"] else
                                                                "NO"))
-            cpu = sum(cpu_times(sg.pid)) - before
             s, d, p = res["sandgate"], res["direct"], res["splice"]
+            per = 1e6 / s["done"] if s["done"] else 0
             print("%-22s ratios: sandgate/direct %.2fx req/s, p99 %.2fx; sandgate/splice %.2fx "
-                  "req/s, p99 %.2fx; sandgate CPU %.0f us/request" % (
+                  "req/s, p99 %.2fx; sandgate per request: %.0f us on a CPU, %.0f us runnable "
+                  "but waiting for one" % (
                       "", s["rps"] / d["rps"] if d["rps"] else 0,
                       s["p99"] / d["p99"] if d["p99"] else 0,
                       s["rps"] / p["rps"] if p["rps"] else 0,
                       s["p99"] / p["p99"] if p["p99"] else 0,
-                      cpu * 1e6 / s["done"] if s["done"] else 0))
+                      s["cpu"] * per, s["queued"] * per))
+            if mitm_port:
+                m = res["mitmproxy"]
+                print("%-22s sandgate/mitmproxy %.1fx req/s, p99 %.2fx" % (
+                    "", s["rps"] / m["rps"] if m["rps"] else float("inf"),
+                    s["p99"] / m["p99"] if m["p99"] else 0))
         n, ok = sg.audited()
         print("sandgate audited %d intercepted streams, %d answered 200 (the credential injected "
               "into each)" % (n, ok))
-        print("mitmproxy: %s" % ("mitmdump found but not run by this script" if shutil.which(
-            "mitmdump") else "not installed, not compared"))
+        if not mitm_port:
+            print("mitmproxy: %s" % mitm_note)
     finally:
         for c in children:
-            stop_child(c)
+            c.stop()
         if sg:
             sg.stop()
         nghttpd.stop()

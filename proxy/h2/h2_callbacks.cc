@@ -149,6 +149,7 @@ int H2Callbacks::upHeader(nghttp2_session*, const nghttp2_frame* f, const uint8_
 }
 int H2Callbacks::upFrame(nghttp2_session*, const nghttp2_frame* f, void* p) {
   H2Streams& h = self(p);
+  if (f->hd.type == NGHTTP2_GOAWAY) h.upGoaway_ = true;
   H2Stream* s = h.findUp(f->hd.stream_id);
   if (!s) return 0;
   const bool end = f->hd.flags & NGHTTP2_FLAG_END_STREAM;
@@ -174,6 +175,7 @@ int H2Callbacks::upData(nghttp2_session*, uint8_t, int32_t upId, const uint8_t* 
 }
 int H2Callbacks::upClose(nghttp2_session*, int32_t upId, uint32_t code, void* p) {
   H2Streams& h = self(p);
+  --h.upOpen_;
   H2Stream* s = h.findUp(upId);
   h.byUp_.erase(upId);
   if (!s) return 0;

@@ -8,6 +8,9 @@
 // sessions, and a byte is consumed (its window credit returned to the sender) only once it has
 // been handed to the other leg. What either side can make sandgate hold per stream is therefore
 // one window (kH2StreamWindow) and the scrubber's hold-back, and per connection kConnectionWindow.
+//
+// The upstream's session lives with its socket (H2Upstream::session): a connection taken from
+// the pool goes on with the session the last client connection left, pointed at this one.
 #include "proxy/h2/h2_proxy.h"
 
 #include <fmt/format.h>
@@ -50,11 +53,12 @@ struct Leg {
 
 class H2Proxy : public H2Streams {
  public:
-  H2Proxy(ClientConnection& c, TlsChannel& client, std::unique_ptr<H2Upstream> up,
+  H2Proxy(ClientConnection& c, TlsChannel& client, std::shared_ptr<H2Upstream> up,
           const policy::Target& target, uint16_t port, RequestLog& tunnel,
           const asio::any_io_executor& ex)
       : H2Streams(c, target, port),
         up_(std::move(up)),
+        address_(up_->address),
         tunnel_(tunnel),
         client_(client, ex),
         upstream_(up_->tls, ex),
@@ -63,12 +67,17 @@ class H2Proxy : public H2Streams {
   // Makes both sessions and queues their SETTINGS; false when nghttp2 could not (memory).
   bool start();
   asio::awaitable<void> run();
+  // The upstream connection, handed over when a later client connection may use it: the
+  // upstream neither failed, nor broke HTTP/2, nor sent GOAWAY; no stream of it is open and
+  // nothing is waiting to be sent on it; every byte read from it reached its session; its
+  // stream ids are far from running out. Null otherwise (it then closes with this proxy).
+  std::shared_ptr<H2Upstream> reusableUpstream();
 
  private:
   // H2Streams: what the streams ask of the connection.
   nghttp2_session* clientSession() override { return client_.session; }
   nghttp2_session* upstreamSession() override { return upstream_.session; }
-  const std::string& upstreamAddress() const override { return up_->address; }
+  const std::string& upstreamAddress() const override { return address_; }
   bool upstreamGone() const override { return upDead_; }
 
   asio::awaitable<void> readLoop(Leg& leg, bool isClient);
@@ -83,7 +92,8 @@ class H2Proxy : public H2Streams {
   // GOAWAY, and the reason on the tunnel's audit line.
   void clientFailed(int rv);
 
-  std::unique_ptr<H2Upstream> up_;
+  std::shared_ptr<H2Upstream> up_;
+  std::string address_;
   RequestLog& tunnel_;
   Leg client_;
   Leg upstream_;
@@ -92,12 +102,13 @@ class H2Proxy : public H2Streams {
   bool ended_ = false;
   bool upDead_ = false;
   bool drainGoaway_ = false;  // the server is shutting down: GOAWAY sent, no new stream
+  bool upLost_ = false;       // bytes read from the upstream never reached its session
 };
 
 H2Proxy::~H2Proxy() {
   finishAll("the connection ended");
   if (client_.session) nghttp2_session_del(client_.session);
-  if (upstream_.session) nghttp2_session_del(upstream_.session);
+  // upstream_.session belongs to up_ (H2Upstream::session), pooled or closed with it.
 }
 
 bool H2Proxy::start() {
@@ -113,7 +124,14 @@ bool H2Proxy::start() {
   // Pushed streams would be responses to requests the policy never saw.
   nghttp2_option_set_max_reserved_remote_streams(opt, 0);
   installUpstreamCallbacks(cbs);
-  int rv = nghttp2_session_client_new2(&upstream_.session, cbs, static_cast<H2Streams*>(this), opt);
+  const bool reused = up_->session != nullptr;
+  int rv = 0;
+  if (reused) {
+    nghttp2_session_set_user_data(up_->session, static_cast<H2Streams*>(this));
+  } else {
+    rv = nghttp2_session_client_new2(&up_->session, cbs, static_cast<H2Streams*>(this), opt);
+  }
+  upstream_.session = up_->session;
   // The client's side: HTTP messaging stays on (RFC 9113 §8 checks), and the floods of the
   // 2019 and 2023-2024 advisories are bounded by the session, as the task's limits say
   // (h2_limits.h: the h2_* keys of `limits:`).
@@ -132,13 +150,31 @@ bool H2Proxy::start() {
       {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
       {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
       {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
-  return nghttp2_submit_settings(client_.session, NGHTTP2_FLAG_NONE, toClient.data(),
-                                 toClient.size()) == 0 &&
-         nghttp2_submit_settings(upstream_.session, NGHTTP2_FLAG_NONE, toUpstream, 3) == 0 &&
-         nghttp2_session_set_local_window_size(client_.session, NGHTTP2_FLAG_NONE, 0,
-                                               kConnectionWindow) == 0 &&
-         nghttp2_session_set_local_window_size(upstream_.session, NGHTTP2_FLAG_NONE, 0,
-                                               kConnectionWindow) == 0;
+  if (nghttp2_submit_settings(client_.session, NGHTTP2_FLAG_NONE, toClient.data(),
+                              toClient.size()) != 0 ||
+      nghttp2_session_set_local_window_size(client_.session, NGHTTP2_FLAG_NONE, 0,
+                                            kConnectionWindow) != 0) {
+    return false;
+  }
+  // A pooled upstream session was set up by the connection that dialled it.
+  return reused ||
+         (nghttp2_submit_settings(upstream_.session, NGHTTP2_FLAG_NONE, toUpstream, 3) == 0 &&
+          nghttp2_session_set_local_window_size(upstream_.session, NGHTTP2_FLAG_NONE, 0,
+                                                kConnectionWindow) == 0);
+}
+
+std::shared_ptr<H2Upstream> H2Proxy::reusableUpstream() {
+  // Stream ids are 31 bits and never reused: a connection past half of them is left to close.
+  constexpr int32_t kLastReusableId = 1 << 30;
+  nghttp2_session* s = upstream_.session;
+  if (!up_ || !s || upDead_ || upLost_ || upstreamGoaway() || upstreamOpen() != 0 ||
+      nghttp2_session_want_write(s) || !nghttp2_session_want_read(s) ||
+      static_cast<int64_t>(nghttp2_session_get_next_stream_id(s)) > kLastReusableId ||
+      !up_->tls.quiet()) {
+    return nullptr;
+  }
+  upstream_.session = nullptr;
+  return std::move(up_);
 }
 
 void H2Proxy::kick() {
@@ -182,7 +218,10 @@ asio::awaitable<void> H2Proxy::readLoop(Leg& leg, bool isClient) {
   std::array<uint8_t, kReadChunk> buf;
   while (!ended_) {
     auto [ec, n] = co_await leg.tls.readSome(asio::buffer(buf));
-    if (ended_) break;
+    if (ended_) {
+      if (n > 0 && !isClient) upLost_ = true;  // the session would miss these bytes
+      break;
+    }
     if (n > 0) {
       last_ = Clock::now();
       const ssize_t rv = nghttp2_session_mem_recv(leg.session, buf.data(), n);
@@ -283,7 +322,7 @@ asio::awaitable<void> H2Proxy::run() {
 }
 
 asio::awaitable<void> serveH2(ClientConnection& c, TlsChannel& client,
-                              std::unique_ptr<H2Upstream> up, const policy::Target& target,
+                              std::shared_ptr<H2Upstream> up, const policy::Target& target,
                               uint16_t port, RequestLog& tunnel) {
   auto ex = co_await asio::this_coro::executor;
   H2Proxy proxy(c, client, std::move(up), target, port, tunnel, ex);
@@ -292,6 +331,7 @@ asio::awaitable<void> serveH2(ClientConnection& c, TlsChannel& client,
     co_return;
   }
   co_await proxy.run();
+  poolH2Upstream(c, proxy.reusableUpstream());
 }
 
 }  // namespace sandgate::proxy

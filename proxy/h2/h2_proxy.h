@@ -18,9 +18,11 @@ struct RequestLog;
 
 // Serves the streams of `client` (handshake done, SNI checked, h2 selected) over `up` until
 // either side ends, the connection idles, or an HTTP/2 error ends it. Each stream gets its own
-// audit line; a connection error (GOAWAY) is recorded on `tunnel`, the CONNECT's line.
+// audit line; a connection error (GOAWAY) is recorded on `tunnel`, the CONNECT's line. `up`
+// goes back to the worker's pool when the client leaves it with nothing in flight and the
+// upstream has not said goodbye (see H2Proxy::reusableUpstream).
 boost::asio::awaitable<void> serveH2(ClientConnection& c, TlsChannel& client,
-                                     std::unique_ptr<H2Upstream> up, const policy::Target& target,
+                                     std::shared_ptr<H2Upstream> up, const policy::Target& target,
                                      uint16_t port, RequestLog& tunnel);
 
 }  // namespace sandgate::proxy

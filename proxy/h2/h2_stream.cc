@@ -138,6 +138,7 @@ void H2Streams::submitUpstream(H2Stream& s) {
   }
   s.upId = upId;
   byUp_[upId] = s.id;
+  ++upOpen_;
   // sandgate answers 100-continue itself, as on HTTP/1.1 (the upstream never sees Expect).
   if (expectContinue && !s.reqEnded) sendContinue(s);
 }

@@ -45,6 +45,10 @@ class H2Streams {
   void installUpstreamCallbacks(nghttp2_session_callbacks* cbs);
   // No stream is open.
   bool noStreams() const { return streams_.empty(); }
+  // The upstream sent GOAWAY: its connection takes no new stream, now or from the pool.
+  bool upstreamGoaway() const { return upGoaway_; }
+  // Streams of the upstream connection opened here and not closed yet.
+  int upstreamOpen() const { return upOpen_; }
   // Writes the audit line of every stream still open, with `why` as its error.
   void finishAll(std::string_view why);
   // The upstream connection ended: a stream not answered yet gets a 502, one whose response
@@ -81,6 +85,8 @@ class H2Streams {
   std::shared_ptr<RequestCredentials> creds_;  // made again when a reload changes the snapshot
   std::map<int32_t, std::unique_ptr<H2Stream>> streams_;  // by the client's stream id
   std::map<int32_t, int32_t> byUp_;                       // upstream stream id -> client's
+  bool upGoaway_ = false;
+  int upOpen_ = 0;
 };
 
 }  // namespace sandgate::proxy

@@ -13,18 +13,42 @@ namespace sandgate::proxy {
 
 namespace asio = boost::asio;
 
-asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(
-    ClientConnection& c, const policy::Decision& allowed, const policy::Target& target,
-    uint16_t port, RequestLog& log, bool* h1Only) {
+H2Upstream::~H2Upstream() {
+  if (session) nghttp2_session_del(session);
+}
+
+// Reusable: nothing buffered inside OpenSSL, nothing unread on the socket (a GOAWAY, a PING, a
+// close_notify or any stray byte from the upstream while it waited ends it).
+bool PooledConnection<std::shared_ptr<H2Upstream>>::quiet(std::shared_ptr<H2Upstream>& up) {
+  if (!up || !up->session || !up->tls.quiet()) return false;
+  auto& socket = up->stream.socket();
+  return socket.is_open() && socketIsQuiet(socket.native_handle());
+}
+
+asio::awaitable<std::shared_ptr<H2Upstream>> dialH2Upstream(ClientConnection& c,
+                                                            const policy::Decision& allowed,
+                                                            const policy::Target& target,
+                                                            uint16_t port, RequestLog& log,
+                                                            bool* h1Only) {
   *h1Only = false;
   if (!c.snap->upstreamTls) co_return nullptr;
+  // Keyed as the HTTP/1.1 pool is: a connection dialled and verified for one task and
+  // credential under one snapshot is never handed to another task, another credential, or a
+  // request decided under a configuration that may resolve or allow the name differently.
+  std::string key =
+      "h2|" + poolKey(c.snap->generation, c.task->name, target.name, port, allowed.credential);
+  if (auto idle = c.worker.h2Pool.take(key)) {
+    log.record.upstream = idle->upstream;
+    co_return std::move(idle->conn);
+  }
   Refusal refusal;
   auto dialed = co_await dialForClient(c, allowed, target, port, log, &refusal);
   if (!dialed) co_return nullptr;
-  auto up = std::make_unique<H2Upstream>(
+  auto up = std::make_shared<H2Upstream>(
       std::move(*dialed), c.snap->upstreamTls->contextFor(allowed.credential).native_handle());
   up->credential = allowed.credential;
   up->address = log.record.upstream;
+  up->poolKey = std::move(key);
   SSL* ssl = up->tls.native_handle();
   if (!up->tls.ok() || !verifyPeerAs(ssl, target.name, target.isAddress)) co_return nullptr;
   static constexpr unsigned char kAlpn[] = {2, 'h', '2', 8, 'h', 't', 't', 'p', '/', '1', '.', '1'};
@@ -39,6 +63,14 @@ asio::awaitable<std::unique_ptr<H2Upstream>> dialH2Upstream(
     co_return nullptr;
   }
   co_return up;
+}
+
+void poolH2Upstream(ClientConnection& c, std::shared_ptr<H2Upstream> up) {
+  if (!up || up->poolKey.empty() || c.state.draining.load(std::memory_order_relaxed)) return;
+  nghttp2_session_set_user_data(up->session, nullptr);
+  std::string key = up->poolKey;
+  std::string address = up->address;
+  c.worker.h2Pool.put(key, std::move(up), std::move(address));
 }
 
 }  // namespace sandgate::proxy

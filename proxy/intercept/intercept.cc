@@ -190,7 +190,7 @@ asio::awaitable<void> handleIntercept(ClientConnection& c, const policy::Target&
   }
   c.stream.expires_after(toDuration(limits.headerTimeout));
   auto hec = co_await tls.handshake();
-  std::unique_ptr<H2Upstream> h2up;
+  std::shared_ptr<H2Upstream> h2up;
   if (hec == asio::error::in_progress && alpn.offersH2) {
     bool h1Only = false;
     h2up = co_await dialH2Upstream(c, decision, target, port, log, &h1Only);

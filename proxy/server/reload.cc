@@ -72,6 +72,7 @@ asio::awaitable<void> Server::Impl::housekeeping() {
       asio::post(w->io, [w = w.get()] {
         w->pool.dropStale();
         w->tlsPool.dropStale();
+        w->h2Pool.dropStale();
       });
     }
     // Tunnels whose grace or token is up; and all of them after an admin revocation (POST

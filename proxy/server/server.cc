@@ -220,6 +220,7 @@ void Server::Impl::drainAndStop() {
       for (auto* s : w->idle) s->cancel(ec);
       w->pool.clear();
       w->tlsPool.clear();
+      w->h2Pool.clear();
     });
   }
   {

@@ -79,6 +79,14 @@ struct PooledConnection<std::shared_ptr<UpstreamTlsConnection>> {
 };
 using TlsPool = IdlePool<std::shared_ptr<UpstreamTlsConnection>>;
 
+// A verified HTTP/2 connection to an upstream with its nghttp2 session (h2/h2_upstream.cc).
+struct H2Upstream;
+template <>
+struct PooledConnection<std::shared_ptr<H2Upstream>> {
+  static bool quiet(std::shared_ptr<H2Upstream>& up);
+};
+using H2Pool = IdlePool<std::shared_ptr<H2Upstream>>;
+
 struct ServerState {
   std::atomic<std::shared_ptr<const Snapshot>> snapshot;
   std::atomic<std::shared_ptr<const std::vector<OwnEndpoint>>> ownEndpoints{
@@ -102,6 +110,7 @@ struct Worker {
   boost::asio::io_context io{1};
   TcpPool pool;     // forwarded requests' upstream connections
   TlsPool tlsPool;  // intercepted requests' upstream connections
+  H2Pool h2Pool;    // intercepted HTTP/2 connections' upstream connections
   std::vector<std::unique_ptr<boost::asio::ip::tcp::acceptor>> acceptors;
 };
 

@@ -1,13 +1,15 @@
 """An HTTPS upstream that speaks only HTTP/2 (ALPN h2), on 127.0.0.1:0, for interception tests.
 
-Every request is recorded (its header list as received, its body). The answer depends on the
-path:
+Every request is recorded (its header list as received, its body, and `conn`: which TLS
+connection it arrived on, numbered from 1 in accept order). The answer depends on the path:
   /echo...      200, the request's Authorization echoed back in a header (x-echo-auth), in the
                 body (split across two DATA frames in the middle of the value, each padded when
                 the path has "padded") and in a trailer (x-trailer-auth): a secret the upstream
                 saw comes back everywhere it can.
   .../big       200, 1 MiB of body sent as the windows allow, with the Authorization it got
                 in the middle of it (astride two DATA frames).
+  .../goaway    GOAWAY (NO_ERROR, this stream the last) on that connection, which it keeps
+                open, then the short JSON answer: a server going away gracefully.
   anything else 200 with a short JSON body naming the path and the size of the body it got.
 """
 
@@ -27,6 +29,7 @@ except ImportError:  # the interpreter on PATH may not see Debian's python3-h2
     import h2.config
     import h2.connection
     import h2.events
+from hyperframe.frame import GoAwayFrame  # noqa: E402  (h2's own frame layer)
 
 
 def intercepting_sandgate(pki, upstream_port, token, secret, task_limits=None, creds_extra=None,
@@ -104,6 +107,7 @@ class H2Upstream:
             return
         with self._lock:
             self.connections += 1
+            number = self.connections
             self.alpn_seen.append(conn_sock.selected_alpn_protocol())
         if conn_sock.selected_alpn_protocol() != "h2":
             self._serve_h1(conn_sock)
@@ -122,7 +126,7 @@ class H2Upstream:
                 for ev in conn.receive_data(data):
                     if isinstance(ev, h2.events.RequestReceived):
                         streams[ev.stream_id] = {"headers": list(ev.headers), "body": b"",
-                                                 "stream": ev.stream_id}
+                                                 "stream": ev.stream_id, "conn": number}
                     elif isinstance(ev, h2.events.DataReceived):
                         streams[ev.stream_id]["body"] += ev.data
                         conn.acknowledge_received_data(ev.flow_controlled_length, ev.stream_id)
@@ -189,6 +193,12 @@ class H2Upstream:
             self._pending[sid] = body
             return
         body = json.dumps({"path": path, "received": len(req["body"])}).encode()
+        if path.endswith("/goaway"):
+            # GOAWAY (NO_ERROR, last stream = this one) ahead of the answer, written past h2's
+            # state machine (which sends nothing after its own GOAWAY): a proxy has read it
+            # before the answer it relays, so its client cannot leave before it was seen.
+            conn._data_to_send += GoAwayFrame(stream_id=0, last_stream_id=sid,
+                                              error_code=0).serialize()
         conn.send_headers(sid, [(":status", "200"), ("content-type", "application/json"),
                                 ("content-length", str(len(body)))])
         conn.send_data(sid, body, end_stream=True)
