@@ -9,11 +9,15 @@ Redis password is registered for the suite's leak check (logs, audit lines, metr
 
 import json
 import os
+import statistics
+import threading
+import time
 import unittest
 
 import artifacts
 from redis_server import RedisServer
-from sandgate_fixture import Sandgate, read_response, wait_until
+from sandgate_fixture import Sandgate, read_response, read_response_head, wait_until
+from slow_relay import SlowRelay
 from upstreams import HttpUpstream
 
 TOKEN = "redis-bud-get"
@@ -156,6 +160,108 @@ class RedisBudgetsTest(unittest.TestCase):
             self.assertNotIn(PASSWORD, sg.stderr())
         finally:
             sg.cleanup()
+
+
+class SlowRedisTest(unittest.TestCase):
+    """Redis answering late (a relay that holds its replies DELAY seconds) and one worker
+    thread: a task whose requests wait on a budget admission must not make another task's
+    requests, which count no budget, wait behind them (on a connection already admitted: a new
+    connection's shared rate waits on Redis too). On the code before asynchronous
+    admission the worker itself waited each round trip, and the free task's request with it."""
+
+    DELAY = 0.2  # under the link's 250 ms reply timeout: the budgeted requests are admitted
+
+    @classmethod
+    def setUpClass(cls):
+        artifacts.register_secret("redis-password", PASSWORD)
+        cls.redis = RedisServer(PASSWORD).start()
+        cls.relay = SlowRelay(cls.redis.port, cls.DELAY)
+        cls.up = HttpUpstream()
+        rule = {"host": "api.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}
+        policies = {"metered": {"allow": [rule], "budgets": [
+                        {"name": "calls", "window": "run", "requests": 1000}]},
+                    "free": {"allow": [rule]}}
+        tasks = [{"name": "metered", "policy": "metered", "token": TOKEN},
+                 {"name": "free", "policy": "free", "token": TOKEN}]
+        cls.sg = Sandgate(policies, tasks, resolve={"api.test": "127.0.0.1:%d" % cls.up.port},
+                          threads=1)
+        pw_file = cls.sg.secret_file("redis-slow", PASSWORD)
+        cls.sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
+        cls.sg.config["state"] = {"redis": {"url": "redis://127.0.0.1:%d/0" % cls.relay.port,
+                                            "password": "redis", "key_prefix": "slow:"}}
+        cls.sg.write_config(cls.sg.config)
+        cls.sg.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sg.cleanup()
+        cls.relay.close()
+        cls.redis.cleanup()
+        cls.up.close()
+
+    def timed(self, task, path):
+        """(status, seconds) of one request on a new connection."""
+        start = time.monotonic()
+        s = self.sg.connect()
+        try:
+            s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n%s"
+                       "Connection: close\r\n\r\n" % (path, Sandgate.auth_header(task, TOKEN)))
+                      .encode())
+            status = read_response(s)[0]
+        finally:
+            s.close()
+        return status, time.monotonic() - start
+
+    def timed_on(self, s, task, path):
+        """(status, seconds) of one request on the open connection `s`."""
+        start = time.monotonic()
+        s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n%s\r\n" %
+                   (path, Sandgate.auth_header(task, TOKEN))).encode())
+        status, headers, rest = read_response_head(s)
+        self.assertEqual(headers.get("transfer-encoding"), "chunked")  # relayed chunked
+        while not rest.endswith(b"0\r\n\r\n"):  # a short body: its last chunk ends it
+            data = s.recv(65536)
+            if not data:
+                break
+            rest += data
+        return status, time.monotonic() - start
+
+    def test_a_request_without_a_budget_does_not_wait_behind_admissions(self):
+        # The link is up and the script loaded before timing anything.
+        wait_until(lambda: self.timed("metered", "/echo/warm")[0] == 200, timeout=15,
+                   what="a metered request admitted through the slow Redis")
+        # The free task's connection is admitted before (its new-connection rate is shared
+        # through Redis too): its requests then need nothing from Redis.
+        free_conn = self.sg.connect()
+        self.assertEqual(self.timed_on(free_conn, "free", "/bytes?n=10")[0], 200)
+        metered = []
+        stop = threading.Event()
+
+        def client():
+            for _ in range(8):  # bounded: at most 8 requests per client
+                if stop.is_set():
+                    break
+                metered.append(self.timed("metered", "/echo/metered"))
+
+        clients = [threading.Thread(target=client) for _ in range(4)]
+        for t in clients:
+            t.start()
+        try:
+            free = []
+            while len(metered) < 2:  # admissions are under way
+                time.sleep(0.01)
+            for _ in range(6):
+                free.append(self.timed_on(free_conn, "free", "/bytes?n=10"))
+        finally:
+            free_conn.close()
+            stop.set()
+            for t in clients:
+                t.join(timeout=30)
+        self.assertTrue(all(st == 200 for st, _ in metered + free), (metered, free))
+        # The budgeted requests did wait on Redis (each at least one round trip) ...
+        self.assertGreaterEqual(min(d for _, d in metered), self.DELAY * 0.9, metered)
+        # ... and the free task's did not wait behind them on the one worker.
+        self.assertLess(statistics.median(d for _, d in free), self.DELAY / 2, free)
 
 
 if __name__ == "__main__":

@@ -42,6 +42,7 @@ class RedisCounter final : public budget::Counter {
   bool add(std::string_view key, int64_t amount, int64_t expiresAt) override;
   std::optional<int64_t> get(std::string_view key) override;
   uint64_t failedOpen() const override;
+  bool waits() const override { return true; }
 
   // Answers admitted by `fail: open` while Redis could not answer (every thread): the metric.
   uint64_t failOpenTotal() const { return failOpenTotal_.load(std::memory_order_relaxed); }
