@@ -23,6 +23,7 @@ from upstreams import HttpUpstream
 TOKEN = "redis-bud-get"
 PASSWORD = "redis-pass-7f3a9c21e4b8"
 WRONG = "wrong-redis-pass-55d0e6"
+RATE = 2  # new connections per second (a burst of 2) for task `rated`
 
 
 class RedisBudgetsTest(unittest.TestCase):
@@ -47,9 +48,12 @@ class RedisBudgetsTest(unittest.TestCase):
         rule = {"host": "api.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}
         policies = {"shared": {"allow": [rule],
                                "budgets": [{"name": "calls", "window": "run", "requests": 5}]},
+                    "free": {"allow": [rule]},
                     "small": {"allow": [rule],
                               "budgets": [{"name": "calls", "window": "run", "requests": 3}]}}
         tasks = [{"name": "pair", "policy": "shared", "token": TOKEN},
+                 {"name": "rated", "policy": "free", "token": TOKEN,
+                  "limits": {"new_connections_per_second": RATE}},
                  {"name": "outage", "policy": "small", "token": TOKEN},
                  {"name": "open", "policy": "small", "token": TOKEN},
                  {"name": "wrong", "policy": "small", "token": TOKEN}]
@@ -105,14 +109,29 @@ class RedisBudgetsTest(unittest.TestCase):
         opened = self.replicas.get("o") or self.replica("o", fail="open", prefix="open:")
         self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
         self.assertEqual(self.send(opened, "open", "/echo/open")[0], 200)
+        # Admitted (its connection rate counted) while Redis was up: its next request meets the
+        # budget, which cannot be counted once Redis is gone.
+        kept = closed.connect()
+        kept.sendall(("GET http://api.test/echo/kept HTTP/1.1\r\nHost: api.test\r\n%s\r\n" %
+                      Sandgate.auth_header("outage", TOKEN)).encode())
+        self.assertEqual(read_response(kept)[0], 200)
         self.redis.stop()
         try:
-            # Closed: nothing reaches the upstream while the budget cannot be counted.
+            # Closed: nothing reaches the upstream while the budget cannot be counted, nor a new
+            # connection while the task's shared rate cannot.
             for _ in range(3):
                 status, headers, body = self.send(closed, "outage", "/echo/outage")
                 self.assertEqual(status, 503, body)
-                self.assertEqual(headers.get("x-sandgate-reason"), "budget_unavailable")
+                self.assertEqual(headers.get("x-sandgate-reason"), "rate_limit_unavailable")
+            kept.sendall(("GET http://api.test/echo/kept HTTP/1.1\r\nHost: api.test\r\n%s"
+                          "Connection: close\r\n\r\n" % Sandgate.auth_header("outage", TOKEN))
+                         .encode())
+            status, headers, body = read_response(kept)
+            self.assertEqual((status, headers.get("x-sandgate-reason")),
+                             (503, "budget_unavailable"), body)
+            kept.close()
             self.assertEqual(self.seen("/echo/outage"), 1)
+            self.assertEqual(self.seen("/echo/kept"), 1)
             rec = closed.wait_audit(task="outage", reason="budget_unavailable")
             self.assertEqual(rec["status"], 503)
             self.assertFalse(rec["budget_fail_open"])
@@ -141,12 +160,33 @@ class RedisBudgetsTest(unittest.TestCase):
         sg = self.replica("w", password=WRONG, prefix="wrong:")
         wait_until(lambda: "WRONGPASS" in sg.stderr(), what="the AUTH refusal logged")
         status, headers, _ = self.send(sg, "wrong", "/echo/wrong")
-        self.assertEqual((status, headers.get("x-sandgate-reason")), (503, "budget_unavailable"))
+        self.assertEqual((status, headers.get("x-sandgate-reason")),
+                         (503, "rate_limit_unavailable"))
         self.assertEqual(self.seen("/echo/wrong"), 0)
         self.assertNotIn(WRONG, sg.stderr())
         self.assertNotIn(PASSWORD, sg.stderr())
         for replica in self.replicas.values():
             replica.metrics()  # recorded for the leak check
+
+    def test_two_replicas_share_one_connection_rate(self):
+        """The attacker opens new connections as fast as it can, alternating between two
+        replicas: together they admit the task's rate (a burst of RATE, then RATE a second),
+        not RATE per replica."""
+        a = self.replicas.get("a") or self.replica("a")
+        b = self.replicas.get("b") or self.replica("b")
+        got = []
+        start = time.monotonic()
+        for i in range(4 * RATE):  # bounded
+            status, headers, _ = self.send(a if i % 2 == 0 else b, "rated", "/echo/rated")
+            got.append((status, headers.get("x-sandgate-reason")))
+        elapsed = time.monotonic() - start
+        admitted = [g for g in got if g[0] == 200]
+        self.assertTrue(all(g == (429, "rate_limited") for g in got if g[0] != 200), got)
+        # The burst, and what the rate refilled meanwhile: each replica alone would admit the
+        # burst, twice it together.
+        self.assertGreaterEqual(len(admitted), RATE, got)
+        self.assertLessEqual(len(admitted), RATE + int(elapsed * RATE), (got, elapsed))
+        self.assertEqual(self.seen("/echo/rated"), len(admitted))
 
     def test_the_url_may_not_carry_the_password(self):
         sg = Sandgate({"p": {"allow": [{"host": "api.test"}]}}, [])
