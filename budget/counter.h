@@ -1,8 +1,8 @@
 // The counter interface budgets are counted through: named 64-bit counters that expire, with
 // an atomic "add unless over the limit". LocalCounter (local_counter.h) keeps them in this
 // process; a shared store (Redis) implements the same calls so that replicas share a budget.
-// Nothing here does I/O: an implementation backed by a network store answers from its local
-// state and reconciles in the background.
+// Nothing here does I/O. An implementation backed by a network store may wait on it in tryAdd()
+// and get() (it says so with waits()); the proxy then calls admission off its worker threads.
 #pragma once
 
 #include <cstdint>
@@ -60,6 +60,9 @@ class Counter {
     (void)key;
     return std::nullopt;
   }
+  // True when tryAdd() and get() wait on a round trip to a shared store (Redis): a worker thread
+  // that called them would serve none of its other connections meanwhile.
+  virtual bool waits() const { return false; }
 };
 
 }  // namespace sandgate::budget

@@ -13,16 +13,6 @@ namespace sandgate::budget {
 
 namespace json = boost::json;
 
-std::string_view llmApiName(LlmApi api) {
-  return api == LlmApi::kAnthropic ? "anthropic" : "openai";
-}
-
-std::optional<LlmApi> parseLlmApi(std::string_view s) {
-  if (s == "openai") return LlmApi::kOpenai;
-  if (s == "anthropic") return LlmApi::kAnthropic;
-  return std::nullopt;
-}
-
 namespace {
 
 // A SAX handler that only checks the shape: no key twice in one object, nesting bounded.

@@ -11,12 +11,9 @@
 #include <string>
 #include <string_view>
 
-namespace sandgate::budget {
+#include "common/llm_api.h"
 
-enum class LlmApi { kOpenai, kAnthropic };
-// "openai", "anthropic".
-std::string_view llmApiName(LlmApi api);
-std::optional<LlmApi> parseLlmApi(std::string_view s);
+namespace sandgate::budget {
 
 struct LlmRequest {
   std::string model;

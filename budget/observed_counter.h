@@ -30,6 +30,8 @@ class ObservedCounter final : public Counter {
   bool add(std::string_view key, int64_t amount, int64_t expiresAt) override;
   std::optional<int64_t> get(std::string_view key) override;
   uint64_t failedOpen() const override { return inner_->failedOpen(); }
+  // Forwarded: the proxy takes admission off the worker when the store behind waits (Redis).
+  bool waits() const override { return inner_->waits(); }
   std::optional<int64_t> peek(std::string_view key) override;
 
   const std::shared_ptr<Counter>& inner() const { return inner_; }

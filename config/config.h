@@ -15,6 +15,7 @@
 #include <string_view>
 #include <vector>
 
+#include "common/llm_api.h"  // LlmApi: the API a rule or credential speaks
 #include "common/result.h"
 
 namespace sandgate::config {
@@ -48,13 +49,6 @@ struct GitRules {
   bool archive = false;         // `archive`: git-upload-archive over SSH (issue #42)
   std::optional<GitPush> push;  // absent: no ref may be pushed
 };
-
-// The LLM API a rule or credential speaks (`llm:`): which request and usage shapes the proxy
-// reads on its intercepted requests (budget/llm_request.h, budget/llm_usage.h).
-enum class LlmApi { kOpenai, kAnthropic };
-// "openai", "anthropic".
-std::string_view llmApiName(LlmApi api);
-std::optional<LlmApi> parseLlmApi(std::string_view s);
 
 // A rule's `llm:` block (or a credential's `llm: <api>`, which means {api} alone).
 struct LlmRule {

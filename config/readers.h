@@ -27,8 +27,6 @@ void readLlm(Reader& r, const Field& f, Llm& llm);
 std::optional<LlmRule> readLlmRule(Reader& r, const Field& f);
 std::optional<LlmApi> readCredentialLlm(Reader& r, const Field& f);
 void checkLlmReferences(Reader& r, const Config& cfg);
-// "1", "1.00", "0.000001" as millionths; nullopt for anything else (sign, exponent, >6 decimals).
-std::optional<uint64_t> parseMicros(std::string_view s);
 
 // credentials: (credential_reader.cc).
 void readCredentials(Reader& r, const Field& f, Config& cfg);

@@ -21,6 +21,7 @@
 namespace {
 
 using namespace sandgate::budget;
+using sandgate::LlmApi;
 
 void checkRequest(LlmApi api, std::string_view body) {
   auto r = readLlmRequest(api, body);

@@ -20,6 +20,8 @@ inline constexpr std::string_view kDeniedByToken = "denied_by_token";
 inline constexpr std::string_view kConnectionLimit = "connection_limit";
 inline constexpr std::string_view kTunnelLimit = "tunnel_limit";
 inline constexpr std::string_view kRateLimited = "rate_limited";
+// state.redis holds the task's shared rate and cannot answer (fail: closed).
+inline constexpr std::string_view kRateUnavailable = "rate_limit_unavailable";
 // Budgets (budget/meter.h, exchange/budget_gate.h).
 inline constexpr std::string_view kBudgetExceeded = "budget_exceeded";
 inline constexpr std::string_view kBudgetUnavailable = "budget_unavailable";
@@ -118,6 +120,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
     {reason::kConnectionLimit, 429, "the task has limits.max_connections open"},
     {reason::kTunnelLimit, 429, "the task has limits.max_tunnels open"},
     {reason::kRateLimited, 429, "more new connections per second than the task may open"},
+    {reason::kRateUnavailable, 503,
+     "the task's shared rate (state.redis) cannot be counted now (refused closed)"},
     {reason::kBudgetExceeded, 429, "one of the task's `budgets` has no room left in its window"},
     {reason::kBudgetUnavailable, 503, "the budget counters cannot answer (refused closed)"},
     {reason::kModelNotAllowed, 403,

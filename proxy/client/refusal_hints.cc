@@ -69,6 +69,7 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {r::kConnectionLimit, "raise limits.max_connections for the task, or close connections"},
     {r::kTunnelLimit, "raise limits.max_tunnels for the task, or close tunnels"},
     {r::kRateLimited, "raise limits.new_connections_per_second for the task, or slow down"},
+    {r::kRateUnavailable, "state.redis is unreachable: try again later"},
     {r::kBudgetExceeded,
      "wait for the budget's window to refill (Retry-After), or raise the budget in `budgets`"},
     {r::kBudgetUnavailable, "the budget counters are unavailable: try again later"},

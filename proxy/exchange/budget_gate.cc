@@ -7,6 +7,7 @@
 
 #include "budget/counter.h"
 #include "proxy/observe/metrics.h"
+#include "proxy/state/redis/waiting_threads.h"
 
 namespace sandgate::proxy {
 
@@ -57,24 +58,52 @@ Refusal budgetRefusal(const budget::Exceeded& over, const AuditRecord& rec) {
       .budget = std::move(note)};
 }
 
+BudgetGate::Admitted BudgetGate::run(budget::Counter& counter, const TaskEntry& task,
+                                     std::optional<uint64_t> bodyBytes,
+                                     const budget::LlmCost* llm) {
+  Admitted out;
+  // admit() calls the counter on this thread only: a change here is this request's.
+  const uint64_t guessed = counter.failedOpen();
+  out.over =
+      budget::admit(counter, task.name, task.budgets, unixNow(), bodyBytes, out.admission, llm);
+  out.guessed = counter.failedOpen() != guessed;
+  return out;
+}
+
+std::optional<Refusal> BudgetGate::finish(Admitted admitted) {
+  // `state.redis` with `fail: open` admitted without counting: audited, never silent.
+  if (admitted.guessed) {
+    log_.record.budgetFailOpen = true;
+    if (c_.metrics) c_.metrics->budgetFailOpen();
+  }
+  if (admitted.over) return budgetRefusal(*admitted.over, log_.record);
+  admission_ = std::move(admitted.admission);
+  return std::nullopt;
+}
+
 std::optional<Refusal> BudgetGate::admit(std::optional<uint64_t> bodyBytes,
                                          const budget::LlmCost* llm) {
   const TaskEntry* task = c_.task;
   if (!task || task->budgets.empty() || !c_.snap->budgetCounter) return std::nullopt;
-  budget::Admission admission;
-  budget::Counter& counter = *c_.snap->budgetCounter;
-  // admit() calls the counter on this thread only: a change here is this request's.
-  const uint64_t guessed = counter.failedOpen();
-  auto over =
-      budget::admit(counter, task->name, task->budgets, unixNow(), bodyBytes, admission, llm);
-  // `state.redis` with `fail: open` admitted without counting: audited, never silent.
-  if (counter.failedOpen() != guessed) {
-    log_.record.budgetFailOpen = true;
-    if (c_.metrics) c_.metrics->budgetFailOpen();
-  }
-  if (over) return budgetRefusal(*over, log_.record);
-  admission_ = std::move(admission);
-  return std::nullopt;
+  return finish(run(*c_.snap->budgetCounter, *task, bodyBytes, llm));
+}
+
+boost::asio::awaitable<std::optional<Refusal>> BudgetGate::admitAsync(
+    std::optional<uint64_t> bodyBytes, const budget::LlmCost* llm) {
+  const TaskEntry* task = c_.task;
+  if (!task || task->budgets.empty() || !c_.snap->budgetCounter) co_return std::nullopt;
+  if (!c_.snap->budgetCounter->waits()) co_return admit(bodyBytes, llm);
+  // The snapshot (and its counter) lives until the admission answers, whatever a reload does.
+  std::shared_ptr<const Snapshot> snap = c_.snap;
+  std::optional<budget::LlmCost> cost;
+  if (llm) cost = *llm;
+  // Named, not a temporary of the co_await expression: GCC 12 destroys such temporaries twice.
+  auto count = [snap, task, bodyBytes, cost] {
+    return run(*snap->budgetCounter, *task, bodyBytes, cost ? &*cost : nullptr);
+  };
+  auto answer = redis::offWorker<Admitted>(std::move(count));
+  Admitted admitted = co_await std::move(answer);
+  co_return finish(std::move(admitted));
 }
 
 void BudgetGate::settle() {

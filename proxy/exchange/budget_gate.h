@@ -24,8 +24,16 @@ class BudgetGate {
   // Admits the request (announcing `bodyBytes` when its length is known); the refusal when a
   // budget has no room. Nothing is counted for a refused request.
   // `llm`: an LLM call's worst case, reserved on token and spend budgets (llm_gate.h).
+  // Waits here on a counter that waits (Redis): for the SSH broker's session thread, and for
+  // HTTP/2 streams (whose admission is not asynchronous yet).
   std::optional<Refusal> admit(std::optional<uint64_t> bodyBytes,
                                const budget::LlmCost* llm = nullptr);
+  // The same admission as a completion: with a counter that waits on Redis, the round trips
+  // run on the threads that wait on Redis (state/redis/waiting_threads.h) and the coroutine
+  // resumes on its own worker, which serves its other connections meanwhile. A local counter
+  // answers at once, inline.
+  boost::asio::awaitable<std::optional<Refusal>> admitAsync(std::optional<uint64_t> bodyBytes,
+                                                            const budget::LlmCost* llm = nullptr);
   // Replaces an LLM call's reserve with what it cost; before settle().
   void settleLlm(const budget::LlmCost& cost);
 
@@ -34,6 +42,16 @@ class BudgetGate {
   void settle();
 
  private:
+  struct Admitted {
+    std::optional<budget::Exceeded> over;
+    budget::Admission admission;
+    bool guessed = false;  // `fail: open` admitted without counting
+  };
+  // What admit() found, counted by `counter` on the calling thread.
+  static Admitted run(budget::Counter& counter, const TaskEntry& task,
+                      std::optional<uint64_t> bodyBytes, const budget::LlmCost* llm);
+  std::optional<Refusal> finish(Admitted admitted);
+
   ClientConnection& c_;
   RequestLog& log_;
   std::optional<budget::Admission> admission_;

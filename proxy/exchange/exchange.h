@@ -197,7 +197,8 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
     } else if (auto n = parser.content_length()) {
       announced = *n;
     }
-    if (auto refusal = budgets.admit(announced, llmCall ? &llmCall->reserve : nullptr)) {
+    if (auto refusal =
+            co_await budgets.admitAsync(announced, llmCall ? &llmCall->reserve : nullptr)) {
       if (llmCall) *refusal = llmShaped(std::move(*refusal), llmCall->api);
       co_await route.refuse(log, *refusal);
       co_return false;

@@ -21,10 +21,6 @@ namespace json = boost::json;
 
 namespace {
 
-budget::LlmApi apiOf(config::LlmApi a) {
-  return a == config::LlmApi::kAnthropic ? budget::LlmApi::kAnthropic : budget::LlmApi::kOpenai;
-}
-
 bool hasSpendBudget(const ClientConnection& c) {
   if (!c.task) return false;
   return std::any_of(c.task->budgets.begin(), c.task->budgets.end(),
@@ -79,7 +75,7 @@ size_t eventEnd(std::string_view s) {
 
 }  // namespace
 
-Refusal llmShaped(Refusal r, budget::LlmApi api) {
+Refusal llmShaped(Refusal r, LlmApi api) {
   r.body = budget::llmErrorBody(api, r.status, r.reason, r.detail);
   return r;
 }
@@ -90,7 +86,7 @@ asio::awaitable<LlmGateResult> readLlmCall(http::request_parser<http::buffer_bod
                                            const GitReadSome& readSome, const GitWrite& write,
                                            bool& sentContinue) {
   auto& req = parser.get();
-  const budget::LlmApi api = apiOf(rule.api);
+  const LlmApi api = rule.api;
   auto refuse = [&](int status, std::string_view reason, std::string detail) {
     Refusal r{.status = status,
               .reason = reason,
@@ -200,7 +196,7 @@ asio::awaitable<LlmGateResult> readLlmCall(http::request_parser<http::buffer_bod
           fmt::format("max tokens {} is over the cap of {}", *asked.maxTokens, *rule.maxTokens));
     }
   }
-  if (api == budget::LlmApi::kOpenai && asked.stream && !asked.includeUsage) {
+  if (api == LlmApi::kOpenai && asked.stream && !asked.includeUsage) {
     auto rewritten = withIncludeUsage(body);
     if (!rewritten) co_return refuse(400, reason::kLlmBodyUnreadable, "the body is not JSON");
     body = std::move(*rewritten);

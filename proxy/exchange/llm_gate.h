@@ -38,7 +38,7 @@ inline constexpr uint64_t kUncappedOutputReserve = 4096;
 
 // An LLM call admitted by its rule, before its budgets.
 struct LlmCall {
-  budget::LlmApi api = budget::LlmApi::kOpenai;
+  LlmApi api = LlmApi::kOpenai;
   std::string model;
   bool stream = false;
   bool hideUsageChunk = false;  // include_usage was added: its chunk is not the client's
@@ -71,7 +71,7 @@ boost::asio::awaitable<LlmGateResult> readLlmCallOn(
 }
 
 // The provider-shaped version of a refusal of an LLM call (its body replaced).
-Refusal llmShaped(Refusal r, budget::LlmApi api);
+Refusal llmShaped(Refusal r, LlmApi api);
 
 // The response side of an admitted call: reads usage from the body as it is relayed (and
 // hides the usage chunk sandgate asked for), then settles the call's budgets and fills the
@@ -90,7 +90,7 @@ class LlmMeter : public BodyTap {
   void pass(std::string_view in, bool last, std::string& out) override;
   // The body that goes upstream in place of the client's.
   std::string_view body() const { return call_.body; }
-  budget::LlmApi api() const { return call_.api; }
+  LlmApi api() const { return call_.api; }
   // Whether the tap may change the body's length (the client's framing is sandgate's then).
   bool changesLength() const { return call_.hideUsageChunk && eventStream_; }
   // Settles once: the usage if one was read, nothing for a call the upstream never answered

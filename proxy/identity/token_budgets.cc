@@ -7,6 +7,8 @@
 #include <limits>
 #include <set>
 
+#include "common/llm_api.h"
+
 namespace sandgate::proxy {
 
 namespace json = boost::json;
@@ -78,9 +80,24 @@ std::optional<std::vector<config::Budget>> parseTokenBudgets(const json::value& 
         }
         continue;
       }
+      if (key == "spend") {
+        // The config's exact decimal (a string, "1.00"), in millionths: a JSON number would be
+        // a float, and two replicas must read one limit.
+        std::optional<uint64_t> micros;
+        if (value.is_string()) micros = parseMicros(value.as_string());
+        if (!micros || *micros == 0) {
+          *why = fmt::format("[{}].spend is not a decimal string above 0 such as \"1.00\"", i);
+          return std::nullopt;
+        }
+        b.spendMicros = micros;
+        limited = true;
+        continue;
+      }
       std::optional<uint64_t>* limit = key == "requests"         ? &b.requests
                                        : key == "request_bytes"  ? &b.requestBytes
                                        : key == "response_bytes" ? &b.responseBytes
+                                       : key == "input_tokens"   ? &b.inputTokens
+                                       : key == "output_tokens"  ? &b.outputTokens
                                                                  : nullptr;
       if (!limit) {
         *why = fmt::format("[{}] names `{}`, which is not a budget key", i,
@@ -134,6 +151,9 @@ std::optional<std::string> narrowBudgets(std::vector<config::Budget>& task,
     if (auto w = lower(t.requests, it->requests, "requests")) return w;
     if (auto w = lower(t.requestBytes, it->requestBytes, "request_bytes")) return w;
     if (auto w = lower(t.responseBytes, it->responseBytes, "response_bytes")) return w;
+    if (auto w = lower(t.inputTokens, it->inputTokens, "input_tokens")) return w;
+    if (auto w = lower(t.outputTokens, it->outputTokens, "output_tokens")) return w;
+    if (auto w = lower(t.spendMicros, it->spendMicros, "spend (millionths)")) return w;
   }
   return std::nullopt;
 }
@@ -147,6 +167,11 @@ json::array budgetsJson(const std::vector<config::Budget>& budgets) {
     if (b.requests) o["requests"] = *b.requests;
     if (b.requestBytes) o["request_bytes"] = *b.requestBytes;
     if (b.responseBytes) o["response_bytes"] = *b.responseBytes;
+    if (b.inputTokens) o["input_tokens"] = *b.inputTokens;
+    if (b.outputTokens) o["output_tokens"] = *b.outputTokens;
+    if (b.spendMicros) {
+      o["spend"] = fmt::format("{}.{:06}", *b.spendMicros / 1000000, *b.spendMicros % 1000000);
+    }
     out.push_back(std::move(o));
   }
   return out;

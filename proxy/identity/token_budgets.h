@@ -1,6 +1,7 @@
 // The `budgets` claim of a task token: budgets the token's connections are measured against
 // besides the task's (config `budgets:`), in the same shape
-// ({"name", "window", "requests", "request_bytes", "response_bytes"}). A token may only
+// ({"name", "window", "requests", "request_bytes", "response_bytes", "input_tokens",
+// "output_tokens", "spend"}, spend an exact decimal string as in the config). A token may only
 // narrow: a budget under a name the task already has keeps that budget's window and may only
 // lower its limits (it is the same counter with a lower limit); a new name adds a budget,
 // counted for the task like its own. A claim that is not exactly this shape makes the token

@@ -6,6 +6,7 @@
 #include <boost/asio/write.hpp>
 
 #include "broker/secret.h"
+#include "budget/observed_counter.h"
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
@@ -16,6 +17,8 @@
 #include "proxy/observe/metrics.h"
 #include "proxy/session/token_task.h"
 #include "proxy/session/transparent.h"
+#include "proxy/state/redis/redis_counter.h"
+#include "proxy/state/redis/waiting_threads.h"
 #include "proxy/tunnel/connect.h"
 #include "proxy/upstream/upstream.h"
 
@@ -48,18 +51,36 @@ class IdleMark {
   tcp::socket* s_;
 };
 
-// Admission of a connection for its task: the rate of new connections, then the number of
-// concurrent ones. Returns the refusal reason, if any.
+Refusal rateLimited(const TaskEntry& task) {
+  return Refusal{.status = 429,
+                 .reason = reason::kRateLimited,
+                 .task = task.name,
+                 .detail = "too many new connections per second for this task",
+                 .hint = "raise limits.new_connections_per_second for the task"};
+}
+
+// The counters of `state.redis`, which then hold every task's new-connection rate (shared by
+// the replicas: each one's own limiter would admit the rate once per replica); null without.
+// The snapshot's counter is the Redis one inside an ObservedCounter (the budget gauges'
+// wrapper): looking for the Redis counter itself would find nothing and fall back to this
+// replica's own limiter, the very thing state.redis is there to prevent.
+redis::RedisCounter* sharedRate(const ClientConnection& c) {
+  budget::Counter* counter = c.snap->budgetCounter.get();
+  if (auto* observed = dynamic_cast<budget::ObservedCounter*>(counter)) {
+    counter = observed->inner().get();
+  }
+  return dynamic_cast<redis::RedisCounter*>(counter);
+}
+
+// Admission of a connection for its task: the rate of new connections (here, unless it is
+// shared: then takeSharedRate() right after), then the number of concurrent ones. Returns the
+// refusal reason, if any.
 std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   c.task = &task;
   c.metrics = c.state.metrics ? c.state.metrics->task(task.seriesName()) : nullptr;
-  if (!task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
-                                          std::chrono::steady_clock::now())) {
-    return Refusal{.status = 429,
-                   .reason = reason::kRateLimited,
-                   .task = task.name,
-                   .detail = "too many new connections per second for this task",
-                   .hint = "raise limits.new_connections_per_second for the task"};
+  if (!sharedRate(c) && !task.state->tryTakeConnectionToken(task.limits.newConnectionsPerSecond,
+                                                            std::chrono::steady_clock::now())) {
+    return rateLimited(task);
   }
   if (!task.state->tryAcquireConnection(task.limits.maxConnections)) {
     return Refusal{
@@ -72,6 +93,44 @@ std::optional<Refusal> admit(ClientConnection& c, const TaskEntry& task) {
   c.connectionSlot = TaskSlot(task.state, TaskSlot::Kind::kConnection);
   if (c.metrics) c.metrics->connectionOpened();
   return std::nullopt;
+}
+
+// A newly admitted connection against its task's rate in Redis. The round trip runs off the
+// worker (state/redis/waiting_threads.h); Redis unreachable is the state's fail mode: closed
+// refuses (503 rate_limit_unavailable), open admits and audits budget_fail_open.
+asio::awaitable<std::optional<Refusal>> takeSharedRate(ClientConnection& c, RequestLog& log) {
+  redis::RedisCounter* counter = sharedRate(c);
+  if (!counter || !c.task) co_return std::nullopt;
+  struct Taken {
+    budget::TakeResult result;
+    bool guessed = false;
+  };
+  // The snapshot holds the counter until the answer is in, whatever a reload does meanwhile.
+  // Named, not a temporary of the co_await expression: GCC 12 destroys such temporaries twice.
+  auto take = [snap = c.snap, counter, task = c.task->name,
+               rate = c.task->limits.newConnectionsPerSecond] {
+    const uint64_t before = counter->failedOpen();
+    budget::TakeResult r = counter->takeRate(task, rate);
+    return Taken{r, counter->failedOpen() != before};
+  };
+  auto answer = redis::offWorker<Taken>(std::move(take));
+  Taken taken = co_await std::move(answer);
+  if (taken.guessed) {
+    log.record.budgetFailOpen = true;
+    if (c.metrics) c.metrics->budgetFailOpen();
+  }
+  using Status = budget::TakeResult::Status;
+  if (taken.result.status == Status::kOver) co_return rateLimited(*c.task);
+  if (taken.result.status == Status::kUnavailable) {
+    co_return Refusal{.status = 503,
+                      .reason = reason::kRateUnavailable,
+                      .task = c.task->name,
+                      .detail =
+                          "the task's new-connection rate is shared through state.redis, "
+                          "which cannot answer now, so the connection is refused",
+                      .outcome = Outcome::kError};
+  }
+  co_return std::nullopt;
 }
 
 // The connection belongs to `task` from its first identified request on: a later request may
@@ -169,7 +228,9 @@ asio::awaitable<void> serve(ClientConnection& c) {
       }
       co_return;
     }
-    if (auto r = admit(c, *task)) {
+    std::optional<Refusal> r = admit(c, *task);
+    if (!r) r = co_await takeSharedRate(c, log);
+    if (r) {
       c.transparent = c.silentRefusals = c.listener->capture != nullptr;
       co_await refuse(c, log, *r);
       co_return;
@@ -272,7 +333,10 @@ asio::awaitable<void> serve(ClientConnection& c) {
       continue;
     }
     if (!c.listener->task) {
-      if (auto r = identify(c, head)) {
+      const bool wasBound = c.task != nullptr;
+      std::optional<Refusal> r = identify(c, head);
+      if (!r && !wasBound) r = co_await takeSharedRate(c, log);  // admitted just now
+      if (r) {
         r->host = log.record.host;
         co_await refuse(c, log, *r);
         co_return;

@@ -123,7 +123,7 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
   // is dialled, and settled with the bytes it carried when it ends (the gate's destructor). A
   // budget of bytes that tunnels escaped would let an allowed host carry what it refuses.
   BudgetGate budgets(c, log);
-  if (auto refusal = budgets.admit(std::nullopt)) {
+  if (auto refusal = co_await budgets.admitAsync(std::nullopt)) {
     co_await refuse(c, log, *refusal);
     co_return;
   }

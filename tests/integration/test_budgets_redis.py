@@ -9,16 +9,21 @@ Redis password is registered for the suite's leak check (logs, audit lines, metr
 
 import json
 import os
+import statistics
+import threading
+import time
 import unittest
 
 import artifacts
 from redis_server import RedisServer
-from sandgate_fixture import Sandgate, read_response, wait_until
+from sandgate_fixture import Sandgate, read_response, read_response_head, wait_until
+from slow_relay import SlowRelay
 from upstreams import HttpUpstream
 
 TOKEN = "redis-bud-get"
 PASSWORD = "redis-pass-7f3a9c21e4b8"
 WRONG = "wrong-redis-pass-55d0e6"
+RATE = 2  # new connections per second (a burst of 2) for task `rated`
 
 
 class RedisBudgetsTest(unittest.TestCase):
@@ -43,9 +48,12 @@ class RedisBudgetsTest(unittest.TestCase):
         rule = {"host": "api.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}
         policies = {"shared": {"allow": [rule],
                                "budgets": [{"name": "calls", "window": "run", "requests": 5}]},
+                    "free": {"allow": [rule]},
                     "small": {"allow": [rule],
                               "budgets": [{"name": "calls", "window": "run", "requests": 3}]}}
         tasks = [{"name": "pair", "policy": "shared", "token": TOKEN},
+                 {"name": "rated", "policy": "free", "token": TOKEN,
+                  "limits": {"new_connections_per_second": RATE}},
                  {"name": "outage", "policy": "small", "token": TOKEN},
                  {"name": "open", "policy": "small", "token": TOKEN},
                  {"name": "wrong", "policy": "small", "token": TOKEN}]
@@ -101,14 +109,29 @@ class RedisBudgetsTest(unittest.TestCase):
         opened = self.replicas.get("o") or self.replica("o", fail="open", prefix="open:")
         self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)
         self.assertEqual(self.send(opened, "open", "/echo/open")[0], 200)
+        # Admitted (its connection rate counted) while Redis was up: its next request meets the
+        # budget, which cannot be counted once Redis is gone.
+        kept = closed.connect()
+        kept.sendall(("GET http://api.test/echo/kept HTTP/1.1\r\nHost: api.test\r\n%s\r\n" %
+                      Sandgate.auth_header("outage", TOKEN)).encode())
+        self.assertEqual(read_response(kept)[0], 200)
         self.redis.stop()
         try:
-            # Closed: nothing reaches the upstream while the budget cannot be counted.
+            # Closed: nothing reaches the upstream while the budget cannot be counted, nor a new
+            # connection while the task's shared rate cannot.
             for _ in range(3):
                 status, headers, body = self.send(closed, "outage", "/echo/outage")
                 self.assertEqual(status, 503, body)
-                self.assertEqual(headers.get("x-sandgate-reason"), "budget_unavailable")
+                self.assertEqual(headers.get("x-sandgate-reason"), "rate_limit_unavailable")
+            kept.sendall(("GET http://api.test/echo/kept HTTP/1.1\r\nHost: api.test\r\n%s"
+                          "Connection: close\r\n\r\n" % Sandgate.auth_header("outage", TOKEN))
+                         .encode())
+            status, headers, body = read_response(kept)
+            self.assertEqual((status, headers.get("x-sandgate-reason")),
+                             (503, "budget_unavailable"), body)
+            kept.close()
             self.assertEqual(self.seen("/echo/outage"), 1)
+            self.assertEqual(self.seen("/echo/kept"), 1)
             rec = closed.wait_audit(task="outage", reason="budget_unavailable")
             self.assertEqual(rec["status"], 503)
             self.assertFalse(rec["budget_fail_open"])
@@ -137,12 +160,33 @@ class RedisBudgetsTest(unittest.TestCase):
         sg = self.replica("w", password=WRONG, prefix="wrong:")
         wait_until(lambda: "WRONGPASS" in sg.stderr(), what="the AUTH refusal logged")
         status, headers, _ = self.send(sg, "wrong", "/echo/wrong")
-        self.assertEqual((status, headers.get("x-sandgate-reason")), (503, "budget_unavailable"))
+        self.assertEqual((status, headers.get("x-sandgate-reason")),
+                         (503, "rate_limit_unavailable"))
         self.assertEqual(self.seen("/echo/wrong"), 0)
         self.assertNotIn(WRONG, sg.stderr())
         self.assertNotIn(PASSWORD, sg.stderr())
         for replica in self.replicas.values():
             replica.metrics()  # recorded for the leak check
+
+    def test_two_replicas_share_one_connection_rate(self):
+        """The attacker opens new connections as fast as it can, alternating between two
+        replicas: together they admit the task's rate (a burst of RATE, then RATE a second),
+        not RATE per replica."""
+        a = self.replicas.get("a") or self.replica("a")
+        b = self.replicas.get("b") or self.replica("b")
+        got = []
+        start = time.monotonic()
+        for i in range(4 * RATE):  # bounded
+            status, headers, _ = self.send(a if i % 2 == 0 else b, "rated", "/echo/rated")
+            got.append((status, headers.get("x-sandgate-reason")))
+        elapsed = time.monotonic() - start
+        admitted = [g for g in got if g[0] == 200]
+        self.assertTrue(all(g == (429, "rate_limited") for g in got if g[0] != 200), got)
+        # The burst, and what the rate refilled meanwhile: each replica alone would admit the
+        # burst, twice it together.
+        self.assertGreaterEqual(len(admitted), RATE, got)
+        self.assertLessEqual(len(admitted), RATE + int(elapsed * RATE), (got, elapsed))
+        self.assertEqual(self.seen("/echo/rated"), len(admitted))
 
     def test_the_url_may_not_carry_the_password(self):
         sg = Sandgate({"p": {"allow": [{"host": "api.test"}]}}, [])
@@ -156,6 +200,108 @@ class RedisBudgetsTest(unittest.TestCase):
             self.assertNotIn(PASSWORD, sg.stderr())
         finally:
             sg.cleanup()
+
+
+class SlowRedisTest(unittest.TestCase):
+    """Redis answering late (a relay that holds its replies DELAY seconds) and one worker
+    thread: a task whose requests wait on a budget admission must not make another task's
+    requests, which count no budget, wait behind them (on a connection already admitted: a new
+    connection's shared rate waits on Redis too). On the code before asynchronous
+    admission the worker itself waited each round trip, and the free task's request with it."""
+
+    DELAY = 0.2  # under the link's 250 ms reply timeout: the budgeted requests are admitted
+
+    @classmethod
+    def setUpClass(cls):
+        artifacts.register_secret("redis-password", PASSWORD)
+        cls.redis = RedisServer(PASSWORD).start()
+        cls.relay = SlowRelay(cls.redis.port, cls.DELAY)
+        cls.up = HttpUpstream()
+        rule = {"host": "api.test", "ports": [80], "cidrs": ["127.0.0.0/8"]}
+        policies = {"metered": {"allow": [rule], "budgets": [
+                        {"name": "calls", "window": "run", "requests": 1000}]},
+                    "free": {"allow": [rule]}}
+        tasks = [{"name": "metered", "policy": "metered", "token": TOKEN},
+                 {"name": "free", "policy": "free", "token": TOKEN}]
+        cls.sg = Sandgate(policies, tasks, resolve={"api.test": "127.0.0.1:%d" % cls.up.port},
+                          threads=1)
+        pw_file = cls.sg.secret_file("redis-slow", PASSWORD)
+        cls.sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
+        cls.sg.config["state"] = {"redis": {"url": "redis://127.0.0.1:%d/0" % cls.relay.port,
+                                            "password": "redis", "key_prefix": "slow:"}}
+        cls.sg.write_config(cls.sg.config)
+        cls.sg.start()
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.sg.cleanup()
+        cls.relay.close()
+        cls.redis.cleanup()
+        cls.up.close()
+
+    def timed(self, task, path):
+        """(status, seconds) of one request on a new connection."""
+        start = time.monotonic()
+        s = self.sg.connect()
+        try:
+            s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n%s"
+                       "Connection: close\r\n\r\n" % (path, Sandgate.auth_header(task, TOKEN)))
+                      .encode())
+            status = read_response(s)[0]
+        finally:
+            s.close()
+        return status, time.monotonic() - start
+
+    def timed_on(self, s, task, path):
+        """(status, seconds) of one request on the open connection `s`."""
+        start = time.monotonic()
+        s.sendall(("GET http://api.test%s HTTP/1.1\r\nHost: api.test\r\n%s\r\n" %
+                   (path, Sandgate.auth_header(task, TOKEN))).encode())
+        status, headers, rest = read_response_head(s)
+        self.assertEqual(headers.get("transfer-encoding"), "chunked")  # relayed chunked
+        while not rest.endswith(b"0\r\n\r\n"):  # a short body: its last chunk ends it
+            data = s.recv(65536)
+            if not data:
+                break
+            rest += data
+        return status, time.monotonic() - start
+
+    def test_a_request_without_a_budget_does_not_wait_behind_admissions(self):
+        # The link is up and the script loaded before timing anything.
+        wait_until(lambda: self.timed("metered", "/echo/warm")[0] == 200, timeout=15,
+                   what="a metered request admitted through the slow Redis")
+        # The free task's connection is admitted before (its new-connection rate is shared
+        # through Redis too): its requests then need nothing from Redis.
+        free_conn = self.sg.connect()
+        self.assertEqual(self.timed_on(free_conn, "free", "/bytes?n=10")[0], 200)
+        metered = []
+        stop = threading.Event()
+
+        def client():
+            for _ in range(8):  # bounded: at most 8 requests per client
+                if stop.is_set():
+                    break
+                metered.append(self.timed("metered", "/echo/metered"))
+
+        clients = [threading.Thread(target=client) for _ in range(4)]
+        for t in clients:
+            t.start()
+        try:
+            free = []
+            while len(metered) < 2:  # admissions are under way
+                time.sleep(0.01)
+            for _ in range(6):
+                free.append(self.timed_on(free_conn, "free", "/bytes?n=10"))
+        finally:
+            free_conn.close()
+            stop.set()
+            for t in clients:
+                t.join(timeout=30)
+        self.assertTrue(all(st == 200 for st, _ in metered + free), (metered, free))
+        # The budgeted requests did wait on Redis (each at least one round trip) ...
+        self.assertGreaterEqual(min(d for _, d in metered), self.DELAY * 0.9, metered)
+        # ... and the free task's did not wait behind them on the one worker.
+        self.assertLess(statistics.median(d for _, d in free), self.DELAY / 2, free)
 
 
 if __name__ == "__main__":

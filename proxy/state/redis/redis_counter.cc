@@ -28,6 +28,20 @@ if v < 0 then redis.call('SET', KEYS[1], 0) v = 0 end
 redis.call('EXPIREAT', KEYS[1], ARGV[2])
 return v)";
 
+// A task's new-connection rate shared by every replica: the local limiter's GCRA
+// (state/task_limits.h) on a key holding the theoretical arrival time, in microseconds of
+// Redis's own clock (TIME), so that replicas whose clocks differ still share one schedule.
+// ARGV: the interval between connections and the tolerance (a burst's worth), microseconds.
+// Returns 1 (admitted) or 0; the key expires once the schedule has caught up with now.
+constexpr std::string_view kRate = R"(local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000000 + tonumber(t[2])
+local tat = tonumber(redis.call('GET', KEYS[1]) or '0')
+if tat < now then tat = now end
+if tat - now > tonumber(ARGV[2]) then return 0 end
+tat = tat + tonumber(ARGV[1])
+redis.call('SET', KEYS[1], string.format('%.0f', tat), 'PX', math.floor((tat - now) / 1000) + 1000)
+return 1)";
+
 // Run windows never end: their keys live this long after the last write (a run is hours).
 constexpr int64_t kRunKeyLife = 30 * 24 * 3600;
 
@@ -44,6 +58,7 @@ int64_t unixNow() {
 
 std::string_view takeScript() { return kTake; }
 std::string_view addScript() { return kAdd; }
+std::string_view rateScript() { return kRate; }
 
 std::string scriptSha(std::string_view script) {
   unsigned char md[SHA_DIGEST_LENGTH];
@@ -94,8 +109,9 @@ uint64_t RedisCounter::failedOpen() const { return tlFailedOpen; }
 
 std::optional<Reply> RedisCounter::script(int which, const std::string& key,
                                           const std::vector<std::string>& args) {
-  static const std::string shas[2] = {scriptSha(kTake), scriptSha(kAdd)};
-  const std::string_view body = which == 0 ? kTake : kAdd;
+  static const std::string shas[3] = {scriptSha(kTake), scriptSha(kAdd), scriptSha(kRate)};
+  static constexpr std::string_view bodies[3] = {kTake, kAdd, kRate};
+  const std::string_view body = bodies[which];
   std::vector<std::string_view> argv = {"EVALSHA", shas[which], "1", key};
   for (const auto& a : args) argv.push_back(a);
   auto r = link_->call({formatCommand(argv)});
@@ -121,6 +137,25 @@ budget::TakeResult RedisCounter::tryAdd(std::string_view key, int64_t amount, in
     return {r->elements[0].integer == 1 ? Status::kTaken : Status::kOver, r->elements[1].integer};
   }
   if (r && r->isError()) spdlog::warn("state.redis: budget script refused: {}", r->errorCode());
+  if (failOpen_) {
+    openAnswer();
+    return {Status::kTaken, 0};
+  }
+  return {Status::kUnavailable, 0};
+}
+
+budget::TakeResult RedisCounter::takeRate(std::string_view task, double perSecond) {
+  using Status = budget::TakeResult::Status;
+  if (perSecond <= 0) return {Status::kOver, 0};
+  // As TaskState::tryTakeConnectionToken: a burst of max(1, rate).
+  const double interval = 1e6 / perSecond;
+  const double tolerance = (std::max(1.0, perSecond) - 1.0) * interval;
+  auto r = script(2, fmt::format("{}sandgate:rate:{}:connections", prefix_, task),
+                  {fmt::format("{:.0f}", interval), fmt::format("{:.0f}", tolerance)});
+  if (r && r->type == Reply::Type::kInteger) {
+    return {r->integer == 1 ? Status::kTaken : Status::kOver, 0};
+  }
+  if (r && r->isError()) spdlog::warn("state.redis: rate script refused: {}", r->errorCode());
   if (failOpen_) {
     openAnswer();
     return {Status::kTaken, 0};

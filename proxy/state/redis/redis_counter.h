@@ -12,6 +12,8 @@
 //   never waits on Redis. A byte budget can therefore be passed by what the replicas settled in
 //   the last kFlushEvery (the README's "what is approximate").
 // - get (a byte budget's room) is one GET, plus what this process has not flushed yet.
+// - takeRate (a task's new connection) is one Lua GCRA per connection: the per-task rate limit
+//   of `limits:` shared across replicas.
 //
 // When the link is down or a reply does not come in time: `fail: closed` answers kUnavailable
 // (503 budget_unavailable); `fail: open` admits (used 0), counts it in failedOpen() so the
@@ -42,6 +44,11 @@ class RedisCounter final : public budget::Counter {
   bool add(std::string_view key, int64_t amount, int64_t expiresAt) override;
   std::optional<int64_t> get(std::string_view key) override;
   uint64_t failedOpen() const override;
+  // One new connection of `task` against its `limits.new_connections_per_second`, shared by
+  // every replica (a Lua GCRA on Redis's clock): kTaken, kOver, or by the fail mode when Redis
+  // cannot answer (open: kTaken, counted in failedOpen()). Waits one round trip.
+  budget::TakeResult takeRate(std::string_view task, double perSecond);
+  bool waits() const override { return true; }
 
   // Answers admitted by `fail: open` while Redis could not answer (every thread): the metric.
   uint64_t failOpenTotal() const { return failOpenTotal_.load(std::memory_order_relaxed); }
@@ -78,6 +85,7 @@ class RedisCounter final : public budget::Counter {
 // The Lua scripts and their SHA-1s (exposed for the unit tests).
 std::string_view takeScript();
 std::string_view addScript();
+std::string_view rateScript();
 std::string scriptSha(std::string_view script);
 
 }  // namespace sandgate::proxy::redis
