@@ -17,6 +17,7 @@
 #include "policy/git_rules.h"
 #include "proxy/exchange/budget_gate.h"
 #include "proxy/net/completion.h"
+#include "proxy/ssh/git_decision.h"
 #include "proxy/ssh/ssh_session.h"
 #include "proxy/upstream/upstream.h"
 
@@ -195,33 +196,10 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
     return std::string(fetch.secret->reveal());
   };
   p.decideCommand = [gitRules](const ssh::GitCommand& cmd) {
-    // git.archive is read but not compiled into policy::GitRules yet: archives are refused.
-    if (cmd.service == ssh::GitService::kUploadArchive) {
-      return ssh::GitVerdict{false, reason::kSshCommandRefused, "git-upload-archive is not served"};
-    }
-    // Without a `git:` block the rule admits the host; the exec gate still serves only git.
-    if (!gitRules) return ssh::GitVerdict{};
-    policy::GitRequest req{cmd.service == ssh::GitService::kReceivePack
-                               ? policy::GitService::kReceivePack
-                               : policy::GitService::kUploadPack,
-                           cmd.repository, false};
-    auto v = gitRules->decideRequest(req);
-    return ssh::GitVerdict{v.allowed, v.reason, v.detail};
+    return ssh::decideGitCommand(gitRules, cmd);
   };
   p.decidePush = [gitRules](const policy::PushCommands& push) {
-    ssh::PushVerdict v;
-    if (!gitRules) return v;
-    auto d = policy::decidePush(*gitRules, push);
-    v.refused = d.refused;
-    v.reason = d.reason;
-    v.detail = d.detail;
-    for (const auto& cv : d.commands) {
-      v.verdicts.push_back(cv.allowed ? std::string(policy::reason::kAllowed)
-                                      : std::string(cv.reason));
-      v.why.push_back(cv.allowed ? fmt::format("push refused as a whole ({})", d.reason)
-                                 : fmt::format("{} ({})", cv.reason, cv.detail));
-    }
-    return v;
+    return ssh::decideGitPush(gitRules, push);
   };
   p.onRefusal = [shared](const ssh::SshRefusal& r) {
     std::lock_guard<std::mutex> lock(shared->mu);
