@@ -11,6 +11,7 @@
 #include <optional>
 #include <unordered_map>
 
+#include "proxy/observe/metrics_families.h"
 #include "proxy/observe/process_metrics.h"
 
 #ifndef SANDGATE_VERSION
@@ -62,23 +63,6 @@ std::string_view admit(std::set<std::string, std::less<>>& seen, std::string_vie
 }
 
 }  // namespace
-
-struct TaskMetrics::Families {
-  std::shared_ptr<prometheus::Registry> registry;
-  prometheus::Family<prometheus::Counter>* requests;
-  prometheus::Family<prometheus::Gauge>* active;
-  prometheus::Family<prometheus::Gauge>* tunnels;
-  prometheus::Family<prometheus::Counter>* bytes;
-  prometheus::Family<prometheus::Histogram>* latency;
-  prometheus::Family<prometheus::Counter>* tunnelEnds;
-  prometheus::Family<prometheus::Histogram>* lifetime;
-  prometheus::Family<prometheus::Counter>* injections;
-  prometheus::Family<prometheus::Counter>* scrubs;
-  prometheus::Family<prometheus::Counter>* intercepted;
-  prometheus::Family<prometheus::Counter>* leafCache;
-  prometheus::Family<prometheus::Counter>* gitRefs;
-  prometheus::Family<prometheus::Counter>* budgetFailOpen;
-};
 
 TaskMetrics::TaskMetrics(std::shared_ptr<const Families> families, std::string name)
     : families_(std::move(families)), name_(std::move(name)) {
@@ -137,6 +121,11 @@ void TaskMetrics::budgetFailOpen() {
     it = broker_.emplace(std::move(key), &families_->budgetFailOpen->Add({{"task", name_}})).first;
   }
   it->second->Increment();
+}
+
+// The SSH refusal reasons share the caps of the others (ssh_metrics.cc has no admit()).
+std::string_view TaskMetrics::sshReason(std::string_view reason) {
+  return admit(sshReasons_, reason, kMaxReasons);
 }
 
 void TaskMetrics::tlsIntercepted() { intercepted_->Increment(); }
@@ -241,6 +230,7 @@ void TaskMetrics::removeSeries() {
         ->Remove(counter);
   }
   broker_.clear();
+  removeSshSeries();
 }
 
 struct Metrics::State {
@@ -335,6 +325,7 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                                "Refs named by git pushes under a rule's git block, by task and "
                                "verdict (allowed, or the git_* reason)")
                            .Register(*registry);
+  TaskMetrics::registerSshFamilies(*families);
   families->scrubs = &prometheus::BuildCounter()
                           .Name("sandgate_secret_scrubs_total")
                           .Help("Secrets replaced in upstream responses, by task and credential")

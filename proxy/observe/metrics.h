@@ -69,6 +69,17 @@ class TaskMetrics {
   // sandgate_budget_fail_open_total{task}: a request admitted although the shared budget
   // counters (state.redis with `fail: open`) could not count it.
   void budgetFailOpen();
+  // The SSH broker (issue #42): sandgate_ssh_sessions_total{task} and
+  // sandgate_ssh_sessions_active{task} (sessions served after the CONNECT's 200),
+  // sandgate_ssh_refusals_total{task,reason} (each refusal inside a session, and the reason
+  // that ended one; reason tokens only, capped like the others), sandgate_ssh_bytes_total{task,
+  // direction} (git payload relayed, up: to the upstream) and
+  // sandgate_ssh_upstream_host_key_mismatches_total{task}.
+  void sshSessionStarted();
+  void sshSessionEnded();
+  void sshRefusal(std::string_view reason);
+  void sshBytes(uint64_t up, uint64_t down);
+  void sshHostKeyMismatch();
 
   static constexpr size_t kMaxTokenBytes = 48;
   static constexpr size_t kMaxKinds = 8;
@@ -104,6 +115,14 @@ class TaskMetrics {
   // refs are "g||reason" (reasons are the catalogue's tokens).
   std::map<std::string, prometheus::Counter*, std::less<>> broker_;
   prometheus::Counter* intercepted_;
+  prometheus::Gauge* sshActive_ = nullptr;  // under mu_; made by the task's first SSH session
+  // Keyed by a tag ('S' sessions, 'R' refusals, 'U'/'D' bytes, 'K' mismatches) and the reason.
+  std::map<std::string, prometheus::Counter*, std::less<>> ssh_;
+  prometheus::Counter& sshCounter(char tag, std::string_view reason);  // under mu_
+  std::string_view sshReason(std::string_view reason);                 // under mu_
+  static void registerSshFamilies(Families& families);                 // ssh_metrics.cc
+  void removeSshSeries();                                              // under mu_
+  std::set<std::string, std::less<>> sshReasons_;
   std::set<std::string, std::less<>> kinds_, verdicts_, reasons_;  // distinct values admitted
 };
 

@@ -17,6 +17,7 @@
 #include "policy/git_rules.h"
 #include "proxy/exchange/budget_gate.h"
 #include "proxy/net/completion.h"
+#include "proxy/observe/metrics.h"
 #include "proxy/ssh/git_decision.h"
 #include "proxy/ssh/ssh_session.h"
 #include "proxy/upstream/upstream.h"
@@ -135,6 +136,7 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
   TaskSlot tunnelSlot = co_await acquireTunnelSlot(c, log);
   if (!tunnelSlot) co_return;
   if (!sessionCount().take(task.name, c.snap->config.ssh.maxSessionsPerTask)) {
+    if (c.metrics) c.metrics->sshRefusal(reason::kSshSessionLimit);
     Refusal r = refuseWith(429, reason::kSshSessionLimit,
                            "the task has ssh.max_sessions_per_task SSH sessions open");
     co_await refuse(c, log, r);
@@ -201,7 +203,13 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
   p.decidePush = [gitRules](const policy::PushCommands& push) {
     return ssh::decideGitPush(gitRules, push);
   };
-  p.onRefusal = [shared](const ssh::SshRefusal& r) {
+  // Counted here, on the session thread (TaskMetrics is thread-safe), all of them; the audit
+  // keeps the first 64.
+  p.onRefusal = [shared, metrics = c.metrics](const ssh::SshRefusal& r) {
+    if (metrics) {
+      metrics->sshRefusal(r.reason);
+      if (r.reason == reason::kUpstreamHostKeyMismatch) metrics->sshHostKeyMismatch();
+    }
     std::lock_guard<std::mutex> lock(shared->mu);
     if (shared->refusals.size() < 64) shared->refusals.push_back(r);
   };
@@ -212,6 +220,16 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
 
   auto executor = co_await asio::this_coro::executor;
   auto done = std::make_shared<asio::steady_timer>(executor, asio::steady_timer::time_point::max());
+  // Started and ended around the thread's life: the gauge says how many threads run now.
+  struct ActiveSession {
+    std::shared_ptr<TaskMetrics> metrics;
+    explicit ActiveSession(std::shared_ptr<TaskMetrics> m) : metrics(std::move(m)) {
+      if (metrics) metrics->sshSessionStarted();
+    }
+    ~ActiveSession() {
+      if (metrics) metrics->sshSessionEnded();
+    }
+  } active(c.metrics);
   {
     LiveTunnel live(c, target, port, upstream.native_handle());
     std::thread([p, shared, done, executor]() mutable {
@@ -245,6 +263,7 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
   const auto& r = shared->result;
   rec.bytesUp += r.bytesUp;
   rec.bytesDown += r.bytesDown;
+  if (c.metrics) c.metrics->sshBytes(r.bytesUp, r.bytesDown);
   if (!r.repository.empty()) {
     GitAudit git;
     git.repository = r.repository;

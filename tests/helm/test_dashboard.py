@@ -2,19 +2,20 @@
 into the chart's ConfigMap) against a real Prometheus scraping a real `sandgate serve` after
 traffic of every kind the dashboard shows: forwarded and refused requests, an intercepted
 request with an injected credential and a scrubbed echo, a placeholder sent where it does not go,
-a spliced tunnel, a reload. Every panel's every query must return at least one series.
+a spliced tunnel, a refused SSH command through the SSH broker, a reload. Every panel's every query must return at least one series.
 """
 
 import json
 import os
 import signal
+import subprocess
 import unittest
 
 import chart_support as cs
 from clients import curl
 from pki import test_pki
 from prometheus_server import Prometheus
-from sandgate_fixture import Sandgate, wait_until
+from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
 TOKEN = "d4shb0ard"
@@ -58,7 +59,20 @@ class DashboardTest(unittest.TestCase):
         creds = {"api": {"source": {"file": self.sg.secret_file("dash-api", SECRET)},
                          "hosts": ["api.test"], "placeholder": "API_KEY",
                          "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
+        # git over SSH (the sandgate_ssh_* panels): a refused command is enough for every series;
+        # the upstream is any listener, since the broker refuses before it speaks SSH to it.
+        key = os.path.join(self.sg.dir, "ssh_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", key],
+                       check=True, timeout=30)
+        with open(key + ".pub") as f:
+            pub = " ".join(f.read().split()[:2])
+        with open(os.path.join(self.sg.dir, "ssh_pins"), "w") as f:
+            f.write(f"git.test {pub}\n")
+        creds["gitkey"] = {"source": {"file": key}, "hosts": ["git.test"],
+                           "ssh": {"user": "git",
+                                   "known_hosts": os.path.join(self.sg.dir, "ssh_pins")}}
         policies = {"agent": {"allow": [
+            dict(rule, host="git.test", ports=[22], credential="gitkey"),
             dict(rule, host="api.test", credential="api"),
             dict(rule, host="other.test"),  # spliced: no credential, no method or path rule
             dict(rule, host="ok.test", ports=[80]),
@@ -67,7 +81,8 @@ class DashboardTest(unittest.TestCase):
             policies, [{"name": "agent", "policy": "agent", "token": TOKEN}],
             resolve={"api.test": "127.0.0.1:%d" % self.https.port,
                      "other.test": "127.0.0.1:%d" % self.https.port,
-                     "ok.test": "127.0.0.1:%d" % self.plain.port},
+                     "ok.test": "127.0.0.1:%d" % self.plain.port,
+                     "git.test": "127.0.0.1:%d" % self.plain.port},
             extra={"credentials": creds, "ca_cert_out": self.ca_out,
                    "tls": {"upstream_ca": pki.ca_cert}})
         cfg["listen"]["admin"] = self.sg.admin_path
@@ -90,6 +105,13 @@ class DashboardTest(unittest.TestCase):
         self.assertEqual(r.header("x-sandgate-reason"), "placeholder_misplaced", r)
         r = curl("https://other.test/echo/spliced", "--cacert", self.pki.ca_cert, proxy=proxy)
         self.assertEqual(r.status, 200, r)
+        r = subprocess.run(
+            ["ssh", "-F", "/dev/null", "-o", f"ProxyCommand={binary()} connect %h %p",
+             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "git@git.test", "id"],
+            env=dict(os.environ, HTTPS_PROXY=proxy), stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=30)
+        self.assertIn("ssh_command_refused", r.stderr)
         os.kill(self.sg.proc.pid, signal.SIGHUP)
         wait_until(lambda: (self.sg.metric("sandgate_config_reloads_total", result="ok")
                             or 0) >= 1, what="the reload to be counted")

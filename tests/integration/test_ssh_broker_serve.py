@@ -136,6 +136,54 @@ class SshBrokerServe(unittest.TestCase):
         self.sg.wait_audit(reason="upstream_host_key_mismatch")
         self.assertNotIn(self.deploy_secret.splitlines()[1], open(self.sg.audit_path).read())
 
+    def ssh_metric(self, name, **labels):
+        return self.sg.metric(name, task="t1", **labels) or 0.0
+
+    def test_ssh_metrics_through_the_endpoint(self):
+        from sandgate_fixture import wait_until
+        started = self.ssh_metric("sandgate_ssh_sessions_total")
+        down = self.ssh_metric("sandgate_ssh_bytes_total", direction="down")
+        up = self.ssh_metric("sandgate_ssh_bytes_total", direction="up")
+        refused = self.ssh_metric("sandgate_ssh_refusals_total", reason="ssh_command_refused")
+        mismatches = self.ssh_metric("sandgate_ssh_upstream_host_key_mismatches_total")
+        # A session held open (upload-pack waits for the client's wants): the gauge is 1.
+        p = subprocess.Popen(self.ssh_args() + ["git@git.test", "git-upload-pack 'org/repo.git'"],
+                             env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            self.assertTrue(p.stdout.read(4), "no advertisement")
+            self.assertEqual(self.ssh_metric("sandgate_ssh_sessions_active"), 1)
+            self.assertEqual(self.ssh_metric("sandgate_ssh_sessions_total"), started + 1)
+            p.stdin.write(b"0000")
+            p.stdin.close()
+            p.wait(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdout.close()
+            p.stderr.close()
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_sessions_active") == 0,
+                   what="the active gauge back at 0")
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_bytes_total", direction="down") > down,
+                   what="bytes down counted")
+        self.assertGreater(self.ssh_metric("sandgate_ssh_bytes_total", direction="up"), up)
+        # A refused command, and a wrong pin: counted by their reason tokens.
+        run(self.ssh_args() + ["git@git.test", "id"], env=self.env(), stdin=subprocess.DEVNULL)
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_refusals_total",
+                                           reason="ssh_command_refused") == refused + 1,
+                   what="ssh_command_refused counted")
+        self.git(["clone", "-q", "git@wrong.test:org/repo.git", os.path.join(self.dir, "sm")])
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_upstream_host_key_mismatches_total") ==
+                   mismatches + 1, what="the mismatch counted")
+        self.assertGreaterEqual(self.ssh_metric("sandgate_ssh_refusals_total",
+                                                reason="upstream_host_key_mismatch"), 1)
+        # Label values are tokens: no host, repository or user in any sandgate_ssh_ series.
+        for line in self.sg.metrics().splitlines():
+            if line.startswith("sandgate_ssh_"):
+                for word in ("git.test", "wrong.test", "org/repo", self.user, "127.0.0.1"):
+                    self.assertNotIn(word, line)
+
 
 if __name__ == "__main__":
     unittest.main()
