@@ -9,6 +9,7 @@
 
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
 #include <map>
 #include <mutex>
 #include <thread>
@@ -87,7 +88,65 @@ SessionCount& sessionCount() {
   return counts;
 }
 
+// Every session thread, so that the server's shutdown can end them and wait for them: a
+// thread must not outlive the event loop it posts its end to, nor hold the snapshot and the
+// timer it shares with its coroutine past that loop. shutdown(2) on a session's sockets makes
+// libssh's poll return, so a thread ends within one poll of stopAll().
+class SessionThreads {
+ public:
+  uint64_t started(std::atomic<bool>* stop, int clientFd, int upstreamFd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++alive_;
+    const uint64_t id = ++next_;
+    live_[id] = Live{stop, clientFd, upstreamFd};
+    if (stopping_) end(live_[id]);
+    return id;
+  }
+  // Before the thread closes its descriptors: stopAll() no longer shuts them down (their
+  // numbers may be reused by then).
+  void closing(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(id);
+  }
+  // The thread's last act: it holds nothing of the server any more.
+  void exited() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --alive_;
+    cv_.notify_all();
+  }
+  size_t stopAll(std::chrono::milliseconds bound) {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+    for (auto& [id, live] : live_) end(live);
+    cv_.wait_for(lock, bound, [&] { return alive_ == 0; });
+    return alive_;
+  }
+
+ private:
+  struct Live {
+    std::atomic<bool>* stop;
+    int clientFd, upstreamFd;
+  };
+  static void end(const Live& l) {
+    l.stop->store(true);
+    ::shutdown(l.clientFd, SHUT_RDWR);
+    ::shutdown(l.upstreamFd, SHUT_RDWR);
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Live> live_;
+  uint64_t next_ = 0;
+  size_t alive_ = 0;
+  bool stopping_ = false;
+};
+SessionThreads& sessionThreads() {
+  static SessionThreads threads;
+  return threads;
+}
+
 }  // namespace
+
+size_t stopSshSessions(std::chrono::milliseconds bound) { return sessionThreads().stopAll(bound); }
 
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d) {
   if (d.credential.empty() || !c.snap) return nullptr;
@@ -232,16 +291,26 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
   } active(c.metrics);
   {
     LiveTunnel live(c, target, port, upstream.native_handle());
-    std::thread([p, shared, done, executor]() mutable {
-      auto result = ssh::runSession(p);
-      ::close(p.clientFd);
-      ::close(p.upstreamFd);
+    const uint64_t id = sessionThreads().started(&shared->stop, p.clientFd, p.upstreamFd);
+    std::thread([id, p = std::move(p), shared, done, executor]() mutable {
       {
-        std::lock_guard<std::mutex> lock(shared->mu);
-        shared->result = std::move(result);
+        auto result = ssh::runSession(p);
+        sessionThreads().closing(id);
+        ::close(p.clientFd);
+        ::close(p.upstreamFd);
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          shared->result = std::move(result);
+        }
+        shared->finished = true;
+        asio::post(executor, [done] { done->cancel(); });
+        // Let go of the snapshot (in the hooks) and the timer before saying we are gone: the
+        // server may destroy its event loops as soon as exited() has run.
+        p = ssh::SessionParams{};
+        done.reset();
+        shared.reset();
       }
-      shared->finished = true;
-      asio::post(executor, [done] { done->cancel(); });
+      sessionThreads().exited();
     }).detach();
     // Cancelled by the thread when it ends, or by the server stopping this coroutine: then
     // the session is told to stop and its sockets shut down, and we wait for it still.

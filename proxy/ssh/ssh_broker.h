@@ -4,8 +4,9 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
-
 #include <string>
 
 #include "common/result.h"
@@ -19,6 +20,12 @@ namespace sandgate::proxy {
 // `ssh.host_key` file, else the key this process generated (once, on first use). `sandgate
 // run` writes it into the sandbox's known_hosts: its private half never leaves the broker.
 Result<std::string> sshBrokerPublicLine(const config::Config& cfg);
+
+// At the server's shutdown, after its grace period and before its event loops stop: tells every
+// SSH session to end, shuts its sockets down (so that libssh returns) and waits up to `bound`
+// for their threads. Returns how many are still running (0 normally). Sessions that start
+// afterwards end at once.
+size_t stopSshSessions(std::chrono::milliseconds bound);
 
 // The admitting rule's credential when it is an ssh one (config::Credential::ssh), else null.
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d);
