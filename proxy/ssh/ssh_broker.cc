@@ -7,6 +7,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
@@ -325,6 +326,19 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
         ::shutdown(upstreamFd, SHUT_RDWR);
         done->expires_at(asio::steady_timer::time_point::max());
       }
+    }
+    // A graceful end: the client may still be sending (window adjusts) while it reads the
+    // last of a pack. Closing with those bytes unread would reset the connection, and the
+    // client's kernel would drop what it had not read yet (a clone cut short). So: FIN after
+    // everything libssh sent, then read and discard until the client closes (bounded).
+    boost::system::error_code ec;
+    c.stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+    c.stream.expires_after(std::chrono::seconds(5));
+    std::array<char, 4096> sink{};
+    for (int reads = 0; !ec && reads < 4096; ++reads) {
+      auto [rec2, n] = co_await c.stream.async_read_some(asio::buffer(sink), kUse);
+      ec = rec2;
+      (void)n;
     }
     live.noteEnd(rec);
   }

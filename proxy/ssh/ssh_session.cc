@@ -424,6 +424,24 @@ class PushGate {
   std::string buffer_;
 };
 
+// Writes all of `data`: libssh returns a short count when the peer's window stayed shut for
+// the session's timeout (a client busy indexing a pack), and the rest of the chunk must not be
+// dropped from the stream. Gives up on an error, a stop, or a peer whose window stays shut for
+// the idle timeout.
+bool writeAll(const SessionParams& p, ssh_channel ch, const char* data, size_t n, bool isStderr) {
+  const auto deadline = std::chrono::steady_clock::now() + p.idleTimeout;
+  while (n > 0) {
+    if (stopped(p) || std::chrono::steady_clock::now() > deadline) return false;
+    const auto len = static_cast<uint32_t>(n);
+    const int w =
+        isStderr ? ssh_channel_write_stderr(ch, data, len) : ssh_channel_write(ch, data, len);
+    if (w == SSH_ERROR || w < 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
 void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_session upSession,
            bool isPush, SessionResult& r) {
   std::optional<PushGate> gate;
@@ -454,7 +472,7 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
           drained += static_cast<uint64_t>(n);
         }
         if (!out.empty()) {
-          if (ssh_channel_write(up, out.data(), static_cast<uint32_t>(out.size())) == SSH_ERROR) {
+          if (!writeAll(p, up, out.data(), out.size(), false)) {
             r.reason = reason::kUpstreamReset;
             break;
           }
@@ -489,9 +507,7 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
       }
       if (n > 0) {
         progress = true;
-        const int w = isStderr ? ssh_channel_write_stderr(client, buf.data(), n)
-                               : ssh_channel_write(client, buf.data(), n);
-        if (w == SSH_ERROR) {
+        if (!writeAll(p, client, buf.data(), static_cast<size_t>(n), isStderr != 0)) {
           r.reason = reason::kClientClosed;
           return;
         }
@@ -526,6 +542,17 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
 SessionResult runSession(const SessionParams& p) {
   SessionResult r;
   Downstream d = acceptDownstream(p, r);
+  // libssh queues what the socket does not take at once; ssh_disconnect (the session's
+  // deleter) closes the socket without sending that queue. So before it, the queue is sent
+  // (bounded): otherwise the end of a pack, or a refusal's message, to a client slower than the
+  // upstream is lost ("closed by remote host" mid-clone, found by bench/ssh_bench.py).
+  struct FlushOnExit {
+    ssh_session session;
+    int ms;
+    ~FlushOnExit() {
+      if (session) ssh_blocking_flush(session, ms);
+    }
+  } flush{d.session.get(), static_cast<int>(p.handshakeTimeout.count())};
   if (!d.session || !d.command) return r;
   // Declared session first: a channel must be freed before the session that owns it.
   Session up;
