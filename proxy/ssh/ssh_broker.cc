@@ -7,12 +7,14 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "broker/store.h"
@@ -61,6 +63,62 @@ Result<std::string> sshBrokerPublicLine(const config::Config& cfg) {
   auto key = brokerHostKey(cfg);
   if (!key) return key.errors();
   return (*key)->publicLine();
+}
+
+namespace {
+
+// One host a sandbox may reach over SSH, as known_hosts names it.
+struct SshHost {
+  std::string host;  // an exact name, an address or a "*.suffix" pattern
+  uint16_t port = 22;
+};
+
+void collect(const config::Config& cfg, const std::string& name, std::set<std::string>* visited,
+             std::vector<SshHost>* out) {
+  if (!visited->insert(name).second) return;
+  auto it = cfg.policies.find(name);
+  if (it == cfg.policies.end()) return;
+  for (const auto& inc : it->second.include) collect(cfg, inc.value, visited, out);
+  for (const auto& rule : it->second.allow) {
+    if (!rule.host || rule.host->value.starts_with("re:") || !rule.credential) continue;
+    // The SSH broker serves a rule whose credential has `ssh:`, on each port the rule allows.
+    auto cred = cfg.credentials.find(rule.credential->value);
+    if (cred == cfg.credentials.end() || !cred->second.ssh) continue;
+    std::vector<uint16_t> ports;
+    for (const auto& p : rule.ports) ports.push_back(p.value);
+    if (ports.empty()) ports.push_back(22);
+    for (uint16_t port : ports) {
+      SshHost h{rule.host->value, port};
+      if (std::none_of(out->begin(), out->end(),
+                       [&](const SshHost& o) { return o.host == h.host && o.port == h.port; })) {
+        out->push_back(h);
+      }
+    }
+  }
+}
+
+std::vector<SshHost> sshHosts(const config::Config& cfg, const std::string& policy) {
+  std::vector<SshHost> out;
+  std::set<std::string> visited;
+  collect(cfg, policy, &visited, &out);
+  return out;
+}
+
+std::string knownHostsText(const std::vector<SshHost>& hosts, const std::string& publicLine) {
+  std::string out;
+  for (const auto& h : hosts) {
+    std::string name = h.port == 22 ? h.host : fmt::format("[{}]:{}", h.host, h.port);
+    out += name + " " + publicLine + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+Result<std::string> sshKnownHostsFor(const config::Config& cfg, const std::string& policy) {
+  auto publicLine = sshBrokerPublicLine(cfg);
+  if (!publicLine) return publicLine.errors();
+  return knownHostsText(sshHosts(cfg, policy), *publicLine);
 }
 
 namespace {

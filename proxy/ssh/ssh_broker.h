@@ -27,6 +27,12 @@ Result<std::string> sshBrokerPublicLine(const config::Config& cfg);
 // afterwards end at once.
 size_t stopSshSessions(std::chrono::milliseconds bound);
 
+// The known_hosts text a sandbox of `policy` trusts: "host <public line>" ("[host]:port" off
+// port 22) for each host of the policy's allow rules (its includes too) whose credential has
+// `ssh:`, on each port the rule allows (22 when it lists none; `re:` hosts cannot be written in
+// known_hosts and are left out), naming the key this broker presents under `cfg`.
+Result<std::string> sshKnownHostsFor(const config::Config& cfg, const std::string& policy);
+
 // The admitting rule's credential when it is an ssh one (config::Credential::ssh), else null.
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d);
 

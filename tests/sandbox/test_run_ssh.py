@@ -5,7 +5,7 @@ read-only at /run/sandgate/bin/sandgate); known_hosts names the run's own host k
 policy's SSH hosts (those whose rule's credential is an SSH key), which the run's SSH broker
 presents; a command that is not git's is refused with its reason, and git's goes on to the real
 sshd; a refused host prints sandgate's reason; the broker's private key is nowhere the workload
-can read.
+can read. With `run --proxy`, the same setup names serve's broker key (from its task_env).
 
 Upstreams on host loopback: a TCP echo (echo.test:22) and a real sshd in inetd mode behind a
 small accepting loop (git.test:22), each reached only through the run's proxy (`resolve:`).
@@ -130,6 +130,7 @@ class RunSshTest(unittest.TestCase):
             "resolve": {"git.test": "127.0.0.1:%d" % cls.sshd.port,
                         "echo.test": "127.0.0.1:%d" % cls.echo.port},
         }
+        cls.cfg = cfg
         with open(cls.config, "w") as f:
             json.dump(cfg, f)
         os.chmod(cls.config, 0o644)
@@ -147,14 +148,16 @@ class RunSshTest(unittest.TestCase):
             os.chown(ws, owner.uid, owner.gid)
         return ws
 
-    def run_script(self, owner=None):
+    def run_script(self, owner=None, admin=None):
         kwargs = owner.popen_args() if owner is not None else {}
         ws = self.workspace(owner)
         parent = self.workspace(owner)  # the run's directory goes in it (made by run)
         run_dir = os.path.join(parent, "run")
+        source = (["--proxy", "unix:" + admin, "--task", "agent"] if admin
+                  else ["--config", self.config])
         # The sandbox refuses ptrace, which LeakSanitizer needs at exit: a sanitizer build's
         # `sandgate connect` inside it would exit 1 after a whole relay (other builds ignore it).
-        r = run_bounded([binary(), "run", "--config", self.config, "--workspace", ws,
+        r = run_bounded([binary(), "run"] + source + ["--workspace", ws,
                          "--run-dir", run_dir, "--env", "ASAN_OPTIONS=detect_leaks=0",
                          "--", "sh", "-c", SCRIPT], 120, **kwargs)
         # The host key's private half is in no file the run left either.
@@ -213,6 +216,29 @@ class RunSshTest(unittest.TestCase):
         # Per run: a second run presents another key.
         key2 = self.check(self.run_script(), "sandbox")
         self.assertNotEqual(key, key2)
+
+    def test_run_with_proxy_trusts_serves_broker(self):
+        # `run --proxy`: serve's broker serves the run's connections, so the sandbox's
+        # known_hosts must name serve's key, which the launcher learns from task_env.
+        from sandgate_fixture import Sandgate
+        host_key = os.path.join(self.dir, "serve_host_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", host_key],
+                       check=True, capture_output=True, timeout=30)
+        with open(host_key + ".pub") as f:
+            serve_pub = f.read().split()[1]
+        sg = Sandgate(self.cfg["policies"], [{"name": "agent", "policy": "agent"}],
+                      resolve=self.cfg["resolve"],
+                      extra={"credentials": self.cfg["credentials"],
+                             "ssh": {"host_key": host_key}})
+        sg.config["listen"]["admin"] = sg.admin_path
+        sg.write_config(sg.config)
+        self.addCleanup(sg.cleanup)
+        sg.start()
+        before = self.sshd.connections
+        key = self.check(self.run_script(admin=sg.admin_path), "sandbox")
+        self.assertEqual(key, serve_pub)
+        self.assertGreaterEqual(self.sshd.connections, before + 2)
+        sg.wait_audit(reason="ssh_command_refused")
 
     def test_rootless_launcher(self):
         with TemporaryUser() as user:
