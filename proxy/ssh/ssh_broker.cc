@@ -115,6 +115,14 @@ std::string knownHostsText(const std::vector<SshHost>& hosts, const std::string&
 
 }  // namespace
 
+std::vector<uint16_t> sshPortsFor(const config::Config& cfg, const std::string& policy) {
+  std::vector<uint16_t> ports;
+  for (const auto& h : sshHosts(cfg, policy)) {
+    if (std::find(ports.begin(), ports.end(), h.port) == ports.end()) ports.push_back(h.port);
+  }
+  return ports;
+}
+
 Result<std::string> sshKnownHostsFor(const config::Config& cfg, const std::string& policy) {
   auto publicLine = sshBrokerPublicLine(cfg);
   if (!publicLine) return publicLine.errors();

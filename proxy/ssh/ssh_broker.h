@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
@@ -32,6 +33,10 @@ size_t stopSshSessions(std::chrono::milliseconds bound);
 // `ssh:`, on each port the rule allows (22 when it lists none; `re:` hosts cannot be written in
 // known_hosts and are left out), naming the key this broker presents under `cfg`.
 Result<std::string> sshKnownHostsFor(const config::Config& cfg, const std::string& policy);
+
+// The ports of those hosts (sshKnownHostsFor's): a run captures them too (transparent mode), so
+// that a plain `ssh host` without a ProxyCommand reaches the broker with the run's task.
+std::vector<uint16_t> sshPortsFor(const config::Config& cfg, const std::string& policy);
 
 // The admitting rule's credential when it is an ssh one (config::Credential::ssh), else null.
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d);

@@ -29,7 +29,7 @@ SSHD = "/usr/sbin/sshd"
 
 
 class InetdSshd:
-    """Accepts on 127.0.0.1:<ephemeral> and serves each connection (at most 8) with
+    """Accepts on 127.0.0.1:<ephemeral> and serves each connection (at most 16) with
     `sshd -i` and a host key of its own: a real SSH server the sandbox reaches through
     sandgate. `connections` counts them."""
 
@@ -50,7 +50,7 @@ class InetdSshd:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
-        while self.connections < 8:
+        while self.connections < 16:
             try:
                 c, _ = self.sock.accept()
             except OSError:
@@ -217,6 +217,29 @@ class RunSshTest(unittest.TestCase):
         key2 = self.check(self.run_script(), "sandbox")
         self.assertNotEqual(key, key2)
 
+    def test_plain_ssh_on_port_22_is_captured_to_the_broker(self):
+        # No ProxyCommand, no config: ssh dials git.test:22 itself (the run's DNS gives a
+        # synthetic address), transparent capture takes port 22 to the run's SSH broker, with
+        # the run's task; the broker's key is the one known_hosts names.
+        self.plain_ssh(["--config", self.config])
+
+    def plain_ssh(self, source):
+        script = ("ssh -F /dev/null -o UserKnownHostsFile=/run/sandgate/ssh/known_hosts "
+                  "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10 "
+                  "git.test true 2>&1; echo rc=$?")
+        ws = self.workspace()
+        r = run_bounded([binary(), "run"] + source + ["--workspace", ws,
+                         "--", "sh", "-c", script], 120)
+        artifacts.record("run", "stdout", r.stdout)
+        artifacts.record("log", "run-stderr", r.stderr)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses namespaces: " + r.stderr.strip())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("Host key verification failed", r.stdout)
+        self.assertIn("ssh_command_refused", r.stdout)
+        self.assertIn("rc=", r.stdout)
+        self.assertNotIn("rc=0", r.stdout)
+
     def test_run_with_proxy_trusts_serves_broker(self):
         # `run --proxy`: serve's broker serves the run's connections, so the sandbox's
         # known_hosts must name serve's key, which the launcher learns from task_env.
@@ -239,6 +262,9 @@ class RunSshTest(unittest.TestCase):
         self.assertEqual(key, serve_pub)
         self.assertGreaterEqual(self.sshd.connections, before + 2)
         sg.wait_audit(reason="ssh_command_refused")
+        # Port 22 captured there too (task_env's capture ports): serve's broker, the run's task.
+        self.plain_ssh(["--proxy", "unix:" + sg.admin_path, "--task", "agent"])
+        sg.wait_audit(reason="ssh_command_refused", mode="transparent", task="agent")
 
     def test_rootless_launcher(self):
         with TemporaryUser() as user:
