@@ -181,9 +181,10 @@ class SessionThreads {
     --alive_;
     cv_.notify_all();
   }
-  size_t stopAll(std::chrono::milliseconds bound) {
+  size_t stopAll(std::chrono::milliseconds bound, size_t* stopped) {
     std::unique_lock<std::mutex> lock(mu_);
     stopping_ = true;
+    if (stopped) *stopped = alive_;
     for (auto& [id, live] : live_) end(live);
     cv_.wait_for(lock, bound, [&] { return alive_ == 0; });
     return alive_;
@@ -213,7 +214,9 @@ SessionThreads& sessionThreads() {
 
 }  // namespace
 
-size_t stopSshSessions(std::chrono::milliseconds bound) { return sessionThreads().stopAll(bound); }
+size_t stopSshSessions(std::chrono::milliseconds bound, size_t* stopped) {
+  return sessionThreads().stopAll(bound, stopped);
+}
 
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d) {
   if (d.credential.empty() || !c.snap) return nullptr;

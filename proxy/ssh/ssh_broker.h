@@ -24,9 +24,9 @@ Result<std::string> sshBrokerPublicLine(const config::Config& cfg);
 
 // At the server's shutdown, after its grace period and before its event loops stop: tells every
 // SSH session to end, shuts its sockets down (so that libssh returns) and waits up to `bound`
-// for their threads. Returns how many are still running (0 normally). Sessions that start
-// afterwards end at once.
-size_t stopSshSessions(std::chrono::milliseconds bound);
+// for their threads. Returns how many are still running (0 normally); `*stopped`, how many
+// were running when it was called. Sessions that start afterwards end at once.
+size_t stopSshSessions(std::chrono::milliseconds bound, size_t* stopped = nullptr);
 
 // The known_hosts text a sandbox of `policy` trusts: "host <public line>" ("[host]:port" off
 // port 22) for each host of the policy's allow rules (its includes too) whose credential has

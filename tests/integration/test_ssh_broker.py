@@ -136,7 +136,11 @@ class SshBroker(unittest.TestCase):
                     getattr(cls, "archive_out", None)):
             artifacts.record_file("log", "ssh-harness", out)
         if getattr(cls, "created_user", False):
-            run(["userdel", cls.user])
+            # sshd's per-connection processes outlive its killed listener for a moment, and
+            # userdel refuses a user with a process: bounded retries, then say so.
+            deadline = time.monotonic() + 10
+            while run(["userdel", cls.user]).returncode == 8 and time.monotonic() < deadline:
+                time.sleep(0.1)
             run(["groupdel", cls.user])
         if hasattr(cls, "dir") and not os.environ.get("SG_SSH_KEEP"):
             shutil.rmtree(cls.dir, ignore_errors=True)
