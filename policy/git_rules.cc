@@ -210,6 +210,7 @@ Result<std::shared_ptr<const GitRules>> GitRules::compile(const config::GitRules
   };
   auto rules = std::make_shared<GitRules>();
   rules->fetch_ = git.fetch;
+  rules->archive_ = git.archive;
   RE2::Options opts;
   opts.set_log_errors(false);
   std::string combined;

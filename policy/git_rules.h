@@ -26,6 +26,7 @@ inline constexpr std::string_view kGitRefNotAllowed = "git_ref_not_allowed";
 inline constexpr std::string_view kGitRefDeleteNotAllowed = "git_ref_delete_not_allowed";
 inline constexpr std::string_view kGitTagNotAllowed = "git_tag_not_allowed";
 inline constexpr std::string_view kGitProtocolError = "git_protocol_error";
+inline constexpr std::string_view kGitArchiveNotAllowed = "git_archive_not_allowed";
 }  // namespace reason
 
 struct GitReasonInfo {
@@ -47,6 +48,8 @@ inline constexpr GitReasonInfo kGitReasons[] = {
      "a push to refs/tags/*, with git.push.tags false"},
     {reason::kGitProtocolError, "400",
      "a receive-pack request whose command list does not parse (or is too long)"},
+    {reason::kGitArchiveNotAllowed, "SSH exit 1",
+     "git-upload-archive over SSH under a rule without git.archive: true"},
 };
 
 // Which smart-HTTP endpoint a request is for.
@@ -105,11 +108,14 @@ class GitRules {
   Verdict decideCommand(const PushCommand& cmd) const;
 
   bool fetch() const { return fetch_; }
+  // git.archive: git-upload-archive (over SSH) may read the repository's trees.
+  bool archive() const { return archive_; }
   const std::vector<std::string>& repositoryTexts() const { return repositoryTexts_; }
   const std::vector<std::string>& refTexts() const { return refTexts_; }
 
  private:
   bool fetch_ = true;
+  bool archive_ = false;
   bool push_ = false;
   bool allowDelete_ = false;
   bool tags_ = false;

@@ -15,20 +15,6 @@
 
 namespace sandgate::run {
 
-// One host the sandbox may reach over SSH, as known_hosts names it.
-struct SshHost {
-  std::string host;  // an exact name, an address or a "*.suffix" pattern
-  uint16_t port = 22;
-};
-
-// The hosts of `policy`'s allow rules (its includes too) that the SSH broker serves: those whose
-// credential has `ssh:`, on each port the rule allows (22 when it lists none); `re:` hosts
-// cannot be written in known_hosts and are left out.
-std::vector<SshHost> sshHosts(const config::Config& cfg, const std::string& policy);
-
-// known_hosts lines: "host ssh-ed25519 AAAA..." (port 22) or "[host]:port ssh-ed25519 ...".
-std::string knownHostsText(const std::vector<SshHost>& hosts, const std::string& publicLine);
-
 // Where the sandbox finds them (under /run/sandgate, read-only).
 inline constexpr const char* kSandboxSshConfig = "/run/sandgate/ssh/config";
 inline constexpr const char* kSandboxKnownHosts = "/run/sandgate/ssh/known_hosts";
@@ -39,8 +25,12 @@ std::string sshConfigText();
 
 // Adds the run's SSH setup to the sandbox's options: the files (config, known_hosts, and
 // ~/.ssh/config, which plain `ssh` reads from the passwd entry's home), GIT_SSH_COMMAND (unless
-// --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. Returns the public line
-// of the broker's host key (proxy::sshBrokerPublicLine).
+// --env set it) and the sandgate binary at sandbox::kSandgateInSandbox. `knownHosts` names the
+// key of the broker the run's connections reach: the embedded proxy's (prepareRunSsh), or
+// serve's, from its admin socket's task_env (`run --proxy`).
+void applyRunSsh(const std::string& knownHosts, sandbox::Options* options);
+
+// applyRunSsh with the embedded broker's known_hosts (proxy::sshKnownHostsFor); returns it.
 Result<std::string> prepareRunSsh(const config::Config& cfg, const std::string& policy,
                                   sandbox::Options* options);
 

@@ -17,6 +17,7 @@
 #include "policy/load_problems.h"
 #include "proxy/capture_server/capture.h"
 #include "proxy/server/embedded.h"
+#include "proxy/ssh/ssh_broker.h"
 #include "run/learn_run.h"
 #include "run/output_files.h"
 #include "run/run_bundle.h"
@@ -241,6 +242,9 @@ int runTask(const RunRequest& req) {
   if (!capture) return fail(kExitUsage, "{}", capture.errors().front().str());
   options.capture.ports = capture->ports;
   proxy::addCapturePorts(options.capture.ports, req.capturePorts);
+  // Port 22 (and the other ports of the policy's SSH hosts) too: a captured connection there
+  // reaches the SSH broker as a CONNECT would, so `ssh host` works without the ProxyCommand.
+  proxy::addCapturePorts(options.capture.ports, proxy::sshPortsFor(cfg, policyName));
   options.capture.rangeV4 = capture->v4Text;
   options.capture.rangeV6 = capture->v6Text;
 

@@ -11,6 +11,7 @@
 #include "proxy/admin/admin_client.h"
 #include "run/run_limits.h"
 #include "run/run_outcome.h"
+#include "run/run_ssh.h"
 
 namespace sandgate::run {
 
@@ -69,6 +70,9 @@ int runWithServe(const RunRequest& req, sandbox::Options options, safe_open::Uni
   options.extraCaPem = env->caPem;
   for (const auto& [name, value] : env->env) options.env.emplace(name, value);  // --env wins
   options.hiddenPaths = env->hiddenPaths;
+  // ssh and git over SSH as in an embedded run, trusting serve's broker (task_env names its
+  // key); an older serve says nothing, and the sandbox gets no ssh setup.
+  if (env->sshKnownHosts) applyRunSsh(*env->sshKnownHosts, &options);
   if (std::find(options.hiddenPaths.begin(), options.hiddenPaths.end(), path) ==
       options.hiddenPaths.end()) {
     options.hiddenPaths.push_back(path);  // the socket this launcher used, however it is named

@@ -295,6 +295,7 @@ std::string encodeReply(const AdminReply& reply) {
     json::array hidden;
     for (const auto& p : e.hiddenPaths) hidden.emplace_back(p);
     o["hidden_paths"] = std::move(hidden);
+    if (e.sshKnownHosts) o["ssh_known_hosts"] = *e.sshKnownHosts;
     if (e.capture) {
       o["capture"] = {{"ports", portsToJson(e.capture->ports)},
                       {"ipv4_range", e.capture->ipv4Range},
@@ -344,6 +345,9 @@ Expected<AdminReply> parseReply(std::string_view message) {
       for (const auto& v : h->as_array()) {
         if (v.is_string()) e.hiddenPaths.emplace_back(v.as_string());
       }
+    }
+    if (const json::value* k = o.if_contains("ssh_known_hosts"); k && k->is_string()) {
+      e.sshKnownHosts = std::string(k->as_string());
     }
     if (const json::value* c = o.if_contains("capture"); c && c->is_object()) {
       const auto& co = c->as_object();

@@ -8,7 +8,8 @@
 //   {"v":1,"op":"task_env","task":"T"}  → {"v":1,"ok":true,"policy":"P","ca_pem":"…",
 //                                          "env":{"VAR":"placeholder"},"hidden_paths":[…],
 //                                          "capture":{"ports":[80,443],"ipv4_range":"…",
-//                                                     "ipv6_range":"…"}}
+//                                                     "ipv6_range":"…"},
+//                                          "ssh_known_hosts":"git.example.com ssh-ed25519 …\n"}
 //   {"v":1,"op":"token_env","task":"T"} → {"v":1,"ok":true,"policy":"P","ca_pem":"…",
 //                                          "env":{"VAR":"placeholder"}}
 //   {"v":1,"op":"adopt","task":"T"} + SCM_RIGHTS listening sockets → {"v":1,"ok":true}
@@ -120,6 +121,9 @@ struct TaskEnvironment {
   std::map<std::string, std::string> env;  // credential placeholders, VARIABLE → value
   std::vector<std::string> hiddenPaths;    // secret files, CA key, admin socket: hide them
   std::optional<CaptureOffer> capture;     // absent: serve cannot capture (an older serve)
+  // task_env: the known_hosts a sandbox of the task trusts, naming serve's SSH broker key (its
+  // public half) for the policy's SSH hosts; absent from an older serve (no ssh setup then).
+  std::optional<std::string> sshKnownHosts;
 };
 
 struct AdminReply {

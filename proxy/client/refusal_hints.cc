@@ -42,6 +42,7 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {g::kGitRefDeleteNotAllowed, "the rule has git.push.delete false"},
     {g::kGitTagNotAllowed, "the rule has git.push.tags false"},
     {g::kGitProtocolError, "send a well-formed receive-pack command list"},
+    {g::kGitArchiveNotAllowed, "the rule's git block needs archive: true for git archive"},
     {b::kCredentialUnavailable, "the credential's source could not be read: see serve's log"},
     {b::kCredentialHostMismatch, "send the credential's placeholder only to its own host"},
     {b::kCredentialRequiresTls, "use https:// for a request that carries a credential"},

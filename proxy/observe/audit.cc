@@ -354,8 +354,8 @@ std::string AuditLog::format(const AuditRecord& r) {
     appendKey(out, field::kLlmOutputTokens);
     appendInt(out, r.llm->outputTokens);
     appendKey(out, field::kLlmSpend);
-    appendOptional(out, fmt::format("{}.{:06}", r.llm->spendMicros / 1000000,
-                                    r.llm->spendMicros % 1000000));
+    appendOptional(
+        out, fmt::format("{}.{:06}", r.llm->spendMicros / 1000000, r.llm->spendMicros % 1000000));
     appendKey(out, field::kLlmUsage);
     appendOptional(out, r.llm->usage);
     out += '}';

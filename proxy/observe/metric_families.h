@@ -1,5 +1,5 @@
 // Internal to proxy/observe: the Prometheus families every task's series are made in (shared
-// by metrics.cc and llm_metrics.cc), and the label guards both use.
+// by metrics.cc, llm_metrics.cc and ssh_metrics.cc), and the label guards they use.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -76,6 +76,8 @@ struct TaskMetrics::Families {
   prometheus::Family<prometheus::Counter>* leafCache;
   prometheus::Family<prometheus::Counter>* gitRefs;
   prometheus::Family<prometheus::Counter>* budgetFailOpen;
+  prometheus::Family<prometheus::Counter>*sshSessions, *sshRefusals, *sshBytes, *sshMismatches;
+  prometheus::Family<prometheus::Gauge>* sshActive;
   std::shared_ptr<LlmFamilies> llm;
 };
 

@@ -121,6 +121,11 @@ void TaskMetrics::budgetFailOpen() {
   it->second->Increment();
 }
 
+// The SSH refusal reasons share the caps of the others (ssh_metrics.cc has no admit()).
+std::string_view TaskMetrics::sshReason(std::string_view reason) {
+  return admit(sshReasons_, reason, kMaxReasons);
+}
+
 void TaskMetrics::tlsIntercepted() { intercepted_->Increment(); }
 
 TaskMetrics::~TaskMetrics() = default;
@@ -224,6 +229,7 @@ void TaskMetrics::removeSeries() {
   }
   broker_.clear();
   removeLlmSeries();
+  removeSshSeries();
 }
 
 struct Metrics::State {
@@ -318,6 +324,7 @@ Metrics::Metrics(std::chrono::seconds taskSeriesTtl) : state_(std::make_shared<S
                                "Refs named by git pushes under a rule's git block, by task and "
                                "verdict (allowed, or the git_* reason)")
                            .Register(*registry);
+  TaskMetrics::registerSshFamilies(*families);
   families->scrubs = &prometheus::BuildCounter()
                           .Name("sandgate_secret_scrubs_total")
                           .Help("Secrets replaced in upstream responses, by task and credential")

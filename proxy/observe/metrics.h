@@ -80,6 +80,17 @@ class TaskMetrics {
                int64_t outputTokens, int64_t spendMicros);
   // sandgate_llm_refusals_total{task,reason}: an LLM call sandgate answered itself.
   void llmRefusal(std::string_view reason);
+  // The SSH broker (issue #42): sandgate_ssh_sessions_total{task} and
+  // sandgate_ssh_sessions_active{task} (sessions served after the CONNECT's 200),
+  // sandgate_ssh_refusals_total{task,reason} (each refusal inside a session, and the reason
+  // that ended one; reason tokens only, capped like the others), sandgate_ssh_bytes_total{task,
+  // direction} (git payload relayed, up: to the upstream) and
+  // sandgate_ssh_upstream_host_key_mismatches_total{task}.
+  void sshSessionStarted();
+  void sshSessionEnded();
+  void sshRefusal(std::string_view reason);
+  void sshBytes(uint64_t up, uint64_t down);
+  void sshHostKeyMismatch();
 
   static constexpr size_t kMaxTokenBytes = 48;
   static constexpr size_t kMaxKinds = 8;
@@ -117,6 +128,14 @@ class TaskMetrics {
   // refs are "g||reason" (reasons are the catalogue's tokens).
   std::map<std::string, prometheus::Counter*, std::less<>> broker_;
   prometheus::Counter* intercepted_;
+  prometheus::Gauge* sshActive_ = nullptr;  // under mu_; made by the task's first SSH session
+  // Keyed by a tag ('S' sessions, 'R' refusals, 'U'/'D' bytes, 'K' mismatches) and the reason.
+  std::map<std::string, prometheus::Counter*, std::less<>> ssh_;
+  prometheus::Counter& sshCounter(char tag, std::string_view reason);  // under mu_
+  std::string_view sshReason(std::string_view reason);                 // under mu_
+  static void registerSshFamilies(Families& families);                 // ssh_metrics.cc
+  void removeSshSeries();                                              // under mu_
+  std::set<std::string, std::less<>> sshReasons_;
   std::set<std::string, std::less<>> kinds_, verdicts_, reasons_;  // distinct values admitted
   // The sandgate_llm_* series, keyed "t|model|kind", "s|model|", "c|model|outcome" and
   // "r||reason"; models_ the distinct model labels admitted (llm_metrics.cc).

@@ -10,6 +10,7 @@
 #include "proxy/admin/admin_protocol.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/server/server_impl.h"
+#include "proxy/ssh/ssh_broker.h"
 
 namespace sandgate::proxy {
 
@@ -58,6 +59,11 @@ AdminBackend Server::adminBackend() {
     }
     // Serve's config decides the pools: the launcher routes them before the sandbox exists.
     out.capture = CaptureOffer{snap->capture.ports, snap->capture.v4Text, snap->capture.v6Text};
+    // The ports of the policy's SSH hosts too: plain `ssh host` reaches the broker (run_task.cc).
+    addCapturePorts(out.capture->ports, sshPortsFor(snap->config, t->policy.value));
+    // The sandbox's ssh trusts this serve's SSH broker for the policy's SSH hosts: the launcher
+    // learns the key from the serve its connections reach (only the public half).
+    if (auto known = sshKnownHostsFor(snap->config, t->policy.value)) out.sshKnownHosts = *known;
     return out;
   };
   b.environment = [reply](const std::string& task) -> Expected<RunEnvironment> {

@@ -24,6 +24,7 @@
 #include "proxy/server/server_impl.h"
 #include "proxy/server/worker_loop.h"
 #include "proxy/state/budget_gauges.h"
+#include "proxy/ssh/ssh_broker.h"
 
 namespace sandgate::proxy {
 
@@ -229,6 +230,18 @@ void Server::Impl::drainAndStop() {
   }
   auto deadline = std::chrono::steady_clock::now() + grace;
   while (state.activeSessions.load() > 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a bounded drain poll
+  }
+  // SSH sessions run on threads of their own (libssh blocks): end them and wait for them
+  // (bounded) while the event loops still run, so that no thread outlives the loop it reports
+  // to; then let their connections write their audit lines.
+  size_t sshStopped = 0;
+  if (const size_t left = stopSshSessions(std::chrono::seconds(5), &sshStopped); left > 0) {
+    spdlog::warn("shutdown: {} SSH session threads did not end within 5 s", left);
+  }
+  const auto audited = std::chrono::steady_clock::now() + std::chrono::seconds(1);
+  while (sshStopped > 0 && state.activeSessions.load() > 0 &&
+         std::chrono::steady_clock::now() < audited) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));  // a bounded drain poll
   }
   if (state.activeSessions.load() > 0) {

@@ -7,16 +7,22 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <array>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <condition_variable>
 #include <map>
 #include <mutex>
+#include <set>
 #include <thread>
 
 #include "broker/store.h"
 #include "policy/git_rules.h"
 #include "proxy/exchange/budget_gate.h"
 #include "proxy/net/completion.h"
+#include "proxy/observe/metrics.h"
+#include "proxy/ssh/git_decision.h"
 #include "proxy/ssh/ssh_session.h"
 #include "proxy/upstream/upstream.h"
 
@@ -61,6 +67,70 @@ Result<std::string> sshBrokerPublicLine(const config::Config& cfg) {
 
 namespace {
 
+// One host a sandbox may reach over SSH, as known_hosts names it.
+struct SshHost {
+  std::string host;  // an exact name, an address or a "*.suffix" pattern
+  uint16_t port = 22;
+};
+
+void collect(const config::Config& cfg, const std::string& name, std::set<std::string>* visited,
+             std::vector<SshHost>* out) {
+  if (!visited->insert(name).second) return;
+  auto it = cfg.policies.find(name);
+  if (it == cfg.policies.end()) return;
+  for (const auto& inc : it->second.include) collect(cfg, inc.value, visited, out);
+  for (const auto& rule : it->second.allow) {
+    if (!rule.host || rule.host->value.starts_with("re:") || !rule.credential) continue;
+    // The SSH broker serves a rule whose credential has `ssh:`, on each port the rule allows.
+    auto cred = cfg.credentials.find(rule.credential->value);
+    if (cred == cfg.credentials.end() || !cred->second.ssh) continue;
+    std::vector<uint16_t> ports;
+    for (const auto& p : rule.ports) ports.push_back(p.value);
+    if (ports.empty()) ports.push_back(22);
+    for (uint16_t port : ports) {
+      SshHost h{rule.host->value, port};
+      if (std::none_of(out->begin(), out->end(),
+                       [&](const SshHost& o) { return o.host == h.host && o.port == h.port; })) {
+        out->push_back(h);
+      }
+    }
+  }
+}
+
+std::vector<SshHost> sshHosts(const config::Config& cfg, const std::string& policy) {
+  std::vector<SshHost> out;
+  std::set<std::string> visited;
+  collect(cfg, policy, &visited, &out);
+  return out;
+}
+
+std::string knownHostsText(const std::vector<SshHost>& hosts, const std::string& publicLine) {
+  std::string out;
+  for (const auto& h : hosts) {
+    std::string name = h.port == 22 ? h.host : fmt::format("[{}]:{}", h.host, h.port);
+    out += name + " " + publicLine + "\n";
+  }
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint16_t> sshPortsFor(const config::Config& cfg, const std::string& policy) {
+  std::vector<uint16_t> ports;
+  for (const auto& h : sshHosts(cfg, policy)) {
+    if (std::find(ports.begin(), ports.end(), h.port) == ports.end()) ports.push_back(h.port);
+  }
+  return ports;
+}
+
+Result<std::string> sshKnownHostsFor(const config::Config& cfg, const std::string& policy) {
+  auto publicLine = sshBrokerPublicLine(cfg);
+  if (!publicLine) return publicLine.errors();
+  return knownHostsText(sshHosts(cfg, policy), *publicLine);
+}
+
+namespace {
+
 // SSH sessions open per task (ssh.max_sessions_per_task): each holds a thread.
 class SessionCount {
  public:
@@ -85,7 +155,68 @@ SessionCount& sessionCount() {
   return counts;
 }
 
+// Every session thread, so that the server's shutdown can end them and wait for them: a
+// thread must not outlive the event loop it posts its end to, nor hold the snapshot and the
+// timer it shares with its coroutine past that loop. shutdown(2) on a session's sockets makes
+// libssh's poll return, so a thread ends within one poll of stopAll().
+class SessionThreads {
+ public:
+  uint64_t started(std::atomic<bool>* stop, int clientFd, int upstreamFd) {
+    std::lock_guard<std::mutex> lock(mu_);
+    ++alive_;
+    const uint64_t id = ++next_;
+    live_[id] = Live{stop, clientFd, upstreamFd};
+    if (stopping_) end(live_[id]);
+    return id;
+  }
+  // Before the thread closes its descriptors: stopAll() no longer shuts them down (their
+  // numbers may be reused by then).
+  void closing(uint64_t id) {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_.erase(id);
+  }
+  // The thread's last act: it holds nothing of the server any more.
+  void exited() {
+    std::lock_guard<std::mutex> lock(mu_);
+    --alive_;
+    cv_.notify_all();
+  }
+  size_t stopAll(std::chrono::milliseconds bound, size_t* stopped) {
+    std::unique_lock<std::mutex> lock(mu_);
+    stopping_ = true;
+    if (stopped) *stopped = alive_;
+    for (auto& [id, live] : live_) end(live);
+    cv_.wait_for(lock, bound, [&] { return alive_ == 0; });
+    return alive_;
+  }
+
+ private:
+  struct Live {
+    std::atomic<bool>* stop;
+    int clientFd, upstreamFd;
+  };
+  static void end(const Live& l) {
+    l.stop->store(true);
+    ::shutdown(l.clientFd, SHUT_RDWR);
+    ::shutdown(l.upstreamFd, SHUT_RDWR);
+  }
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::map<uint64_t, Live> live_;
+  uint64_t next_ = 0;
+  size_t alive_ = 0;
+  bool stopping_ = false;
+};
+SessionThreads& sessionThreads() {
+  static SessionThreads threads;
+  return threads;
+}
+
 }  // namespace
+
+size_t stopSshSessions(std::chrono::milliseconds bound, size_t* stopped) {
+  return sessionThreads().stopAll(bound, stopped);
+}
 
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d) {
   if (d.credential.empty() || !c.snap) return nullptr;
@@ -134,6 +265,7 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
   TaskSlot tunnelSlot = co_await acquireTunnelSlot(c, log);
   if (!tunnelSlot) co_return;
   if (!sessionCount().take(task.name, c.snap->config.ssh.maxSessionsPerTask)) {
+    if (c.metrics) c.metrics->sshRefusal(reason::kSshSessionLimit);
     Refusal r = refuseWith(429, reason::kSshSessionLimit,
                            "the task has ssh.max_sessions_per_task SSH sessions open");
     co_await refuse(c, log, r);
@@ -195,35 +327,18 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
     return std::string(fetch.secret->reveal());
   };
   p.decideCommand = [gitRules](const ssh::GitCommand& cmd) {
-    // git.archive is read but not compiled into policy::GitRules yet: archives are refused.
-    if (cmd.service == ssh::GitService::kUploadArchive) {
-      return ssh::GitVerdict{false, reason::kSshCommandRefused, "git-upload-archive is not served"};
-    }
-    // Without a `git:` block the rule admits the host; the exec gate still serves only git.
-    if (!gitRules) return ssh::GitVerdict{};
-    policy::GitRequest req{cmd.service == ssh::GitService::kReceivePack
-                               ? policy::GitService::kReceivePack
-                               : policy::GitService::kUploadPack,
-                           cmd.repository, false};
-    auto v = gitRules->decideRequest(req);
-    return ssh::GitVerdict{v.allowed, v.reason, v.detail};
+    return ssh::decideGitCommand(gitRules, cmd);
   };
   p.decidePush = [gitRules](const policy::PushCommands& push) {
-    ssh::PushVerdict v;
-    if (!gitRules) return v;
-    auto d = policy::decidePush(*gitRules, push);
-    v.refused = d.refused;
-    v.reason = d.reason;
-    v.detail = d.detail;
-    for (const auto& cv : d.commands) {
-      v.verdicts.push_back(cv.allowed ? std::string(policy::reason::kAllowed)
-                                      : std::string(cv.reason));
-      v.why.push_back(cv.allowed ? fmt::format("push refused as a whole ({})", d.reason)
-                                 : fmt::format("{} ({})", cv.reason, cv.detail));
-    }
-    return v;
+    return ssh::decideGitPush(gitRules, push);
   };
-  p.onRefusal = [shared](const ssh::SshRefusal& r) {
+  // Counted here, on the session thread (TaskMetrics is thread-safe), all of them; the audit
+  // keeps the first 64.
+  p.onRefusal = [shared, metrics = c.metrics](const ssh::SshRefusal& r) {
+    if (metrics) {
+      metrics->sshRefusal(r.reason);
+      if (r.reason == reason::kUpstreamHostKeyMismatch) metrics->sshHostKeyMismatch();
+    }
     std::lock_guard<std::mutex> lock(shared->mu);
     if (shared->refusals.size() < 64) shared->refusals.push_back(r);
   };
@@ -234,18 +349,38 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
 
   auto executor = co_await asio::this_coro::executor;
   auto done = std::make_shared<asio::steady_timer>(executor, asio::steady_timer::time_point::max());
+  // Started and ended around the thread's life: the gauge says how many threads run now.
+  struct ActiveSession {
+    std::shared_ptr<TaskMetrics> metrics;
+    explicit ActiveSession(std::shared_ptr<TaskMetrics> m) : metrics(std::move(m)) {
+      if (metrics) metrics->sshSessionStarted();
+    }
+    ~ActiveSession() {
+      if (metrics) metrics->sshSessionEnded();
+    }
+  } active(c.metrics);
   {
     LiveTunnel live(c, target, port, upstream.native_handle());
-    std::thread([p, shared, done, executor]() mutable {
-      auto result = ssh::runSession(p);
-      ::close(p.clientFd);
-      ::close(p.upstreamFd);
+    const uint64_t id = sessionThreads().started(&shared->stop, p.clientFd, p.upstreamFd);
+    std::thread([id, p = std::move(p), shared, done, executor]() mutable {
       {
-        std::lock_guard<std::mutex> lock(shared->mu);
-        shared->result = std::move(result);
+        auto result = ssh::runSession(p);
+        sessionThreads().closing(id);
+        ::close(p.clientFd);
+        ::close(p.upstreamFd);
+        {
+          std::lock_guard<std::mutex> lock(shared->mu);
+          shared->result = std::move(result);
+        }
+        shared->finished = true;
+        asio::post(executor, [done] { done->cancel(); });
+        // Let go of the snapshot (in the hooks) and the timer before saying we are gone: the
+        // server may destroy its event loops as soon as exited() has run.
+        p = ssh::SessionParams{};
+        done.reset();
+        shared.reset();
       }
-      shared->finished = true;
-      asio::post(executor, [done] { done->cancel(); });
+      sessionThreads().exited();
     }).detach();
     // Cancelled by the thread when it ends, or by the server stopping this coroutine: then
     // the session is told to stop and its sockets shut down, and we wait for it still.
@@ -261,12 +396,26 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
         done->expires_at(asio::steady_timer::time_point::max());
       }
     }
+    // A graceful end: the client may still be sending (window adjusts) while it reads the
+    // last of a pack. Closing with those bytes unread would reset the connection, and the
+    // client's kernel would drop what it had not read yet (a clone cut short). So: FIN after
+    // everything libssh sent, then read and discard until the client closes (bounded).
+    boost::system::error_code ec;
+    c.stream.socket().shutdown(asio::ip::tcp::socket::shutdown_send, ec);
+    c.stream.expires_after(std::chrono::seconds(5));
+    std::array<char, 4096> sink{};
+    for (int reads = 0; !ec && reads < 4096; ++reads) {
+      auto [rec2, n] = co_await c.stream.async_read_some(asio::buffer(sink), kUse);
+      ec = rec2;
+      (void)n;
+    }
     live.noteEnd(rec);
   }
   std::lock_guard<std::mutex> lock(shared->mu);
   const auto& r = shared->result;
   rec.bytesUp += r.bytesUp;
   rec.bytesDown += r.bytesDown;
+  if (c.metrics) c.metrics->sshBytes(r.bytesUp, r.bytesDown);
   if (!r.repository.empty()) {
     GitAudit git;
     git.repository = r.repository;

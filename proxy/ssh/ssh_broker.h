@@ -4,9 +4,11 @@
 #pragma once
 
 #include <boost/asio/awaitable.hpp>
+#include <chrono>
+#include <cstddef>
 #include <cstdint>
-
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "config/config.h"
@@ -19,6 +21,22 @@ namespace sandgate::proxy {
 // `ssh.host_key` file, else the key this process generated (once, on first use). `sandgate
 // run` writes it into the sandbox's known_hosts: its private half never leaves the broker.
 Result<std::string> sshBrokerPublicLine(const config::Config& cfg);
+
+// At the server's shutdown, after its grace period and before its event loops stop: tells every
+// SSH session to end, shuts its sockets down (so that libssh returns) and waits up to `bound`
+// for their threads. Returns how many are still running (0 normally); `*stopped`, how many
+// were running when it was called. Sessions that start afterwards end at once.
+size_t stopSshSessions(std::chrono::milliseconds bound, size_t* stopped = nullptr);
+
+// The known_hosts text a sandbox of `policy` trusts: "host <public line>" ("[host]:port" off
+// port 22) for each host of the policy's allow rules (its includes too) whose credential has
+// `ssh:`, on each port the rule allows (22 when it lists none; `re:` hosts cannot be written in
+// known_hosts and are left out), naming the key this broker presents under `cfg`.
+Result<std::string> sshKnownHostsFor(const config::Config& cfg, const std::string& policy);
+
+// The ports of those hosts (sshKnownHostsFor's): a run captures them too (transparent mode), so
+// that a plain `ssh host` without a ProxyCommand reaches the broker with the run's task.
+std::vector<uint16_t> sshPortsFor(const config::Config& cfg, const std::string& policy);
 
 // The admitting rule's credential when it is an ssh one (config::Credential::ssh), else null.
 const config::Credential* sshCredential(const ClientConnection& c, const policy::Decision& d);

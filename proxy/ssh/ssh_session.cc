@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <optional>
 
 #include "policy/git_rules.h"
 #include "proxy/client/reasons.h"
@@ -82,6 +83,62 @@ void refuse(const SessionParams& p, SessionResult& r, std::string_view reason, s
   r.detail = std::move(detail);
 }
 
+// A channel the client may not open: a second session channel, or a forwarding of any kind.
+SshRefusal channelOpenRefusal(int sub) {
+  switch (sub) {
+    case SSH_CHANNEL_SESSION:
+      return {reason::kSshChannelLimit, "one session channel per connection"};
+    case SSH_CHANNEL_X11:
+      return {reason::kSshX11Refused, "X11 forwarding is not served"};
+    case SSH_CHANNEL_AUTH_AGENT:
+      return {reason::kSshAgentRefused, "agent forwarding is not served"};
+    default:
+      return {reason::kSshForwardingRefused, "port forwarding is not served"};
+  }
+}
+
+// After the one git command was accepted, whatever else the client asks on the connection (a
+// second channel, a second exec on the channel, a shell, a pty, a forwarding) is refused at
+// once with an audit line: the broker checked one command and one repository, and a request
+// left unanswered in libssh's queue would hold the client (or be answered by someone later).
+int refuseAfterExec(ssh_session, ssh_message msg, void* data) {
+  const auto& p = *static_cast<const SessionParams*>(data);
+  const int type = ssh_message_type(msg);
+  const int sub = ssh_message_subtype(msg);
+  std::optional<SshRefusal> refusal;
+  if (type == SSH_REQUEST_CHANNEL_OPEN) {
+    refusal = channelOpenRefusal(sub);
+  } else if (type == SSH_REQUEST_GLOBAL) {
+    if (sub == SSH_GLOBAL_REQUEST_TCPIP_FORWARD) {
+      refusal = SshRefusal{reason::kSshForwardingRefused, "remote port forwarding"};
+    }
+  } else if (type == SSH_REQUEST_CHANNEL) {
+    switch (sub) {
+      case SSH_CHANNEL_REQUEST_EXEC:
+      case SSH_CHANNEL_REQUEST_SHELL:
+      case SSH_CHANNEL_REQUEST_SUBSYSTEM:
+        refusal = SshRefusal{reason::kSshCommandRefused,
+                             "a second command on a connection that runs one git command"};
+        break;
+      case SSH_CHANNEL_REQUEST_PTY:
+        refusal = SshRefusal{reason::kSshPtyRefused, "no terminal is served"};
+        break;
+      case SSH_CHANNEL_REQUEST_ENV:
+        refusal = SshRefusal{reason::kSshEnvRefused, "environment not passed"};
+        break;
+      case SSH_CHANNEL_REQUEST_X11:
+        refusal = SshRefusal{reason::kSshX11Refused, "X11 is not served"};
+        break;
+      case SSH_CHANNEL_REQUEST_WINDOW_CHANGE:
+        break;
+      default:
+        refusal = SshRefusal{reason::kSshRequestRefused, "channel request not served"};
+    }
+  }
+  if (refusal && p.onRefusal) p.onRefusal(*refusal);
+  return 1;  // libssh sends the default reply: a failure where one is wanted
+}
+
 // Handles one message before the exec. Returns false when the session is over.
 bool handleMessage(const SessionParams& p, Downstream& d, SessionResult& r, ssh_message msg) {
   const int type = ssh_message_type(msg);
@@ -103,19 +160,7 @@ bool handleMessage(const SessionParams& p, Downstream& d, SessionResult& r, ssh_
       d.channel.reset(ssh_message_channel_request_open_reply_accept(msg));
       return d.channel != nullptr;
     }
-    std::string_view reason = reason::kSshForwardingRefused;
-    std::string detail = "port forwarding is not served";
-    if (sub == SSH_CHANNEL_SESSION) {
-      reason = reason::kSshChannelLimit;
-      detail = "one session channel per connection";
-    } else if (sub == SSH_CHANNEL_X11) {
-      reason = reason::kSshX11Refused;
-      detail = "X11 forwarding is not served";
-    } else if (sub == SSH_CHANNEL_AUTH_AGENT) {
-      reason = reason::kSshAgentRefused;
-      detail = "agent forwarding is not served";
-    }
-    if (p.onRefusal) p.onRefusal(SshRefusal{reason, detail});
+    if (p.onRefusal) p.onRefusal(channelOpenRefusal(sub));
     ssh_message_reply_default(msg);
     return true;
   }
@@ -236,6 +281,11 @@ Downstream acceptDownstream(const SessionParams& p, SessionResult& r) {
       break;
     }
     if (!handleMessage(p, d, r, msg.get())) break;
+  }
+  if (d.command) {
+    // From here on every message goes to refuseAfterExec, those already queued included.
+    ssh_set_message_callback(d.session.get(), refuseAfterExec, const_cast<SessionParams*>(&p));
+    ssh_execute_message_callbacks(d.session.get());
   }
   return d;
 }
@@ -374,6 +424,24 @@ class PushGate {
   std::string buffer_;
 };
 
+// Writes all of `data`: libssh returns a short count when the peer's window stayed shut for
+// the session's timeout (a client busy indexing a pack), and the rest of the chunk must not be
+// dropped from the stream. Gives up on an error, a stop, or a peer whose window stays shut for
+// the idle timeout.
+bool writeAll(const SessionParams& p, ssh_channel ch, const char* data, size_t n, bool isStderr) {
+  const auto deadline = std::chrono::steady_clock::now() + p.idleTimeout;
+  while (n > 0) {
+    if (stopped(p) || std::chrono::steady_clock::now() > deadline) return false;
+    const auto len = static_cast<uint32_t>(n);
+    const int w =
+        isStderr ? ssh_channel_write_stderr(ch, data, len) : ssh_channel_write(ch, data, len);
+    if (w == SSH_ERROR || w < 0) return false;
+    data += w;
+    n -= static_cast<size_t>(w);
+  }
+  return true;
+}
+
 void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_session upSession,
            bool isPush, SessionResult& r) {
   std::optional<PushGate> gate;
@@ -404,7 +472,7 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
           drained += static_cast<uint64_t>(n);
         }
         if (!out.empty()) {
-          if (ssh_channel_write(up, out.data(), static_cast<uint32_t>(out.size())) == SSH_ERROR) {
+          if (!writeAll(p, up, out.data(), out.size(), false)) {
             r.reason = reason::kUpstreamReset;
             break;
           }
@@ -439,9 +507,7 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
       }
       if (n > 0) {
         progress = true;
-        const int w = isStderr ? ssh_channel_write_stderr(client, buf.data(), n)
-                               : ssh_channel_write(client, buf.data(), n);
-        if (w == SSH_ERROR) {
+        if (!writeAll(p, client, buf.data(), static_cast<size_t>(n), isStderr != 0)) {
           r.reason = reason::kClientClosed;
           return;
         }
@@ -476,6 +542,17 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
 SessionResult runSession(const SessionParams& p) {
   SessionResult r;
   Downstream d = acceptDownstream(p, r);
+  // libssh queues what the socket does not take at once; ssh_disconnect (the session's
+  // deleter) closes the socket without sending that queue. So before it, the queue is sent
+  // (bounded): otherwise the end of a pack, or a refusal's message, to a client slower than the
+  // upstream is lost ("closed by remote host" mid-clone, found by bench/ssh_bench.py).
+  struct FlushOnExit {
+    ssh_session session;
+    int ms;
+    ~FlushOnExit() {
+      if (session) ssh_blocking_flush(session, ms);
+    }
+  } flush{d.session.get(), static_cast<int>(p.handshakeTimeout.count())};
   if (!d.session || !d.command) return r;
   // Declared session first: a channel must be freed before the session that owns it.
   Session up;

@@ -2,7 +2,7 @@
 into the chart's ConfigMap) against a real Prometheus scraping a real `sandgate serve` after
 traffic of every kind the dashboard shows: forwarded and refused requests, an intercepted
 request with an injected credential and a scrubbed echo, a placeholder sent where it does not go,
-a spliced tunnel, a reload, LLM calls to the tests' own OpenAI-shaped upstream (accounted, one
+a spliced tunnel, a refused SSH command through the SSH broker, a reload, LLM calls to the tests' own OpenAI-shaped upstream (accounted, one
 refused for its model, one over its task's budget), and, on a second `serve` whose Redis is
 away (`fail: open`), a request admitted uncounted. Every panel's every query must return at
 least one series.
@@ -11,6 +11,7 @@ least one series.
 import json
 import os
 import signal
+import subprocess
 import unittest
 
 import chart_support as cs
@@ -18,7 +19,7 @@ from clients import curl
 from llm_upstream import LlmUpstream
 from pki import test_pki
 from prometheus_server import Prometheus
-from sandgate_fixture import Sandgate, wait_until
+from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream, free_closed_port
 
 TOKEN = "d4shb0ard"
@@ -64,7 +65,20 @@ class DashboardTest(unittest.TestCase):
                          "inject": {"header": "Authorization", "value": "Bearer {secret}"}}}
         self.llm = LlmUpstream()
         self.addCleanup(self.llm.close)
+        # git over SSH (the sandgate_ssh_* panels): a refused command is enough for every series;
+        # the upstream is any listener, since the broker refuses before it speaks SSH to it.
+        key = os.path.join(self.sg.dir, "ssh_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-C", "", "-f", key],
+                       check=True, timeout=30)
+        with open(key + ".pub") as f:
+            pub = " ".join(f.read().split()[:2])
+        with open(os.path.join(self.sg.dir, "ssh_pins"), "w") as f:
+            f.write(f"git.test {pub}\n")
+        creds["gitkey"] = {"source": {"file": key}, "hosts": ["git.test"],
+                           "ssh": {"user": "git",
+                                   "known_hosts": os.path.join(self.sg.dir, "ssh_pins")}}
         policies = {"agent": {"allow": [
+            dict(rule, host="git.test", ports=[22], credential="gitkey"),
             dict(rule, host="api.test", credential="api"),
             dict(rule, host="other.test"),  # spliced: no credential, no method or path rule
             dict(rule, host="ok.test", ports=[80]),
@@ -80,7 +94,8 @@ class DashboardTest(unittest.TestCase):
             resolve={"api.test": "127.0.0.1:%d" % self.https.port,
                      "other.test": "127.0.0.1:%d" % self.https.port,
                      "ok.test": "127.0.0.1:%d" % self.plain.port,
-                     "llm.test": "127.0.0.1:%d" % self.llm.port},
+                     "llm.test": "127.0.0.1:%d" % self.llm.port,
+                     "git.test": "127.0.0.1:%d" % self.plain.port},
             extra={"credentials": creds, "ca_cert_out": self.ca_out,
                    "tls": {"upstream_ca": pki.ca_cert}, "llm": {"prices": prices}})
         cfg["listen"]["admin"] = self.sg.admin_path
@@ -127,6 +142,13 @@ class DashboardTest(unittest.TestCase):
         r = curl("http://ok.test/echo", proxy=self.open.proxy_url("open-agent", TOKEN))
         self.assertEqual(r.status, 200, r)
         self.open.wait_audit(task="open-agent", budget_fail_open=True)
+        r = subprocess.run(
+            ["ssh", "-F", "/dev/null", "-o", f"ProxyCommand={binary()} connect %h %p",
+             "-o", "StrictHostKeyChecking=no", "-o", "UserKnownHostsFile=/dev/null",
+             "-o", "BatchMode=yes", "-o", "ConnectTimeout=10", "git@git.test", "id"],
+            env=dict(os.environ, HTTPS_PROXY=proxy), stdin=subprocess.DEVNULL,
+            capture_output=True, text=True, timeout=30)
+        self.assertIn("ssh_command_refused", r.stderr)
         os.kill(self.sg.proc.pid, signal.SIGHUP)
         wait_until(lambda: (self.sg.metric("sandgate_config_reloads_total", result="ok")
                             or 0) >= 1, what="the reload to be counted")

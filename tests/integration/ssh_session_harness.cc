@@ -3,7 +3,8 @@
 // runs one brokered session, deciding git requests with policy::GitRules compiled from the
 // flags, as the proxy does. Prints one JSON line per refusal and per ended session on stdout.
 // Usage: ssh_session_harness PORT_FILE UPSTREAM_PORT HOST_KEY USER KNOWN_HOSTS KEY_FILE
-//        REPO_GLOB [PUSH_REF_GLOB...] (a ref glob of "-" means git.fetch: false)
+//        REPO_GLOB [PUSH_REF_GLOB...] (a ref glob of "-" means git.fetch: false, "+archive"
+//        git.archive: true)
 #include <arpa/inet.h>
 #include <fmt/format.h>
 #include <netinet/in.h>
@@ -11,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <iostream>
 #include <mutex>
@@ -18,6 +20,7 @@
 #include <thread>
 
 #include "policy/git_rules.h"
+#include "proxy/ssh/git_decision.h"
 #include "proxy/ssh/ssh_session.h"
 
 using namespace sandgate;
@@ -95,6 +98,10 @@ int main(int argc, char** argv) {
       git.fetch = false;
       continue;
     }
+    if (std::string_view(argv[i]) == "+archive") {
+      git.archive = true;
+      continue;
+    }
     if (!git.push) git.push.emplace();
     git.push->refs.push_back({argv[i], {}});
   }
@@ -133,31 +140,18 @@ int main(int argc, char** argv) {
       p.pins = known->keysFor("127.0.0.1", static_cast<uint16_t>(upstreamPort));
       p.privateKey = [&](std::string*) { return readFile(keyFile); };
       p.decideCommand = [&](const proxy::ssh::GitCommand& cmd) {
-        policy::GitRequest req{cmd.service == proxy::ssh::GitService::kReceivePack
-                                   ? policy::GitService::kReceivePack
-                                   : policy::GitService::kUploadPack,
-                               cmd.repository, false};
-        auto v = compiled->decideRequest(req);
-        return proxy::ssh::GitVerdict{v.allowed, v.reason, v.detail};
+        return proxy::ssh::decideGitCommand(compiled.get(), cmd);
       };
       p.decidePush = [&](const policy::PushCommands& push) {
-        auto d = policy::decidePush(*compiled, push);
-        proxy::ssh::PushVerdict v;
-        v.refused = d.refused;
-        v.reason = d.reason;
-        v.detail = d.detail;
-        for (const auto& c : d.commands) {
-          v.verdicts.push_back(c.allowed ? "allowed" : std::string(c.reason));
-          v.why.push_back(c.allowed ? fmt::format("push refused as a whole ({})", d.reason)
-                                    : fmt::format("{} ({})", c.reason, c.detail));
-        }
-        return v;
+        return proxy::ssh::decideGitPush(compiled.get(), push);
       };
       p.onRefusal = [](const proxy::ssh::SshRefusal& r) {
         emit(fmt::format("{{\"event\": \"refusal\", \"reason\": {}, \"detail\": {}}}",
                          jsonString(r.reason), jsonString(r.detail)));
       };
-      p.handshakeTimeout = std::chrono::seconds(10);
+      // SG_HARNESS_HANDSHAKE_MS: a hostile upstream's test bounds the handshake shorter.
+      const char* hs = std::getenv("SG_HARNESS_HANDSHAKE_MS");
+      p.handshakeTimeout = std::chrono::milliseconds(hs ? std::atoi(hs) : 10'000);
       p.idleTimeout = std::chrono::seconds(30);
       auto r = proxy::ssh::runSession(p);
       std::string refs;

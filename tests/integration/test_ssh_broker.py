@@ -78,6 +78,8 @@ class SshBroker(unittest.TestCase):
         cls._set_up_sshd()
         cls.port, cls.out = cls._start_harness("pins", ["refs/heads/agent/*"])
         cls.wrong_port, cls.wrong_out = cls._start_harness("wrong_pins", ["refs/heads/agent/*"])
+        cls.archive_port, cls.archive_out = cls._start_harness(
+            "pins", ["refs/heads/agent/*", "+archive"], tag="archive")
 
     @classmethod
     def _set_up_sshd(cls):
@@ -130,10 +132,15 @@ class SshBroker(unittest.TestCase):
             if p.poll() is None:
                 p.kill()
                 p.wait(timeout=10)
-        for out in (getattr(cls, "out", None), getattr(cls, "wrong_out", None)):
+        for out in (getattr(cls, "out", None), getattr(cls, "wrong_out", None),
+                    getattr(cls, "archive_out", None)):
             artifacts.record_file("log", "ssh-harness", out)
         if getattr(cls, "created_user", False):
-            run(["userdel", cls.user])
+            # sshd's per-connection processes outlive its killed listener for a moment, and
+            # userdel refuses a user with a process: bounded retries, then say so.
+            deadline = time.monotonic() + 10
+            while run(["userdel", cls.user]).returncode == 8 and time.monotonic() < deadline:
+                time.sleep(0.1)
             run(["groupdel", cls.user])
         if hasattr(cls, "dir") and not os.environ.get("SG_SSH_KEEP"):
             shutil.rmtree(cls.dir, ignore_errors=True)
@@ -178,10 +185,10 @@ AllowUsers {cls.user}
         wait_port(cls.sshd_port, p, "sshd")
 
     @classmethod
-    def _start_harness(cls, pins, refs):
+    def _start_harness(cls, pins, refs, tag=None):
         d = cls.dir
-        port_file = os.path.join(d, f"harness-{pins}.port")
-        out = os.path.join(d, f"harness-{pins}.out")
+        port_file = os.path.join(d, f"harness-{tag or pins}.port")
+        out = os.path.join(d, f"harness-{tag or pins}.out")
         p = subprocess.Popen([HARNESS, port_file, str(cls.sshd_port),
                               os.path.join(d, "broker_host_key"), cls.user,
                               os.path.join(d, pins), os.path.join(d, "deploy_key"),
@@ -308,6 +315,33 @@ AllowUsers {cls.user}
         self.wait_event(lambda e: e["event"] == "session" and
                         e["reason"] == "upstream_host_key_mismatch", self.wrong_out)
         self.assertFalse(os.path.exists(os.path.join(self.dir, "w", "README")))
+
+    def test_archive_only_where_the_rule_allows_it(self):
+        # git.archive: true (the harness's "+archive"): git archive --remote gets main's tree.
+        tar = os.path.join(self.dir, "main.tar")
+        r = self.git(["archive", f"--remote={self.url('org/repo.git', self.archive_port)}",
+                      "-o", tar, "main"], port=self.archive_port)
+        self.assertEqual(r.returncode, 0, r.stderr)
+        listing = run(["tar", "-tf", tar])
+        self.assertEqual(listing.stdout.split(), ["README"])
+        e = self.wait_event(lambda e: e["event"] == "session" and
+                            e["service"] == "git-upload-archive", self.archive_out)
+        self.assertEqual(e["reason"], "")
+        self.assertTrue(e["git"])
+        # Not outside git.repositories, even with archive: true.
+        r = self.git(["archive", f"--remote={self.url('org/other.git', self.archive_port)}",
+                      "main"], port=self.archive_port)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("git_repository_not_allowed", r.stderr)
+        # Without git.archive: refused with its reason, nothing went upstream.
+        since = len(self.events())
+        r = self.git(["archive", f"--remote={self.url('org/repo.git')}", "main"])
+        self.assertNotEqual(r.returncode, 0)
+        self.assertIn("git_archive_not_allowed", r.stderr)
+        e = self.wait_event(lambda e: e["event"] == "session" and
+                            e["service"] == "git-upload-archive", since=since)
+        self.assertEqual(e["reason"], "git_archive_not_allowed")
+        self.assertFalse(e["git"])
 
     def ssh(self, extra, command=None):
         args = self.ssh_args() + extra + ["git@127.0.0.1"]

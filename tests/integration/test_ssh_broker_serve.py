@@ -6,6 +6,7 @@ The sshd, git user and repositories are test_ssh_broker.py's.
 import os
 import shlex
 import subprocess
+import time
 import unittest
 
 # Not `from … import SshBroker`: unittest would run its tests here too.
@@ -43,8 +44,15 @@ class SshBrokerServe(unittest.TestCase):
             f.write(f"git.test {cls.other_pub}\nwrong.test {cls.other_pub}\n")
         with open(os.path.join(d, "known-serve"), "w") as f:
             f.write(f"git.test {cls.broker_pub}\nwrong.test {cls.broker_pub}\n")
+        cls.sg = cls._serve()
+        cls.sg.start()
+
+    @classmethod
+    def _serve(cls, limits=None):
+        from sandgate_fixture import Sandgate
+        d = cls.dir
         git_rules = {"repositories": ["org/repo"], "push": {"refs": ["refs/heads/agent/*"]}}
-        cls.sg = Sandgate(
+        return Sandgate(
             {"agent": {"allow": [
                 {"host": "git.test", "ports": [22], "cidrs": ["127.0.0.0/8"],
                  "credential": "deploy", "git": git_rules},
@@ -63,8 +71,8 @@ class SshBrokerServe(unittest.TestCase):
                                     "hosts": ["wrong.test"],
                                     "ssh": {"user": cls.user,
                                             "known_hosts": os.path.join(d, "serve_wrong_pins")}},
-                   }})
-        cls.sg.start()
+                   }},
+            limits=limits)
 
     @classmethod
     def tearDownClass(cls):
@@ -135,6 +143,88 @@ class SshBrokerServe(unittest.TestCase):
         self.assertIn("upstream_host_key_mismatch", r.stderr)
         self.sg.wait_audit(reason="upstream_host_key_mismatch")
         self.assertNotIn(self.deploy_secret.splitlines()[1], open(self.sg.audit_path).read())
+
+    def test_sigterm_ends_an_open_session_within_the_grace(self):
+        # A serve of its own (this one is stopped), a short grace, a session held open.
+        sg = self._serve(limits={"shutdown_grace": "2s"})
+        self.addCleanup(sg.cleanup)
+        sg.start()
+        env = dict(self.env(), SG_PROXY_PORT=str(sg.proxy_port))
+        p = subprocess.Popen(self.ssh_args() + ["git@git.test", "git-upload-pack 'org/repo.git'"],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            self.assertTrue(p.stdout.read(4), "no advertisement")
+            start = time.monotonic()
+            self.assertEqual(sg.stop(timeout=15), 0, sg.stderr())
+            # The grace (2 s), then the session is ended (its thread within a poll), not left
+            # to run on past the event loop.
+            self.assertLess(time.monotonic() - start, 2 + 4, sg.stderr())
+            p.wait(timeout=10)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdin.close()
+            p.stdout.close()
+            p.stderr.close()
+        err = sg.stderr()
+        self.assertNotIn("did not end", err)
+        self.assertNotIn("Sanitizer", err)
+        # The session's own audit line was written before serve exited: its coroutine ran
+        # again after the thread ended (before the fix the loop stopped under it, no line).
+        lines = [a for a in sg.audit() if a.get("host") == "git.test" and
+                 (a.get("git") or {}).get("service") == "upload-pack"]
+        self.assertEqual(len(lines), 1, sg.audit())
+        self.assertEqual(lines[0]["reason"], "revoked_by_reload")
+
+    def ssh_metric(self, name, **labels):
+        return self.sg.metric(name, task="t1", **labels) or 0.0
+
+    def test_ssh_metrics_through_the_endpoint(self):
+        from sandgate_fixture import wait_until
+        started = self.ssh_metric("sandgate_ssh_sessions_total")
+        down = self.ssh_metric("sandgate_ssh_bytes_total", direction="down")
+        up = self.ssh_metric("sandgate_ssh_bytes_total", direction="up")
+        refused = self.ssh_metric("sandgate_ssh_refusals_total", reason="ssh_command_refused")
+        mismatches = self.ssh_metric("sandgate_ssh_upstream_host_key_mismatches_total")
+        # A session held open (upload-pack waits for the client's wants): the gauge is 1.
+        p = subprocess.Popen(self.ssh_args() + ["git@git.test", "git-upload-pack 'org/repo.git'"],
+                             env=self.env(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            self.assertTrue(p.stdout.read(4), "no advertisement")
+            self.assertEqual(self.ssh_metric("sandgate_ssh_sessions_active"), 1)
+            self.assertEqual(self.ssh_metric("sandgate_ssh_sessions_total"), started + 1)
+            p.stdin.write(b"0000")
+            p.stdin.close()
+            p.wait(timeout=20)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdout.close()
+            p.stderr.close()
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_sessions_active") == 0,
+                   what="the active gauge back at 0")
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_bytes_total", direction="down") > down,
+                   what="bytes down counted")
+        self.assertGreater(self.ssh_metric("sandgate_ssh_bytes_total", direction="up"), up)
+        # A refused command, and a wrong pin: counted by their reason tokens.
+        run(self.ssh_args() + ["git@git.test", "id"], env=self.env(), stdin=subprocess.DEVNULL)
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_refusals_total",
+                                           reason="ssh_command_refused") == refused + 1,
+                   what="ssh_command_refused counted")
+        self.git(["clone", "-q", "git@wrong.test:org/repo.git", os.path.join(self.dir, "sm")])
+        wait_until(lambda: self.ssh_metric("sandgate_ssh_upstream_host_key_mismatches_total") ==
+                   mismatches + 1, what="the mismatch counted")
+        self.assertGreaterEqual(self.ssh_metric("sandgate_ssh_refusals_total",
+                                                reason="upstream_host_key_mismatch"), 1)
+        # Label values are tokens: no host, repository or user in any sandgate_ssh_ series.
+        for line in self.sg.metrics().splitlines():
+            if line.startswith("sandgate_ssh_"):
+                for word in ("git.test", "wrong.test", "org/repo", self.user, "127.0.0.1"):
+                    self.assertNotIn(word, line)
 
 
 if __name__ == "__main__":

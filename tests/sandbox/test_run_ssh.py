@@ -5,7 +5,7 @@ read-only at /run/sandgate/bin/sandgate); known_hosts names the run's own host k
 policy's SSH hosts (those whose rule's credential is an SSH key), which the run's SSH broker
 presents; a command that is not git's is refused with its reason, and git's goes on to the real
 sshd; a refused host prints sandgate's reason; the broker's private key is nowhere the workload
-can read.
+can read. With `run --proxy`, the same setup names serve's broker key (from its task_env).
 
 Upstreams on host loopback: a TCP echo (echo.test:22) and a real sshd in inetd mode behind a
 small accepting loop (git.test:22), each reached only through the run's proxy (`resolve:`).
@@ -29,7 +29,7 @@ SSHD = "/usr/sbin/sshd"
 
 
 class InetdSshd:
-    """Accepts on 127.0.0.1:<ephemeral> and serves each connection (at most 8) with
+    """Accepts on 127.0.0.1:<ephemeral> and serves each connection (at most 16) with
     `sshd -i` and a host key of its own: a real SSH server the sandbox reaches through
     sandgate. `connections` counts them."""
 
@@ -50,7 +50,7 @@ class InetdSshd:
         threading.Thread(target=self._accept, daemon=True).start()
 
     def _accept(self):
-        while self.connections < 8:
+        while self.connections < 16:
             try:
                 c, _ = self.sock.accept()
             except OSError:
@@ -130,6 +130,7 @@ class RunSshTest(unittest.TestCase):
             "resolve": {"git.test": "127.0.0.1:%d" % cls.sshd.port,
                         "echo.test": "127.0.0.1:%d" % cls.echo.port},
         }
+        cls.cfg = cfg
         with open(cls.config, "w") as f:
             json.dump(cfg, f)
         os.chmod(cls.config, 0o644)
@@ -147,14 +148,16 @@ class RunSshTest(unittest.TestCase):
             os.chown(ws, owner.uid, owner.gid)
         return ws
 
-    def run_script(self, owner=None):
+    def run_script(self, owner=None, admin=None):
         kwargs = owner.popen_args() if owner is not None else {}
         ws = self.workspace(owner)
         parent = self.workspace(owner)  # the run's directory goes in it (made by run)
         run_dir = os.path.join(parent, "run")
+        source = (["--proxy", "unix:" + admin, "--task", "agent"] if admin
+                  else ["--config", self.config])
         # The sandbox refuses ptrace, which LeakSanitizer needs at exit: a sanitizer build's
         # `sandgate connect` inside it would exit 1 after a whole relay (other builds ignore it).
-        r = run_bounded([binary(), "run", "--config", self.config, "--workspace", ws,
+        r = run_bounded([binary(), "run"] + source + ["--workspace", ws,
                          "--run-dir", run_dir, "--env", "ASAN_OPTIONS=detect_leaks=0",
                          "--", "sh", "-c", SCRIPT], 120, **kwargs)
         # The host key's private half is in no file the run left either.
@@ -213,6 +216,55 @@ class RunSshTest(unittest.TestCase):
         # Per run: a second run presents another key.
         key2 = self.check(self.run_script(), "sandbox")
         self.assertNotEqual(key, key2)
+
+    def test_plain_ssh_on_port_22_is_captured_to_the_broker(self):
+        # No ProxyCommand, no config: ssh dials git.test:22 itself (the run's DNS gives a
+        # synthetic address), transparent capture takes port 22 to the run's SSH broker, with
+        # the run's task; the broker's key is the one known_hosts names.
+        self.plain_ssh(["--config", self.config])
+
+    def plain_ssh(self, source):
+        script = ("ssh -F /dev/null -o UserKnownHostsFile=/run/sandgate/ssh/known_hosts "
+                  "-o StrictHostKeyChecking=yes -o BatchMode=yes -o ConnectTimeout=10 "
+                  "git.test true 2>&1; echo rc=$?")
+        ws = self.workspace()
+        r = run_bounded([binary(), "run"] + source + ["--workspace", ws,
+                         "--", "sh", "-c", script], 120)
+        artifacts.record("run", "stdout", r.stdout)
+        artifacts.record("log", "run-stderr", r.stderr)
+        if r.returncode == 125 and namespaces_refused(r.stderr):
+            self.skipTest("this host refuses namespaces: " + r.stderr.strip())
+        self.assertEqual(r.returncode, 0, r.stderr)
+        self.assertNotIn("Host key verification failed", r.stdout)
+        self.assertIn("ssh_command_refused", r.stdout)
+        self.assertIn("rc=", r.stdout)
+        self.assertNotIn("rc=0", r.stdout)
+
+    def test_run_with_proxy_trusts_serves_broker(self):
+        # `run --proxy`: serve's broker serves the run's connections, so the sandbox's
+        # known_hosts must name serve's key, which the launcher learns from task_env.
+        from sandgate_fixture import Sandgate
+        host_key = os.path.join(self.dir, "serve_host_key")
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", host_key],
+                       check=True, capture_output=True, timeout=30)
+        with open(host_key + ".pub") as f:
+            serve_pub = f.read().split()[1]
+        sg = Sandgate(self.cfg["policies"], [{"name": "agent", "policy": "agent"}],
+                      resolve=self.cfg["resolve"],
+                      extra={"credentials": self.cfg["credentials"],
+                             "ssh": {"host_key": host_key}})
+        sg.config["listen"]["admin"] = sg.admin_path
+        sg.write_config(sg.config)
+        self.addCleanup(sg.cleanup)
+        sg.start()
+        before = self.sshd.connections
+        key = self.check(self.run_script(admin=sg.admin_path), "sandbox")
+        self.assertEqual(key, serve_pub)
+        self.assertGreaterEqual(self.sshd.connections, before + 2)
+        sg.wait_audit(reason="ssh_command_refused")
+        # Port 22 captured there too (task_env's capture ports): serve's broker, the run's task.
+        self.plain_ssh(["--proxy", "unix:" + sg.admin_path, "--task", "agent"])
+        sg.wait_audit(reason="ssh_command_refused", mode="transparent", task="agent")
 
     def test_rootless_launcher(self):
         with TemporaryUser() as user:

@@ -145,6 +145,7 @@ TEST(AdminProtocol, RepliesRoundTrip) {
                                     "-----BEGIN CERTIFICATE-----\nMII\n",
                                     {{"OPENAI_API_KEY", "sk-placeholder"}},
                                     {"/run/secret"},
+                                    std::nullopt,
                                     std::nullopt};
   auto e = parseReply(encodeReply(env));
   ASSERT_TRUE(e.ok()) << e.errorText();
@@ -154,7 +155,8 @@ TEST(AdminProtocol, RepliesRoundTrip) {
   EXPECT_EQ(e->environment->caPem, "-----BEGIN CERTIFICATE-----\nMII\n");
   EXPECT_EQ(e->environment->env.at("OPENAI_API_KEY"), "sk-placeholder");
   EXPECT_EQ(e->environment->hiddenPaths, std::vector<std::string>{"/run/secret"});
-  EXPECT_FALSE(e->environment->capture.has_value());  // an older serve's reply reads the same
+  EXPECT_FALSE(e->environment->capture.has_value());        // an older serve's reply reads the same
+  EXPECT_FALSE(e->environment->sshKnownHosts.has_value());  // so does one without ssh
   EXPECT_FALSE(e->traffic.has_value());
   EXPECT_FALSE(e->dns.has_value());
 
@@ -171,6 +173,13 @@ TEST(AdminProtocol, RepliesRoundTrip) {
       << encodeReply(env);
   EXPECT_FALSE(
       parseReply(R"({"v":1,"ok":true,"policy":"p","ca_pem":"","capture":{"ports":[]}})").ok());
+
+  // run --proxy's ssh setup: serve's broker key for the policy's SSH hosts.
+  env.environment->sshKnownHosts = "git.test ssh-ed25519 AAAAC3Nza\n";
+  auto k = parseReply(encodeReply(env));
+  ASSERT_TRUE(k.ok()) << k.errorText();
+  ASSERT_TRUE(k->environment && k->environment->sshKnownHosts);
+  EXPECT_EQ(*k->environment->sshKnownHosts, "git.test ssh-ed25519 AAAAC3Nza\n");
 
   AdminReply rel;
   rel.ok = true;

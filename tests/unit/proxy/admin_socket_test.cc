@@ -79,12 +79,14 @@ struct FakeBackend {
           {"key", "KEY", "placeholder-" + std::to_string(made.size())}});
       made.push_back(set);
       return RunEnvironment{
-          TaskEnvironment{"p", "PEM", {{"KEY", set->all()[0].value}}, {"/secret"}, std::nullopt},
+          TaskEnvironment{
+              "p", "PEM", {{"KEY", set->all()[0].value}}, {"/secret"}, std::nullopt, std::nullopt},
           set};
     };
     b.tokenEnvironment = [](const std::string& task) -> Expected<TaskEnvironment> {
       if (task != "t1") return Error{"unknown_task", "no task '" + task + "'"};
-      return TaskEnvironment{"p", "PEM", {{"KEY", "token-placeholder"}}, {}, std::nullopt};
+      return TaskEnvironment{"p", "PEM",        {{"KEY", "token-placeholder"}},
+                             {},  std::nullopt, std::nullopt};
     };
     b.adopt =
         [this](std::vector<int> fds, const std::string& task, std::shared_ptr<ListenerTally> t,

@@ -534,5 +534,36 @@ TEST(Metrics, ConcurrentUpdatesAreExact) {
       kThreads * kOps / 2);
 }
 
+// sandgate_ssh_* (issue #42): label values are the task and reason tokens only, capped; the
+// task's series go with it.
+TEST(Metrics, SshSeriesAreTokensAndGoWithTheTask) {
+  Metrics m(seconds(10));
+  {
+    auto t = m.task("git");
+    t->sshSessionStarted();
+    t->sshSessionStarted();
+    t->sshSessionEnded();
+    t->sshRefusal("ssh_command_refused");
+    t->sshRefusal("git.example.com/org/repo");  // not a token: counted as other
+    for (int i = 0; i < 40; ++i) t->sshRefusal("git_reason_" + std::to_string(i));
+    t->sshBytes(10, 2000);
+    t->sshHostKeyMismatch();
+    EXPECT_EQ(value(m, "sandgate_ssh_sessions_total", {{"task", "git"}}), 2);
+    EXPECT_EQ(value(m, "sandgate_ssh_sessions_active", {{"task", "git"}}), 1);
+    EXPECT_EQ(value(m, "sandgate_ssh_refusals_total",
+                    {{"task", "git"}, {"reason", "ssh_command_refused"}}),
+              1);
+    EXPECT_EQ(value(m, "sandgate_ssh_bytes_total", {{"task", "git"}, {"direction", "down"}}), 2000);
+    EXPECT_EQ(value(m, "sandgate_ssh_upstream_host_key_mismatches_total", {{"task", "git"}}), 1);
+    EXPECT_EQ(m.render().find("example"), std::string::npos);
+    // At most kMaxReasons distinct reasons, the rest and the non-token "other".
+    EXPECT_LE(ofTask(m, "sandgate_ssh_refusals_total", "git").size(), TaskMetrics::kMaxReasons + 1);
+    EXPECT_GE(value(m, "sandgate_ssh_refusals_total", {{"task", "git"}, {"reason", "other"}}), 1);
+  }
+  m.sweep(kT0);
+  m.sweep(kT0 + seconds(11));
+  EXPECT_FALSE(mentionsTask(m, "git"));
+}
+
 }  // namespace
 }  // namespace sandgate::proxy
