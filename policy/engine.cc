@@ -251,6 +251,8 @@ Decision Engine::decide(std::string_view task, const Request& req) const {
     if (d.verdict == Verdict::kDeny && impl_->askTasks.count(task)) {
       return markAskable(std::move(d), req, impl_->pinnedNames.count(req.target.name) > 0);
     }
+    // decideWith keeps `intercept` on a refusal only for approve(): no other refusal says it.
+    if (d.verdict == Verdict::kDeny) d.intercept = false;
     return d;
   }
   return unknown(req, reason::kUnknownTask,
@@ -277,7 +279,11 @@ Decision approve(Decision d, const Request& req) {
 
 Decision Engine::decideUnder(std::string_view policy, const Request& req) const {
   auto it = impl_->byPolicy.find(policy);
-  if (it != impl_->byPolicy.end()) return decideWith(*it->second, req);
+  if (it != impl_->byPolicy.end()) {
+    Decision d = decideWith(*it->second, req);
+    if (d.verdict == Verdict::kDeny) d.intercept = false;  // see decide()
+    return d;
+  }
   return unknown(req, reason::kUnknownPolicy,
                  "policy \"" + std::string(policy) + "\" is not compiled on its own");
 }
