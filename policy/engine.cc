@@ -196,8 +196,11 @@ Decision learn(Decision d, const Request& req, bool pinned) {
 // on_unknown: ask: the same refusals learn mode waives may be held and asked about; the rest
 // stay refusals at once (an operator is never asked to waive a guardrail).
 Decision markAskable(Decision d, const Request& req, bool pinned) {
-  if (!learnable(d.reason)) return d;
-  if (req.target.isAddress && classify(req.target.address).denied()) return d;
+  const bool denied = req.target.isAddress && classify(req.target.address).denied();
+  if (!learnable(d.reason) || denied) {
+    d.intercept = false;  // kept by decideWith for approve() only
+    return d;
+  }
   d.askable = true;
   d.pinned = pinned && !req.target.isAddress;
   return d;
