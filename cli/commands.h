@@ -20,5 +20,6 @@ void addRunCommand(CLI::App& app, Action* action);
 void addTokenCommands(CLI::App& app, Action* action);
 void addReviewCommands(CLI::App& app, Action* action);
 void addConnectCommand(CLI::App& app, Action* action);
+void addApproveCommand(CLI::App& app, Action* action);
 
 }  // namespace sandgate::cli

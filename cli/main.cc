@@ -34,6 +34,7 @@ int main(int argc, char** argv) {
   sandgate::cli::addRunCommand(app, &action);
   sandgate::cli::addReviewCommands(app, &action);
   sandgate::cli::addConnectCommand(app, &action);
+  sandgate::cli::addApproveCommand(app, &action);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

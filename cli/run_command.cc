@@ -79,6 +79,9 @@ void addRunCommand(CLI::App& app, Action* action) {
                 "Learning run: allow what the policy refuses for want of a rule (never a deny "
                 "rule or a private/metadata address, never with a credential), then draft "
                 "policy.learned.yaml and its tests in the run's directory");
+  cmd->add_flag("--ask", req->ask,
+                "Hold what the policy refuses for want of a rule and ask on this terminal "
+                "(/dev/tty): y allows once, a always, n (or anything else) denies");
   cmd->add_flag("--audit-stderr", req->auditStderr,
                 "Also write the audit lines to stderr as they happen (whole lines, one write each; "
                 "a line the command writes in pieces may be split by one). Default: only the "

@@ -12,6 +12,7 @@
 #include <utility>
 
 #include "config/load_report.h"
+#include "config/approvals.h"
 #include "config/readers.h"
 
 namespace sandgate::config {
@@ -228,7 +229,11 @@ LoadReport readString(const std::string& text, const std::string& name) {
   detail::checkUpstreamReferences(r, cfg);
   detail::checkLlmReferences(r, cfg);
   detail::checkStateReferences(r, cfg);
-  return {std::move(cfg), r.take()};
+  Diagnostics errors = r.take();
+  // The approvals files (tasks[].ask.approvals), each checked on its own and named in its
+  // errors: only a config that reads cleanly gets them (they extend its policies).
+  if (errors.empty()) detail::loadApprovals(cfg, errors);
+  return {std::move(cfg), std::move(errors)};
 }
 
 LoadReport readFile(const std::string& path) {

@@ -17,6 +17,8 @@ namespace sandgate::config::detail {
 // policies: and global: (rule_reader.cc).
 void readPolicies(Reader& r, const Field& f, Config& cfg);
 void readGlobal(Reader& r, const Field& f, Global& global);
+// One allow rule, as a policy's `allow:` item (the approvals file's rules: approvals.cc).
+std::optional<Rule> readAllowRule(Reader& r, const Field& f);
 
 // budgets: of a policy or a task (budget_reader.cc).
 std::vector<Budget> readBudgets(Reader& r, const Field& f);

@@ -168,6 +168,10 @@ std::vector<Rule> readRules(Reader& r, const Field& f, RuleList kind) {
 
 }  // namespace
 
+std::optional<Rule> readAllowRule(Reader& r, const Field& f) {
+  return readRule(r, f, RuleList::kAllow);
+}
+
 void readPolicies(Reader& r, const Field& f, Config& cfg) {
   auto names = r.namedMap(f, "a map of policy names to policies", true);
   if (!names) return;

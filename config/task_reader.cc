@@ -64,13 +64,9 @@ void readTaskModes(Reader& r, const MapView& m, Task& t) {
       if (auto n = r.integer(*v, 1, 1024)) t.ask->maxPending = static_cast<uint32_t>(*n);
     }
   }
-  if (t.onUnknown == OnUnknown::kAsk) {
-    // Read so that configs can be written against the interface, but refused until serve can
-    // hold a request and ask (issue #43): a task that seems to ask but silently denies, or
-    // worse admits, would mislead its operator.
-    r.error(t.ask->mark, askPath,
-            "on_unknown: ask is not implemented yet (issue #43): use on_unknown: deny, or "
-            "mode: learn to draft the policy from a run");
+  if (t.onUnknown == OnUnknown::kAsk && t.mode == TaskMode::kLearn) {
+    // Learn mode admits what ask would hold: the two together would never ask.
+    r.error(t.ask->mark, askPath, "on_unknown: ask cannot be combined with mode: learn");
   }
 }
 

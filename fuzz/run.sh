@@ -19,7 +19,7 @@ root=$PWD
 build=${SANDGATE_FUZZ_BUILD_DIR:-build-fuzz}
 targets=(request_head_fuzz chunked_body_fuzz client_hello_fuzz dns_message_fuzz
          config_loader_fuzz body_decoder_fuzz encoding_fuzz scrubber_fuzz path_rules_fuzz
-         llm_body_fuzz h2_frames_fuzz)
+         llm_body_fuzz h2_frames_fuzz git_wire_fuzz)
 
 build_fuzzers() {
   ./scripts/deps.sh

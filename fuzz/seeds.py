@@ -212,3 +212,35 @@ h2_seeds = {
 }
 for name, frames in h2_seeds.items():
     write("h2_frames_fuzz", name, h2_limits + frames)
+
+# git_wire_fuzz: byte 0 even: an SSH exec command; odd: two bytes of limit (64 + the value),
+# then a receive-pack command list in pkt-lines.
+for name, cmd in (("upload", "git-upload-pack 'org/repo.git'"),
+                  ("receive", "git-receive-pack '/org/repo.git'"),
+                  ("archive", "git-upload-archive 'org/repo'"),
+                  ("unquoted", "git-receive-pack org/Repo/"),
+                  ("dotdot", "git-upload-pack 'org/../other'"),
+                  ("shell", "git-upload-pack 'a';id"),
+                  ("dash", "git-upload-pack '--upload-pack=x'")):
+    write("git_wire_fuzz", "cmd_" + name, b"\x00" + cmd.encode())
+
+
+def pkt(payload):
+    return b"%04x" % (len(payload) + 4) + payload
+
+
+zero, one, two = b"0" * 40, b"1" * 40, b"2" * 40
+push_lists = {
+    "one": pkt(zero + b" " + one + b" refs/heads/agent/x\x00report-status side-band-64k") + b"0000PACK",
+    "two": pkt(one + b" " + two + b" refs/heads/main\x00report-status") +
+           pkt(one + b" " + zero + b" refs/tags/v1") + b"0000PACK",
+    "options": pkt(zero + b" " + one + b" refs/heads/a\x00push-options") + b"0000" +
+               pkt(b"ci.skip") + b"0000PACK",
+    "shallow": pkt(b"shallow " + one) + pkt(zero + b" " + one + b" refs/heads/a\x00") + b"0000",
+    "sha256": pkt(b"0" * 64 + b" " + b"1" * 64 + b" refs/heads/a\x00object-format=sha256") + b"0000",
+    "cert": pkt(b"push-cert\x00report-status") + b"0000",
+    "empty": b"0000",
+}
+for name, body in push_lists.items():
+    write("git_wire_fuzz", "push_" + name, b"\x01\x01\x00" + body)
+write("git_wire_fuzz", "push_tight_limit", b"\x01\x00\x00" + push_lists["two"])

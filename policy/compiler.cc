@@ -7,6 +7,7 @@
 #include <map>
 #include <set>
 
+#include "config/approvals.h"
 #include "policy/address_class.h"
 #include "policy/compiled_rule.h"
 #include "policy/engine_impl.h"
@@ -93,7 +94,9 @@ class Compiler {
     std::map<std::string, const CompiledPolicy*> built;
     for (size_t i = 0; i < cfg_.tasks.size(); ++i) {
       const config::Task& task = cfg_.tasks[i];
-      const std::string& root = task.policy.value;
+      // A task with an approvals file runs under its synthetic policy, which includes its own.
+      const std::string& root =
+          task.approvalsPolicy.empty() ? task.policy.value : task.approvalsPolicy;
       if (!cfg_.policies.count(root)) {
         if (partial_) continue;  // the loader's references check said so
         error(task.policy.mark, "tasks[" + std::to_string(i) + "].policy",
@@ -103,6 +106,7 @@ class Compiler {
       auto it = built.find(root);
       if (it == built.end()) it = built.emplace(root, buildPolicy(root, globalAllow)).first;
       impl_.tasks[task.name] = it->second;
+      if (task.onUnknown == config::OnUnknown::kAsk) impl_.askTasks[task.name] = true;
       if (task.mode == config::TaskMode::kLearn) {
         impl_.learnTasks[task.name] = true;
         // Said by `policy lint`: learn mode is for a run that drafts a policy, not for serving.
@@ -140,6 +144,18 @@ class Compiler {
     return out;
   }
 
+  // The file a rule was written in: the config, or a task's approvals file (its rules' key
+  // paths are "approvals.<task>.allow[i]": config/approvals.h).
+  std::string fileOf(const config::Rule& r) const {
+    constexpr std::string_view kPrefix = "approvals.";
+    if (!r.keyPath.starts_with(kPrefix)) return cfg_.file;
+    const size_t end = r.keyPath.rfind(".allow[");
+    if (end == std::string::npos || end <= kPrefix.size()) return cfg_.file;
+    const config::Task* t =
+        cfg_.findTask(std::string_view(r.keyPath).substr(kPrefix.size(), end - kPrefix.size()));
+    return t ? config::approvalsPath(cfg_, *t) : cfg_.file;
+  }
+
   // Returns nullptr (after recording diagnostics) when the rule is invalid.
   CompiledRule* compileRule(const config::Rule& r, bool deny) {
     const size_t before = errors_.size();
@@ -148,7 +164,7 @@ class Compiler {
     c.audit = r.mode == config::RuleMode::kAudit;
     c.keyPath = r.keyPath;
     c.line = r.mark.line;
-    c.where = cfg_.file + ":" + std::to_string(r.mark.line);
+    c.where = fileOf(r) + ":" + std::to_string(r.mark.line);
     // With load errors, a rule without either is one whose host could not be read (or was
     // misspelt): the loader named that already.
     bool leaveOut = partial_ && !r.host && r.cidrs.empty();

@@ -193,6 +193,19 @@ Decision learn(Decision d, const Request& req, bool pinned) {
   return d;
 }
 
+// on_unknown: ask: the same refusals learn mode waives may be held and asked about; the rest
+// stay refusals at once (an operator is never asked to waive a guardrail).
+Decision markAskable(Decision d, const Request& req, bool pinned) {
+  const bool denied = req.target.isAddress && classify(req.target.address).denied();
+  if (!learnable(d.reason) || denied) {
+    d.intercept = false;  // kept by decideWith for approve() only
+    return d;
+  }
+  d.askable = true;
+  d.pinned = pinned && !req.target.isAddress;
+  return d;
+}
+
 // Step 1: no compiled policy for the task (or the policy) asked for.
 Decision unknown(const Request& req, std::string_view why, std::string detail) {
   Decision d;
@@ -238,15 +251,42 @@ Decision Engine::decide(std::string_view task, const Request& req) const {
     if (d.verdict == Verdict::kDeny && impl_->learnTasks.count(task)) {
       return learn(std::move(d), req, impl_->pinnedNames.count(req.target.name) > 0);
     }
+    if (d.verdict == Verdict::kDeny && impl_->askTasks.count(task)) {
+      return markAskable(std::move(d), req, impl_->pinnedNames.count(req.target.name) > 0);
+    }
+    // decideWith keeps `intercept` on a refusal only for approve(): no other refusal says it.
+    if (d.verdict == Verdict::kDeny) d.intercept = false;
     return d;
   }
   return unknown(req, reason::kUnknownTask,
                  "task \"" + std::string(task) + "\" is not defined in the configuration");
 }
 
+Decision approve(Decision d, const Request& req) {
+  if (!d.askable || d.verdict != Verdict::kDeny) return d;
+  d.verdict = Verdict::kAllow;
+  d.reason = reason::kApproved;
+  d.askable = false;
+  d.approved = true;
+  d.matched = nullptr;
+  d.credential.clear();
+  d.git = nullptr;
+  d.llm = nullptr;
+  d.via = nullptr;
+  // A tunnel stays intercepted when a deny rule with methods or paths could apply (decideWith
+  // said so on the refusal); otherwise it is spliced: the operator approved its host and port.
+  d.intercept = d.intercept && !(req.method || req.path);
+  d.detail = cat("would be refused: ", d.detail, "; allowed by an operator's approval");
+  return d;
+}
+
 Decision Engine::decideUnder(std::string_view policy, const Request& req) const {
   auto it = impl_->byPolicy.find(policy);
-  if (it != impl_->byPolicy.end()) return decideWith(*it->second, req);
+  if (it != impl_->byPolicy.end()) {
+    Decision d = decideWith(*it->second, req);
+    if (d.verdict == Verdict::kDeny) d.intercept = false;  // see decide()
+    return d;
+  }
   return unknown(req, reason::kUnknownPolicy,
                  "policy \"" + std::string(policy) + "\" is not compiled on its own");
 }
@@ -350,7 +390,11 @@ Decision Engine::decideWith(const CompiledPolicy& pol, const Request& req) const
     if (t.isAddress && !coveredByMatch && classify(t.address).denied()) {
       return vetAddressClass(std::move(d), t.address);  // d.matched is unset: refuses
     }
-    return refuse(std::move(d), why, r, std::move(detail));
+    // Kept on the refusal for approve(): an approved tunnel is intercepted if a deny rule with
+    // methods or paths could judge its requests.
+    Decision refused = refuse(std::move(d), why, r, std::move(detail));
+    refused.intercept = denyNeedsIntercept;
+    return refused;
   };
 
   if (!found) {
@@ -520,7 +564,8 @@ Decision Engine::checkAddress(const Decision& allowed, const IpAddress& addr) co
   }
   // Learn mode: a name `resolve:` pins is the operator's own statement of where it lives; a
   // cloud metadata address is refused even so (nothing learned may reach instance credentials).
-  if (d.verdict == Verdict::kLearn && d.pinned && c.cls != AddressClass::kCloudMetadata) {
+  if ((d.verdict == Verdict::kLearn || d.approved) && d.pinned &&
+      c.cls != AddressClass::kCloudMetadata) {
     return d;
   }
   d = vetAddressClass(std::move(d), addr);

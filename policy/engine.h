@@ -41,6 +41,8 @@ inline constexpr std::string_view kUnknownTask = "unknown_task";
 inline constexpr std::string_view kUnknownPolicy = "unknown_policy";
 inline constexpr std::string_view kInvalidHost = "invalid_host";
 inline constexpr std::string_view kCredentialConflict = "credential_conflict";
+// Allowed by an operator's answer to a held request (tasks[].on_unknown: ask), not by a rule.
+inline constexpr std::string_view kApproved = "approved";
 }  // namespace reason
 
 struct CompiledRule;    // opaque outside policy/
@@ -98,9 +100,21 @@ struct Decision {
   // kLearn: the target is a name the config's `resolve:` pins. The operator wrote its address,
   // so checkAddress() lets it into private and loopback ranges (never cloud metadata).
   bool pinned = false;
+  // kDeny, in a task with on_unknown: ask, only for want of a rule (the reasons learn mode
+  // waives; never a deny rule, a denied range or an ambiguous path): the proxy may hold the
+  // request and ask an operator (proxy/state/questions.h) instead of refusing it.
+  bool askable = false;
+  // Made by approve(): an operator said yes. Like kLearn, no rule's credential, routing or git
+  // block applies, and a `resolve:` pin (`pinned`) may reach its private address.
+  bool approved = false;
 
   bool allowed() const { return verdict != Verdict::kDeny; }
 };
+
+// The admission of an askable refusal an operator approved: verdict kAllow with reason
+// `approved`, and nothing of any rule (no credential is ever injected for it: the policy did not
+// name the request). `d` must be askable; anything else is returned unchanged.
+Decision approve(Decision d, const Request& req);
 
 class Engine {
  public:

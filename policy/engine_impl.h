@@ -33,6 +33,8 @@ struct Engine::Impl {
   // Tasks in learn mode (config::TaskMode::kLearn), and the names `resolve:` pins.
   std::unordered_map<std::string, bool, StringHash, std::equal_to<>> learnTasks;
   std::unordered_map<std::string, bool, StringHash, std::equal_to<>> pinnedNames;
+  // Tasks with on_unknown: ask (config::OnUnknown::kAsk): their learnable refusals are askable.
+  std::unordered_map<std::string, bool, StringHash, std::equal_to<>> askTasks;
 };
 
 }  // namespace sandgate::policy

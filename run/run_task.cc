@@ -18,6 +18,7 @@
 #include "proxy/capture_server/capture.h"
 #include "proxy/server/embedded.h"
 #include "proxy/ssh/ssh_broker.h"
+#include "run/ask_prompt.h"
 #include "run/learn_run.h"
 #include "run/output_files.h"
 #include "run/run_bundle.h"
@@ -116,6 +117,23 @@ int runTask(const RunRequest& req) {
     return fail(kExitUsage,
                 "--learn needs the embedded proxy: with --proxy, set `mode: learn` "
                 "on the serve's task instead");
+  }
+  if (req.ask && req.proxy) {
+    return fail(kExitUsage,
+                "--ask needs the embedded proxy: with --proxy, set `on_unknown: ask` on the "
+                "serve's task and answer with `sandgate approve`");
+  }
+  if (req.ask && req.learn) {
+    return fail(kExitUsage,
+                "--ask and --learn exclude each other (learn mode admits what ask would hold)");
+  }
+  // --ask prompts on the launcher's own terminal: without one it could only time out, so it is
+  // refused before anything is made.
+  std::unique_ptr<TtyPrompter> prompter;
+  if (req.ask) {
+    auto opened = TtyPrompter::open();
+    if (!opened) return fail(kExitUsage, "{}", opened.errors().front().message);
+    prompter = std::move(opened.value());
   }
 
   sandbox::Options options;
@@ -231,6 +249,11 @@ int runTask(const RunRequest& req) {
     if (t.name != taskName) continue;
     if (req.learn) t.mode = config::TaskMode::kLearn;
     learning = t.mode == config::TaskMode::kLearn;
+    if (req.ask) {
+      if (learning) return fail(kExitUsage, "--ask: task {} is in learn mode", t.name);
+      t.onUnknown = config::OnUnknown::kAsk;
+      if (!t.ask) t.ask.emplace();
+    }
   }
   options.hiddenPaths = cfg.secretPaths();
   // ssh and git over SSH in the sandbox: its ProxyCommand, and a known_hosts naming the run's
@@ -315,7 +338,9 @@ int runTask(const RunRequest& req) {
       [&] {
         runBundle.started();
         embedded.start();
+        if (prompter) prompter->start(embedded);  // after the fork, like the proxy's threads
       });
+  if (prompter) prompter->stop();
   auto traffic = embedded.stop();
   if (learning) {
     // Every audit line is in audit.jsonl once the proxy has stopped.

@@ -53,6 +53,9 @@ struct RunRequest {
   // gets policy.learned.yaml and its tests (run/learn_run.h). A task with `mode: learn` is the
   // same without the flag.
   bool learn = false;
+  // --ask: the task holds what its policy refuses for want of a rule (on_unknown: ask) and the
+  // launcher asks on its terminal, /dev/tty (run/ask_prompt.h); no terminal: a usage error.
+  bool ask = false;
   std::vector<std::string> argv;
 };
 

@@ -142,4 +142,22 @@ Expected<ReleaseSummary> AdminClient::release() {
   return ReleaseSummary{r->traffic.value_or(TrafficSummary{}), r->dns};
 }
 
+Expected<std::vector<QuestionInfo>> AdminClient::questions() {
+  auto r = exchange(AdminRequest{AdminOp::kQuestions, ""}, {});
+  if (!r) return r.error();
+  return r->questions.value_or(std::vector<QuestionInfo>{});
+}
+
+Expected<QuestionInfo> AdminClient::answer(uint64_t id, const std::string& answer) {
+  AdminRequest req{AdminOp::kAnswer, ""};
+  req.questionId = id;
+  req.answer = answer;
+  auto r = exchange(req, {});
+  if (!r) return r.error();
+  if (!r->questions || r->questions->size() != 1) {
+    return failure(fmt::format("{}: answer reply without the question answered", path_));
+  }
+  return r->questions->front();
+}
+
 }  // namespace sandgate::proxy

@@ -47,6 +47,10 @@ class AdminClient {
   // Asks serve to close everything adopted and say what the run's connections (and its DNS
   // stub) did.
   Expected<ReleaseSummary> release();
+  // on_unknown: ask (`sandgate approve`): the questions waiting, and an answer ("once", "run",
+  // "always" or "deny") to one of them; the reply names the question answered.
+  Expected<std::vector<QuestionInfo>> questions();
+  Expected<QuestionInfo> answer(uint64_t id, const std::string& answer);
 
   const std::string& path() const { return path_; }
 

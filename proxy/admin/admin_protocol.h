@@ -55,6 +55,7 @@
 #include "common/result.h"
 #include "proxy/capture_server/capture.h"
 #include "proxy/observe/traffic.h"
+#include "proxy/state/questions.h"
 
 namespace sandgate::proxy {
 
@@ -90,7 +91,8 @@ inline constexpr std::string_view kMixedNetns = "mixed_netns";
 inline constexpr std::string_view kNetnsUnknown = "netns_unknown";
 }  // namespace admin_reason
 
-enum class AdminOp { kTaskEnv, kTokenEnv, kAdopt, kAdoptCapture, kRelease };
+// kQuestions and kAnswer: `sandgate approve` (admin_questions.h).
+enum class AdminOp { kTaskEnv, kTokenEnv, kAdopt, kAdoptCapture, kRelease, kQuestions, kAnswer };
 
 struct AdminRequest {
   AdminRequest(AdminOp op = AdminOp::kTaskEnv, std::string task = {})
@@ -105,6 +107,9 @@ struct AdminRequest {
   // whether the sandbox listens on its IPv6 range (then AAAA queries are answered).
   std::vector<uint16_t> ports;
   bool ipv6 = false;
+  // answer: the question's id and the answer (once, run, always, deny).
+  uint64_t questionId = 0;
+  std::string answer;
 };
 
 // What serve's config says a sandbox must set up for transparent capture.
@@ -133,6 +138,7 @@ struct AdminReply {
   std::optional<TaskEnvironment> environment;  // task_env, token_env
   std::optional<TrafficSummary> traffic;       // release
   std::optional<CaptureCounts> dns;            // release, after adopt_capture
+  std::optional<std::vector<QuestionInfo>> questions;  // questions, answer
 };
 
 std::string encodeRequest(const AdminRequest& request);

@@ -2,6 +2,8 @@
 // task_env / adopt / adopt_capture / release (see admin_socket.h).
 #include "proxy/admin/admin_socket.h"
 
+#include "proxy/admin/admin_questions.h"
+
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
@@ -317,6 +319,9 @@ struct AdminSocket::Impl {
   }
 
   AdminReply handle(Connection& c, const AdminRequest& req, std::vector<int>& fds) {
+    if (req.op == AdminOp::kQuestions || req.op == AdminOp::kAnswer) {
+      return serveQuestions(backend, c.peer, req, options.path);
+    }
     // A task with admin_groups: only root and holders of one of them may use it.
     if (req.op != AdminOp::kRelease && backend.taskGroups) {
       if (auto allowed = backend.taskGroups(req.task)) {
@@ -384,6 +389,9 @@ struct AdminSocket::Impl {
       case AdminOp::kRelease:
         startRelease(c);
         return *c.pendingRelease;  // not sent: see serve()
+      case AdminOp::kQuestions:
+      case AdminOp::kAnswer:
+        break;  // answered above
     }
     return errorReply(admin_reason::kBadRequest, "unknown op");
   }

@@ -71,6 +71,12 @@ struct AdminBackend {
   // The gids of the task's admin_groups, nullopt when it has none (or no such task). Unset:
   // no task has any.
   std::function<std::optional<std::vector<gid_t>>(const std::string& task)> taskGroups;
+  // on_unknown: ask (admin_questions.h): the questions waiting, and an answer to one of them
+  // by `who` (an "always" answer is written to the task's approvals file first). Unset: this
+  // server asks nothing.
+  std::function<std::vector<QuestionInfo>()> questions;
+  std::function<Expected<QuestionInfo>(uint64_t id, AnswerKind answer, const Decider& who)>
+      answer;
 };
 
 struct AdminSocketOptions {

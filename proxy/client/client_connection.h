@@ -55,6 +55,10 @@ struct ClientConnection {
   // established" and no HTTP refusal page before the TLS it sends (refusals just close).
   bool transparent = false;
   bool silentRefusals = false;  // refusals close without a response (captured TLS streams)
+  // on_unknown: ask: an operator approved this connection's CONNECT (client/ask.h): the
+  // requests intercepted inside it (deny rules with methods or paths still judge each) are
+  // covered by that answer, not asked about again.
+  std::optional<ApprovalAudit> tunnelApproval;
   // A response was cut short after its head had gone out: the connection ends abortively (a
   // TCP reset, no TLS close_notify), so that a client reading to the end of the connection
   // (HTTP/1.0, a body without a length) cannot take the cut for the end.

@@ -31,6 +31,11 @@ inline constexpr std::string_view kMaxTokensOverCap = "max_tokens_over_cap";
 inline constexpr std::string_view kLlmBodyTooLarge = "llm_body_too_large";
 inline constexpr std::string_view kLlmBodyUnreadable = "llm_body_unreadable";
 inline constexpr std::string_view kLlmBodyEncoded = "llm_body_encoded";
+// on_unknown: ask (state/questions.h): a held request that no operator approved.
+inline constexpr std::string_view kApprovalTimeout = "approval_timeout";
+inline constexpr std::string_view kApprovalDenied = "approval_denied";
+inline constexpr std::string_view kApprovalQueueFull = "approval_queue_full";
+inline constexpr std::string_view kApprovalNeedsHttp1 = "approval_needs_http1";
 // The request head (http_validation.h).
 inline constexpr std::string_view kBadRequestLine = "bad_request_line";
 inline constexpr std::string_view kBadHeader = "bad_header";
@@ -136,6 +141,15 @@ inline constexpr ReasonInfo kRequestReasons[] = {
      "second document, a bad model or token count), or whose framing is broken"},
     {reason::kLlmBodyEncoded, 415,
      "an LLM call with a Content-Encoding (compressed bodies are not read)"},
+    {reason::kApprovalTimeout, 403,
+     "on_unknown: ask: no operator answered the held request within ask.timeout"},
+    {reason::kApprovalDenied, 403, "on_unknown: ask: an operator denied the held request"},
+    {reason::kApprovalQueueFull, 429,
+     "on_unknown: ask: the task already has ask.max_pending questions waiting (or the question "
+     "its maximum of requests)"},
+    {reason::kApprovalNeedsHttp1, 421,
+     "on_unknown: ask: an HTTP/2 request the policy does not allow (requests are held and asked "
+     "about on HTTP/1.1 only)"},
     {reason::kBadRequestLine, 400, "a malformed request line, or a bare CR or LF in the head"},
     {reason::kBadHeader, 400, "a malformed header field"},
     {reason::kObsFold, 400, "a folded (obs-fold) header line"},

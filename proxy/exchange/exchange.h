@@ -49,6 +49,7 @@
 #include "broker/body_decoder.h"
 #include "broker/scrubber.h"
 #include "common/http_text.h"
+#include "proxy/client/ask.h"
 #include "proxy/client/chunked_framing.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/budget_gate.h"
@@ -112,6 +113,13 @@ boost::asio::awaitable<bool> runExchange(Route& route, ClientConnection& c, size
   const unsigned clientVersion = req.version();
 
   auto decision = decideHttpRequest(c, route.policyRequest(req), req);
+  if (decision.askable) {
+    // on_unknown: ask: held (no thread held with it) until an operator answers or it times out.
+    // Named before co_await (GCC 12 and the arguments of a co_await full-expression).
+    const policy::Request asked = route.policyRequest(req);
+    auto asking = askOperator(c, asked, std::move(decision), log);
+    decision = co_await std::move(asking);
+  }
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     Refusal refusal = policyRefusal(decision, task.name, rec.host,

@@ -16,6 +16,7 @@
 
 #include "common/http_text.h"
 #include "policy/host.h"
+#include "proxy/client/ask.h"
 #include "proxy/client/http_validation.h"
 #include "proxy/exchange/exchange.h"
 #include "proxy/exchange/form_gate.h"
@@ -119,7 +120,8 @@ std::optional<Refusal> H2Request::judge(const H2Fields& fields, RequestLog& log)
   const policy::Request asked{target_, port_, std::string_view(method_), std::string_view(path_),
                               std::nullopt};
   auto& req = parser_.get();
-  decision_ = decideHttpRequest(c_, asked, req);
+  // on_unknown: ask holds HTTP/1.1 requests only: an h2 stream is refused, never let through.
+  decision_ = refuseUnasked(decideHttpRequest(c_, asked, req), c_, asked);
   rec.rule = decision_.rule;
   if (!decision_.allowed()) {
     return policyRefusal(decision_, rec.task, rec.host,
@@ -163,7 +165,7 @@ std::optional<Refusal> H2Request::judgeFormBody(std::string_view body, bool comp
   policy::Request again{target_, port_, std::string_view(method_), std::string_view(path_),
                         std::nullopt};
   again.overrideHeader = name;
-  decision_ = decideRequest(c_, again);
+  decision_ = refuseUnasked(decideRequest(c_, again), c_, again);
   rec.rule = decision_.rule;
   if (decision_.allowed()) return std::nullopt;
   return policyRefusal(decision_, rec.task, rec.host,

@@ -362,6 +362,25 @@ std::string AuditLog::format(const AuditRecord& r) {
   }
   appendKey(out, field::kBudgetFailOpen);
   out += r.budgetFailOpen ? "true" : "false";
+  appendKey(out, field::kApproval);
+  if (!r.approval) {
+    out += "null";
+  } else {
+    out += '{';
+    appendKey(out, field::kApprovalId, true);
+    appendInt(out, r.approval->id);
+    appendKey(out, field::kApprovalAnswer);
+    appendOptional(out, r.approval->answer);
+    appendKey(out, field::kApprovalByUid);
+    if (r.approval->byUid) {
+      appendInt(out, *r.approval->byUid);
+    } else {
+      out += "null";
+    }
+    appendKey(out, field::kApprovalByUser);
+    appendOptional(out, capped(r.approval->byUser));
+    out += '}';
+  }
   out += "}\n";
   return out;
 }

@@ -62,6 +62,14 @@ struct LlmAudit {
 // credentials: a secret cannot reach the audit log because the record has nowhere to put it.
 // Callers must not put one in `error` or `path` either (a query string is excluded from
 // `path` for that reason: it may carry an API key).
+// How a held request's question was answered (field::kApproval).
+struct ApprovalAudit {
+  uint64_t id = 0;     // 0: no question was asked (remembered, queue_full)
+  std::string answer;  // once, run, always, deny, timeout, queue_full, remembered
+  std::optional<uint32_t> byUid;
+  std::string byUser;
+};
+
 struct AuditRecord {
   std::chrono::system_clock::time_point time;  // start of the request/tunnel
   std::string kind;                            // a value of audit_kind
@@ -87,6 +95,8 @@ struct AuditRecord {
   // budget_fail_open: admitted although the shared budget counters (state.redis, fail: open)
   // could not count it.
   bool budgetFailOpen = false;
+  // The "approval" field: null unless the request was held and asked about (on_unknown: ask).
+  std::optional<ApprovalAudit> approval;
 };
 
 // Appends audit lines to a file (or stdout). Thread-safe.

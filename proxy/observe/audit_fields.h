@@ -77,5 +77,14 @@ inline constexpr std::string_view kLlmUsage = "usage";
 // bool: admitted without being counted, because the shared budget counters (state.redis with
 // `fail: open`) could not answer.
 inline constexpr std::string_view kBudgetFailOpen = "budget_fail_open";
+// null, or {"id", "answer", "by_uid", "by_user"} for a request held under on_unknown: ask
+// (proxy/state/questions.h): the question's id; the answer "once", "run", "always", "deny",
+// "timeout", "queue_full" or "remembered" (an earlier run/always answer); who answered (the
+// admin socket peer's uid and user name; null when nobody did).
+inline constexpr std::string_view kApproval = "approval";
+inline constexpr std::string_view kApprovalId = "id";
+inline constexpr std::string_view kApprovalAnswer = "answer";
+inline constexpr std::string_view kApprovalByUid = "by_uid";
+inline constexpr std::string_view kApprovalByUser = "by_user";
 
 }  // namespace sandgate::proxy::field

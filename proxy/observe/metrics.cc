@@ -121,9 +121,9 @@ void TaskMetrics::budgetFailOpen() {
   it->second->Increment();
 }
 
-// The SSH refusal reasons share the caps of the others (ssh_metrics.cc has no admit()).
+// The SSH refusal reasons share the caps of the others.
 std::string_view TaskMetrics::sshReason(std::string_view reason) {
-  return admit(sshReasons_, reason, kMaxReasons);
+  return admitLabel(sshReasons_, reason, kMaxReasons);
 }
 
 void TaskMetrics::tlsIntercepted() { intercepted_->Increment(); }

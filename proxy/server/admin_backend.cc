@@ -1,5 +1,6 @@
 // What the admin socket and a launcher ask of a server: a task's environment (CA,
 // placeholders, policy), adopting and releasing a run's sockets, the groups a task admits.
+#include <fmt/chrono.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -7,7 +8,9 @@
 #include <filesystem>
 
 #include "broker/placeholder.h"
+#include "config/approvals.h"
 #include "proxy/admin/admin_protocol.h"
+#include "proxy/admin/admin_questions.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/server/server_impl.h"
 #include "proxy/ssh/ssh_broker.h"
@@ -114,7 +117,59 @@ AdminBackend Server::adminBackend() {
     if (!t) return std::nullopt;
     return t->adminGids;
   };
+  b.questions = [this] { return impl_->state.questions.pending(); };
+  b.answer = [this](uint64_t id, AnswerKind answer,
+                    const Decider& who) -> Expected<QuestionInfo> {
+    return proxy::answerQuestion(impl_->state, id, answer, who);
+  };
   return b;
+}
+
+void Server::onQuestion(std::function<void(const QuestionInfo&)> f) {
+  impl_->state.questions.onAsked(std::move(f));
+}
+
+Expected<QuestionInfo> Server::answerQuestion(uint64_t id, AnswerKind answer, const Decider& who) {
+  return proxy::answerQuestion(impl_->state, id, answer, who);
+}
+
+Expected<QuestionInfo> answerQuestion(ServerState& state, uint64_t id, AnswerKind answer,
+                                      const Decider& who) {
+  if (answer == AnswerKind::kAllowAlways) {
+    // Written before anyone is let through: an "always" that cannot be recorded is refused,
+    // and the question stays for another answer.
+    std::optional<QuestionInfo> q;
+    for (auto& p : state.questions.pending()) {
+      if (p.id == id) q = std::move(p);
+    }
+    if (!q) {
+      return Error{std::string(admin_reason::kUnknownQuestion),
+                   fmt::format("no question {} is waiting", id)};
+    }
+    auto snap = state.snapshot.load();
+    const config::Task* t = snap->config.findTask(q->key.task);
+    const std::string path = t ? config::approvalsPath(snap->config, *t) : std::string();
+    if (path.empty()) {
+      return Error{std::string(admin_reason::kBadRequest),
+                   fmt::format("task {} has no ask.approvals file: answer once or run",
+                               q->key.task)};
+    }
+    config::Approval a;
+    a.method = q->key.method;
+    a.host = q->key.host;
+    a.port = q->key.port;
+    a.path = q->key.path;
+    a.note = fmt::format("question {}: approved by {} (uid {}) at {:%Y-%m-%dT%H:%M:%SZ}", id,
+                         who.user, who.uid,
+                         std::chrono::floor<std::chrono::seconds>(std::chrono::system_clock::now()));
+    for (const auto& e : snap->config.resolve) {
+      if (e.name == q->key.host) a.pinnedAddress = e.address;
+    }
+    if (auto written = config::appendApproval(path, q->key.task, a); !written) {
+      return Error{std::string(admin_reason::kUnavailable), written.errorText()};
+    }
+  }
+  return state.questions.answer(id, answer, who);
 }
 
 namespace {

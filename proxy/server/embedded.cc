@@ -165,6 +165,15 @@ Result<std::unique_ptr<EmbeddedProxy>> EmbeddedProxy::create(config::Config conf
   return std::unique_ptr<EmbeddedProxy>(new EmbeddedProxy(std::move(impl)));
 }
 
+void EmbeddedProxy::onQuestion(std::function<void(const QuestionInfo&)> f) {
+  impl_->server->onQuestion(std::move(f));
+}
+
+Expected<QuestionInfo> EmbeddedProxy::answerQuestion(uint64_t id, AnswerKind answer,
+                                                     const Decider& who) {
+  return impl_->server->answerQuestion(id, answer, who);
+}
+
 void EmbeddedProxy::start() {
   auto& im = *impl_;
   if (im.started || im.stopped) return;

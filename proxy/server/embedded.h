@@ -56,6 +56,11 @@ class EmbeddedProxy {
   Result<std::shared_ptr<CaptureContext>> adoptCapture(CaptureSockets sockets,
                                                        CaptureOptions options);
 
+  // on_unknown: ask for `sandgate run --ask` (see Server::onQuestion): new questions go to `f`
+  // (on a worker thread: it must not block), answers come back through answerQuestion().
+  void onQuestion(std::function<void(const QuestionInfo&)> f);
+  Expected<QuestionInfo> answerQuestion(uint64_t id, AnswerKind answer, const Decider& who);
+
   // Starts the worker threads and the audit reader. Idempotent; sockets adopted before it are
   // served from then on.
   void start();

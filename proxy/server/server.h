@@ -3,6 +3,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -13,6 +14,7 @@
 #include "common/result.h"
 #include "config/config.h"
 #include "proxy/capture_server/capture.h"
+#include "proxy/state/questions.h"
 
 namespace sandgate::broker {
 class PlaceholderSet;
@@ -122,6 +124,12 @@ class Server {
   // The same for the token clients of `task` on serve's own listeners: their placeholders,
   // one set per task for the server's life, shared with no run.
   Result<SandboxEnvironment> tokenClientEnvironment(const std::string& task);
+
+  // on_unknown: ask without the admin socket (`sandgate run --ask`): `f` is called (on a worker
+  // thread: it must not block) for each new question, and answerQuestion() answers one as
+  // `who` (an "always" answer writes the approvals file first, as the admin socket's does).
+  void onQuestion(std::function<void(const QuestionInfo&)> f);
+  Expected<QuestionInfo> answerQuestion(uint64_t id, AnswerKind answer, const Decider& who);
 
   // Bound addresses ("127.0.0.1:3128"), when those listeners exist.
   std::optional<std::string> proxyAddress() const;

@@ -42,6 +42,12 @@ Result<boost::asio::ip::tcp::endpoint> listenEndpoint(const config::Config& cfg,
                                                       const config::Located<std::string>& value,
                                                       std::string_view key);
 
+// Answers question `id` of `state.questions` for `who` (admin_backend.cc): an "always" answer
+// first appends the rule to the task's approvals file (refused, the question left waiting, when
+// that cannot be written). The admin socket's `answer` op and `run --ask`'s prompt use it.
+Expected<QuestionInfo> answerQuestion(ServerState& state, uint64_t id, AnswerKind answer,
+                                      const Decider& who);
+
 // The sockets of one adopted group: listeners (one acceptor per worker and socket; a capture's
 // DNS TCP socket on one worker) and a capture's DNS UDP socket.
 struct AdoptedGroup {

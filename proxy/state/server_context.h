@@ -19,6 +19,7 @@
 #include "proxy/net/completion.h"
 #include "proxy/net/connection_pool.h"
 #include "proxy/state/live_tunnels.h"
+#include "proxy/state/questions.h"
 #include "proxy/state/snapshot.h"
 #include "proxy/state/token_placeholders.h"
 
@@ -98,6 +99,7 @@ struct ServerState {
   std::shared_ptr<Interception> interception;  // null: intercepting CONNECTs are refused
   TokenPlaceholders tokenPlaceholders;         // used only where interception is available
   LiveTunnels liveTunnels;                     // what a reload may revoke
+  Questions questions;                         // on_unknown: ask: held requests
 };
 
 // One thread's io_context and what lives on it. Only touched from that thread.

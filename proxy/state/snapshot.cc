@@ -109,6 +109,7 @@ Result<std::shared_ptr<const Snapshot>> buildSnapshot(config::Config cfg, TaskRe
     policyCredentials(cfgRef, t.policy.value, seen, names);
     e.credentials.assign(names.begin(), names.end());
     e.budgets = t.budgets;
+    if (t.onUnknown == config::OnUnknown::kAsk) e.ask = t.ask.value_or(config::Ask{});
     if (auto p = cfgRef.policies.find(t.policy.value); p != cfgRef.policies.end()) {
       e.budgets.insert(e.budgets.end(), p->second.budgets.begin(), p->second.budgets.end());
     }

@@ -58,6 +58,9 @@ struct TaskEntry {
   // The budgets every request of the task is measured against: the task's own, then its
   // policy's (a task token may lower them or add more; token_task.h). Counted by task name.
   std::vector<config::Budget> budgets;
+  // on_unknown: ask: what the policy refuses only for want of a rule is held and asked about
+  // (state/questions.h) for at most ask->timeout. Absent: refused at once.
+  std::optional<config::Ask> ask;
 
   // The name of the task's metric series and of serve's placeholders for it: the task's name,
   // or "adhoc:<policy>" for an ad-hoc task, so that the number of series follows the config

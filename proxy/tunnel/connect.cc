@@ -10,6 +10,7 @@
 #include "policy/host.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/exchange/budget_gate.h"
+#include "proxy/client/ask.h"
 #include "proxy/intercept/intercept.h"
 #include "proxy/net/tunnel.h"
 #include "proxy/ssh/ssh_broker.h"
@@ -86,6 +87,13 @@ asio::awaitable<void> handleConnect(ClientConnection& c, const RequestHead& head
 
   policy::Request preq{target, head.port, std::nullopt, std::nullopt, std::nullopt};
   auto decision = decideRequest(c, preq);
+  if (decision.askable) {
+    // on_unknown: ask: the CONNECT waits for an operator; an approved tunnel carries the answer
+    // to the requests intercepted inside it.
+    auto asking = askOperator(c, preq, std::move(decision), log);  // named: GCC 12
+    decision = co_await std::move(asking);
+    if (decision.approved) c.tunnelApproval = rec.approval;
+  }
   rec.rule = decision.rule;
   if (!decision.allowed()) {
     {

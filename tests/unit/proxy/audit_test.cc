@@ -98,7 +98,7 @@ TEST(AuditFormat, EveryFieldInCanonicalOrder) {
       field::kReason,  field::kRule,      field::kCredential, field::kInjected,     field::kStatus,
       field::kBytesUp, field::kBytesDown, field::kDuration,   field::kUpstream,     field::kParent,
       field::kError,   field::kGit,       field::kBudget,     field::kLlm,
-      field::kBudgetFailOpen};
+      field::kBudgetFailOpen, field::kApproval};
   ASSERT_EQ(obj.size(), order.size());
   size_t i = 0;
   for (const auto& kv : obj) EXPECT_EQ(kv.key(), order[i++]);
