@@ -6,7 +6,9 @@
 #include <libssh/libssh.h>
 #include <libssh/server.h>
 #include <openssl/crypto.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <array>
@@ -257,8 +259,20 @@ Downstream acceptDownstream(const SessionParams& p, SessionResult& r) {
   ssh_bind_options_set(bind.get(), SSH_BIND_OPTIONS_IMPORT_KEY, p.hostKey->duplicate());
   long timeout = static_cast<long>(std::max<int64_t>(1, p.handshakeTimeout.count() / 1000));
   ssh_options_set(d.session.get(), SSH_OPTIONS_TIMEOUT, &timeout);
-  if (ssh_bind_accept_fd(bind.get(), d.session.get(), p.clientFd) != SSH_OK ||
-      ssh_handle_key_exchange(d.session.get()) != SSH_OK) {
+  // libssh closes the descriptor a server session was accepted on when the session is freed,
+  // and the caller closes p.clientFd when this returns: libssh gets its own duplicate. Closing
+  // one number twice would, the second time, close whatever another thread had opened under
+  // that number meanwhile (another task's connection).
+  const int ownFd = ::fcntl(p.clientFd, F_DUPFD_CLOEXEC, 0);
+  if (ownFd < 0) {
+    r.reason = reason::kSshProtocolError;
+    r.detail = "cannot set up the SSH server";
+    return d;
+  }
+  const bool accepted = ssh_bind_accept_fd(bind.get(), d.session.get(), ownFd) == SSH_OK;
+  // A failure before libssh took the descriptor leaves it ours to close.
+  if (!accepted && ssh_get_fd(d.session.get()) != ownFd) ::close(ownFd);
+  if (!accepted || ssh_handle_key_exchange(d.session.get()) != SSH_OK) {
     r.reason = reason::kSshProtocolError;
     r.detail =
         fmt::format("SSH handshake with the client failed: {}", ssh_get_error(d.session.get()));

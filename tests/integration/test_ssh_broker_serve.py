@@ -3,8 +3,10 @@ resolve: to the test's own sshd) whose rule's credential is an SSH key is served
 ssh reaches it with a ProxyCommand that opens the CONNECT (tests/support/ssh_connect_proxy.py).
 The sshd, git user and repositories are test_ssh_broker.py's.
 """
+import json
 import os
 import shlex
+import signal
 import subprocess
 import time
 import unittest
@@ -177,6 +179,44 @@ class SshBrokerServe(unittest.TestCase):
                  (a.get("git") or {}).get("service") == "upload-pack"]
         self.assertEqual(len(lines), 1, sg.audit())
         self.assertEqual(lines[0]["reason"], "revoked_by_reload")
+
+    def test_reload_that_drops_the_rule_ends_an_open_session(self):
+        # A session is a tunnel under the reload rules of HTTP (README: a reload revokes what
+        # it no longer allows, open tunnels too, after limits.revoke_grace): a session held
+        # open when the rule for git.test goes is ended, and its line says so.
+        sg = self._serve(limits={"revoke_grace": "0s"})
+        self.addCleanup(sg.cleanup)
+        sg.start()
+        env = dict(self.env(), SG_PROXY_PORT=str(sg.proxy_port))
+        p = subprocess.Popen(self.ssh_args() + ["git@git.test", "git-upload-pack 'org/repo.git'"],
+                             env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE)
+        try:
+            self.assertTrue(p.stdout.read(4), "no advertisement")
+            cfg = json.loads(json.dumps(sg.config))
+            cfg["policies"]["agent"]["allow"] = [
+                r for r in cfg["policies"]["agent"]["allow"] if r["host"] != "git.test"]
+            sg.write_config(cfg)
+            start = time.monotonic()
+            os.kill(sg.proc.pid, signal.SIGHUP)
+            # The client sees its session end (EOF), well before any idle timeout.
+            p.stdout.read()
+            p.wait(timeout=15)
+            self.assertLess(time.monotonic() - start, 10)
+        finally:
+            if p.poll() is None:
+                p.kill()
+                p.wait(timeout=10)
+            p.stdin.close()
+            p.stdout.close()
+            p.stderr.close()
+        line = sg.wait_audit(host="git.test", reason="revoked_by_reload")
+        self.assertEqual((line.get("git") or {}).get("service"), "upload-pack", line)
+        # And a new session is refused by the policy now in force.
+        r = run(self.ssh_args() + ["git@git.test", "git-upload-pack 'org/repo.git'"],
+                env=env, stdin=subprocess.DEVNULL)
+        self.assertNotEqual(r.returncode, 0)
+        self.assertNotIn(self.deploy_secret.splitlines()[1], open(sg.audit_path).read())
 
     def ssh_metric(self, name, **labels):
         return self.sg.metric(name, task="t1", **labels) or 0.0

@@ -1,9 +1,15 @@
 // The SSH broker's pure parts (proxy/ssh/): the git exec command an attacker may send, and the
 // known_hosts pins. The sessions themselves are in tests/integration/test_ssh_broker.py.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <filesystem>
 
 #include "proxy/ssh/git_command.h"
 #include "proxy/ssh/host_keys.h"
+#include "proxy/ssh/ssh_session.h"
 
 namespace sandgate::proxy::ssh {
 namespace {
@@ -91,6 +97,40 @@ TEST(SshHostKey, GeneratedKeyHasAPublicLine) {
   auto k = HostKey::generate();
   ASSERT_TRUE(k) << k.errorText();
   EXPECT_TRUE((*k)->publicLine().starts_with("ssh-ed25519 AAAA"));
+}
+
+size_t openDescriptors() {
+  size_t n = 0;
+  for ([[maybe_unused]] const auto& e : std::filesystem::directory_iterator("/proc/self/fd")) ++n;
+  return n;
+}
+
+// runSession leaves the caller's descriptors to the caller (ssh_session.h: "not closed here")
+// and closes what it opened. libssh closes the descriptor a server session was accepted on;
+// given the caller's own, the caller's later close hit a number that another thread may have
+// opened meanwhile (the broker's threads each close theirs after the session).
+TEST(SshSession, TheCallersDescriptorsStayTheCallers) {
+  auto key = HostKey::generate();
+  ASSERT_TRUE(key) << key.errorText();
+  for (std::string_view client : {std::string_view("garbage\r\n"),
+                                  std::string_view("SSH-2.0-OpenSSH_9.2\r\n")}) {
+    int sv[2];
+    ASSERT_EQ(::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv), 0);
+    // The client says this much and leaves: the key exchange fails at once.
+    ASSERT_EQ(::write(sv[1], client.data(), client.size()), static_cast<ssize_t>(client.size()));
+    ::shutdown(sv[1], SHUT_WR);
+    const size_t before = openDescriptors();
+    SessionParams p;
+    p.clientFd = sv[0];
+    p.hostKey = *key;
+    p.handshakeTimeout = std::chrono::milliseconds(2000);
+    SessionResult r = runSession(p);
+    EXPECT_FALSE(r.reason.empty()) << client;
+    EXPECT_NE(::fcntl(sv[0], F_GETFD), -1) << "the caller's descriptor was closed: " << client;
+    EXPECT_EQ(openDescriptors(), before) << "a descriptor was left open: " << client;
+    ::close(sv[0]);
+    ::close(sv[1]);
+  }
 }
 
 }  // namespace
