@@ -213,6 +213,70 @@ h2_seeds = {
 for name, frames in h2_seeds.items():
     write("h2_frames_fuzz", name, h2_limits + frames)
 
+# h2_streams_fuzz: 3 bytes (the client's chunk size: 1 + b0 % 128, or 4 KiB with the top bit;
+# the fake upstream's response shape, h2_streams_fuzz.cc's k* bits; its DATA split: 1 + b2),
+# then the client's frames after the preface. The task may GET and POST api.test/ok/*, not
+# /ok/private*.
+SECRET_HEADER, SECRET_BODY, TRAILERS, GRPC = 0x01, 0x02, 0x04, 0x08
+UP_RESET, NO_BODY, AT_HEAD, EARLY = 0x10, 0x20, 0x40, 0x80
+
+
+def h2_req(method, path, extra=(), authority=b"api.test"):
+    return hpack_literal([(b":method", method), (b":scheme", b"https"),
+                          (b":authority", authority), (b":path", path)] + list(extra))
+
+
+def streams(chunk, shape, split, frames):
+    return bytes([chunk, shape, split]) + H2_SETTINGS + frames
+
+
+grpc_message = b"\x00\x00\x00\x00\x05\x0a\x03abc"
+h2_stream_seeds = {
+    "get": streams(0x80, SECRET_HEADER | SECRET_BODY, 7,
+                   h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1, h2_req(b"GET", b"/ok/a"))),
+    "get_small_chunks": streams(0x04, SECRET_BODY | TRAILERS | EARLY, 0,
+                                h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                         h2_req(b"GET", b"/ok/a?x=1"))),
+    "post_body": streams(0x10, SECRET_BODY, 5,
+                         h2_frame(1, H2_END_HEADERS, 1, h2_req(b"POST", b"/ok/upload",
+                                                               [(b"content-length", b"11")])) +
+                         h2_frame(0, 0, 1, b"hello") + h2_frame(0, H2_END_STREAM, 1, b" world")),
+    "grpc_trailers": streams(0x80, SECRET_HEADER | SECRET_BODY | TRAILERS | GRPC, 3,
+                             h2_frame(1, H2_END_HEADERS, 1, h2_req(
+                                 b"POST", b"/ok/svc.Method",
+                                 [(b"content-type", b"application/grpc"), (b"te", b"trailers")])) +
+                             h2_frame(0, H2_END_STREAM, 1, grpc_message)),
+    "refused_by_policy": streams(0x80, SECRET_HEADER | SECRET_BODY | AT_HEAD, 64,
+                                 h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                          h2_req(b"GET", b"/ok/private/keys")) +
+                                 h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 3,
+                                          h2_req(b"DELETE", b"/ok/a")) +
+                                 h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 5,
+                                          h2_req(b"GET", b"/admin")) +
+                                 h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 7,
+                                          h2_req(b"GET", b"/ok/a", authority=b"other.test"))),
+    "malformed_head": streams(0x80, SECRET_HEADER, 16,
+                              h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                       h2_req(b"GET", b"/ok/a", [(b"X-Up", b"1")])) +
+                              h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 3,
+                                       hpack_literal([(b":method", b"GET"),
+                                                      (b":authority", b"api.test")])) +
+                              h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 5,
+                                       h2_req(b"GET", b"/ok/b", [(b"x-a", b"a\r\nb: c")]))),
+    "reset": streams(0x20, SECRET_BODY | AT_HEAD, 2,
+                     h2_frame(1, H2_END_HEADERS, 1, h2_req(b"POST", b"/ok/a")) +
+                     h2_frame(0, 0, 1, b"part") + h2_frame(3, 0, 1, b"\0\0\0\x08") +
+                     h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 3, h2_req(b"GET", b"/ok/b"))),
+    "upstream_reset": streams(0x80, UP_RESET | SECRET_BODY, 9,
+                              h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 1,
+                                       h2_req(b"GET", b"/ok/a"))),
+    "five_streams": streams(0x80, SECRET_HEADER | SECRET_BODY | NO_BODY, 30, b"".join(
+        h2_frame(1, H2_END_STREAM | H2_END_HEADERS, 2 * i + 1, h2_req(b"GET", b"/ok/%d" % i))
+        for i in range(5))),
+}
+for name, data in h2_stream_seeds.items():
+    write("h2_streams_fuzz", name, data)
+
 # git_wire_fuzz: byte 0 even: an SSH exec command; odd: two bytes of limit (64 + the value),
 # then a receive-pack command list in pkt-lines.
 for name, cmd in (("upload", "git-upload-pack 'org/repo.git'"),

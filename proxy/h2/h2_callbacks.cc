@@ -1,10 +1,12 @@
-// nghttp2's callbacks for both sessions of an HTTP/2 interception: the frames that drive each
+// nghttp2's callbacks for both sessions of an HTTP/2 interception, and the making of those
+// sessions (shared with fuzz/h2_streams_fuzz.cc): the frames that drive each
 // stream (see h2_stream_state.h).
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cstring>
 
+#include "proxy/h2/h2_limits.h"
 #include "proxy/h2/h2_stream_state.h"
 
 namespace sandgate::proxy {
@@ -223,6 +225,68 @@ void H2Streams::installUpstreamCallbacks(nghttp2_session_callbacks* cbs) {
   nghttp2_session_callbacks_set_on_frame_recv_callback(cbs, &H2Callbacks::upFrame);
   nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, &H2Callbacks::upData);
   nghttp2_session_callbacks_set_on_stream_close_callback(cbs, &H2Callbacks::upClose);
+}
+
+namespace {
+
+// nghttp2's callbacks and options for one session, freed when it has been made.
+struct SessionSetup {
+  nghttp2_session_callbacks* cbs = nullptr;
+  nghttp2_option* opt = nullptr;
+  ~SessionSetup() {
+    if (opt) nghttp2_option_del(opt);
+    if (cbs) nghttp2_session_callbacks_del(cbs);
+  }
+  int init() {
+    int rv = nghttp2_session_callbacks_new(&cbs);
+    if (rv == 0) rv = nghttp2_option_new(&opt);
+    if (rv != 0) return rv;
+    // Flow control is passed through: a byte's window goes back only once the other leg took
+    // it (h2_proxy.cc).
+    nghttp2_option_set_no_auto_window_update(opt, 1);
+    // Pushed streams would be responses to requests the policy never saw.
+    nghttp2_option_set_max_reserved_remote_streams(opt, 0);
+    return 0;
+  }
+};
+
+}  // namespace
+
+int H2Streams::newClientSession(nghttp2_session** out) {
+  const auto& limits = c_.limits();
+  SessionSetup setup;
+  if (int rv = setup.init()) return rv;
+  installClientCallbacks(setup.cbs);
+  // The client's side: HTTP messaging stays on (RFC 9113 §8 checks), and the floods of the
+  // 2019 and 2023-2024 advisories are bounded by the session, as the task's limits say
+  // (h2_limits.h: the h2_* keys of `limits:`).
+  applyH2ClientLimits(setup.opt, limits);
+  if (int rv =
+          nghttp2_session_server_new2(out, setup.cbs, static_cast<H2Streams*>(this), setup.opt)) {
+    return rv;
+  }
+  const auto toClient = h2ClientSettings(limits, kH2StreamWindow);
+  if (int rv = nghttp2_submit_settings(*out, NGHTTP2_FLAG_NONE, toClient.data(), toClient.size()))
+    return rv;
+  return nghttp2_session_set_local_window_size(*out, NGHTTP2_FLAG_NONE, 0, kH2ConnectionWindow);
+}
+
+int H2Streams::newUpstreamSession(nghttp2_session** out) {
+  SessionSetup setup;
+  if (int rv = setup.init()) return rv;
+  installUpstreamCallbacks(setup.cbs);
+  if (int rv =
+          nghttp2_session_client_new2(out, setup.cbs, static_cast<H2Streams*>(this), setup.opt)) {
+    return rv;
+  }
+  const uint32_t headerList =
+      static_cast<uint32_t>(std::min<uint64_t>(c_.limits().maxHeaderBytes, UINT32_MAX));
+  const nghttp2_settings_entry toUpstream[] = {
+      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
+      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
+      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
+  if (int rv = nghttp2_submit_settings(*out, NGHTTP2_FLAG_NONE, toUpstream, 3)) return rv;
+  return nghttp2_session_set_local_window_size(*out, NGHTTP2_FLAG_NONE, 0, kH2ConnectionWindow);
 }
 
 }  // namespace sandgate::proxy

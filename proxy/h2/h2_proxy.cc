@@ -7,7 +7,8 @@
 // Flow control is passed through, not absorbed: automatic WINDOW_UPDATEs are off on both
 // sessions, and a byte is consumed (its window credit returned to the sender) only once it has
 // been handed to the other leg. What either side can make sandgate hold per stream is therefore
-// one window (kH2StreamWindow) and the scrubber's hold-back, and per connection kConnectionWindow.
+// one window (kH2StreamWindow) and the scrubber's hold-back, and per connection
+// kH2ConnectionWindow.
 //
 // The upstream's session lives with its socket (H2Upstream::session): a connection taken from
 // the pool goes on with the session the last client connection left, pointed at this one.
@@ -38,7 +39,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 constexpr size_t kReadChunk = 16 * 1024;
-constexpr int32_t kConnectionWindow = 1024 * 1024;
 
 // One leg: its TLS channel, its session, and its writer's wake-up.
 struct Leg {
@@ -112,55 +112,14 @@ H2Proxy::~H2Proxy() {
 }
 
 bool H2Proxy::start() {
-  const auto& limits = c_.limits();
-  nghttp2_session_callbacks* cbs = nullptr;
-  nghttp2_option* opt = nullptr;
-  if (nghttp2_session_callbacks_new(&cbs) != 0) return false;
-  if (nghttp2_option_new(&opt) != 0) {
-    nghttp2_session_callbacks_del(cbs);
-    return false;
-  }
-  nghttp2_option_set_no_auto_window_update(opt, 1);
-  // Pushed streams would be responses to requests the policy never saw.
-  nghttp2_option_set_max_reserved_remote_streams(opt, 0);
-  installUpstreamCallbacks(cbs);
-  const bool reused = up_->session != nullptr;
-  int rv = 0;
-  if (reused) {
+  // A pooled upstream session was set up by the connection that dialled it.
+  if (up_->session) {
     nghttp2_session_set_user_data(up_->session, static_cast<H2Streams*>(this));
-  } else {
-    rv = nghttp2_session_client_new2(&up_->session, cbs, static_cast<H2Streams*>(this), opt);
+  } else if (newUpstreamSession(&up_->session) != 0) {
+    return false;
   }
   upstream_.session = up_->session;
-  // The client's side: HTTP messaging stays on (RFC 9113 §8 checks), and the floods of the
-  // 2019 and 2023-2024 advisories are bounded by the session, as the task's limits say
-  // (h2_limits.h: the h2_* keys of `limits:`).
-  installClientCallbacks(cbs);
-  applyH2ClientLimits(opt, limits);
-  if (rv == 0) {
-    rv = nghttp2_session_server_new2(&client_.session, cbs, static_cast<H2Streams*>(this), opt);
-  }
-  nghttp2_option_del(opt);
-  nghttp2_session_callbacks_del(cbs);
-  if (rv != 0) return false;
-  const uint32_t headerList =
-      static_cast<uint32_t>(std::min<uint64_t>(limits.maxHeaderBytes, UINT32_MAX));
-  const auto toClient = h2ClientSettings(limits, kH2StreamWindow);
-  const nghttp2_settings_entry toUpstream[] = {
-      {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-      {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, kH2StreamWindow},
-      {NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE, headerList}};
-  if (nghttp2_submit_settings(client_.session, NGHTTP2_FLAG_NONE, toClient.data(),
-                              toClient.size()) != 0 ||
-      nghttp2_session_set_local_window_size(client_.session, NGHTTP2_FLAG_NONE, 0,
-                                            kConnectionWindow) != 0) {
-    return false;
-  }
-  // A pooled upstream session was set up by the connection that dialled it.
-  return reused ||
-         (nghttp2_submit_settings(upstream_.session, NGHTTP2_FLAG_NONE, toUpstream, 3) == 0 &&
-          nghttp2_session_set_local_window_size(upstream_.session, NGHTTP2_FLAG_NONE, 0,
-                                                kConnectionWindow) == 0);
+  return newClientSession(&client_.session) == 0;
 }
 
 std::shared_ptr<H2Upstream> H2Proxy::reusableUpstream() {

@@ -24,6 +24,8 @@ class RequestCredentials;
 // The window each stream gets on either leg (SETTINGS_INITIAL_WINDOW_SIZE): what a peer can make
 // sandgate hold for one stream.
 inline constexpr int32_t kH2StreamWindow = NGHTTP2_INITIAL_WINDOW_SIZE;  // 65535
+// The connection-level window sandgate gives each leg's peer.
+inline constexpr int32_t kH2ConnectionWindow = 1024 * 1024;
 struct H2Callbacks;
 struct H2Stream;
 
@@ -43,6 +45,14 @@ class H2Streams {
 
   void installClientCallbacks(nghttp2_session_callbacks* cbs);
   void installUpstreamCallbacks(nghttp2_session_callbacks* cbs);
+  // The two sessions of an interception, as h2_proxy.cc and fuzz/h2_streams_fuzz.cc both make
+  // them (h2_callbacks.cc): with this object's callbacks, flow control by hand, no push, and
+  // their SETTINGS and connection window queued. nghttp2's error, or 0.
+  // The client's (server) session is held to the task's h2 limits (h2_limits.h).
+  int newClientSession(nghttp2_session** out);
+  int newUpstreamSession(nghttp2_session** out);
+  // Client streams open here (begun and not closed).
+  size_t openStreams() const { return streams_.size(); }
   // No stream is open.
   bool noStreams() const { return streams_.empty(); }
   // The upstream sent GOAWAY: its connection takes no new stream, now or from the pool.
