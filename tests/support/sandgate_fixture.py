@@ -402,9 +402,22 @@ def read_response_head(sock, limit=65536):
 
 
 def read_response(sock):
-    """Reads one response with a Content-Length body (or none); returns (status, headers,
-    body). The connection stays usable for the next response."""
+    """Reads one response with a Content-Length or chunked body (or none); returns (status,
+    headers, body), a chunked body decoded. The connection stays usable for the next response:
+    the whole body is read, however the segments split it."""
     status, headers, rest = read_response_head(sock)
+    if headers.get("transfer-encoding", "").lower().endswith("chunked"):
+        body, complete = dechunk(rest)
+        while not complete:
+            try:
+                data = sock.recv(65536)
+            except ConnectionResetError:  # a response cut short ends abortively
+                break
+            if not data:
+                break
+            rest += data
+            body, complete = dechunk(rest)
+        return status, headers, body
     n = int(headers.get("content-length", "0"))
     while len(rest) < n:
         data = sock.recv(65536)
