@@ -359,6 +359,9 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
       if (metrics) metrics->sshSessionEnded();
     }
   } active(c.metrics);
+  // A reload that ended the session says so: the session itself saw only its sockets shut
+  // (client_closed), which must not hide why.
+  bool revoked = false;
   {
     LiveTunnel live(c, target, port, upstream.native_handle());
     const uint64_t id = sessionThreads().started(&shared->stop, p.clientFd, p.upstreamFd);
@@ -409,7 +412,9 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
       ec = rec2;
       (void)n;
     }
+    const std::string prior = rec.reason;
     live.noteEnd(rec);
+    revoked = rec.reason != prior;
   }
   std::lock_guard<std::mutex> lock(shared->mu);
   const auto& r = shared->result;
@@ -426,7 +431,7 @@ asio::awaitable<void> handleSshBroker(ClientConnection& c, const policy::Target&
     }
     rec.git = std::move(git);
   }
-  if (!r.reason.empty()) {
+  if (!r.reason.empty() && !revoked) {
     rec.reason = std::string(r.reason);
     rec.error = r.detail;
     // What the broker refused is a denial; what the upstream did, an error; an idle or

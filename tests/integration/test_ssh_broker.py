@@ -4,7 +4,7 @@ and everything that is not git refused with a reason. SshBroker drives the core 
 (tests/integration/ssh_session_harness.cc); test_ssh_broker_serve.py goes through serve.
 
 The sshd is this test's own: loopback, its own config, host key and authorized_keys in a temp
-directory, a git user (uid/gid 61042, shell git-shell) created here and removed after.
+directory, a git user (uid 61042, gid 66042, shell git-shell) created here and removed after.
 """
 import json
 import os
@@ -119,7 +119,7 @@ class SshBroker(unittest.TestCase):
         for repo in ("org/repo.git", "org/other.git"):
             run(["git", "-C", seed, "push", "-q", os.path.join(cls.home, repo), "main"],
                 check=True)
-        run(["chown", "-R", f"{cls.uid}:{cls.uid}", cls.home], check=True)
+        run(["chown", "-R", f"{cls.uid}:{cls.gid()}", cls.home], check=True)
         cls._start_sshd()
         with open(os.path.join(d, "pins"), "w") as f:
             f.write(f"[127.0.0.1]:{cls.sshd_port} {cls.sshd_pub}\n")
@@ -146,6 +146,12 @@ class SshBroker(unittest.TestCase):
             shutil.rmtree(cls.dir, ignore_errors=True)
 
     @classmethod
+    def gid(cls):
+        # Not the uid: a uid taken for a gid (or the reverse) must show, as it would not if
+        # both were one number.
+        return cls.uid + 5000
+
+    @classmethod
     def _create_user(cls):
         for name in (cls.user,):
             try:
@@ -154,8 +160,8 @@ class SshBroker(unittest.TestCase):
             except KeyError:
                 pass
         cls.created_user = True
-        run(["groupadd", "-g", str(cls.uid), cls.user], check=True)
-        run(["useradd", "-u", str(cls.uid), "-g", str(cls.uid), "-d", cls.home, "-M", "-s", GIT_SHELL,
+        run(["groupadd", "-g", str(cls.gid()), cls.user], check=True)
+        run(["useradd", "-u", str(cls.uid), "-g", str(cls.gid()), "-d", cls.home, "-M", "-s", GIT_SHELL,
              cls.user], check=True)
         # useradd leaves the password locked ("!"), which sshd without PAM takes for a locked
         # account even for key logins; "*" is no password at all, and not locked.

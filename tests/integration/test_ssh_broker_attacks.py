@@ -128,6 +128,7 @@ class SshBrokerAttacks(unittest.TestCase):
         core.artifacts.record_file("log", "ssh-harness", getattr(cls, "fake_out", None))
 
     _create_user = core.SshBroker.__dict__["_create_user"]
+    gid = core.SshBroker.__dict__["gid"]
     _start_sshd = core.SshBroker.__dict__["_start_sshd"]
     _start_harness = core.SshBroker.__dict__["_start_harness"]
     ssh_args = core.SshBroker.ssh_args

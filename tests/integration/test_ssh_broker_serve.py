@@ -87,6 +87,7 @@ class SshBrokerServe(unittest.TestCase):
 
     # The sshd set-up is SshBroker's (its classmethods, run on this class).
     _create_user = core.SshBroker.__dict__["_create_user"]
+    gid = core.SshBroker.__dict__["gid"]
     _start_sshd = core.SshBroker.__dict__["_start_sshd"]
     _start_harness = core.SshBroker.__dict__["_start_harness"]
     assert_no_secret = core.SshBroker.assert_no_secret

@@ -75,6 +75,7 @@ class RunSshGitTest(unittest.TestCase):
         core.SshBroker.tearDownClass.__func__(cls)
 
     _create_user = core.SshBroker.__dict__["_create_user"]
+    gid = core.SshBroker.__dict__["gid"]
     _start_sshd = core.SshBroker.__dict__["_start_sshd"]
     bare_rev = core.SshBroker.bare_rev
 
