@@ -45,6 +45,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "tests", "support"))
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from pki import test_pki  # noqa: E402
+from intercept_bench import Mitmproxy  # noqa: E402
 from proxy_bench import LoggedProcess, find_binary, free_port  # noqa: E402
 
 LOOPBACK = "127.0.0.1"
@@ -108,32 +109,6 @@ def sched(pid):
         except (OSError, ValueError):
             pass
     return run / 1e9, wait / 1e9
-
-
-class Mitmproxy(LoggedProcess):
-    """`mitmdump` on 127.0.0.1 port 0 with HTTP/2 on (both legs where both ends offer it),
-    setting the Authorization header on every request, verifying the upstream with the test CA.
-    The same options as intercept_bench.py's, but for http2."""
-
-    def __init__(self, exe, tmp, pki):
-        self.confdir = os.path.join(tmp, "mitmproxy")
-        os.makedirs(self.confdir)
-        cmd = [exe, "--mode", "regular", "--listen-host", LOOPBACK, "--listen-port", "0",
-               "--set", "confdir=" + self.confdir,
-               "--set", "ssl_verify_upstream_trusted_ca=" + pki.ca_cert,
-               "--set", "modify_headers=/~q/Authorization/Bearer " + SECRET,
-               "--set", "flow_detail=0", "--set", "termlog_verbosity=info",
-               "--set", "http2=true"]
-        super().__init__(cmd, os.path.join(tmp, "mitmdump.log"))
-
-        def listening():
-            if self.proc.poll() is not None:
-                raise RuntimeError("mitmdump exited with %s:\n%s" % (self.proc.returncode,
-                                                                     self.log_tail()))
-            with open(self.log, "rb") as f:
-                m = re.search(rb"listening at \S*?:(\d+)", f.read())
-            return int(m.group(1)) if m else None
-        self.port = wait_for(listening, 60, "mitmdump to listen")
 
 
 class Sandgate(LoggedProcess):
@@ -270,7 +245,7 @@ def main():
             mitm_note = "not installed, not compared (%s)" % MITM_HINT
         elif not args.no_mitmproxy:
             try:
-                mitm = Mitmproxy(args.mitmdump, tmp, pki)
+                mitm = Mitmproxy(args.mitmdump, tmp, pki, http2=True)
                 children.append(mitm)
                 # mitmproxy cannot be given `resolve:`: the CONNECT names the upstream's loopback
                 # address, and mitmproxy verifies its certificate against the client's SNI.

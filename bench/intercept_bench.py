@@ -428,9 +428,11 @@ MITM_HINT = ("apt-get install mitmproxy (Debian 12: mitmproxy 8.1), or pip insta
 
 
 class Mitmproxy(LoggedProcess):
-    """`mitmdump` on 127.0.0.1 port 0, setting the Authorization header on every request."""
+    """`mitmdump` on 127.0.0.1 port 0, setting the Authorization header on every request,
+    verifying the upstream with the test CA; HTTP/2 (both legs where both ends offer it) only
+    when `http2` (h2_bench.py)."""
 
-    def __init__(self, exe, tmp, pki):
+    def __init__(self, exe, tmp, pki, http2=False):
         self.confdir = os.path.join(tmp, "mitmproxy")
         os.makedirs(self.confdir)
         cmd = [exe, "--mode", "regular", "--listen-host", LOOPBACK, "--listen-port", "0",
@@ -438,7 +440,7 @@ class Mitmproxy(LoggedProcess):
                "--set", "ssl_verify_upstream_trusted_ca=" + pki.ca_cert,
                "--set", "modify_headers=/~q/Authorization/Bearer " + SECRET,
                "--set", "flow_detail=0", "--set", "termlog_verbosity=info",
-               "--set", "http2=false"]
+               "--set", "http2=" + ("true" if http2 else "false")]
         super().__init__(cmd, os.path.join(tmp, "mitmdump.log"))
 
         def listening():

@@ -5,15 +5,11 @@
 #include <chrono>
 #include <limits>
 
+#include "common/unix_time.h"
+
 namespace sandgate::budget {
 
 namespace {
-
-int64_t unixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Saturating: a hostile amount cannot wrap a counter around to look unused.
 int64_t saturatingAdd(int64_t a, int64_t b) {

@@ -5,17 +5,9 @@
 #include <chrono>
 #include <limits>
 
+#include "common/unix_time.h"
+
 namespace sandgate::budget {
-
-namespace {
-
-int64_t unixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 ObservedCounter::ObservedCounter(std::shared_ptr<Counter> inner, size_t maxKeys,
                                  std::function<int64_t()> clock)

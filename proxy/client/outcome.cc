@@ -54,8 +54,6 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
   r.durationSeconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - log.start).count();
   if (c.transparent) r.mode = "transparent";
-  if (c.state.audit) c.state.audit->write(r);
-  if (c.listener && c.listener->tally) c.listener->tally->add(r);
   // Refusals before identity (407, 400) are counted under the empty task label: the name a
   // client claims is not trusted, and it would make the label unbounded.
   if (!c.metrics && c.state.metrics) c.metrics = c.state.metrics->task("");
@@ -93,6 +91,10 @@ void finishRequest(ClientConnection& c, RequestLog& log) {
       c.metrics->llmRefusal(r.reason);
     }
   }
+  // Counted first, written second: whoever has seen a request's audit line (an operator, an
+  // alert's test, the tests) finds it in the metrics too.
+  if (c.state.audit) c.state.audit->write(r);
+  if (c.listener && c.listener->tally) c.listener->tally->add(r);
 }
 
 std::optional<Refusal> refreshSnapshot(ClientConnection& c, bool* changed) {

@@ -6,18 +6,13 @@
 #include <chrono>
 
 #include "budget/counter.h"
+#include "common/unix_time.h"
 #include "proxy/observe/metrics.h"
 #include "proxy/state/redis/waiting_threads.h"
 
 namespace sandgate::proxy {
 
 namespace {
-
-int64_t unixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // Spend is counted in millionths of the currency and said as a decimal.
 std::string amountText(budget::Metric m, int64_t v) {

@@ -9,6 +9,7 @@
 
 #include "broker/store.h"
 #include "common/logging.h"
+#include "common/unix_time.h"
 #include "policy/load_problems.h"
 #include "proxy/identity/task_token.h"
 #include "proxy/observe/audit.h"
@@ -38,12 +39,6 @@ void logReview(const LiveTunnels::Review& r, bool afterReload) {
         "revoke_grace is up, unless a reload allows them again",
         r.waiting);
   }
-}
-
-int64_t unixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
 }
 
 }  // namespace

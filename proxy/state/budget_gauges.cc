@@ -8,18 +8,9 @@
 #include "budget/counter.h"
 #include "budget/meter.h"
 #include "budget/window.h"
+#include "common/unix_time.h"
 
 namespace sandgate::proxy {
-
-namespace {
-
-int64_t unixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
-
-}  // namespace
 
 std::vector<BudgetGauge> budgetGauges(const Snapshot& snap, int64_t now) {
   std::vector<BudgetGauge> out;

@@ -8,6 +8,8 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/unix_time.h"
+
 namespace sandgate::proxy::redis {
 
 namespace {
@@ -47,12 +49,6 @@ constexpr int64_t kRunKeyLife = 30 * 24 * 3600;
 
 // Which thread's answers were guesses (Counter::failedOpen()).
 thread_local uint64_t tlFailedOpen = 0;
-
-int64_t unixNow() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 }  // namespace
 
