@@ -4,8 +4,9 @@
 // which; the rest is the input. Beyond not crashing:
 //  - an accepted exec command names a repository that the rules can see: its path holds only
 //    [A-Za-z0-9._/-], no empty, '.', '..' or '-'-led segment; the repository is lower case with
-//    no leading '/' or trailing ".git"; and the command sent upstream, parsed again, is the
-//    same service and repository (what goes upstream is what was judged);
+//    no leading '/' and no trailing ".git" or "/.git" (a working tree's git directory); and
+//    the command sent upstream, parsed again, is the same service and repository (what goes
+//    upstream is what was judged);
 //  - the command list judged is the one the upstream reads whatever the packets' split: every
 //    prefix of the input parses as "need more" or as the same list with the same length (a
 //    push whose list arrives a byte per packet is judged once, whole, never early on a part);
@@ -46,8 +47,9 @@ void checkCommand(std::string_view input) {
   if (bare.ends_with('/')) bare.remove_suffix(1);
   std::string lower(bare);
   for (char& c : lower) c = (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
-  SANDGATE_FUZZ_CHECK(repo == lower || (bare.ends_with(".git") && repo + ".git" == lower),
-                      "the repository is the path, less one .git");
+  SANDGATE_FUZZ_CHECK(repo == lower || lower == repo + ".git" || lower == repo + "/.git" ||
+                          lower == repo + ".git/.git",
+                      "the repository is the path, less a .git suffix or a /.git directory");
   size_t start = 0;
   while (true) {
     const size_t slash = repo.find('/', start);

@@ -285,7 +285,10 @@ for name, cmd in (("upload", "git-upload-pack 'org/repo.git'"),
                   ("unquoted", "git-receive-pack org/Repo/"),
                   ("dotdot", "git-upload-pack 'org/../other'"),
                   ("shell", "git-upload-pack 'a';id"),
-                  ("dash", "git-upload-pack '--upload-pack=x'")):
+                  ("dash", "git-upload-pack '--upload-pack=x'"),
+                  # Found by the smoke run: a working tree's git directory is its repository.
+                  ("gitdir", "git-upload-pack 'kregpor/.git'"),
+                  ("gitdir_only", "git-receive-pack '/.git'")):
     write("git_wire_fuzz", "cmd_" + name, b"\x00" + cmd.encode())
 
 

@@ -18,14 +18,6 @@ std::string lower(std::string_view s) {
   return out;
 }
 
-// "acme/widgets.git" and "acme/widgets" are one repository, as GitHub, GitLab and
-// git-http-backend's users expect.
-std::string repositoryName(std::string_view prefix) {
-  if (prefix.starts_with('/')) prefix.remove_prefix(1);
-  std::string out = lower(prefix);
-  if (out.ends_with(".git")) out.resize(out.size() - 4);
-  return out;
-}
 
 std::optional<std::string_view> queryValue(std::string_view query, std::string_view key) {
   while (!query.empty()) {
@@ -161,6 +153,18 @@ std::string joinSegments(const std::vector<std::string>& segs, size_t n) {
 
 }  // namespace
 
+std::string gitRepositoryName(std::string_view path) {
+  if (path.starts_with('/')) path.remove_prefix(1);
+  if (path.ends_with('/')) path.remove_suffix(1);
+  std::string out = lower(path);
+  // "x/.git" is the git directory of the working tree x, and git opens it for "x" as well
+  // (enter_repo tries "x/.git", "x", "x.git/.git", "x.git"): it is the repository x.
+  if (out == ".git") return "";
+  if (out.ends_with("/.git")) out.resize(out.size() - 5);
+  if (out.ends_with(".git")) out.resize(out.size() - 4);
+  return out;
+}
+
 std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view rawPath,
                                              std::string_view query) {
   (void)method;  // the endpoint decides; git-http-backend itself refuses a wrong method
@@ -170,7 +174,7 @@ std::optional<GitRequest> classifyGitRequest(std::string_view method, std::strin
   // `encoded`: any '%' (as before), or a spelling that is not the path as a git client sends it.
   const bool encoded = altered || rawPath.find('%') != std::string_view::npos;
   auto make = [&](GitService service, size_t repoSegments) {
-    return GitRequest{service, repositoryName(joinSegments(segs, repoSegments)), encoded};
+    return GitRequest{service, gitRepositoryName(joinSegments(segs, repoSegments)), encoded};
   };
   if (n == 0) return std::nullopt;
   const std::string& last = segs[n - 1];
@@ -217,7 +221,7 @@ Result<std::shared_ptr<const GitRules>> GitRules::compile(const config::GitRules
   for (size_t i = 0; i < git.repositories.size(); ++i) {
     const auto& item = git.repositories[i];
     const std::string path = fmt::format("{}.git.repositories[{}]", keyPath, i);
-    std::string name = repositoryName(item.value);
+    std::string name = gitRepositoryName(item.value);
     std::string regex, why;
     if (name.empty() || item.value.starts_with('/') || hasDotSegment(name)) {
       error(item.mark, path,

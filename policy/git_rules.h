@@ -87,6 +87,12 @@ struct GitRequest {
 std::optional<GitRequest> classifyGitRequest(std::string_view method, std::string_view path,
                                              std::string_view query);
 
+// The repository a path names, as the rules match it: without a leading or trailing '/', in
+// lower case, and without a ".git" suffix or a "/.git" one (the git directory of a working
+// tree, which git opens for the tree's own name). So "/Acme/Widgets.git", "acme/widgets/.git"
+// and "acme/widgets.git/.git" are all "acme/widgets"; ".git" alone is "" (the root's).
+std::string gitRepositoryName(std::string_view path);
+
 // A `git:` block compiled: repository globs (case-insensitive, '*' within one segment, '**'
 // across) and ref globs (case-sensitive, same wildcards).
 class GitRules {

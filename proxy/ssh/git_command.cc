@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cctype>
 
+#include "policy/git_rules.h"
+
 namespace sandgate::proxy::ssh {
 namespace {
 
@@ -79,7 +81,6 @@ std::optional<GitCommand> parseGitCommand(std::string_view command, std::string*
   if (!rest.empty() && rest.back() == '/') rest.remove_suffix(1);
   // Each segment must be a plain name: '.' and '..' would let the upstream resolve another
   // repository than the one judged, and an empty one is a spelling the rules never see.
-  std::string repository;
   size_t start = 0;
   while (true) {
     const size_t slash = rest.find('/', start);
@@ -93,12 +94,13 @@ std::optional<GitCommand> parseGitCommand(std::string_view command, std::string*
     if (slash == std::string_view::npos) break;
     start = slash + 1;
   }
-  repository.assign(rest);
-  if (repository.size() > 4 && repository.ends_with(".git")) {
-    repository.resize(repository.size() - 4);
+  // The name the HTTP git gate would judge for the same path: "x/.git" is x, the repository
+  // the upstream opens for it, never a name "x/" that no rule about x matches.
+  std::string repository = sandgate::policy::gitRepositoryName(rest);
+  if (repository.empty() || repository.ends_with('/')) {
+    *why = "the repository path names no repository (only a '.git' directory)";
+    return std::nullopt;
   }
-  std::transform(repository.begin(), repository.end(), repository.begin(),
-                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
   out.path.assign(arg);
   out.repository = std::move(repository);
   return out;

@@ -16,7 +16,8 @@ struct GitCommand {
   GitService service = GitService::kUploadPack;
   // The path as the client wrote it (without quotes): what goes upstream, re-quoted.
   std::string path;
-  // owner/name: no leading '/', no trailing ".git" or '/', lower-cased (policy::GitRequest).
+  // owner/name as policy::gitRepositoryName gives it: no leading '/', no trailing ".git",
+  // "/.git" or '/', lower-cased.
   std::string repository;
   // The command sent upstream: `<service> '<path>'`, the path without a leading '/'. Built
   // from the parsed parts, never the client's text, so nothing the client added survives.

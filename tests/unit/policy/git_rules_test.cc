@@ -39,6 +39,10 @@ TEST(GitClassify, SmartHttpEndpointsAndTheirRepository) {
       {"GET", "/acme/w/info/refs", "x=1&service=git-receive-pack",
        GitService::kReceivePackAdvertisement, "acme/w"},
       {"POST", "/git-receive-pack", "", GitService::kReceivePack, ""},
+      {"POST", "/acme/widgets/.git/git-upload-pack", "", GitService::kUploadPack, "acme/widgets"},
+      {"POST", "/acme/widgets.git/.git/git-upload-pack", "", GitService::kUploadPack,
+       "acme/widgets"},
+      {"POST", "/.git/git-upload-pack", "", GitService::kUploadPack, ""},
   };
   for (const auto& c : cases) {
     auto g = classifyGitRequest(c.method, c.path, c.query);
@@ -206,6 +210,9 @@ TEST(GitRules, RepositoriesForFetchAndPush) {
       {"/big/a/b/c/git-upload-pack", true},            // '**' does not
       {"/acme/widgets2/git-upload-pack", false},
       {"/acme/secret.git/info/refs", false},
+      // A working tree's git directory is the repository of the tree: judged by that name.
+      {"/acme/widgets/.git/git-upload-pack", true},
+      {"/acme/secret/.git/info/refs", false},
       {"/acme/widg%65ts/git-upload-pack", false},  // an encoded name is never matched
       {"/acme/widgets.git/git%2Dreceive-pack", false},
       {"/acme/x/../widgets/git-upload-pack", false},

@@ -28,6 +28,14 @@ TEST(SshGitCommand, GitsOwnCommandsAreNormalised) {
   c = parseGitCommand("git-upload-archive 'org/.github.git'", &why);
   ASSERT_TRUE(c) << why;
   EXPECT_EQ(c->repository, "org/.github");
+  // A working tree's git directory names the tree's repository, as git opens it; found by
+  // git_wire_fuzz, which read "kregpor/.git" as a repository "kregpor/" that no rule names.
+  for (const char* path : {"acme/widgets/.git", "/acme/widgets/.git/", "acme/widgets.git/.git"}) {
+    c = parseGitCommand(std::string("git-receive-pack '") + path + "'", &why);
+    ASSERT_TRUE(c) << path << ": " << why;
+    EXPECT_EQ(c->repository, "acme/widgets") << path;
+    EXPECT_EQ(c->path, path);
+  }
 }
 
 TEST(SshGitCommand, AnythingElseIsRefused) {
@@ -56,6 +64,8 @@ TEST(SshGitCommand, AnythingElseIsRefused) {
            "git-upload-pack 'a/b' > /tmp/x",
            "git-upload-pack  'a/b'",
            "GIT-UPLOAD-PACK 'a/b'",
+           "git-upload-pack '.git'",
+           "git-upload-pack '/.git/'",
        }) {
     std::string why;
     EXPECT_FALSE(parseGitCommand(cmd, &why)) << cmd;
