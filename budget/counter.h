@@ -63,6 +63,21 @@ class Counter {
   // True when tryAdd() and get() wait on a round trip to a shared store (Redis): a worker thread
   // that called them would serve none of its other connections meanwhile.
   virtual bool waits() const { return false; }
+  // The counter this one wraps (ObservedCounter, LeasedCounter), so that the proxy can find the
+  // store beneath; null for a store.
+  virtual Counter* wraps() const { return nullptr; }
+  // tryAdd() and get() when they can answer without waiting (a store that never waits, or a
+  // local lease or fresh read: LeasedCounter); nullopt when only a round trip could, and then
+  // nothing was taken. Never a fail-open guess. A counter that wraps another forwards these.
+  virtual std::optional<TakeResult> tryAddNow(std::string_view key, int64_t amount, int64_t limit,
+                                              int64_t expiresAt) {
+    if (waits()) return std::nullopt;
+    return tryAdd(key, amount, limit, expiresAt);
+  }
+  virtual std::optional<int64_t> getNow(std::string_view key) {
+    if (waits()) return std::nullopt;
+    return get(key);
+  }
 };
 
 }  // namespace sandgate::budget

@@ -38,14 +38,40 @@ std::string counterKey(std::string_view task, const config::Budget& b, int64_t i
                      index, metricName(metric));
 }
 
-std::optional<Exceeded> admit(Counter& counter, std::string_view task,
-                              std::span<const config::Budget> budgets, int64_t now,
-                              std::optional<uint64_t> bodyBytes, Admission& admission,
-                              const LlmCost* llm) {
+namespace {
+
+// admit(), and with `wouldWait` admitNow(): each counter call then answers without waiting or
+// stops the admission (*wouldWait set, what was taken given back).
+std::optional<Exceeded> admitWith(Counter& counter, std::string_view task,
+                                  std::span<const config::Budget> budgets, int64_t now,
+                                  std::optional<uint64_t> bodyBytes, Admission& admission,
+                                  const LlmCost* llm, bool* wouldWait) {
   admission = Admission{};
   std::vector<Taken> taken;
   auto giveBack = [&] {
     for (const auto& t : taken) counter.add(t.key, -t.amount, t.expiresAt);
+  };
+  auto tryAdd = [&](const std::string& key, int64_t amount, int64_t limit,
+                    int64_t expiresAt) -> std::optional<TakeResult> {
+    if (!wouldWait) return counter.tryAdd(key, amount, limit, expiresAt);
+    auto r = counter.tryAddNow(key, amount, limit, expiresAt);
+    if (!r) *wouldWait = true;
+    return r;
+  };
+  auto get = [&](const std::string& key) -> std::optional<std::optional<int64_t>> {
+    if (!wouldWait) return counter.get(key);
+    auto v = counter.getNow(key);
+    if (!v) {
+      *wouldWait = true;
+      return std::nullopt;
+    }
+    return v;
+  };
+  // Stops an admission that would wait: nothing stays taken, and the caller sees *wouldWait.
+  auto stop = [&] {
+    giveBack();
+    admission = Admission{};
+    return Exceeded{};
   };
   for (const auto& b : budgets) {
     const WindowSpan span = windowAt(b.window, now);
@@ -62,7 +88,9 @@ std::optional<Exceeded> admit(Counter& counter, std::string_view task,
     };
     auto take = [&](Metric m, int64_t amount, int64_t limit) -> std::optional<Exceeded> {
       std::string key = counterKey(task, b, span.index, m);
-      auto r = counter.tryAdd(key, amount, limit, expiresAt);
+      auto answer = tryAdd(key, amount, limit, expiresAt);
+      if (!answer) return stop();
+      const TakeResult r = *answer;
       if (r.status == TakeResult::Status::kUnavailable) return refuse(m, 0, limit, true);
       if (r.status == TakeResult::Status::kOver) return refuse(m, r.used, limit, false);
       taken.push_back({key, amount, expiresAt});
@@ -75,7 +103,9 @@ std::optional<Exceeded> admit(Counter& counter, std::string_view task,
       if (reserve > 0) {
         if (auto over = take(m, reserve, limit)) return over;
       } else {
-        auto used = counter.get(key);
+        auto answer = get(key);
+        if (!answer) return stop();
+        const std::optional<int64_t> used = *answer;
         if (!used) return refuse(m, 0, limit, true);
         if (*used >= limit) return refuse(m, *used, limit, false);
       }
@@ -104,6 +134,25 @@ std::optional<Exceeded> admit(Counter& counter, std::string_view task,
     }
   }
   return std::nullopt;
+}
+
+}  // namespace
+
+std::optional<Exceeded> admit(Counter& counter, std::string_view task,
+                              std::span<const config::Budget> budgets, int64_t now,
+                              std::optional<uint64_t> bodyBytes, Admission& admission,
+                              const LlmCost* llm) {
+  return admitWith(counter, task, budgets, now, bodyBytes, admission, llm, nullptr);
+}
+
+std::optional<std::optional<Exceeded>> admitNow(Counter& counter, std::string_view task,
+                                                std::span<const config::Budget> budgets,
+                                                int64_t now, std::optional<uint64_t> bodyBytes,
+                                                Admission& admission, const LlmCost* llm) {
+  bool wouldWait = false;
+  auto over = admitWith(counter, task, budgets, now, bodyBytes, admission, llm, &wouldWait);
+  if (wouldWait) return std::nullopt;
+  return over;
 }
 
 void settle(Counter& counter, Admission& admission, uint64_t up, uint64_t down) {

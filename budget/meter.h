@@ -65,6 +65,15 @@ std::optional<Exceeded> admit(Counter& counter, std::string_view task,
                               std::optional<uint64_t> bodyBytes, Admission& admission,
                               const LlmCost* llm = nullptr);
 
+// admit() when every budget can answer without waiting on a shared store (counter.h's
+// tryAddNow/getNow: a lease, a fresh read); nullopt when one could not, and then nothing is
+// taken (call admit(), off the worker).
+std::optional<std::optional<Exceeded>> admitNow(Counter& counter, std::string_view task,
+                                                std::span<const config::Budget> budgets,
+                                                int64_t now, std::optional<uint64_t> bodyBytes,
+                                                Admission& admission,
+                                                const LlmCost* llm = nullptr);
+
 // Adds what an admitted request moved (`up`: request body bytes, `down`: response body bytes)
 // to its byte budgets, less what admit() reserved. Once per admission; later calls do nothing.
 void settle(Counter& counter, Admission& admission, uint64_t up, uint64_t down);

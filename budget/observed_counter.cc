@@ -63,6 +63,20 @@ std::optional<int64_t> ObservedCounter::get(std::string_view key) {
   return v;
 }
 
+std::optional<TakeResult> ObservedCounter::tryAddNow(std::string_view key, int64_t amount,
+                                                     int64_t limit, int64_t expiresAt) {
+  // An answer without waiting is never a guess.
+  auto r = inner_->tryAddNow(key, amount, limit, expiresAt);
+  if (r && r->status != TakeResult::Status::kUnavailable) note(key, r->used, false, expiresAt);
+  return r;
+}
+
+std::optional<int64_t> ObservedCounter::getNow(std::string_view key) {
+  auto v = inner_->getNow(key);
+  if (v) note(key, *v, false, 0);
+  return v;
+}
+
 std::optional<int64_t> ObservedCounter::peek(std::string_view key) {
   std::lock_guard lock(mu_);
   auto it = seen_.find(std::string(key));

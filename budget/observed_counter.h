@@ -33,8 +33,12 @@ class ObservedCounter final : public Counter {
   // Forwarded: the proxy takes admission off the worker when the store behind waits (Redis).
   bool waits() const override { return inner_->waits(); }
   std::optional<int64_t> peek(std::string_view key) override;
+  std::optional<TakeResult> tryAddNow(std::string_view key, int64_t amount, int64_t limit,
+                                      int64_t expiresAt) override;
+  std::optional<int64_t> getNow(std::string_view key) override;
 
   const std::shared_ptr<Counter>& inner() const { return inner_; }
+  Counter* wraps() const override { return inner_.get(); }
   static constexpr size_t kDefaultMaxKeys = 1 << 16;
   // How long a key without an expiry (a run window, or one only read) is remembered after it
   // was last seen: a day window's keys live a day past their end.

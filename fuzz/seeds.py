@@ -288,7 +288,8 @@ for name, cmd in (("upload", "git-upload-pack 'org/repo.git'"),
                   ("dash", "git-upload-pack '--upload-pack=x'"),
                   # Found by the smoke run: a working tree's git directory is its repository.
                   ("gitdir", "git-upload-pack 'kregpor/.git'"),
-                  ("gitdir_only", "git-receive-pack '/.git'")):
+                  ("gitdir_only", "git-receive-pack '/.git'"),
+                  ("dotdot_suffix", "git-receive-pack '..GIt'")):
     write("git_wire_fuzz", "cmd_" + name, b"\x00" + cmd.encode())
 
 

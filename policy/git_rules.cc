@@ -161,7 +161,14 @@ std::string gitRepositoryName(std::string_view path) {
   // (enter_repo tries "x/.git", "x", "x.git/.git", "x.git"): it is the repository x.
   if (out == ".git") return "";
   if (out.ends_with("/.git")) out.resize(out.size() - 5);
-  if (out.ends_with(".git")) out.resize(out.size() - 4);
+  // "x.git" is x, but "..git" is not ".": the suffix goes only when a plain name is left of
+  // its segment.
+  if (out.ends_with(".git")) {
+    const size_t slash = out.rfind('/');
+    const size_t start = slash == std::string::npos ? 0 : slash + 1;
+    const std::string_view name = std::string_view(out).substr(start, out.size() - 4 - start);
+    if (!name.empty() && name != "." && name != "..") out.resize(out.size() - 4);
+  }
   return out;
 }
 

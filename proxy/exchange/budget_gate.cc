@@ -65,6 +65,18 @@ BudgetGate::Admitted BudgetGate::run(budget::Counter& counter, const TaskEntry& 
   return out;
 }
 
+std::optional<BudgetGate::Admitted> BudgetGate::runNow(budget::Counter& counter,
+                                                       const TaskEntry& task,
+                                                       std::optional<uint64_t> bodyBytes,
+                                                       const budget::LlmCost* llm) {
+  Admitted out;
+  auto over = budget::admitNow(counter, task.name, task.budgets, unixNow(), bodyBytes,
+                               out.admission, llm);
+  if (!over) return std::nullopt;
+  out.over = std::move(*over);
+  return out;
+}
+
 std::optional<Refusal> BudgetGate::finish(Admitted admitted) {
   // `state.redis` with `fail: open` admitted without counting: audited, never silent.
   if (admitted.guessed) {
@@ -88,6 +100,10 @@ boost::asio::awaitable<std::optional<Refusal>> BudgetGate::admitAsync(
   const TaskEntry* task = c_.task;
   if (!task || task->budgets.empty() || !c_.snap->budgetCounter) co_return std::nullopt;
   if (!c_.snap->budgetCounter->waits()) co_return admit(bodyBytes, llm);
+  // Most admissions are answered by this replica's leases (budget/leased_counter.h), here.
+  if (auto now = runNow(*c_.snap->budgetCounter, *task, bodyBytes, llm)) {
+    co_return finish(std::move(*now));
+  }
   // The snapshot (and its counter) lives until the admission answers, whatever a reload does.
   std::shared_ptr<const Snapshot> snap = c_.snap;
   std::optional<budget::LlmCost> cost;

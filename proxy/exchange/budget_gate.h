@@ -50,6 +50,11 @@ class BudgetGate {
   // What admit() found, counted by `counter` on the calling thread.
   static Admitted run(budget::Counter& counter, const TaskEntry& task,
                       std::optional<uint64_t> bodyBytes, const budget::LlmCost* llm);
+  // The same when `counter` can answer without waiting (a lease, a fresh read); nullopt when
+  // a round trip is needed, and then nothing was taken.
+  static std::optional<Admitted> runNow(budget::Counter& counter, const TaskEntry& task,
+                                        std::optional<uint64_t> bodyBytes,
+                                        const budget::LlmCost* llm);
   std::optional<Refusal> finish(Admitted admitted);
 
   ClientConnection& c_;

@@ -6,7 +6,7 @@
 #include <boost/asio/write.hpp>
 
 #include "broker/secret.h"
-#include "budget/observed_counter.h"
+#include "budget/counter.h"
 #include "policy/engine.h"
 #include "proxy/client/client_connection.h"
 #include "proxy/client/head_reader.h"
@@ -61,15 +61,15 @@ Refusal rateLimited(const TaskEntry& task) {
 
 // The counters of `state.redis`, which then hold every task's new-connection rate (shared by
 // the replicas: each one's own limiter would admit the rate once per replica); null without.
-// The snapshot's counter is the Redis one inside an ObservedCounter (the budget gauges'
-// wrapper): looking for the Redis counter itself would find nothing and fall back to this
-// replica's own limiter, the very thing state.redis is there to prevent.
+// The snapshot's counter is the Redis one inside wrappers (the budget gauges' ObservedCounter,
+// the leases' LeasedCounter): looking at the outer one only would find no Redis counter and
+// fall back to this replica's own limiter, the very thing state.redis is there to prevent.
 redis::RedisCounter* sharedRate(const ClientConnection& c) {
-  budget::Counter* counter = c.snap->budgetCounter.get();
-  if (auto* observed = dynamic_cast<budget::ObservedCounter*>(counter)) {
-    counter = observed->inner().get();
+  for (budget::Counter* counter = c.snap->budgetCounter.get(); counter;
+       counter = counter->wraps()) {
+    if (auto* shared = dynamic_cast<redis::RedisCounter*>(counter)) return shared;
   }
-  return dynamic_cast<redis::RedisCounter*>(counter);
+  return nullptr;
 }
 
 // Admission of a connection for its task: the rate of new connections (here, unless it is

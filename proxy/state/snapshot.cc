@@ -8,6 +8,7 @@
 
 #include "broker/store.h"
 #include "broker/task_secrets.h"
+#include "budget/leased_counter.h"
 #include "budget/observed_counter.h"
 #include "proxy/identity/admin_api_keys.h"
 #include "proxy/identity/task_token.h"
@@ -54,9 +55,12 @@ Result<std::shared_ptr<budget::Counter>> sharedBudgetCounter(const Snapshot& sna
     boost::asio::ssl::context* tls =
         redis->tls ? &snap.upstreamTls->contextFor(std::string_view{}) : nullptr;
     auto link = std::make_shared<redis::Link>(*redis, std::string(pw), tls, snap.upstreamTls);
+    // Leased: small takes are answered from blocks this replica holds (no round trip each).
     // Observed: the budget gauges show what this replica last saw without asking Redis.
-    return std::make_shared<budget::ObservedCounter>(
-        std::make_shared<redis::RedisCounter>(std::move(link), *redis));
+    budget::LeasedCounter::Options leases;
+    leases.sweepEvery = std::chrono::milliseconds(250);
+    return std::make_shared<budget::ObservedCounter>(std::make_shared<budget::LeasedCounter>(
+        std::make_shared<redis::RedisCounter>(std::move(link), *redis), leases));
   });
   if (!shared) return registry.budgetCounter();
   return shared;

@@ -24,6 +24,7 @@ TOKEN = "redis-bud-get"
 PASSWORD = "redis-pass-7f3a9c21e4b8"
 WRONG = "wrong-redis-pass-55d0e6"
 RATE = 2  # new connections per second (a burst of 2) for task `rated`
+LEASED = 320  # task `leased`: a replica leases blocks of LEASED / 32 = 10 requests
 
 
 class RedisBudgetsTest(unittest.TestCase):
@@ -50,13 +51,17 @@ class RedisBudgetsTest(unittest.TestCase):
                                "budgets": [{"name": "calls", "window": "run", "requests": 5}]},
                     "free": {"allow": [rule]},
                     "small": {"allow": [rule],
-                              "budgets": [{"name": "calls", "window": "run", "requests": 3}]}}
+                              "budgets": [{"name": "calls", "window": "run", "requests": 3}]},
+                    "wide": {"allow": [rule],
+                             "budgets": [{"name": "calls", "window": "run",
+                                          "requests": LEASED}]}}
         tasks = [{"name": "pair", "policy": "shared", "token": TOKEN},
                  {"name": "rated", "policy": "free", "token": TOKEN,
                   "limits": {"new_connections_per_second": RATE}},
                  {"name": "outage", "policy": "small", "token": TOKEN},
                  {"name": "open", "policy": "small", "token": TOKEN},
-                 {"name": "wrong", "policy": "small", "token": TOKEN}]
+                 {"name": "wrong", "policy": "small", "token": TOKEN},
+                 {"name": "leased", "policy": "wide", "token": TOKEN}]
         sg = Sandgate(policies, tasks, resolve={"api.test": "127.0.0.1:%d" % cls.up.port})
         pw_file = sg.secret_file("redis-" + name, password)
         sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
@@ -76,6 +81,18 @@ class RedisBudgetsTest(unittest.TestCase):
             return read_response(s)
         finally:
             s.close()
+
+    def wait_relinked(self, marks):
+        """Until every replica that was linked to Redis when it stopped (`marks`: the length of
+        its log then) has seen the link go and come back: each notices on its next use or idle
+        PING, and retries with a backoff of up to 2 s. The tests after this one then find them
+        counting."""
+        for name, mark in marks.items():
+            sg = self.replicas[name]
+            def relinked():
+                lines = [l for l in sg.stderr()[mark:].splitlines() if "state.redis 127.0.0.1" in l]
+                return len(lines) >= 2 and lines[-1].endswith(": connected")
+            wait_until(relinked, timeout=20, what="replica %s linked to Redis again" % name)
 
     def seen(self, path):
         return len(self.up.requests_to(path))
@@ -104,6 +121,50 @@ class RedisBudgetsTest(unittest.TestCase):
         self.assertEqual(self.redis.command("GET", "it:sandgate:budget:pair:calls:run:0:requests"),
                          b"5")
 
+    def evalsha_calls(self):
+        stats = self.redis.info("commandstats")
+        for line in stats.splitlines():
+            if line.startswith("cmdstat_evalsha:"):
+                return int(line.split("calls=")[1].split(",")[0])
+        return 0
+
+    def test_leases_save_round_trips_and_never_pass_the_budget(self):
+        """Issue #41's "batched locally": a replica takes a block of the budget in one round trip
+        and admits from it; two replicas together still admit exactly the budget."""
+        a = self.replicas.get("a") or self.replica("a")
+        b = self.replicas.get("b") or self.replica("b")
+        before = self.evalsha_calls()
+        got = []
+        # One kept-alive connection per replica (the task's default connection rate would
+        # refuse hundreds of new ones).
+        conns = [a.connect(), b.connect()]
+        try:
+            for i in range(LEASED + 40):  # alternating, past the budget
+                s = conns[i % 2]
+                s.sendall(("GET http://api.test/echo/leased HTTP/1.1\r\nHost: api.test\r\n%s"
+                           "\r\n" % Sandgate.auth_header("leased", TOKEN)).encode())
+                status, headers, body = read_response(s)
+                got.append(status)
+                if status != 200:
+                    self.assertEqual((status, headers.get("x-sandgate-reason")),
+                                     (429, "budget_exceeded"), body)
+                    s.close()  # a refusal ends its connection
+                    conns[i % 2] = (a, b)[i % 2].connect()
+        finally:
+            for s in conns:
+                s.close()
+        # Exactly the budget; the only refusals before it was used up are those a block held
+        # by the other replica caused (at most one lease, 10).
+        self.assertEqual(got.count(200), LEASED, got)
+        self.assertEqual(got[:LEASED - 10], [200] * (LEASED - 10), got)
+        self.assertEqual(self.seen("/echo/leased"), LEASED)
+        self.assertEqual(self.redis.command(
+            "GET", "it:sandgate:budget:leased:calls:run:0:requests"), str(LEASED).encode())
+        # A round trip per request would be LEASED + 40; with leases, one per block of 10, a few
+        # exact takes near the end, and one per refusal.
+        trips = self.evalsha_calls() - before
+        self.assertLess(trips, LEASED // 2, trips)
+
     def test_redis_stopped_closed_refuses_open_admits_and_audits_then_resumes(self):
         closed = self.replicas.get("a") or self.replica("a")
         opened = self.replicas.get("o") or self.replica("o", fail="open", prefix="open:")
@@ -115,6 +176,7 @@ class RedisBudgetsTest(unittest.TestCase):
         kept.sendall(("GET http://api.test/echo/kept HTTP/1.1\r\nHost: api.test\r\n%s\r\n" %
                       Sandgate.auth_header("outage", TOKEN)).encode())
         self.assertEqual(read_response(kept)[0], 200)
+        marks = {name: len(sg.stderr()) for name, sg in self.replicas.items() if name != "w"}
         self.redis.stop()
         try:
             # Closed: nothing reaches the upstream while the budget cannot be counted, nor a new
@@ -146,6 +208,7 @@ class RedisBudgetsTest(unittest.TestCase):
                        what="fail-open answers counted in the metric")
         finally:
             self.redis.start()
+            self.wait_relinked(marks)
         # Restarted without its data: counting resumes from what Redis now holds (nothing).
         self.wait_counting(closed, "outage", "/echo/outage")
         self.assertEqual(self.send(closed, "outage", "/echo/outage")[0], 200)

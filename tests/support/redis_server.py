@@ -75,6 +75,24 @@ class RedisServer:
                 return lines[2] if len(lines) > 2 else b""
             return lines[1]
 
+    def info(self, section, timeout=2):
+        """INFO `section`, whole (command() returns a bulk reply's first line only)."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" %
+                      (len(self.password), self.password.encode()) +
+                      b"*2\r\n$4\r\nINFO\r\n$%d\r\n%s\r\n" % (len(section), section.encode()))
+            data = b""
+            while True:
+                head = data.find(b"\r\n", 5)  # after "+OK\r\n"
+                if data.startswith(b"+OK\r\n$") and head > 0:
+                    size = int(data[6:head])
+                    if len(data) >= head + 2 + size:
+                        return data[head + 2:head + 2 + size].decode()
+                chunk = s.recv(65536)
+                if not chunk:
+                    raise AssertionError("redis INFO: short reply %r" % data[:40])
+                data += chunk
+
     def ping(self):
         try:
             return self.command("PING", timeout=0.5) == b"+PONG"

@@ -36,6 +36,10 @@ TEST(SshGitCommand, GitsOwnCommandsAreNormalised) {
     EXPECT_EQ(c->repository, "acme/widgets") << path;
     EXPECT_EQ(c->path, path);
   }
+  // ".git" goes only where a plain name is left: "..git" is a repository of that name, not ".".
+  c = parseGitCommand("git-receive-pack 'acme/..GIt'", &why);
+  ASSERT_TRUE(c) << why;
+  EXPECT_EQ(c->repository, "acme/..git");
 }
 
 TEST(SshGitCommand, AnythingElseIsRefused) {

@@ -1,0 +1,234 @@
+// Local leases on a shared budget store (see leased_counter.h).
+#include "budget/leased_counter.h"
+
+#include <algorithm>
+#include <tuple>
+#include <vector>
+
+namespace sandgate::budget {
+
+LeasedCounter::LeasedCounter(std::shared_ptr<Counter> inner, Options options, Clock clock)
+    : inner_(std::move(inner)),
+      options_(options),
+      clock_(clock ? std::move(clock) : Clock([] { return std::chrono::steady_clock::now(); })) {
+  options_.share = std::max<int64_t>(1, options_.share);
+  if (options_.sweepEvery.count() > 0) thread_ = std::thread([this] { sweeper(); });
+}
+
+LeasedCounter::~LeasedCounter() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // What this replica holds and never used goes back to the other replicas.
+  for (const auto& [key, lease] : leases_) {
+    if (lease.remaining > 0) inner_->add(key, -lease.remaining, lease.expiresAt);
+  }
+}
+
+int64_t LeasedCounter::blockFor(int64_t limit) const {
+  return std::max<int64_t>(1, limit / options_.share);
+}
+
+bool LeasedCounter::roomFor(size_t more) const {
+  return leases_.size() + reads_.size() + more <= options_.maxKeys;
+}
+
+std::optional<TakeResult> LeasedCounter::fromLease(const std::string& key, int64_t amount,
+                                                   int64_t limit) {
+  auto it = leases_.find(key);
+  if (it == leases_.end() || it->second.limit != limit || it->second.remaining < amount) {
+    return std::nullopt;
+  }
+  Lease& l = it->second;
+  l.remaining -= amount;
+  l.lastUsed = clock_();
+  return TakeResult{TakeResult::Status::kTaken, std::max<int64_t>(0, l.seen - l.remaining)};
+}
+
+TakeResult LeasedCounter::takeBlock(const std::string& key, int64_t amount, int64_t limit,
+                                    int64_t block, int64_t expiresAt) {
+  // A lease taken under another limit (a reload changed the budget) is given back first.
+  int64_t stale = 0;
+  {
+    std::lock_guard lock(mu_);
+    auto it = leases_.find(key);
+    if (it != leases_.end() && it->second.limit != limit) {
+      stale = it->second.remaining;
+      leases_.erase(it);
+    }
+  }
+  if (stale > 0) inner_->add(key, -stale, expiresAt);
+
+  const uint64_t guessed = inner_->failedOpen();
+  const TakeResult r = inner_->tryAdd(key, block, limit, expiresAt);
+  // `fail: open` with the store unreachable: a guess, nothing was taken, so nothing is leased.
+  if (inner_->failedOpen() != guessed) return r;
+  if (r.status == TakeResult::Status::kTaken) {
+    int64_t excess = 0;
+    int64_t used = 0;
+    {
+      std::lock_guard lock(mu_);
+      Lease& l = leases_[key];
+      l.remaining += block - amount;
+      l.block = block;
+      l.limit = limit;
+      l.seen = r.used;
+      l.expiresAt = expiresAt;
+      l.lastUsed = clock_();
+      // Two threads that found the lease empty at once both took a block: keep one.
+      excess = std::max<int64_t>(0, l.remaining - block);
+      l.remaining -= excess;
+      l.seen -= excess;
+      used = std::max<int64_t>(0, l.seen - l.remaining);
+      if (auto rd = reads_.find(key); rd != reads_.end()) rd->second.value = l.seen;
+    }
+    if (excess > 0) inner_->add(key, -excess, expiresAt);
+    return TakeResult{TakeResult::Status::kTaken, used};
+  }
+  // No room for a whole block (or no answer): this take is counted exactly, using what the
+  // lease still holds first.
+  int64_t have = 0;
+  {
+    std::lock_guard lock(mu_);
+    if (auto r = fromLease(key, amount, limit)) return *r;  // another thread's block
+    if (auto it = leases_.find(key); it != leases_.end()) {
+      have = it->second.remaining;
+      it->second.remaining = 0;
+    }
+  }
+  // The store said how much it holds: a take that cannot fit is refused without asking again.
+  if (r.status == TakeResult::Status::kOver && r.used > limit - (amount - have)) {
+    std::lock_guard lock(mu_);
+    if (auto it = leases_.find(key); it != leases_.end()) it->second.remaining += have;
+    return TakeResult{TakeResult::Status::kOver, r.used};
+  }
+  const TakeResult exact = inner_->tryAdd(key, amount - have, limit, expiresAt);
+  if (exact.status != TakeResult::Status::kTaken && have > 0) {
+    std::lock_guard lock(mu_);
+    if (auto it = leases_.find(key); it != leases_.end()) it->second.remaining += have;
+  }
+  return exact;
+}
+
+TakeResult LeasedCounter::tryAdd(std::string_view key, int64_t amount, int64_t limit,
+                                 int64_t expiresAt) {
+  const int64_t block = blockFor(limit);
+  if (amount > block) return inner_->tryAdd(key, amount, limit, expiresAt);
+  const std::string k(key);
+  {
+    std::lock_guard lock(mu_);
+    if (auto r = fromLease(k, amount, limit)) return *r;
+    // Full of leases and reads: counted exactly, without a new lease.
+    if (!leases_.contains(k) && !roomFor(1)) {
+      return inner_->tryAdd(key, amount, limit, expiresAt);
+    }
+  }
+  return takeBlock(k, amount, limit, block, expiresAt);
+}
+
+std::optional<TakeResult> LeasedCounter::tryAddNow(std::string_view key, int64_t amount,
+                                                   int64_t limit, int64_t expiresAt) {
+  (void)expiresAt;
+  if (!inner_->waits()) return tryAdd(key, amount, limit, expiresAt);
+  if (amount > blockFor(limit)) return std::nullopt;
+  std::lock_guard lock(mu_);
+  return fromLease(std::string(key), amount, limit);
+}
+
+bool LeasedCounter::add(std::string_view key, int64_t amount, int64_t expiresAt) {
+  const std::string k(key);
+  if (amount < 0) {
+    // A give-back on a key this replica leases: the units stay taken in the store, and the
+    // lease hands them out again.
+    int64_t excess = 0;
+    {
+      std::lock_guard lock(mu_);
+      auto it = leases_.find(k);
+      if (it != leases_.end()) {
+        Lease& l = it->second;
+        l.remaining += -amount;
+        l.lastUsed = clock_();
+        excess = std::max<int64_t>(0, l.remaining - l.block);
+        l.remaining -= excess;
+        l.seen -= excess;
+        if (auto rd = reads_.find(k); rd != reads_.end()) rd->second.value = l.seen;
+        if (excess == 0) return true;
+      }
+    }
+    if (excess > 0) return inner_->add(key, -excess, expiresAt);
+  }
+  const bool ok = inner_->add(key, amount, expiresAt);
+  if (ok) {
+    std::lock_guard lock(mu_);
+    if (auto rd = reads_.find(k); rd != reads_.end()) {
+      rd->second.value = std::max<int64_t>(0, rd->second.value + amount);
+    }
+  }
+  return ok;
+}
+
+std::optional<int64_t> LeasedCounter::get(std::string_view key) {
+  const uint64_t guessed = inner_->failedOpen();
+  const auto v = inner_->get(key);
+  if (!v || inner_->failedOpen() != guessed) return v;
+  const std::string k(key);
+  std::lock_guard lock(mu_);
+  auto rd = reads_.find(k);
+  if (rd != reads_.end() || roomFor(1)) reads_[k] = Read{*v, clock_()};
+  // What this replica holds unused is not used: the others' use and its own.
+  auto it = leases_.find(k);
+  return std::max<int64_t>(0, *v - (it == leases_.end() ? 0 : it->second.remaining));
+}
+
+std::optional<int64_t> LeasedCounter::getNow(std::string_view key) {
+  if (!inner_->waits()) return get(key);
+  const std::string k(key);
+  std::lock_guard lock(mu_);
+  auto rd = reads_.find(k);
+  if (rd == reads_.end() || clock_() - rd->second.at > options_.readFresh) return std::nullopt;
+  auto it = leases_.find(k);
+  return std::max<int64_t>(0,
+                           rd->second.value - (it == leases_.end() ? 0 : it->second.remaining));
+}
+
+int64_t LeasedCounter::leased(std::string_view key) {
+  std::lock_guard lock(mu_);
+  auto it = leases_.find(std::string(key));
+  return it == leases_.end() ? 0 : it->second.remaining;
+}
+
+void LeasedCounter::sweep() {
+  std::vector<std::tuple<std::string, int64_t, int64_t>> back;
+  {
+    std::lock_guard lock(mu_);
+    const TimePoint now = clock_();
+    for (auto it = leases_.begin(); it != leases_.end();) {
+      if (now - it->second.lastUsed < options_.idle) {
+        ++it;
+        continue;
+      }
+      if (it->second.remaining > 0) {
+        back.emplace_back(it->first, it->second.remaining, it->second.expiresAt);
+      }
+      it = leases_.erase(it);
+    }
+    std::erase_if(reads_, [&](const auto& kv) { return now - kv.second.at > options_.readFresh; });
+  }
+  for (const auto& [key, amount, expiresAt] : back) inner_->add(key, -amount, expiresAt);
+}
+
+void LeasedCounter::sweeper() {
+  std::unique_lock lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, options_.sweepEvery, [this] { return stop_; });
+    if (stop_) break;
+    lock.unlock();
+    sweep();
+    lock.lock();
+  }
+}
+
+}  // namespace sandgate::budget
