@@ -86,6 +86,7 @@ inline constexpr std::string_view kIdleTimeout = "idle_timeout";
 inline constexpr std::string_view kClientTimeout = "client_timeout";
 inline constexpr std::string_view kClientClosed = "client_closed";
 inline constexpr std::string_view kRevokedByReload = "revoked_by_reload";
+inline constexpr std::string_view kServerStopping = "server_stopping";
 // HTTP/2 (proxy/h2/).
 inline constexpr std::string_view kGitNeedsHttp1 = "git_needs_http1";
 inline constexpr std::string_view kLlmNeedsHttp1 = "llm_needs_http1";
@@ -213,6 +214,8 @@ inline constexpr ReasonInfo kRequestReasons[] = {
      "or a body); a close between requests is no request"},
     {reason::kRevokedByReload, 403,
      "a reload removed the task, or no longer allows the tunnel's host (a tunnel is closed)"},
+    {reason::kServerStopping, 0,
+     "an SSH session still open when serve stopped, after limits.shutdown_grace"},
     {reason::kGitNeedsHttp1, 421, "an HTTP/2 request under a git: rule (Git is gated on HTTP/1.1)"},
     {reason::kLlmNeedsHttp1, 421,
      "an HTTP/2 request under an llm: rule (LLM calls are read on HTTP/1.1)"},

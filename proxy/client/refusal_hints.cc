@@ -134,6 +134,7 @@ constexpr std::pair<std::string_view, std::string_view> kHints[] = {
     {r::kClientTimeout, "send the request sooner"},
     {r::kClientClosed, "keep the connection open until the response"},
     {r::kRevokedByReload, "the policy no longer allows this: open a new connection"},
+    {r::kServerStopping, "connect again: this replica is stopping"},
     {r::kGitNeedsHttp1, "use HTTP/1.1 for Git (git -c http.version=HTTP/1.1)"},
     {r::kLlmNeedsHttp1, "connect again with HTTP/1.1"},
     {r::kGrpcNotScrubbable,

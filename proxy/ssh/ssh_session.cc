@@ -546,8 +546,10 @@ void relay(const SessionParams& p, ssh_channel client, ssh_channel up, ssh_sessi
     (void)upSession;
   }
   if (stopped(p) && r.reason.empty()) {
-    r.reason = reason::kRevokedByReload;
-    r.detail = "the server is stopping or the session was revoked";
+    // Only serve's shutdown sets `stop` (a reload's revocation shuts the sockets, and the
+    // broker's coroutine then says revoked_by_reload).
+    r.reason = reason::kServerStopping;
+    r.detail = "serve is stopping";
   }
 }
 

@@ -179,7 +179,8 @@ class SshBrokerServe(unittest.TestCase):
         lines = [a for a in sg.audit() if a.get("host") == "git.test" and
                  (a.get("git") or {}).get("service") == "upload-pack"]
         self.assertEqual(len(lines), 1, sg.audit())
-        self.assertEqual(lines[0]["reason"], "revoked_by_reload")
+        # Not a reload's revocation: serve stopped (it said revoked_by_reload before).
+        self.assertEqual(lines[0]["reason"], "server_stopping")
 
     def test_reload_that_drops_the_rule_ends_an_open_session(self):
         # A session is a tunnel under the reload rules of HTTP (README: a reload revokes what
