@@ -8,14 +8,11 @@ Runs as root (the copies a root launcher makes are the ones that could be root's
 
 import json
 import os
-import shutil
 import stat
-import subprocess
 import tempfile
 import unittest
 
-import artifacts
-from run_support import TemporaryUser, namespaces_refused, run_bounded
+from run_support import TemporaryUser, WorkspaceRuns, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 
 
@@ -32,38 +29,10 @@ def disk_usage(top):
     return total
 
 
-class CopiesTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root (as CI runs)")
-        cls.dir = tempfile.mkdtemp(prefix="sandgate-copies-")
-        os.chmod(cls.dir, 0o755)
-        probe = cls.sandgate(["true"], workspace=cls.new_workspace())
-        if probe.returncode == 125 and namespaces_refused(probe.stderr):
-            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
-        if probe.returncode == 125 and "overlay" in probe.stderr:
-            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
-        assert probe.returncode == 0, probe.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    @classmethod
-    def new_workspace(cls):
-        ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
-        os.chmod(ws, 0o755)
-        return ws
-
-    @classmethod
-    def sandgate(cls, argv, *flags, workspace, run_dir=None, **kwargs):
-        cmd = [binary(), "run", "--workspace", workspace]
-        if run_dir:
-            cmd += ["--run-dir", run_dir]
-        r = run_bounded(cmd + [*flags, "--", *argv], 180, **kwargs)
-        artifacts.record("log", "run-stderr", r.stderr)
-        return r
+class CopiesTest(WorkspaceRuns):
+    PREFIX = "sandgate-copies-"
+    NOT_ROOT = "needs root (as CI runs)"
+    TIMEOUT = 180
 
     def run_dir(self):
         return os.path.join(tempfile.mkdtemp(dir=self.dir, prefix="runs-"), "run")

@@ -15,8 +15,7 @@ import subprocess
 import tempfile
 import unittest
 
-import artifacts
-from run_support import TemporaryUser, namespaces_refused, run_bounded
+from run_support import TemporaryUser, WorkspaceRuns, namespaces_refused, run_bounded
 from sandgate_fixture import binary
 
 
@@ -40,43 +39,9 @@ def tree_state(top):
     return out
 
 
-class LifecycleTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root (as CI runs): the rootless variants create a user")
-        cls.dir = tempfile.mkdtemp(prefix="sandgate-lifecycle-")
-        os.chmod(cls.dir, 0o755)
-        probe = cls.sandgate(["true"], workspace=cls.new_workspace())
-        if probe.returncode == 125 and namespaces_refused(probe.stderr):
-            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
-        if probe.returncode == 125 and "overlay" in probe.stderr:
-            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
-        assert probe.returncode == 0, probe.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    @classmethod
-    def new_workspace(cls, owner=None):
-        """A new workspace, root's or `owner`'s (a TemporaryUser: its uid and its own gid)."""
-        ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
-        os.chmod(ws, 0o755)
-        if owner is not None:
-            os.chown(ws, owner.uid, owner.gid)
-        return ws
-
-    @classmethod
-    def sandgate(cls, argv, *flags, workspace, run_dir=None, timeout=60, **kwargs):
-        cmd = [binary(), "run", "--workspace", workspace]
-        if run_dir:
-            cmd += ["--run-dir", run_dir]
-        cmd += [*flags, "--", *argv]
-        r = run_bounded(cmd, timeout, **kwargs)
-        artifacts.record("run", "stdout", r.stdout)
-        artifacts.record("log", "run-stderr", r.stderr)
-        return r
+class LifecycleTest(WorkspaceRuns):
+    PREFIX = "sandgate-lifecycle-"
+    NOT_ROOT = "needs root (as CI runs): the rootless variants create a user"
 
     def run_dir(self):
         d = tempfile.mkdtemp(dir=self.dir, prefix="runs-")

@@ -6,49 +6,16 @@ workspace overlay)."""
 import json
 import os
 import shlex
-import shutil
 import tempfile
 import unittest
 
-import artifacts
-from run_support import namespaces_refused, run_bounded
+from run_support import WorkspaceRuns, run_bounded
 from sandgate_fixture import binary
 
 
-class RunReviewTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root (as CI runs): the workspace overlay")
-        cls.dir = tempfile.mkdtemp(prefix="sandgate-review-")
-        os.chmod(cls.dir, 0o755)
-        probe = cls.sandgate(["true"], workspace=cls.new_workspace())
-        if probe.returncode == 125 and namespaces_refused(probe.stderr):
-            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
-        if probe.returncode == 125 and "overlay" in probe.stderr:
-            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
-        assert probe.returncode == 0, probe.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    @classmethod
-    def new_workspace(cls):
-        ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
-        os.chmod(ws, 0o755)
-        return ws
-
-    @classmethod
-    def sandgate(cls, argv, *flags, workspace, run_dir=None, timeout=60, **kwargs):
-        cmd = [binary(), "run", "--workspace", workspace]
-        if run_dir:
-            cmd += ["--run-dir", run_dir]
-        cmd += [*flags, "--", *argv]
-        r = run_bounded(cmd, timeout, **kwargs)
-        artifacts.record("run", "stdout", r.stdout)
-        artifacts.record("log", "run-stderr", r.stderr)
-        return r
+class RunReviewTest(WorkspaceRuns):
+    PREFIX = "sandgate-review-"
+    NOT_ROOT = "needs root (as CI runs): the workspace overlay"
 
     def run_dir(self):
         return os.path.join(tempfile.mkdtemp(dir=self.dir, prefix="runs-"), "run")

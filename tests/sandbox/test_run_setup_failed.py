@@ -9,50 +9,24 @@ overlay)."""
 
 import json
 import os
-import shutil
 import tempfile
 import unittest
 
-import artifacts
-from run_support import namespaces_refused, run_bounded
+from run_support import WorkspaceRuns, run_bounded
 from sandgate_fixture import binary
 
 
-class RunSetupFailedTest(unittest.TestCase):
-    @classmethod
-    def setUpClass(cls):
-        if os.geteuid() != 0:
-            raise unittest.SkipTest("needs root (as CI runs): the workspace overlay")
-        cls.dir = tempfile.mkdtemp(prefix="sandgate-setup-failed-")
-        os.chmod(cls.dir, 0o755)
-        probe = cls.sandgate(["true"], workspace=cls.new_workspace(), run_dir=cls.new_run_dir())
-        if probe.returncode == 125 and namespaces_refused(probe.stderr):
-            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
-        if probe.returncode == 125 and "overlay" in probe.stderr:
-            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
-        assert probe.returncode == 0, probe.stderr
-
-    @classmethod
-    def tearDownClass(cls):
-        shutil.rmtree(cls.dir, ignore_errors=True)
-
-    @classmethod
-    def new_workspace(cls):
-        ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
-        os.chmod(ws, 0o755)
-        return ws
+class RunSetupFailedTest(WorkspaceRuns):
+    PREFIX = "sandgate-setup-failed-"
+    NOT_ROOT = "needs root (as CI runs): the workspace overlay"
 
     @classmethod
     def new_run_dir(cls):
         return os.path.join(tempfile.mkdtemp(dir=cls.dir, prefix="runs-"), "run")
 
     @classmethod
-    def sandgate(cls, argv, *flags, workspace, run_dir, timeout=60):
-        cmd = [binary(), "run", "--workspace", workspace, "--run-dir", run_dir, *flags, "--",
-               *argv]
-        r = run_bounded(cmd, timeout)
-        artifacts.record("log", "run-stderr", r.stderr)
-        return r
+    def probe(cls):
+        return cls.sandgate(["true"], workspace=cls.new_workspace(), run_dir=cls.new_run_dir())
 
     def config(self, doc):
         fd, path = tempfile.mkstemp(dir=self.dir, prefix="config-", suffix=".yaml")

@@ -146,6 +146,68 @@ def run_bounded(cmd, timeout, **kwargs):
     return subprocess.CompletedProcess(cmd, p.returncode, stdout, stderr)
 
 
+def run_sandgate(argv, *flags, workspace, run_dir=None, timeout=60, **kwargs):
+    """`sandgate run --workspace WORKSPACE [--run-dir RUN_DIR] FLAGS -- ARGV`, bounded
+    (run_bounded), its output recorded with the test's artifacts."""
+    from sandgate_fixture import binary  # here: sandgate_fixture is heavier than this module
+    cmd = [binary(), "run", "--workspace", workspace]
+    if run_dir:
+        cmd += ["--run-dir", run_dir]
+    r = run_bounded(cmd + [*flags, "--", *argv], timeout, **kwargs)
+    artifacts.record("run", "stdout", r.stdout)
+    artifacts.record("log", "run-stderr", r.stderr)
+    return r
+
+
+class WorkspaceRuns(unittest.TestCase):
+    """A test class of `sandgate run` with overlay workspaces: as root (as CI runs) it gets a
+    0755 directory of its own (`cls.dir`, removed after) and skips with the kernel's reason when
+    a probe run shows that namespaces or the overlay are refused. `cls.sandgate(...)` runs as
+    run_sandgate() does; `cls.new_workspace(...)` makes a workspace under `cls.dir`."""
+
+    PREFIX = "sandgate-runs-"
+    NOT_ROOT = "needs root (as CI runs): the workspace overlay"
+    TIMEOUT = 60
+
+    @classmethod
+    def setUpClass(cls):
+        if os.geteuid() != 0:
+            raise unittest.SkipTest(cls.NOT_ROOT)
+        cls.dir = tempfile.mkdtemp(prefix=cls.PREFIX)
+        os.chmod(cls.dir, 0o755)
+        probe = cls.probe()
+        if probe.returncode == 125 and namespaces_refused(probe.stderr):
+            cls.tearDownClass()
+            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
+        if probe.returncode == 125 and "overlay" in probe.stderr:
+            cls.tearDownClass()
+            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
+        assert probe.returncode == 0, probe.stderr
+
+    @classmethod
+    def tearDownClass(cls):
+        shutil.rmtree(cls.dir, ignore_errors=True)
+
+    @classmethod
+    def probe(cls):
+        """The run that tells whether this host can run sandboxes at all."""
+        return cls.sandgate(["true"], workspace=cls.new_workspace())
+
+    @classmethod
+    def new_workspace(cls, owner=None):
+        """A new workspace, root's or `owner`'s (a TemporaryUser: its uid and its own gid)."""
+        ws = tempfile.mkdtemp(dir=cls.dir, prefix="ws-")
+        os.chmod(ws, 0o755)
+        if owner is not None:
+            os.chown(ws, owner.uid, owner.gid)
+        return ws
+
+    @classmethod
+    def sandgate(cls, argv, *flags, workspace, run_dir=None, timeout=None, **kwargs):
+        return run_sandgate(argv, *flags, workspace=workspace, run_dir=run_dir,
+                            timeout=timeout or cls.TIMEOUT, **kwargs)
+
+
 class TemporaryUser:
     """An unprivileged host user that a test creates and removes (for rootless runs of
     `sandgate run`): `with TemporaryUser() as user:` gives user.name, user.uid, user.gid and
