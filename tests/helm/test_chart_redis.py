@@ -8,7 +8,8 @@ Service and ingress policy, labels no sandgate selector matches, sandgate pointe
 Service, and the schema's refusals (with a URL, without a password Secret). Then the rendered
 config is served by a real `sandgate serve` against a real redis-server with a password (for
 the in-chart Redis, one started with the rendered Deployment's own arguments): two requests
-against a budget of one, the second refused, and the count in Redis under the chart's prefix.
+against a budget of one, the second refused, and the count in Redis under the chart's prefix;
+and the in-chart Redis made full: sandgate refuses closed and the count survives (not evicted).
 """
 
 import copy
@@ -35,6 +36,7 @@ REDIS_ARGS = ["--requirepass", "$(REDIS_PASSWORD)", "--save", "", "--appendonly"
               "--maxmemory", "64mb", "--maxmemory-policy", "noeviction"]
 PASSWORD = "chart-redis-pass-91b4e0c7"
 TOKEN = "chart-red1s"
+KEY = "chart:sandgate:budget:agent:one:run:0:requests"  # the prefix, then sandgate's own key
 
 
 def config_of(docs):
@@ -357,7 +359,9 @@ class ChartRedisServedTest(unittest.TestCase):
         self.serve(config_of(self.chart.template(values=values)), "auth")
         self.assert_counts_once()
 
-    def test_the_in_chart_redis_as_rendered_counts_and_refuses_strangers(self):
+    def serve_in_chart(self):
+        """The in-chart Redis started with the rendered Deployment's arguments, and sandgate
+        serving the rendered config against it."""
         values = {
             "replicaCount": 1,
             "ca": {"generate": False},
@@ -375,6 +379,14 @@ class ChartRedisServedTest(unittest.TestCase):
         args = [a.replace("$(%s)" % env["name"], PASSWORD) for a in c["args"]]
         self.assertEqual(args.count(PASSWORD), 1)
         self.start_redis(args)
+        # The Service's name, as sandgate would resolve it in the cluster; only the host changes.
+        cfg = config_of(docs)
+        self.assertEqual(cfg["state"]["redis"]["url"], "redis://rel-sandgate-redis:6379/0")
+        cfg["state"]["redis"]["url"] = "redis://127.0.0.1:%d/0" % self.redis.port
+        self.serve(cfg, "auth")
+
+    def test_the_in_chart_redis_as_rendered_counts_and_refuses_strangers(self):
+        self.serve_in_chart()
         # Without the password Redis answers nothing but NOAUTH (it is reachable cluster-wide
         # where NetworkPolicies are not enforced).
         with socket.create_connection(("127.0.0.1", self.redis.port), timeout=2) as s:
@@ -383,19 +395,29 @@ class ChartRedisServedTest(unittest.TestCase):
         for key, value in (("maxmemory-policy", b"noeviction"), ("save", b""),
                            ("appendonly", b"no"), ("maxmemory", b"67108864")):
             self.assertEqual(self.redis.config_get(key), value, key)
-        # The Service's name, as sandgate would resolve it in the cluster; only the host changes.
-        cfg = config_of(docs)
-        self.assertEqual(cfg["state"]["redis"]["url"], "redis://rel-sandgate-redis:6379/0")
-        cfg["state"]["redis"]["url"] = "redis://127.0.0.1:%d/0" % self.redis.port
-        self.serve(cfg, "auth")
         self.assert_counts_once()
+
+    def test_the_in_chart_redis_when_full_keeps_the_count_and_sandgate_refuses(self):
+        # A full Redis (maxmemory below what it holds): with noeviction it refuses sandgate's
+        # scripts (the connection's shared rate is the first), so sandgate refuses closed, and
+        # the count is still there when room comes back. Evicting instead would drop the key:
+        # the budget reset, and the next request admitted.
+        self.serve_in_chart()
+        self.assertEqual(self.send()[0], 200)
+        self.assertEqual(self.redis.command("CONFIG", "SET", "maxmemory", "1"), b"+OK")
+        status, headers, _ = self.send()
+        self.assertEqual((status, headers.get("x-sandgate-reason")), (503, "rate_limit_unavailable"))
+        self.assertEqual(self.redis.command("CONFIG", "SET", "maxmemory", "64mb"), b"+OK")
+        self.assertEqual(self.redis.command("GET", KEY), b"1")
+        status, headers, _ = self.send()
+        self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
+        self.assertEqual(len(self.up.requests_to("/echo/c")), 1)
 
     def assert_counts_once(self):
         self.assertEqual(self.send()[0], 200)
         status, headers, _ = self.send()
         self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
-        self.assertEqual(self.redis.command("GET", "chart:sandgate:budget:agent:one:run:0:requests"),
-                         b"1")
+        self.assertEqual(self.redis.command("GET", KEY), b"1")
         self.assertEqual(len(self.up.requests_to("/echo/c")), 1)
         self.assertNotIn(PASSWORD, self.sg.stderr())
         self.sg.metrics()  # recorded for the leak check

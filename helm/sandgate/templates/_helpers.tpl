@@ -24,8 +24,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
-The pods of the hook Job and the helm test: never sandgate's selector labels, or the Service,
-the PDB and the topology spread would count them as sandgate replicas. Argument: (list . "test").
+The pods of the hook Job, the helm test and the in-chart Redis: never sandgate's selector
+labels, or the Service, the PDB and the topology spread would count them as sandgate replicas.
+Argument: (list . "test").
 */}}
 {{- define "sandgate.componentLabels" -}}
 {{- $top := index . 0 -}}
