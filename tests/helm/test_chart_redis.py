@@ -406,7 +406,8 @@ class ChartRedisServedTest(unittest.TestCase):
         self.assertEqual(self.send()[0], 200)
         self.assertEqual(self.redis.command("CONFIG", "SET", "maxmemory", "1"), b"+OK")
         status, headers, _ = self.send()
-        self.assertEqual((status, headers.get("x-sandgate-reason")), (503, "rate_limit_unavailable"))
+        self.assertEqual((status, headers.get("x-sandgate-reason")),
+                         (503, "rate_limit_unavailable"))
         self.assertEqual(self.redis.command("CONFIG", "SET", "maxmemory", "64mb"), b"+OK")
         self.assertEqual(self.redis.command("GET", KEY), b"1")
         status, headers, _ = self.send()

@@ -1,8 +1,9 @@
 """A real `redis-server` for tests of the shared budget counters (state.redis, issue #41):
 started on 127.0.0.1 on a free port, in a temp dir of its own, with a config of its own (no
 persistence, a password) or with the arguments a test gives (the chart's rendered ones: then
-they, not the file, set the password and persistence), and stopped by its PID. restart() starts it again on the same port:
-without persistence it has forgotten every key, like a Redis that lost its data.
+they, not the file, set the password and persistence), and stopped by its PID. restart()
+starts it again on the same port: without persistence it has forgotten every key, like a
+Redis that lost its data.
 """
 
 import os
