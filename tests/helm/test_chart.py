@@ -40,7 +40,7 @@ class ChartTest(unittest.TestCase):
         cls.chart.close()
 
     def deployment(self, docs):
-        (d,) = cs.find(docs, "Deployment")
+        (d,) = cs.find(docs, "Deployment", "rel-sandgate")  # not the in-chart Redis's
         return d
 
     # ---- helm itself ------------------------------------------------------------------
@@ -130,15 +130,16 @@ class ChartTest(unittest.TestCase):
                 self.assertEqual(dep["spec"]["selector"]["matchLabels"], SELECTOR)
                 tmpl = dep["spec"]["template"]["metadata"]["labels"]
                 self.assertLessEqual(SELECTOR.items(), tmpl.items())
-                (svc,) = cs.find(docs, "Service")
+                (svc,) = cs.find(docs, "Service", "rel-sandgate")
                 self.assertEqual(svc["spec"]["selector"], SELECTOR)
                 for pdb in cs.find(docs, "PodDisruptionBudget"):
                     self.assertEqual(pdb["spec"]["selector"]["matchLabels"], SELECTOR)
                 for c in dep["spec"]["template"]["spec"].get("topologySpreadConstraints", []):
                     self.assertEqual(c["labelSelector"]["matchLabels"], SELECTOR)
-                # The helm test pod and the CA Job must not look like replicas to the Service.
+                # The helm test pod, the CA Job and the in-chart Redis must not look like
+                # replicas to the Service.
                 for what, _ in cs.pod_specs(docs):
-                    if what.startswith("Deployment/"):
+                    if what == "Deployment/rel-sandgate":
                         continue
                     doc = next(d for d in docs if what.endswith("/" + d["metadata"]["name"])
                                and what.startswith(d["kind"]))
@@ -472,7 +473,7 @@ class ChartTest(unittest.TestCase):
 
     def test_service_and_sandgate_args(self):
         docs = self.rendered["values-shared.yaml"]
-        (svc,) = cs.find(docs, "Service")
+        (svc,) = cs.find(docs, "Service", "rel-sandgate")
         self.assertEqual(svc["spec"]["type"], "ClusterIP")
         self.assertEqual(svc["spec"]["clusterIP"], "10.96.31.28")
         self.assertEqual({p["name"]: (p["port"], p["targetPort"]) for p in svc["spec"]["ports"]},

@@ -69,7 +69,7 @@ class ChartConfigLintTest(unittest.TestCase):
                 (pod,) = cs.find(docs, "Pod", "rel-sandgate-test-config")
                 self.assertEqual(pod["metadata"]["annotations"]["helm.sh/hook"], "test")
                 (c,) = pod["spec"]["containers"]
-                (dep,) = cs.find(docs, "Deployment")
+                (dep,) = cs.find(docs, "Deployment", "rel-sandgate")
                 (served,) = dep["spec"]["template"]["spec"]["containers"]
                 # The image that serves the config is the one that lints it.
                 self.assertEqual(c["image"], served["image"])

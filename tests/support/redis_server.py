@@ -1,7 +1,9 @@
 """A real `redis-server` for tests of the shared budget counters (state.redis, issue #41):
 started on 127.0.0.1 on a free port, in a temp dir of its own, with a config of its own (no
-persistence, a password), and stopped by its PID. restart() starts it again on the same port:
-without persistence it has forgotten every key, like a Redis that lost its data.
+persistence, a password) or with the arguments a test gives (the chart's rendered ones: then
+they, not the file, set the password and persistence), and stopped by its PID. restart()
+starts it again on the same port: without persistence it has forgotten every key, like a
+Redis that lost its data.
 """
 
 import os
@@ -20,8 +22,9 @@ def _free_port():
 
 
 class RedisServer:
-    def __init__(self, password):
+    def __init__(self, password, args=None):
         self.password = password
+        self.args = args
         self.dir = tempfile.mkdtemp(prefix="sandgate-redis-")
         self.port = None
         self.proc = None
@@ -33,12 +36,16 @@ class RedisServer:
             port = self.port or _free_port()
             conf = os.path.join(self.dir, "redis.conf")
             with open(conf, "w") as f:
-                f.write("bind 127.0.0.1\nport %d\nsave \"\"\nappendonly no\n"
-                        "protected-mode yes\ndir %s\nrequirepass %s\n" %
-                        (port, self.dir, self.password))
+                if self.args is None:
+                    f.write("bind 127.0.0.1\nport %d\nsave \"\"\nappendonly no\n"
+                            "protected-mode yes\ndir %s\nrequirepass %s\n" %
+                            (port, self.dir, self.password))
+                else:  # only where it listens and works; the rest is the arguments'
+                    f.write("bind 127.0.0.1\nport %d\ndir %s\n" % (port, self.dir))
             os.chmod(conf, 0o600)
             self._log = open(os.path.join(self.dir, "redis.log"), "ab")
-            self.proc = subprocess.Popen(["redis-server", conf], stdout=self._log,
+            self.proc = subprocess.Popen(["redis-server", conf, *(self.args or [])],
+                                         stdout=self._log,
                                          stderr=subprocess.STDOUT, cwd=self.dir)
             self.port = port
             deadline = time.monotonic() + timeout
@@ -74,6 +81,25 @@ class RedisServer:
             if lines[1].startswith(b"$") and lines[1] != b"$-1":
                 return lines[2] if len(lines) > 2 else b""
             return lines[1]
+
+    def config_get(self, name, timeout=2):
+        """CONFIG GET `name`: the value, as bytes."""
+        with socket.create_connection(("127.0.0.1", self.port), timeout=timeout) as s:
+            s.sendall(b"*2\r\n$4\r\nAUTH\r\n$%d\r\n%s\r\n" %
+                      (len(self.password), self.password.encode()) +
+                      b"*3\r\n$6\r\nCONFIG\r\n$3\r\nGET\r\n$%d\r\n%s\r\n" %
+                      (len(name), name.encode()))
+            data = b""
+            # +OK, *2, $n, name, $m, value: six CRLFs in all.
+            while data.count(b"\r\n") < 6:
+                chunk = s.recv(4096)
+                if not chunk:
+                    raise AssertionError("redis CONFIG GET: short reply %r" % data[:40])
+                data += chunk
+            lines = data.split(b"\r\n")
+            if lines[:2] != [b"+OK", b"*2"]:
+                raise AssertionError("redis CONFIG GET %s: %r" % (name, lines[:3]))
+            return lines[5]
 
     def info(self, section, timeout=2):
         """INFO `section`, whole (command() returns a bulk reply's first line only)."""

@@ -24,8 +24,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
 {{/*
-The pods of the hook Job and the helm test: never sandgate's selector labels, or the Service,
-the PDB and the topology spread would count them as sandgate replicas. Argument: (list . "test").
+The pods of the hook Job, the helm test and the in-chart Redis: never sandgate's selector
+labels, or the Service, the PDB and the topology spread would count them as sandgate replicas.
+Argument: (list . "test").
 */}}
 {{- define "sandgate.componentLabels" -}}
 {{- $top := index . 0 -}}
@@ -62,9 +63,22 @@ app.kubernetes.io/managed-by: {{ .Release.Service }}
 {{- define "sandgate.redisSecretDir" -}}{{ include "sandgate.credentialDir" . }}/{{ include "sandgate.redisCredential" . }}{{- end -}}
 {{- define "sandgate.redisCredential" -}}sandgate-redis{{- end -}}
 
-{{/* The port of state.redis.url (6379 when it names none), for the egress NetworkPolicy. */}}
+{{/*
+The Redis sandgate counts in: the in-chart one's Service with state.redis.deploy.enabled (the
+schema then refuses a url), else state.redis.url; "" for none. Every template asks this, never
+the value itself, so the in-chart Redis gets the password, the mount and the policies too.
+*/}}
+{{- define "sandgate.redisURL" -}}
+{{- if .Values.state.redis.deploy.enabled -}}
+{{- printf "redis://%s-redis:6379/0" (include "sandgate.fullname" .) -}}
+{{- else -}}
+{{- .Values.state.redis.url -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The port of sandgate.redisURL (6379 when it names none), for the egress NetworkPolicy. */}}
 {{- define "sandgate.redisPort" -}}
-{{- $host := (urlParse .Values.state.redis.url).host -}}
+{{- $host := (urlParse (include "sandgate.redisURL" .)).host -}}
 {{- $port := regexFind ":[0-9]+$" $host | trimPrefix ":" -}}
 {{- default "6379" $port -}}
 {{- end -}}
@@ -120,7 +134,8 @@ token keys (each read from its mounted Secret).
 {{- define "sandgate.reloadConfig" -}}
 {{- $c := .Values.config -}}
 {{- $redis := .Values.state.redis -}}
-{{- $redisPassword := and $redis.url $redis.passwordSecret.name -}}
+{{- $redisURL := include "sandgate.redisURL" . -}}
+{{- $redisPassword := and $redisURL $redis.passwordSecret.name -}}
 {{- if or $c.credentials $redisPassword }}
 credentials:
 {{- range $name, $cred := $c.credentials }}
@@ -137,10 +152,10 @@ credentials:
       file: {{ printf "%s/%s" (include "sandgate.redisSecretDir" .) $redis.passwordSecret.key | quote }}
 {{- end }}
 {{- end }}
-{{- if $redis.url }}
+{{- if $redisURL }}
 state:
   redis:
-    url: {{ $redis.url | quote }}
+    url: {{ $redisURL | quote }}
     {{- if $redisPassword }}
     password: {{ include "sandgate.redisCredential" . | quote }}
     {{- end }}
