@@ -91,16 +91,23 @@ class LlmMetricsTest(unittest.TestCase):
     def test_tokens_spend_calls_and_refusals_of_one_task(self):
         self.up.usage = (100, 200)  # 0.1 + 0.4 = 0.50 a call
         ask = {"model": "gpt-mini", "max_tokens": 100, "messages": []}
+        # Each call's audit line is waited for before the next: a call is settled (its reserve
+        # replaced by its usage) just before its line, and a client may see the end of the
+        # response first. Otherwise a reserve still held could refuse the next call.
         self.assertEqual(self.call("payer", "/v1/chat/completions", ask)[0], 200)
+        self.settled("payer", 1)
         # Streamed, without include_usage: sandgate asks for it; its usage chunk is 11 + 7.
         self.assertEqual(self.call("payer", "/v1/chat/completions",
                                    dict(ask, stream=True))[0], 200)
+        self.settled("payer", 2)
         # An upstream error: no usage, no cost; a call that was made all the same.
         self.assertEqual(self.call("payer", "/error", ask)[0], 500)
+        self.settled("payer", 3)
         # Refused by sandgate: a model off the list, and the budget once it is spent.
         self.assertEqual(self.call("payer", "/v1/chat/completions",
                                    dict(ask, model=HOSTILE_MODEL))[0], 403)
         self.assertEqual(self.call("payer", "/v1/chat/completions", ask)[0], 200)
+        self.settled("payer", 5)
         status, headers = self.call("payer", "/v1/chat/completions", ask)
         self.assertEqual((status, headers.get("x-sandgate-reason")), (429, "budget_exceeded"))
         self.settled("payer", 6)
