@@ -253,6 +253,29 @@ TEST(LeasedCounter, AdmitNowStopsWithoutTakingAndAdmitsFromLeases) {
   EXPECT_EQ(store->counter.get(key), 10);
 }
 
+// Growth per event: task names come from tokens, so the leases and reads kept are bounded;
+// past the bound a take is counted exactly, never refused for want of room here.
+TEST(LeasedCounter, LeasesAndReadsAreBoundedAndTakesPastTheBoundAreExact) {
+  auto store = std::make_shared<Store>();
+  auto trips = std::make_shared<RoundTrips>(store);
+  FakeClock clock;
+  LeasedCounter::Options o = options();
+  o.maxKeys = 2;
+  LeasedCounter c(trips, o, clock.fn());
+  ASSERT_EQ(c.tryAdd("a", 1, 100, 0).status, Status::kTaken);
+  ASSERT_EQ(c.get("b"), 0);
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(c.tryAdd("c", 1, 100, 0).status, Status::kTaken);
+  EXPECT_EQ(c.leased("c"), 0);
+  EXPECT_EQ(trips->takes, 1 + 3);  // a's block, then c exactly, each take
+  EXPECT_EQ(store->counter.get("c"), 3);
+  // Once a's lease has gone idle and been given back, there is room again.
+  clock.now += milliseconds(1000);
+  c.sweep();
+  EXPECT_EQ(store->counter.get("a"), 1);
+  ASSERT_EQ(c.tryAdd("c", 1, 100, 0).status, Status::kTaken);
+  EXPECT_EQ(c.leased("c"), 9);
+}
+
 TEST(LeasedCounter, ASweeperThreadGivesIdleLeasesBack) {
   auto store = std::make_shared<Store>();
   LeasedCounter::Options o = options();
