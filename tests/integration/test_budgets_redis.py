@@ -165,6 +165,18 @@ class RedisBudgetsTest(unittest.TestCase):
         trips = self.evalsha_calls() - before
         self.assertLess(trips, LEASED // 2, trips)
 
+    def test_a_stopping_replica_gives_its_unused_lease_back(self):
+        """A lease a replica holds is not lost with it: on a graceful stop what it did not use
+        goes back to Redis, for the other replicas."""
+        sg = self.replica("stop", prefix="stop:")
+        key = "stop:sandgate:budget:leased:calls:run:0:requests"
+        self.assertEqual(self.send(sg, "leased", "/echo/stop")[0], 200)
+        self.assertEqual(self.redis.command("GET", key), b"10")  # one block of LEASED / 32
+        self.assertEqual(sg.stop(timeout=15), 0, sg.stderr())
+        self.replicas.pop("stop").cleanup()  # the tests after this one see running replicas only
+        wait_until(lambda: self.redis.command("GET", key) == b"1",
+                   what="the unused 9 given back at the stop")
+
     def test_redis_stopped_closed_refuses_open_admits_and_audits_then_resumes(self):
         closed = self.replicas.get("a") or self.replica("a")
         opened = self.replicas.get("o") or self.replica("o", fail="open", prefix="open:")
