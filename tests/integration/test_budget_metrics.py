@@ -16,7 +16,7 @@ import unittest
 
 import artifacts
 from llm_upstream import LlmUpstream
-from redis_server import RedisServer
+from redis_server import RedisServer, use_redis
 from sandgate_fixture import Sandgate, read_response, wait_until
 from upstreams import HttpUpstream
 
@@ -199,12 +199,7 @@ class RedisBudgetGaugesTest(unittest.TestCase):
                           "budgets": [{"name": "calls", "window": "run", "requests": 10}]}}
         sg = Sandgate(policies, [{"name": "shared", "policy": "p", "token": TOKEN}],
                       resolve={"api.test": "127.0.0.1:%d" % cls.up.port})
-        pw_file = sg.secret_file("redis-metrics-" + name, PASSWORD)
-        sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
-        sg.config["state"] = {"redis": {"url": "redis://127.0.0.1:%d/0" % cls.redis.port,
-                                        "password": "redis", "key_prefix": "gauge:"}}
-        sg.write_config(sg.config)
-        return sg.start()
+        return use_redis(sg, cls.redis, "redis-metrics-" + name, "gauge:").start()
 
     def send(self, sg):
         s = sg.connect()

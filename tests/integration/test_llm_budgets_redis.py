@@ -13,7 +13,7 @@ import unittest
 
 import artifacts
 from llm_upstream import LlmUpstream
-from redis_server import RedisServer
+from redis_server import RedisServer, use_redis
 from sandgate_fixture import Sandgate, read_to_eof, wait_until
 
 TOKEN = "llm-redis-tok"
@@ -48,12 +48,7 @@ class LlmSpendAcrossReplicasTest(unittest.TestCase):
         sg = Sandgate(policies, [{"name": "payer", "policy": "agent", "token": TOKEN}],
                       resolve={"api.openai.test": "127.0.0.1:%d" % cls.up.port},
                       extra={"llm": {"prices": prices}})
-        pw_file = sg.secret_file("llm-redis-" + name, PASSWORD)
-        sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
-        sg.config["state"] = {"redis": {"url": "redis://127.0.0.1:%d/0" % cls.redis.port,
-                                        "password": "redis", "key_prefix": "llm:"}}
-        sg.write_config(sg.config)
-        return sg.start()
+        return use_redis(sg, cls.redis, "llm-redis-" + name, "llm:").start()
 
     def call(self, sg):
         payload = json.dumps(ASK).encode()

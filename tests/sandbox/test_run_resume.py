@@ -16,7 +16,7 @@ import tempfile
 import unittest
 
 import artifacts
-from run_support import namespaces_refused, run_bounded, serve_run_work_dir
+from run_support import run_bounded, serve_run_work_dir, skip_unless_runs
 from sandgate_fixture import Sandgate, binary, wait_until
 from upstreams import HttpUpstream
 
@@ -45,13 +45,7 @@ class RunResumeTest(unittest.TestCase):
         cls.serve.write_config(cls.serve.config)
         cls.serve.start()
         probe = cls.run_cmd(cls.new_workspace(), "true", "--run-dir", cls.run_dir("probe"))
-        if probe.returncode == 125 and namespaces_refused(probe.stderr):
-            cls.tearDownClass()
-            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
-        if probe.returncode == 125 and "overlay" in probe.stderr:
-            cls.tearDownClass()
-            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
-        assert probe.returncode == 0, probe.stderr
+        skip_unless_runs(probe, cleanup=cls.tearDownClass)
 
     @classmethod
     def tearDownClass(cls):

@@ -15,6 +15,20 @@ import tempfile
 import time
 
 
+def use_redis(sg, redis, secret_name, prefix, fail=None):
+    """Points the not yet started Sandgate `sg` at `redis` for its budgets (`state.redis`): the
+    password from a secret file of `sg`'s (credential `redis`, named `secret_name` on disk),
+    `key_prefix` `prefix`, and `fail` when given. Writes the config; returns `sg`."""
+    pw_file = sg.secret_file(secret_name, redis.password)
+    sg.config["credentials"] = {"redis": {"source": {"file": pw_file}}}
+    sg.config["state"] = {"redis": {"url": "redis://127.0.0.1:%d/0" % redis.port,
+                                    "password": "redis", "key_prefix": prefix}}
+    if fail:
+        sg.config["state"]["redis"]["fail"] = fail
+    sg.write_config(sg.config)
+    return sg
+
+
 def _free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

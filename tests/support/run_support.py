@@ -159,6 +159,19 @@ def run_sandgate(argv, *flags, workspace, run_dir=None, timeout=60, **kwargs):
     return r
 
 
+def skip_unless_runs(probe, cleanup=None):
+    """After a probe `sandgate run ... -- true`: skips the test class (calling `cleanup` first)
+    with the kernel's reason when the host refuses namespaces or the workspace overlay, and fails
+    on any other failure."""
+    for refused, what in ((namespaces_refused(probe.stderr), "this host refuses namespaces: "),
+                          ("overlay" in probe.stderr, "this kernel refuses the workspace overlay: ")):
+        if probe.returncode == 125 and refused:
+            if cleanup:
+                cleanup()
+            raise unittest.SkipTest(what + probe.stderr.strip())
+    assert probe.returncode == 0, probe.stderr
+
+
 class WorkspaceRuns(unittest.TestCase):
     """A test class of `sandgate run` with overlay workspaces: as root (as CI runs) it gets a
     0755 directory of its own (`cls.dir`, removed after) and skips with the kernel's reason when
@@ -175,14 +188,7 @@ class WorkspaceRuns(unittest.TestCase):
             raise unittest.SkipTest(cls.NOT_ROOT)
         cls.dir = tempfile.mkdtemp(prefix=cls.PREFIX)
         os.chmod(cls.dir, 0o755)
-        probe = cls.probe()
-        if probe.returncode == 125 and namespaces_refused(probe.stderr):
-            cls.tearDownClass()
-            raise unittest.SkipTest("this host refuses namespaces: " + probe.stderr.strip())
-        if probe.returncode == 125 and "overlay" in probe.stderr:
-            cls.tearDownClass()
-            raise unittest.SkipTest("this kernel refuses the workspace overlay: " + probe.stderr)
-        assert probe.returncode == 0, probe.stderr
+        skip_unless_runs(cls.probe(), cleanup=cls.tearDownClass)
 
     @classmethod
     def tearDownClass(cls):
