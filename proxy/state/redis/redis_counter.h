@@ -6,7 +6,8 @@
 // - tryAdd (admission: a request, a reserve) is one atomic Lua script per key (EVALSHA; the
 //   script is loaded again on NOSCRIPT after a Redis restart), with the key expiring one window
 //   after its end (run windows: 30 days after the last write). It waits one round trip: exact
-//   across replicas.
+//   across replicas. The snapshot calls it through budget::LeasedCounter, which takes blocks of
+//   a limit with it and admits small takes from them without a round trip each.
 // - add (settling bytes, giving a refused request's take back) is batched: summed per key in
 //   this process and flushed every kFlushEvery by a thread of its own, so the end of an exchange
 //   never waits on Redis. A byte budget can therefore be passed by what the replicas settled in
