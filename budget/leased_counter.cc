@@ -32,11 +32,9 @@ int64_t LeasedCounter::blockFor(int64_t limit) const {
   return std::max<int64_t>(1, limit / options_.share);
 }
 
-bool LeasedCounter::roomFor(size_t more) const {
-  return leases_.size() + reads_.size() + more <= options_.maxKeys;
-}
+bool LeasedCounter::full() const { return leases_.size() + reads_.size() >= options_.maxKeys; }
 
-std::optional<TakeResult> LeasedCounter::fromLease(const std::string& key, int64_t amount,
+std::optional<TakeResult> LeasedCounter::fromLease(std::string_view key, int64_t amount,
                                                    int64_t limit) {
   auto it = leases_.find(key);
   if (it == leases_.end() || it->second.limit != limit || it->second.remaining < amount) {
@@ -48,8 +46,9 @@ std::optional<TakeResult> LeasedCounter::fromLease(const std::string& key, int64
   return TakeResult{TakeResult::Status::kTaken, std::max<int64_t>(0, l.seen - l.remaining)};
 }
 
-TakeResult LeasedCounter::takeBlock(const std::string& key, int64_t amount, int64_t limit,
-                                    int64_t block, int64_t expiresAt) {
+TakeResult LeasedCounter::takeBlock(std::string_view key, int64_t amount, int64_t limit,
+                                    int64_t expiresAt) {
+  const int64_t block = blockFor(limit);
   // A lease taken under another limit (a reload changed the budget) is given back first.
   int64_t stale = 0;
   {
@@ -71,9 +70,8 @@ TakeResult LeasedCounter::takeBlock(const std::string& key, int64_t amount, int6
     int64_t used = 0;
     {
       std::lock_guard lock(mu_);
-      Lease& l = leases_[key];
+      Lease& l = leases_.try_emplace(std::string(key)).first->second;
       l.remaining += block - amount;
-      l.block = block;
       l.limit = limit;
       l.seen = r.used;
       l.expiresAt = expiresAt;
@@ -115,46 +113,40 @@ TakeResult LeasedCounter::takeBlock(const std::string& key, int64_t amount, int6
 
 TakeResult LeasedCounter::tryAdd(std::string_view key, int64_t amount, int64_t limit,
                                  int64_t expiresAt) {
-  const int64_t block = blockFor(limit);
-  if (amount > block) return inner_->tryAdd(key, amount, limit, expiresAt);
-  const std::string k(key);
+  if (amount > blockFor(limit)) return inner_->tryAdd(key, amount, limit, expiresAt);
   {
     std::lock_guard lock(mu_);
-    if (auto r = fromLease(k, amount, limit)) return *r;
+    if (auto r = fromLease(key, amount, limit)) return *r;
     // Full of leases and reads: counted exactly, without a new lease.
-    if (!leases_.contains(k) && !roomFor(1)) {
-      return inner_->tryAdd(key, amount, limit, expiresAt);
-    }
+    if (!leases_.contains(key) && full()) return inner_->tryAdd(key, amount, limit, expiresAt);
   }
-  return takeBlock(k, amount, limit, block, expiresAt);
+  return takeBlock(key, amount, limit, expiresAt);
 }
 
 std::optional<TakeResult> LeasedCounter::tryAddNow(std::string_view key, int64_t amount,
                                                    int64_t limit, int64_t expiresAt) {
-  (void)expiresAt;
   if (!inner_->waits()) return tryAdd(key, amount, limit, expiresAt);
   if (amount > blockFor(limit)) return std::nullopt;
   std::lock_guard lock(mu_);
-  return fromLease(std::string(key), amount, limit);
+  return fromLease(key, amount, limit);
 }
 
 bool LeasedCounter::add(std::string_view key, int64_t amount, int64_t expiresAt) {
-  const std::string k(key);
   if (amount < 0) {
     // A give-back on a key this replica leases: the units stay taken in the store, and the
     // lease hands them out again.
     int64_t excess = 0;
     {
       std::lock_guard lock(mu_);
-      auto it = leases_.find(k);
+      auto it = leases_.find(key);
       if (it != leases_.end()) {
         Lease& l = it->second;
         l.remaining += -amount;
         l.lastUsed = clock_();
-        excess = std::max<int64_t>(0, l.remaining - l.block);
+        excess = std::max<int64_t>(0, l.remaining - blockFor(l.limit));
         l.remaining -= excess;
         l.seen -= excess;
-        if (auto rd = reads_.find(k); rd != reads_.end()) rd->second.value = l.seen;
+        if (auto rd = reads_.find(key); rd != reads_.end()) rd->second.value = l.seen;
         if (excess == 0) return true;
       }
     }
@@ -163,7 +155,7 @@ bool LeasedCounter::add(std::string_view key, int64_t amount, int64_t expiresAt)
   const bool ok = inner_->add(key, amount, expiresAt);
   if (ok) {
     std::lock_guard lock(mu_);
-    if (auto rd = reads_.find(k); rd != reads_.end()) {
+    if (auto rd = reads_.find(key); rd != reads_.end()) {
       rd->second.value = std::max<int64_t>(0, rd->second.value + amount);
     }
   }
@@ -174,29 +166,32 @@ std::optional<int64_t> LeasedCounter::get(std::string_view key) {
   const uint64_t guessed = inner_->failedOpen();
   const auto v = inner_->get(key);
   if (!v || inner_->failedOpen() != guessed) return v;
-  const std::string k(key);
   std::lock_guard lock(mu_);
-  auto rd = reads_.find(k);
-  if (rd != reads_.end() || roomFor(1)) reads_[k] = Read{*v, clock_()};
-  // What this replica holds unused is not used: the others' use and its own.
-  auto it = leases_.find(k);
-  return std::max<int64_t>(0, *v - (it == leases_.end() ? 0 : it->second.remaining));
+  if (auto rd = reads_.find(key); rd != reads_.end()) {
+    rd->second = Read{*v, clock_()};
+  } else if (!full()) {
+    reads_.emplace(std::string(key), Read{*v, clock_()});
+  }
+  return usedOf(key, *v);
 }
 
 std::optional<int64_t> LeasedCounter::getNow(std::string_view key) {
   if (!inner_->waits()) return get(key);
-  const std::string k(key);
   std::lock_guard lock(mu_);
-  auto rd = reads_.find(k);
+  auto rd = reads_.find(key);
   if (rd == reads_.end() || clock_() - rd->second.at > options_.readFresh) return std::nullopt;
-  auto it = leases_.find(k);
-  return std::max<int64_t>(0,
-                           rd->second.value - (it == leases_.end() ? 0 : it->second.remaining));
+  return usedOf(key, rd->second.value);
+}
+
+int64_t LeasedCounter::usedOf(std::string_view key, int64_t stored) const {
+  // What this replica holds unused is not used: the others' use and its own.
+  auto it = leases_.find(key);
+  return std::max<int64_t>(0, stored - (it == leases_.end() ? 0 : it->second.remaining));
 }
 
 int64_t LeasedCounter::leased(std::string_view key) {
   std::lock_guard lock(mu_);
-  auto it = leases_.find(std::string(key));
+  auto it = leases_.find(key);
   return it == leases_.end() ? 0 : it->second.remaining;
 }
 

@@ -29,9 +29,10 @@
 #include <mutex>
 #include <string>
 #include <thread>
-#include <unordered_map>
+#include <string_view>
 
 #include "budget/counter.h"
+#include "common/string_hash.h"
 
 namespace sandgate::budget {
 
@@ -76,8 +77,7 @@ class LeasedCounter final : public Counter {
   using TimePoint = std::chrono::steady_clock::time_point;
   struct Lease {
     int64_t remaining = 0;  // taken from the store, not yet handed out
-    int64_t block = 1;      // the size of a lease on this key
-    int64_t limit = 0;      // the limit it was taken against
+    int64_t limit = 0;      // the limit it was taken against (its block: blockFor(limit))
     int64_t seen = 0;       // the store's total after this replica's last take
     int64_t expiresAt = 0;
     TimePoint lastUsed;
@@ -89,19 +89,20 @@ class LeasedCounter final : public Counter {
   int64_t blockFor(int64_t limit) const;
   // Hands `amount` out of the lease on `key` taken against `limit` (mu_ held); the answer, or
   // nullopt if it has not that much.
-  std::optional<TakeResult> fromLease(const std::string& key, int64_t amount, int64_t limit);
+  std::optional<TakeResult> fromLease(std::string_view key, int64_t amount, int64_t limit);
   // A new block on `key` from the store (mu_ not held).
-  TakeResult takeBlock(const std::string& key, int64_t amount, int64_t limit, int64_t block,
-                       int64_t expiresAt);
-  bool roomFor(size_t more) const;  // mu_ held
+  TakeResult takeBlock(std::string_view key, int64_t amount, int64_t limit, int64_t expiresAt);
+  bool full() const;  // no room for one more lease or read (mu_ held)
+  // The store's total `stored` of `key` less what this replica holds unused (mu_ held).
+  int64_t usedOf(std::string_view key, int64_t stored) const;
   void sweeper();
 
   std::shared_ptr<Counter> inner_;
   Options options_;
   Clock clock_;
   std::mutex mu_;
-  std::unordered_map<std::string, Lease> leases_;
-  std::unordered_map<std::string, Read> reads_;
+  StringMap<Lease> leases_;  // searched by string_view: no key copy per request
+  StringMap<Read> reads_;
   std::condition_variable cv_;
   bool stop_ = false;
   std::thread thread_;

@@ -51,7 +51,7 @@ LocalCounter::Entry* LocalCounter::find(Shard& s, std::string_view key,
                                         std::optional<int64_t> expiresAt) {
   const int64_t now = clock_();
   auto expired = [now](const Entry& e) { return e.expiresAt != 0 && e.expiresAt <= now; };
-  auto it = s.map.find(std::string(key));
+  auto it = s.map.find(key);
   if (it != s.map.end()) {
     if (!expiresAt) return expired(it->second) ? nullptr : &it->second;
     // A key of a window that has ended starts again from 0 (its window is another key, but a

@@ -11,9 +11,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "budget/counter.h"
+#include "common/string_hash.h"
 
 namespace sandgate::budget {
 
@@ -40,7 +40,7 @@ class LocalCounter final : public Counter {
   };
   struct Shard {
     mutable std::mutex mu;
-    std::unordered_map<std::string, Entry> map;
+    StringMap<Entry> map;  // searched by string_view: no key copy per request
   };
   Shard& shardOf(std::string_view key);
   // The live entry for `key`. With `expiresAt` (a write): made when missing if there is room

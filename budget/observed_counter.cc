@@ -19,7 +19,7 @@ void ObservedCounter::note(std::string_view key, int64_t value, bool delta, int6
   const int64_t now = clock_();
   const int64_t forgetAt = std::max(expiresAt, now + kForgetAfter);
   std::lock_guard lock(mu_);
-  auto it = seen_.find(std::string(key));
+  auto it = seen_.find(key);
   if (it == seen_.end()) {
     // A settle of a key never read here says nothing of its total.
     if (delta) return;
@@ -79,7 +79,7 @@ std::optional<int64_t> ObservedCounter::getNow(std::string_view key) {
 
 std::optional<int64_t> ObservedCounter::peek(std::string_view key) {
   std::lock_guard lock(mu_);
-  auto it = seen_.find(std::string(key));
+  auto it = seen_.find(key);
   if (it == seen_.end()) return std::nullopt;
   return it->second.value;
 }

@@ -12,9 +12,9 @@
 #include <mutex>
 #include <optional>
 #include <string>
-#include <unordered_map>
 
 #include "budget/counter.h"
+#include "common/string_hash.h"
 
 namespace sandgate::budget {
 
@@ -56,7 +56,7 @@ class ObservedCounter final : public Counter {
   size_t maxKeys_;
   std::function<int64_t()> clock_;
   std::mutex mu_;
-  std::unordered_map<std::string, Seen> seen_;
+  StringMap<Seen> seen_;  // searched by string_view: no key copy per request
 };
 
 }  // namespace sandgate::budget

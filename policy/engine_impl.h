@@ -9,6 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "common/string_hash.h"
 #include "policy/compiled_rule.h"
 #include "policy/engine.h"
 #include "policy/host_index.h"
@@ -16,25 +17,20 @@
 namespace sandgate::policy {
 
 struct Engine::Impl {
-  struct StringHash {
-    using is_transparent = void;
-    size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }
-  };
-
   std::string file;
   std::deque<CompiledRule> rules;  // owns every rule; a deque keeps their addresses stable
   HostIndex globalDeny;
   std::vector<std::unique_ptr<CompiledPolicy>> policies;
-  std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> tasks;
+  StringMap<const CompiledPolicy*> tasks;
   // Policy name -> its compiled form, for decideUnder(): the policies tasks use, and every
   // policy when the config has `tokens:` (an ad-hoc task may name any).
-  std::unordered_map<std::string, const CompiledPolicy*, StringHash, std::equal_to<>> byPolicy;
+  StringMap<const CompiledPolicy*> byPolicy;
   Diagnostics warnings;  // see Engine::warnings()
   // Tasks in learn mode (config::TaskMode::kLearn), and the names `resolve:` pins.
-  std::unordered_map<std::string, bool, StringHash, std::equal_to<>> learnTasks;
-  std::unordered_map<std::string, bool, StringHash, std::equal_to<>> pinnedNames;
+  StringMap<bool> learnTasks;
+  StringMap<bool> pinnedNames;
   // Tasks with on_unknown: ask (config::OnUnknown::kAsk): their learnable refusals are askable.
-  std::unordered_map<std::string, bool, StringHash, std::equal_to<>> askTasks;
+  StringMap<bool> askTasks;
 };
 
 }  // namespace sandgate::policy
