@@ -445,10 +445,15 @@ size_t Metrics::taskCount() const {
 
 void Metrics::configInfo(const std::string& sha256) {
   std::lock_guard lock(state_->mu);
-  // One series at a time: the old digest goes away as the new one appears.
-  if (state_->configInfoSeries) state_->configInfo->Remove(state_->configInfoSeries);
-  state_->configInfoSeries = &state_->configInfo->Add({{"sha256", sha256}});
-  state_->configInfoSeries->Set(1);
+  // The new digest is set before the old one goes: a scrape during a reload sees the old
+  // series, both for an instant, or the new one, never none (which would look like a replica
+  // without a config). The same digest again is the same series, kept.
+  prometheus::Gauge* next = &state_->configInfo->Add({{"sha256", sha256}});
+  next->Set(1);
+  if (state_->configInfoSeries && state_->configInfoSeries != next) {
+    state_->configInfo->Remove(state_->configInfoSeries);
+  }
+  state_->configInfoSeries = next;
 }
 
 void Metrics::configLoaded() {

@@ -105,9 +105,12 @@ class KubeletReloadTest(unittest.TestCase):
         artifacts.record("metrics", "metrics", text)
         return text
 
+    def config_digests(self, port):
+        return re.findall(r'^sandgate_config_info\{sha256="([0-9a-f]{64})"\} 1$',
+                          self.metrics(port), re.M)
+
     def config_digest(self, port):
-        m = re.findall(r'^sandgate_config_info\{sha256="([0-9a-f]{64})"\} 1$',
-                       self.metrics(port), re.M)
+        m = self.config_digests(port)
         self.assertEqual(len(m), 1, "exactly one sandgate_config_info series")
         return m[0]
 
@@ -142,8 +145,12 @@ class KubeletReloadTest(unittest.TestCase):
         vols["credential-0"].write({"token": "second-secret-value"})
         vols["config"].write({"config.yaml": self.layout.localise(config2)})
 
-        wait_until(lambda: self.config_digest(metrics) != digest1, timeout=15,
-                   what="sandgate_config_info to change after the ..data swap")
+        # A scrape during the reload may see both digests for an instant: waited past.
+        def changed():
+            m = self.config_digests(metrics)
+            return len(m) == 1 and m[0] != digest1
+        wait_until(changed, timeout=15, what="sandgate_config_info to change after the ..data swap")
+        self.assertNotEqual(self.config_digest(metrics), digest1)
         status, body = self.request(proxy, "api.example.test")
         self.assertEqual(status, 403, body)
         self.assertEqual(json.loads(body)["reason"], "no_matching_rule")
